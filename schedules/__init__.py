@@ -1,0 +1,1 @@
+"""Shipped schedules as data: ``<family>/presets.json`` (named presets) per op family."""

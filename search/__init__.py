@@ -1,0 +1,1 @@
+"""Optuna search over tiledsl schedules (see ``python -m search.tune --help``)."""

@@ -1,0 +1,23 @@
+"""tiledsl: describe an operation and a schedule in Python; get a fast, verified, explained GPU kernel.
+
+Public API::
+
+    tiledsl.GemmOp, tiledsl.GemmSchedule, tiledsl.gemm(a, b, c=None, alpha=1.0, beta=0.0, schedule=None)
+    tiledsl.compile(op, schedule=None, arch=None)      # arch="sm_90" compiles with no GPU present
+    tiledsl.Target, tiledsl.presets(family), tiledsl.preset(family, name)
+"""
+
+from .api import compile, source  # noqa: A004
+from .compile import Kernel, KernelSource
+from .errors import CompileError, LaunchError, ResourceError, ScheduleError, SpecError, SpecTypeError, TiledslError
+from .gemm import GEMM_RULES, GemmOp, GemmSchedule, gemm
+from .registry import preset, presets
+from .target import Target, gpu_available
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GEMM_RULES", "CompileError", "GemmOp", "GemmSchedule", "Kernel", "KernelSource", "LaunchError",
+    "ResourceError", "ScheduleError", "SpecError", "SpecTypeError", "Target", "TiledslError", "compile",
+    "gemm", "gpu_available", "preset", "presets", "source",
+]

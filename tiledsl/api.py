@@ -1,0 +1,84 @@
+"""``tiledsl.compile``: one entry point for every op family, dispatching on the op's type."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .compile import Kernel, KernelSource, compile_source
+from .errors import SpecTypeError
+from .gemm import GemmOp, GemmSchedule, emit_gemm
+from .gemm import default_schedule as gemm_default
+from .target import Target, resolve
+
+
+@dataclass(frozen=True)
+class OpFamily:
+    """How one kind of op is scheduled and emitted.
+
+    Attributes:
+        name: "gemm", "reduce", "transpose" (also the folder under ``schedules/``).
+        op_type, schedule_type: the frozen dataclasses.
+        emit: pure function (op, schedule) -> KernelSource.
+        default_schedule: (op, target) -> schedule for ``schedule=None``.
+    """
+
+    name: str
+    op_type: type
+    schedule_type: type
+    emit: Callable[[object, object], KernelSource]
+    default_schedule: Callable[[object, Target], object]
+
+
+FAMILIES: tuple[OpFamily, ...] = (
+    OpFamily("gemm", GemmOp, GemmSchedule, emit_gemm, gemm_default),
+)
+
+
+def family_of(op) -> OpFamily:
+    """The :class:`OpFamily` of ``op`` (an op instance or an op type), or SpecTypeError."""
+    for fam in FAMILIES:
+        if isinstance(op, fam.op_type) or op is fam.op_type:
+            return fam
+    raise SpecTypeError(f"op must be one of {[f.op_type.__name__ for f in FAMILIES]}, got {type(op).__name__}")
+
+
+def family(name: str) -> OpFamily:
+    for fam in FAMILIES:
+        if fam.name == name:
+            return fam
+    raise SpecTypeError(f"unknown op family {name!r}; known: {[f.name for f in FAMILIES]}")
+
+
+def compile(op, schedule=None, *, arch: str | None = None, device: str | Target | None = None) -> Kernel:  # noqa: A001
+    """Generate and compile the kernel of ``op`` under ``schedule``.
+
+    Args:
+        op: a GemmOp (or another family's op).
+        schedule: its schedule; None picks the default for the shape and device.
+        arch: "sm_90", "sm_80", ...: compile with NVRTC alone (no GPU needed). None: the current GPU's.
+        device: a known GPU name ("H200") or Target, for the device-dependent checks and default.
+
+    Returns:
+        A :class:`Kernel` with ``source``, ``registers``, ``smem_bytes``, ``spill_bytes``.
+
+    Raises:
+        SpecTypeError: ``op`` or ``schedule`` is of the wrong type.
+        ScheduleError / ResourceError: the schedule breaks a rule or exceeds the device.
+        CompileError: NVRTC rejected the source (holds source, options and log).
+        LaunchError: ``arch`` and ``device`` are None and no GPU is present.
+    """
+    fam = family_of(op)
+    target = resolve(device, arch)
+    if schedule is None:
+        schedule = fam.default_schedule(op, target)
+    if not isinstance(schedule, fam.schedule_type):
+        raise SpecTypeError(f"schedule for {type(op).__name__} must be a {fam.schedule_type.__name__}, "
+                            f"got {type(schedule).__name__}")
+    schedule.validate(target)
+    return compile_source(fam.emit(op, schedule), arch or target.arch, op=op, schedule=schedule)
+
+
+def source(op, schedule) -> str:
+    """The CUDA C text of ``op`` under ``schedule`` (no compilation)."""
+    return family_of(op).emit(op, schedule).source

@@ -1,0 +1,1 @@
+"""Code emitters: pure functions from (op, schedule) to CUDA C text."""

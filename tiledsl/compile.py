@@ -1,0 +1,221 @@
+"""CUDA C source → :class:`Kernel` through NVRTC (via CuPy), with an in-memory and an on-disk cache.
+
+Compiling needs only NVRTC, not a GPU: ``compile_source(src, name, arch="sm_90")`` works on a machine
+with no driver (see ``../shared/DESIGN.md``, "Compiling without a GPU"). The resource report
+(registers, shared memory, spills, stack frame) is read from ptxas's ``-v`` log.
+
+Cache keys hold everything that changes the binary: SHA-256 of the source, arch, options and the NVRTC
+version. Disk entries live under ``$TILEDSL_CACHE_DIR`` (default ``~/.cache/tiledsl``) and are written
+atomically (temporary file + ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import CompileError, LaunchError
+
+BASE_OPTIONS: tuple[str, ...] = ("--std=c++17", "--ptxas-options=-v", "-lineinfo")
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """What an emitter returns: the source and how to launch it.
+
+    Attributes:
+        name: the ``extern "C"`` kernel name.
+        source: CUDA C text.
+        block: threads per block (x, y, z).
+        dynamic_smem_bytes: dynamic shared memory per block.
+    """
+
+    name: str
+    source: str
+    block: tuple[int, int, int]
+    dynamic_smem_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A compiled kernel and its resource report.
+
+    Attributes:
+        name, source, block, dynamic_smem_bytes: as in :class:`KernelSource`.
+        arch: the architecture compiled for ("sm_90").
+        options: NVRTC options used.
+        cubin: the binary.
+        registers: registers per thread (ptxas).
+        static_smem_bytes: static shared memory (ptxas).
+        spill_bytes: spill stores + spill loads (ptxas); 0 for a kernel that keeps its tile in registers.
+        stack_bytes: stack frame bytes (local memory).
+        log: the full NVRTC/ptxas log.
+        op, schedule: what it was generated from (may be None for raw sources).
+    """
+
+    name: str
+    source: str
+    block: tuple[int, int, int]
+    dynamic_smem_bytes: int
+    arch: str
+    options: tuple[str, ...]
+    cubin: bytes = field(repr=False)
+    registers: int
+    static_smem_bytes: int
+    spill_bytes: int
+    stack_bytes: int
+    log: str = field(repr=False)
+    op: object = None
+    schedule: object = None
+
+    @property
+    def smem_bytes(self) -> int:
+        """Shared memory per block: static + dynamic."""
+        return self.static_smem_bytes + self.dynamic_smem_bytes
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    def resources(self) -> dict:
+        """Registers, shared memory, spills and stack as a dict."""
+        return {"registers": self.registers, "smem_bytes": self.smem_bytes,
+                "spill_bytes": self.spill_bytes, "stack_bytes": self.stack_bytes}
+
+    def function(self):
+        """The loaded ``cupy.cuda.function.Function`` on the current device (loaded once per device)."""
+        return _load(self)
+
+
+def nvrtc_version() -> tuple[int, int]:
+    """NVRTC (major, minor) that CuPy uses."""
+    from cupy.cuda import nvrtc
+
+    return tuple(nvrtc.getVersion())
+
+
+def cache_dir() -> Path:
+    """Directory of the on-disk kernel cache (``$TILEDSL_CACHE_DIR`` or ``~/.cache/tiledsl``)."""
+    return Path(os.environ.get("TILEDSL_CACHE_DIR", Path.home() / ".cache" / "tiledsl")) / "kernels"
+
+
+_MEM_CACHE: dict[str, tuple[bytes, str]] = {}
+_LOCK = threading.Lock()
+
+
+def compile_source(ks: KernelSource, arch: str, extra_options: tuple[str, ...] = (),
+                   op: object = None, schedule: object = None) -> Kernel:
+    """Compile ``ks`` for ``arch`` (e.g. "sm_90") with NVRTC; cached in memory and on disk.
+
+    Raises:
+        CompileError: NVRTC rejected the source (the error holds source, options and log).
+    """
+    options = (*BASE_OPTIONS, f"-arch={arch}", *extra_options)
+    ver = nvrtc_version()
+    key = hashlib.sha256(
+        json.dumps([ks.source, ks.name, arch, options, ver]).encode()).hexdigest()[:32]
+    with _LOCK:
+        hit = _MEM_CACHE.get(key)
+    if hit is None:
+        hit = _disk_get(key)
+    if hit is None:
+        hit = _nvrtc(ks, options)
+        _disk_put(key, *hit)
+    with _LOCK:
+        _MEM_CACHE[key] = hit
+    cubin, log = hit
+    report = parse_ptxas_log(log, ks.name)
+    return Kernel(name=ks.name, source=ks.source, block=ks.block,
+                  dynamic_smem_bytes=ks.dynamic_smem_bytes, arch=arch, options=options,
+                  cubin=cubin, log=log, op=op, schedule=schedule, **report)
+
+
+def _nvrtc(ks: KernelSource, options: tuple[str, ...]) -> tuple[bytes, str]:
+    from cupy.cuda import nvrtc
+
+    prog = nvrtc.createProgram(ks.source, f"{ks.name}.cu", [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, list(options))
+        except nvrtc.NVRTCError as exc:
+            log = nvrtc.getProgramLog(prog)
+            raise CompileError(f"NVRTC failed to compile {ks.name}: {exc}", ks.source, options, log) from None
+        return nvrtc.getCUBIN(prog), nvrtc.getProgramLog(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def _disk_get(key: str) -> tuple[bytes, str] | None:
+    d = cache_dir()
+    try:
+        return (d / f"{key}.cubin").read_bytes(), (d / f"{key}.log").read_text()
+    except OSError:
+        return None
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _disk_put(key: str, cubin: bytes, log: str) -> None:
+    d = cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        _atomic_write(d / f"{key}.log", log.encode())
+        _atomic_write(d / f"{key}.cubin", cubin)
+    except OSError:
+        pass  # a read-only home is not an error: the in-memory cache still works
+
+
+_RE = {
+    "registers": re.compile(r"Used (\d+) registers"),
+    "static_smem_bytes": re.compile(r"(\d+) bytes smem"),
+    "spill_store": re.compile(r"(\d+) bytes spill stores"),
+    "spill_load": re.compile(r"(\d+) bytes spill loads"),
+    "stack_bytes": re.compile(r"(\d+) bytes stack frame"),
+}
+
+
+def parse_ptxas_log(log: str, name: str) -> dict:
+    """Registers, static shared memory, spill bytes and stack frame of kernel ``name`` from a ptxas log."""
+    start = log.find(f"'{name}'")
+    text = log[start:] if start >= 0 else log
+
+    def first(key: str) -> int:
+        m = _RE[key].search(text)
+        return int(m.group(1)) if m else 0
+
+    return {"registers": first("registers"), "static_smem_bytes": first("static_smem_bytes"),
+            "spill_bytes": first("spill_store") + first("spill_load"), "stack_bytes": first("stack_bytes")}
+
+
+_LOADED: dict[tuple[int, str, int], object] = {}
+
+
+def _load(k: Kernel):
+    import cupy
+
+    try:
+        dev = cupy.cuda.Device().id
+    except Exception as exc:
+        raise LaunchError(f"no CUDA device available to load {k.name}: {exc}") from exc
+    key = (dev, k.name, hash(k.cubin))
+    fn = _LOADED.get(key)
+    if fn is None:
+        mod = cupy.cuda.function.Module()
+        mod.load(k.cubin)
+        fn = mod.get_function(k.name)
+        if k.dynamic_smem_bytes > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = k.dynamic_smem_bytes
+        _LOADED[key] = (mod, fn)
+        return fn
+    return fn[1]

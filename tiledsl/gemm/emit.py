@@ -1,0 +1,317 @@
+"""GEMM emitter: a pure function (GemmOp, GemmSchedule) -> KernelSource.
+
+Structure of the kernel (``../shared/seeds/002_…`` GEMM tiling; ``004_…`` §9.5.2):
+
+1. block → C tile: a 1-D grid, rasterized in groups of ``swizzle`` block-rows for L2 reuse;
+2. thread → fragment: each warp owns a wm×wn warp tile, each thread an rm×rn thread tile made of
+   4-wide chunks strided across the warp tile, so shared-memory fragment reads are 16-byte and
+   broadcast inside the warp;
+3. global → registers → shared memory: A and B tiles loaded with ``vec``-wide loads, stored k-major
+   (``As[k][m]``, ``Bs[k][n]``) so fragment reads are contiguous; out-of-range elements load as 0;
+4. main loop over K tiles: with double buffering the next tile is fetched into registers while the
+   current one is multiplied out of shared memory (one barrier per K step);
+5. epilogue: C = alpha·acc (+ beta·C when ``op.read_c``), vector stores where C's alignment allows.
+"""
+
+from __future__ import annotations
+
+from .. import dtypes
+from .. import rules as R
+from ..codegen.prelude import helpers_for
+from ..codegen.writer import Writer
+from ..compile import KernelSource
+from .op import GemmOp
+from .schedule import GEMM_RULES, GemmSchedule
+
+_VEC_TYPES = {  # (storage C type, width) -> CUDA vector type
+    ("float", 4): "float4", ("float", 2): "float2",
+    ("unsigned short", 4): "ushort4", ("unsigned short", 2): "ushort2",
+}
+_COMPONENTS = ("x", "y", "z", "w")
+
+
+def kernel_name(op: GemmOp, s: GemmSchedule) -> str:
+    """Deterministic name: op, dtypes (in, accumulate, out), layout, effective vector widths, hash."""
+    dt = dtypes.get(op.dtype).short
+    beta = "beta" if op.read_c else "nobeta"
+    return (f"tiledsl_gemm_{dt}f32{dt}_{op.layout.lower()}_v{op.align_a}{op.align_b}{op.align_c}"
+            f"_{beta}_{s.bm}x{s.bn}x{s.bk}_{s.short_hash()}")
+
+
+def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
+    """Emit the CUDA C of ``op`` tiled by ``s``. Pure: same inputs, same text.
+
+    Returns:
+        KernelSource with ``block=(threads, 1, 1)`` and the dynamic shared memory the stages need.
+        Launch on a 1-D grid of ceil(M/bm)·ceil(N/bn) blocks (see :func:`grid`).
+    """
+    dt = dtypes.get(op.dtype)
+    t = dt.c_type
+    va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
+    cm, cn = min(4, s.rm), min(4, s.rn)
+    vc = min(op.align_c, cn)
+    name = kernel_name(op, s)
+    w = Writer()
+    w(f"// tiledsl GEMM: C[M,N] = alpha * A[M,K] @ B[K,N]{' + beta * C' if op.read_c else ''}",
+      f"// dtype {op.dtype} in/out, float32 accumulation; A {op.layout_a}-major, B {op.layout_b}-major, "
+      "C row-major",
+      f"// schedule: {s.to_dict()}")
+    prelude = helpers_for(op.dtype)
+    if prelude:
+        w(prelude.rstrip("\n"))
+    w.blank()
+    w("// ---- schedule (tiledsl.GemmSchedule) ----")
+    consts = [
+        ("BM", s.bm, "bm: block tile rows of C"), ("BN", s.bn, "bn: block tile columns of C"),
+        ("BK", s.bk, "bk: K depth of one shared-memory tile"),
+        ("RM", s.rm, "rm: thread tile rows"), ("RN", s.rn, "rn: thread tile columns"),
+        ("WM", s.wm, "wm: warp tile rows"), ("WN", s.wn, "wn: warp tile columns"),
+        ("VEC", s.vec, "vec: requested elements per global load"),
+        ("UNROLL", s.unroll, "unroll: inner-k unroll"),
+        ("SMEM_PAD", s.smem_pad, "smem_pad: padding elements per shared row"),
+        ("SWIZZLE", s.swizzle, "swizzle: block-rows per rasterization group"),
+        ("SPLIT_K", s.split_k, "split_k"),
+        ("STAGES", s.stages, "double_buffer -> 2 stages"),
+        ("THREADS", s.threads, "(BM/RM)*(BN/RN)"),
+        ("WARP_LANES", (s.wm // s.rm) * (s.wn // s.rn), "(WM/RM)*(WN/RN)"),
+    ]
+    width = max(len(f"constexpr int {n} = {v};") for n, v, _ in consts)
+    for n, v, doc in consts:
+        w(f"{f'constexpr int {n} = {v};':<{width}}  // {doc}")
+    w("// derived",
+      "constexpr int WARPS_N = BN / WN;              // warps along N",
+      "constexpr int LANES_N = WN / RN;              // threads of a warp along N",
+      "constexpr int LANES_M = WM / RM;              // threads of a warp along M",
+      f"constexpr int CM = {cm}, CN = {cn};               // fragment chunk widths (contiguous rows / cols)",
+      f"constexpr int VA = {va}, VB = {vb}, VC = {vc};      // effective vector widths of A, B, C "
+      f"(op alignment {op.align_a}/{op.align_b}/{op.align_c})",
+      "constexpr int LDS_A = BM + SMEM_PAD;          // shared row pitch of A (k-major)",
+      "constexpr int LDS_B = BN + SMEM_PAD;          // shared row pitch of B (k-major)",
+      "constexpr int LOADS_A = BM * BK / (THREADS * VA);",
+      "constexpr int LOADS_B = BK * BN / (THREADS * VB);")
+    for line in R.static_asserts(GEMM_RULES):
+        w(line)
+    w.blank()
+    beta_arg = ", float beta" if op.read_c else ""
+    w(f'extern "C" __global__ void __launch_bounds__({s.threads})')
+    with w.block(f"{name}(const {t}* __restrict__ A, const {t}* __restrict__ B, {t}* __restrict__ C,\n"
+                 f"    int M, int N, int K, long long lda, long long ldb, long long ldc, "
+                 f"float alpha{beta_arg})"):
+        _block_to_tile(w)
+        _thread_to_fragment(w)
+        _shared_memory(w)
+        w.blank()
+        w("float acc[RM][RN];                      // the thread tile, in registers",
+          "#pragma unroll",
+          "for (int i = 0; i < RM; ++i)",
+          "  #pragma unroll",
+          "  for (int j = 0; j < RN; ++j) acc[i][j] = 0.f;")
+        w.blank()
+        w("// registers staging one K tile on its way from global to shared memory",
+          "float a_stage[LOADS_A * VA];",
+          "float b_stage[LOADS_B * VB];")
+        w.blank()
+        w("const int k_tiles = (K + BK - 1) / BK;")
+        w("// ---- prologue: K tile 0 -> shared stage 0 ----")
+        _load_global(w, op, dt, "A", "0", va)
+        _load_global(w, op, dt, "B", "0", vb)
+        _store_shared(w, op, "A", "0", va)
+        _store_shared(w, op, "B", "0", vb)
+        w("__syncthreads();")
+        w.blank()
+        w("// ---- main loop over K tiles ----")
+        with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
+            if s.double_buffer:
+                w("const int cur = kt & 1;")
+                w("const bool has_next = kt + 1 < k_tiles;")
+                w("// prefetch K tile kt+1 into registers while tile kt is multiplied")
+                with w.block("if (has_next)"):
+                    _load_global(w, op, dt, "A", "(kt + 1) * BK", va)
+                    _load_global(w, op, dt, "B", "(kt + 1) * BK", vb)
+                _compute(w, "cur", cm, cn)
+                w("// publish the prefetched tile into the other stage")
+                with w.block("if (has_next)"):
+                    _store_shared(w, op, "A", "cur ^ 1", va)
+                    _store_shared(w, op, "B", "cur ^ 1", vb)
+                w("__syncthreads();")
+            else:
+                _compute(w, "0", cm, cn)
+                with w.block("if (kt + 1 < k_tiles)"):
+                    w("__syncthreads();  // everyone is done reading stage 0")
+                    _load_global(w, op, dt, "A", "(kt + 1) * BK", va)
+                    _load_global(w, op, dt, "B", "(kt + 1) * BK", vb)
+                    _store_shared(w, op, "A", "0", va)
+                    _store_shared(w, op, "B", "0", vb)
+                    w("__syncthreads();")
+        w.blank()
+        _epilogue(w, op, dt, vc)
+    return KernelSource(name=name, source=w.text(), block=(s.threads, 1, 1),
+                        dynamic_smem_bytes=s.smem_bytes())
+
+
+def grid(op: GemmOp, s: GemmSchedule) -> tuple[int, int, int]:
+    """1-D grid: one block per bm×bn tile of C."""
+    return (-(-op.m // s.bm) * -(-op.n // s.bn), 1, 1)
+
+
+def _block_to_tile(w: Writer) -> None:
+    w("// ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----",
+      "const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;",
+      "const int group = SWIZZLE * tiles_n;",
+      "const int first_m = (blockIdx.x / group) * SWIZZLE;",
+      "const int group_rows = min(tiles_m - first_m, SWIZZLE);",
+      "const int tile_m = first_m + (blockIdx.x % group) % group_rows;",
+      "const int tile_n = (blockIdx.x % group) / group_rows;",
+      "const int block_m = tile_m * BM, block_n = tile_n * BN;")
+
+
+def _thread_to_fragment(w: Writer) -> None:
+    w("// ---- thread -> fragment: warp tile WMxWN, thread tile RMxRN in CMxCN chunks strided by the warp ----",
+      "const int tid = threadIdx.x;",
+      "const int warp_id = tid / 32, lane = tid % 32;",
+      "const int frag_m = (warp_id / WARPS_N) * WM + (lane / LANES_N) * CM;  // first row of chunk 0",
+      "const int frag_n = (warp_id % WARPS_N) * WN + (lane % LANES_N) * CN;  // first column of chunk 0")
+
+
+def _shared_memory(w: Writer) -> None:
+    w("// ---- shared memory: STAGES x (As[BK][LDS_A], Bs[BK][LDS_B]), k-major ----",
+      "extern __shared__ float4 smem_raw[];",
+      "float* const As = reinterpret_cast<float*>(smem_raw);",
+      "float* const Bs = As + STAGES * BK * LDS_A;")
+
+
+def _operand_geometry(op: GemmOp, which: str) -> dict:
+    """Where the contiguous (vector) dimension of operand A or B lies, as C expressions."""
+    if which == "A":
+        # A is M x K. row-major: K contiguous; col-major: M contiguous.
+        if op.layout_a == "row":
+            return dict(v="VA", contig="BK", strided="BM", loads="LOADS_A",
+                        gm="block_m + r", gk="k0 + c", ptr="A + (long long)(block_m + r) * lda + (k0 + c)",
+                        bound="block_m + r < M && k0 + c < K", transposed=True, ld="LDS_A")
+        return dict(v="VA", contig="BM", strided="BK", loads="LOADS_A",
+                    ptr="A + (long long)(k0 + r) * lda + (block_m + c)",
+                    bound="block_m + c < M && k0 + r < K", transposed=False, ld="LDS_A")
+    if op.layout_b == "row":  # B is K x N; row-major: N contiguous
+        return dict(v="VB", contig="BN", strided="BK", loads="LOADS_B",
+                    ptr="B + (long long)(k0 + r) * ldb + (block_n + c)",
+                    bound="k0 + r < K && block_n + c < N", transposed=False, ld="LDS_B")
+    return dict(v="VB", contig="BK", strided="BN", loads="LOADS_B",
+                ptr="B + (long long)(block_n + r) * ldb + (k0 + c)",
+                bound="block_n + r < N && k0 + c < K", transposed=True, ld="LDS_B")
+
+
+def _load_global(w: Writer, op: GemmOp, dt: dtypes.DType, which: str, k0: str, vec: int) -> None:
+    g = _operand_geometry(op, which)
+    stage = "a_stage" if which == "A" else "b_stage"
+    layout = op.layout_a if which == "A" else op.layout_b
+    w(f"// global -> registers: {which} tile ({layout}-major), {g['v']}-wide loads along its "
+      f"contiguous dim, zero outside the matrix")
+    with w.block(""):
+        w(f"const int k0 = {k0};")
+        w("#pragma unroll")
+        with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
+            w("const int idx = tid + i * THREADS;",
+              f"const int r = idx / ({g['contig']} / {g['v']});              // strided index",
+              f"const int c = (idx % ({g['contig']} / {g['v']})) * {g['v']};  // contiguous index",
+              f"const bool in_range = {g['bound']};")
+            _emit_vector_load(w, dt, vec, g["ptr"], f"{stage}[i * {g['v']}", "in_range")
+
+
+def _emit_vector_load(w: Writer, dt: dtypes.DType, vec: int, ptr: str, dst: str, cond: str) -> None:
+    """Load ``vec`` elements at ``ptr`` (or zeros when not ``cond``) into dst[...] as float."""
+    if vec == 1:
+        w(f"{dst}] = {cond} ? {dt.to_acc(f'*({ptr})')} : 0.f;")
+        return
+    vt = _VEC_TYPES[(dt.c_type, vec)]
+    zero = f"make_{vt}({', '.join(['0'] * vec)})"
+    w(f"{vt} v = {zero};",
+      f"if ({cond}) v = *reinterpret_cast<const {vt}*>({ptr});")
+    for e in range(vec):
+        w(f"{dst} + {e}] = {dt.to_acc(f'v.{_COMPONENTS[e]}')};")
+
+
+def _store_shared(w: Writer, op: GemmOp, which: str, stage: str, vec: int) -> None:
+    g = _operand_geometry(op, which)
+    stage_reg = "a_stage" if which == "A" else "b_stage"
+    base = "As" if which == "A" else "Bs"
+    how = "transposed to k-major" if g["transposed"] else "k-major as loaded"
+    w(f"// registers -> shared: {which} tile, {how}")
+    with w.block(""):
+        w(f"float* const dst = {base} + ({stage}) * BK * {g['ld']};")
+        w("#pragma unroll")
+        with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
+            w("const int idx = tid + i * THREADS;",
+              f"const int r = idx / ({g['contig']} / {g['v']});",
+              f"const int c = (idx % ({g['contig']} / {g['v']})) * {g['v']};")
+            v = g["v"]
+            if g["transposed"]:
+                w("#pragma unroll",
+                  f"for (int e = 0; e < {v}; ++e) dst[(c + e) * {g['ld']} + r] = {stage_reg}[i * {v} + e];")
+            elif vec == 4:
+                w(f"*reinterpret_cast<float4*>(&dst[r * {g['ld']} + c]) = "
+                  f"*reinterpret_cast<const float4*>(&{stage_reg}[i * 4]);")
+            else:
+                w("#pragma unroll",
+                  f"for (int e = 0; e < {v}; ++e) dst[r * {g['ld']} + c + e] = {stage_reg}[i * {v} + e];")
+
+
+def _compute(w: Writer, stage: str, cm: int, cn: int) -> None:
+    w("// compute: rank-1 updates of the RMxRN thread tile from shared-memory fragments")
+    with w.block(""):
+        w(f"const float* const as = As + ({stage}) * BK * LDS_A;",
+          f"const float* const bs = Bs + ({stage}) * BK * LDS_B;",
+          "#pragma unroll UNROLL")
+        with w.block("for (int kk = 0; kk < BK; ++kk)"):
+            w("float a_frag[RM], b_frag[RN];")
+            for frag, chunk, width, lanes, src, ld, base, n in (
+                    ("a_frag", "CM", cm, "LANES_M", "as", "LDS_A", "frag_m", "RM"),
+                    ("b_frag", "CN", cn, "LANES_N", "bs", "LDS_B", "frag_n", "RN")):
+                w("#pragma unroll")
+                with w.block(f"for (int s = 0; s < {n} / {chunk}; ++s)"):
+                    src_at = f"{src}[kk * {ld} + {base} + s * {lanes} * {chunk}]"
+                    if width == 1:
+                        w(f"{frag}[s] = {src_at};")
+                    else:
+                        vt = f"float{width}"
+                        w(f"*reinterpret_cast<{vt}*>(&{frag}[s * {chunk}]) = "
+                          f"*reinterpret_cast<const {vt}*>(&{src_at});")
+            w("#pragma unroll",
+              "for (int i = 0; i < RM; ++i)",
+              "  #pragma unroll",
+              "  for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);")
+
+
+def _epilogue(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int) -> None:
+    t = dt.c_type
+    w("// ---- epilogue: C = alpha * acc" + (" + beta * C" if op.read_c else " (C is never read)")
+      + f", {'VC-wide' if vc > 1 else 'scalar'} stores ----")
+    w("#pragma unroll")
+    with w.block("for (int i = 0; i < RM; ++i)"):
+        w("const int gm = block_m + frag_m + (i / CM) * (LANES_M * CM) + i % CM;",
+          "if (gm >= M) continue;",
+          f"{t}* const c_row = C + (long long)gm * ldc;",
+          "#pragma unroll")
+        with w.block("for (int s = 0; s < RN / CN; ++s)"):
+            w("const int gn = block_n + frag_n + s * (LANES_N * CN);")
+            if vc > 1:
+                vt = _VEC_TYPES[(t, vc)]
+                w("// whole chunk in range: N is a multiple of VC (checked when the op was built)")
+                with w.block("if (gn < N)"):
+                    w(f"{vt}* const dst = reinterpret_cast<{vt}*>(c_row + gn);")
+                    if op.read_c:
+                        w(f"const {vt} old = *dst;")
+                    w(f"{vt} out;")
+                    for e in range(vc):
+                        val = f"alpha * acc[i][s * CN + {e}]"
+                        if op.read_c:
+                            val += f" + beta * {dt.to_acc(f'old.{_COMPONENTS[e]}')}"
+                        w(f"out.{_COMPONENTS[e]} = {dt.from_acc(val)};")
+                    w("*dst = out;")
+            else:
+                w("#pragma unroll")
+                with w.block("for (int e = 0; e < CN; ++e)"):
+                    w("if (gn + e >= N) break;")
+                    val = "alpha * acc[i][s * CN + e]"
+                    if op.read_c:
+                        val += f" + beta * {dt.to_acc('c_row[gn + e]')}"
+                    w(f"c_row[gn + e] = {dt.from_acc(val)};")

@@ -1,0 +1,84 @@
+"""The GEMM operation: C (M×N) = alpha · A (M×K) · B (K×N) + beta · C.
+
+Layouts follow numpy/CuPy (row-major is C order). ``layout_a="row"`` means A's K index has unit stride
+(lda = A.strides[0]); ``"col"`` means A's M index has unit stride (lda = A.strides[1]); likewise B
+with K and N. C always has unit stride along N (a column-major C is computed as Cᵀ = Bᵀ·Aᵀ, no copy).
+
+``align_a``/``align_b``/``align_c`` are the widest vector (1, 2 or 4 elements) that the arrays' base
+address, leading dimension and contiguous extent allow; the emitter uses min(schedule.vec, align).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .. import dtypes
+from ..errors import SpecError
+
+LAYOUTS = ("row", "col")
+GEMM_DTYPES = ("float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class GemmOp:
+    """A GEMM problem.
+
+    Attributes:
+        m, n, k: sizes (≥ 0; an empty product is handled by :func:`tiledsl.gemm` as numpy does).
+        dtype: element type of A, B and C: float32, float16 or bfloat16 (accumulation is float32).
+        layout_a, layout_b: "row" (row-major, C order) or "col" (column-major, e.g. a ``.T`` view).
+        align_a, align_b, align_c: widest vector width (1, 2, 4) the operands allow.
+        read_c: True when beta ≠ 0 (C is read); False never reads C, so NaN in C cannot leak.
+
+    Raises:
+        SpecError: a size is negative, or dtype/layout/alignment is not supported.
+
+    Example:
+        >>> GemmOp(4096, 4096, 4096, dtype="float32").flops
+        137438953472
+    """
+
+    m: int
+    n: int
+    k: int
+    dtype: str = "float32"
+    layout_a: str = "row"
+    layout_b: str = "row"
+    align_a: int = 4
+    align_b: int = 4
+    align_c: int = 4
+    read_c: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise SpecError(f"GemmOp.{name}={v!r} must be an integer ≥ 0")
+        name = dtypes.dtype_name(self.dtype)
+        if name not in GEMM_DTYPES:
+            raise SpecError(f"GemmOp.dtype={name!r} is not supported for GEMM; supported: "
+                            f"{', '.join(GEMM_DTYPES)}")
+        object.__setattr__(self, "dtype", name)
+        for name in ("layout_a", "layout_b"):
+            if getattr(self, name) not in LAYOUTS:
+                raise SpecError(f"GemmOp.{name}={getattr(self, name)!r} must be one of {LAYOUTS}")
+        for name in ("align_a", "align_b", "align_c"):
+            if getattr(self, name) not in (1, 2, 4):
+                raise SpecError(f"GemmOp.{name}={getattr(self, name)!r} must be 1, 2 or 4")
+
+    @property
+    def flops(self) -> int:
+        """2·M·N·K floating-point operations (one multiply and one add per term)."""
+        return 2 * self.m * self.n * self.k
+
+    @property
+    def layout(self) -> str:
+        """BLAS-style tag seen from row-major: "NN", "NT", "TN" or "TT" (T = column-major operand)."""
+        return ("N" if self.layout_a == "row" else "T") + ("N" if self.layout_b == "row" else "T")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GemmOp:
+        return cls(**d)

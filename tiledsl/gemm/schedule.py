@@ -1,0 +1,189 @@
+"""GemmSchedule: how a GEMM is tiled onto the GPU, and its rule table.
+
+Tiling follows ``../shared/seeds/002_…`` (GEMM tiling): a bm×bn block tile in shared memory cuts global
+traffic by ½(1/bm + 1/bn), an rm×rn thread tile in registers cuts shared-memory traffic by
+½(1/rm + 1/rn). A warp tile wm×wn groups the 32 threads of a warp so their shared-memory reads broadcast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from .. import rules as R
+from ..errors import ScheduleError
+from ..target import Target
+
+GEMM_RULES: tuple[R.Rule, ...] = (
+    R.Rule("positive_sizes", "BM >= 1 and BN >= 1 and BK >= 1 and RM >= 1 and RN >= 1",
+           "{cls} tile sizes must be ≥ 1 (bm={BM}, bn={BN}, bk={BK}, rm={RM}, rn={RN})"),
+    R.Rule("vec_width", "VEC == 1 or VEC == 2 or VEC == 4",
+           "{cls}.vec={VEC} must be 1, 2 or 4 elements per global load"),
+    R.Rule("thread_tile_divides_block_m", "BM % RM == 0", "{cls}.bm={BM} is not a multiple of rm={RM}"),
+    R.Rule("thread_tile_divides_block_n", "BN % RN == 0", "{cls}.bn={BN} is not a multiple of rn={RN}"),
+    R.Rule("fragment_width_m", "RM % 4 == 0 or RM == 1 or RM == 2",
+           "{cls}.rm={RM} must be 1, 2 or a multiple of 4 (fragments are read 4 wide)"),
+    R.Rule("fragment_width_n", "RN % 4 == 0 or RN == 1 or RN == 2",
+           "{cls}.rn={RN} must be 1, 2 or a multiple of 4 (fragments are read 4 wide)"),
+    R.Rule("warp_tile_divides_block", "BM % WM == 0 and BN % WN == 0",
+           "{cls} warp tile wm×wn={WM}×{WN} must divide the block tile bm×bn={BM}×{BN}"),
+    R.Rule("thread_tile_divides_warp", "WM % RM == 0 and WN % RN == 0",
+           "{cls} thread tile rm×rn={RM}×{RN} must divide the warp tile wm×wn={WM}×{WN}"),
+    R.Rule("warp_is_32_threads", "WARP_LANES == 32",
+           "{cls} warp tile wm×wn={WM}×{WN} over thread tile rm×rn={RM}×{RN} gives {WARP_LANES} "
+           "threads, not 32"),
+    R.Rule("threads_multiple_of_32", "THREADS % 32 == 0",
+           "{cls} threads=(bm/rm)·(bn/rn)={THREADS} is not a multiple of 32"),
+    R.Rule("threads_at_most_1024", "THREADS <= 1024",
+           "{cls} threads=(bm/rm)·(bn/rn)={THREADS} exceeds 1024 per block"),
+    R.Rule("vec_divides_tile", "BM % VEC == 0 and BN % VEC == 0 and BK % VEC == 0",
+           "{cls}.vec={VEC} must divide bm={BM}, bn={BN} and bk={BK}"),
+    R.Rule("a_tile_load_even", "(BM * BK) % (THREADS * VEC) == 0",
+           "{cls} A tile bm·bk={BM}·{BK} does not split evenly into loads of vec={VEC} over "
+           "{THREADS} threads"),
+    R.Rule("b_tile_load_even", "(BK * BN) % (THREADS * VEC) == 0",
+           "{cls} B tile bk·bn={BK}·{BN} does not split evenly into loads of vec={VEC} over "
+           "{THREADS} threads"),
+    R.Rule("unroll_divides_bk", "UNROLL >= 1 and BK % UNROLL == 0",
+           "{cls}.unroll={UNROLL} must be ≥ 1 and divide bk={BK}"),
+    R.Rule("smem_pad_keeps_16_bytes", "SMEM_PAD >= 0 and SMEM_PAD % 4 == 0",
+           "{cls}.smem_pad={SMEM_PAD} must be a multiple of 4 elements (keeps 16-byte shared accesses "
+           "aligned)"),
+    R.Rule("accumulators_fit_registers", "RM * RN <= 128",
+           "{cls} thread tile rm·rn={RM}·{RN} accumulators exceed 128 (registers would spill)"),
+    R.Rule("swizzle_positive", "SWIZZLE >= 1", "{cls}.swizzle={SWIZZLE} must be ≥ 1"),
+    R.Rule("split_k_positive", "SPLIT_K >= 1", "{cls}.split_k={SPLIT_K} must be ≥ 1"),
+    R.Rule("threads_within_device", "THREADS <= MAX_THREADS_PER_BLOCK",
+           "{cls} threads={THREADS} exceeds the device's {MAX_THREADS_PER_BLOCK} per block",
+           scope="target", resource=True),
+    R.Rule("smem_within_device", "SMEM_BYTES <= SMEM_OPTIN_BYTES",
+           "{cls} needs {SMEM_BYTES} bytes of shared memory, over the device's opt-in limit of "
+           "{SMEM_OPTIN_BYTES} bytes per block; lower bm/bn/bk, set double_buffer=False or smem_pad=0",
+           scope="target", resource=True),
+)
+
+
+def _auto_warp_lanes_n(bm: int, bn: int, rm: int, rn: int) -> int:
+    """Threads of a warp along N for the default warp tile: prefer a 4×8 arrangement (square-ish)."""
+    tm, tn = max(bm // max(rm, 1), 1), max(bn // max(rn, 1), 1)
+    for lanes_n in (8, 4, 16, 2, 32, 1):
+        lanes_m = 32 // lanes_n
+        if tn % lanes_n == 0 and tm % lanes_m == 0:
+            return lanes_n
+    return min(tn, 32)
+
+
+@dataclass(frozen=True)
+class GemmSchedule:
+    """How to tile a GEMM. Frozen, hashable, JSON round-trips through ``to_dict``/``from_dict``.
+
+    Attributes:
+        bm, bn, bk: block tile (rows of C, columns of C, depth of one K step), elements.
+        rm, rn: thread tile: accumulators per thread, rm rows × rn columns of C.
+        vec: elements per global load (1, 2 or 4; 4 = 16-byte loads for float32). Lowered
+            automatically to what the operands' alignment allows.
+        double_buffer: two shared-memory stages; the next K tile is prefetched into registers
+            while the current one is computed (one barrier per K step).
+        unroll: unroll factor of the inner k loop over bk.
+        smem_pad: elements of padding per shared-memory row (multiple of 4) against bank conflicts.
+        wm, wn: warp tile (0 = choose: threads of a warp arranged 4×8 where possible).
+        swizzle: block rasterization group (Triton's GROUP_M): consecutive blocks walk ``swizzle``
+            block-rows before moving along N, so they share A and B tiles in L2. 1 = row by row.
+        split_k: reserved for splitting K across blocks (only 1 is emitted today).
+
+    Raises:
+        ScheduleError: a rule of :data:`GEMM_RULES` does not hold; the message names the field,
+            the value, the limit and the rule.
+
+    Example:
+        >>> GemmSchedule(bm=128, bn=128, bk=8, rm=8, rn=8).threads
+        256
+    """
+
+    bm: int = 128
+    bn: int = 128
+    bk: int = 8
+    rm: int = 8
+    rn: int = 8
+    vec: int = 4
+    double_buffer: bool = True
+    unroll: int = 8
+    smem_pad: int = 4
+    wm: int = 0
+    wn: int = 0
+    swizzle: int = 8
+    split_k: int = 1
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "double_buffer":
+                if not isinstance(v, bool):
+                    raise ScheduleError(f"GemmSchedule.double_buffer={v!r} must be True or False",
+                                        "type")
+            elif not isinstance(v, int) or isinstance(v, bool):
+                raise ScheduleError(f"GemmSchedule.{f.name}={v!r} must be an integer", "type")
+        if self.wm == 0 and self.wn == 0 and min(self.rm, self.rn, self.bm, self.bn) > 0:
+            lanes_n = _auto_warp_lanes_n(self.bm, self.bn, self.rm, self.rn)
+            object.__setattr__(self, "wn", lanes_n * self.rn)
+            object.__setattr__(self, "wm", (32 // lanes_n) * self.rm)
+        R.check(GEMM_RULES, self.env(), ("schedule",), "GemmSchedule")
+
+    # ---- derived quantities (one place; used by validation, emitter, cost model) ----
+    @property
+    def threads(self) -> int:
+        """Threads per block = (bm/rm)·(bn/rn)."""
+        return (self.bm // self.rm) * (self.bn // self.rn)
+
+    @property
+    def stages(self) -> int:
+        """Shared-memory stages: 2 with double buffering, else 1."""
+        return 2 if self.double_buffer else 1
+
+    def smem_bytes(self, smem_itemsize: int = 4) -> int:
+        """Dynamic shared memory per block: stages · bk · ((bm + pad) + (bn + pad)) · 4 bytes."""
+        return self.stages * self.bk * ((self.bm + self.smem_pad) + (self.bn + self.smem_pad)) * smem_itemsize
+
+    def env(self, target: Target | None = None) -> dict[str, int]:
+        """Names the rule expressions use (upper-case fields and derived values)."""
+        rm, rn = max(self.rm, 1), max(self.rn, 1)
+        env = {f.name.upper(): int(getattr(self, f.name)) for f in fields(self)}
+        env.update(
+            STAGES=self.stages,
+            THREADS=(self.bm // rm) * (self.bn // rn),
+            WARP_LANES=(self.wm // rm) * (self.wn // rn),
+            SMEM_BYTES=self.smem_bytes(),
+        )
+        if target is not None:
+            env.update(SMEM_OPTIN_BYTES=target.smem_per_block_optin_bytes,
+                       MAX_THREADS_PER_BLOCK=target.max_threads_per_block)
+        return env
+
+    def validate(self, target: Target | None = None) -> GemmSchedule:
+        """Check the device-dependent rules (shared memory, threads) against ``target``.
+
+        Raises:
+            ResourceError: the schedule needs more than the device has.
+        """
+        if target is not None:
+            R.check(GEMM_RULES, self.env(target), ("target",), "GemmSchedule")
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GemmSchedule:
+        """Build from a dict; unknown keys raise ScheduleError naming them."""
+        known = {f.name for f in fields(cls)}
+        extra = set(d) - known
+        if extra:
+            raise ScheduleError(f"GemmSchedule has no field(s) {sorted(extra)}; fields: {sorted(known)}",
+                                "fields")
+        return cls(**d)
+
+    def short_hash(self) -> str:
+        """8 hex digits identifying the schedule (used in kernel names)."""
+        import hashlib
+        import json
+
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:8]

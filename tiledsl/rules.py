@@ -1,0 +1,87 @@
+"""Rule tables: each schedule constraint declared once.
+
+A :class:`Rule` holds one constraint as an expression over named quantities (the schedule's fields in
+upper case, e.g. ``BM``, and derived values such as ``THREADS``). The same text is
+
+* evaluated in Python at construction (``check``), raising :class:`ScheduleError` naming the rule,
+* used by the search to prune a sampled point before it is compiled (``violations``),
+* emitted into the kernel as a ``static_assert`` when the rule's scope is ``"schedule"``,
+* rendered as the documentation table (``markdown``).
+
+Expressions use only ``+ - * % == != <= >= < > and or not`` on integers, which Python and C read the
+same way (``and``/``or``/``not`` are translated to ``&&``/``||``/``!`` for C).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .errors import ResourceError, ScheduleError
+
+_SAFE = re.compile(r"^[A-Za-z0-9_ +\-*%=!<>()]+$")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One constraint.
+
+    Attributes:
+        name: short identifier, quoted in errors ("thread_tile_divides_block").
+        expr: the condition that must hold, over upper-case names.
+        message: format string for the error, using the same names and ``{cls}``.
+        scope: "schedule" (the schedule alone; also a static_assert), "op" (needs the op),
+            or "target" (needs the device limits).
+        resource: a violation is a :class:`ResourceError` (needs more than the device has).
+    """
+
+    name: str
+    expr: str
+    message: str
+    scope: str = "schedule"
+    resource: bool = False
+
+    def __post_init__(self) -> None:
+        if not _SAFE.match(self.expr.replace(" and ", " ").replace(" or ", " ").replace("not ", "")):
+            raise ValueError(f"rule {self.name}: unsupported characters in {self.expr!r}")
+
+    def holds(self, env: Mapping[str, int]) -> bool:
+        return bool(eval(self.expr, {"__builtins__": {}}, dict(env)))  # noqa: S307 - constant rule text
+
+    def c_expr(self) -> str:
+        text = re.sub(r"\band\b", "&&", self.expr)
+        text = re.sub(r"\bor\b", "||", text)
+        return re.sub(r"\bnot\b", "!", text)
+
+    def error(self, env: Mapping[str, int], cls: str) -> ScheduleError:
+        err_type = ResourceError if self.resource else ScheduleError
+        return err_type(f"{self.message.format(cls=cls, **env)} (rule {self.name})", self.name)
+
+
+def violations(rules: Sequence[Rule], env: Mapping[str, int], scopes: Sequence[str]) -> list[Rule]:
+    """The rules of the given scopes that do not hold for ``env`` (in table order)."""
+    out = []
+    for rule in rules:
+        if rule.scope in scopes and not rule.holds(env):
+            out.append(rule)
+    return out
+
+
+def check(rules: Sequence[Rule], env: Mapping[str, int], scopes: Sequence[str], cls: str) -> None:
+    """Raise the first violated rule's :class:`ScheduleError` (or :class:`ResourceError`)."""
+    bad = violations(rules, env, scopes)
+    if bad:
+        raise bad[0].error(env, cls)
+
+
+def static_asserts(rules: Sequence[Rule]) -> list[str]:
+    """``static_assert`` lines for the schedule-scope rules (names must be constexpr in the kernel)."""
+    return [f'static_assert({r.c_expr()}, "rule {r.name}");' for r in rules if r.scope == "schedule"]
+
+
+def markdown(rules: Sequence[Rule], title: str) -> str:
+    """The rule table as Markdown (for the docs; regenerated, never hand-edited)."""
+    lines = [f"### {title}", "", "| rule | must hold | scope |", "| --- | --- | --- |"]
+    lines += [f"| `{r.name}` | `{r.expr}` | {r.scope} |" for r in rules]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,72 @@
+"""Arguments in, kernels launched: GPU-array conversion with clear errors, and the launch itself."""
+
+from __future__ import annotations
+
+from .compile import Kernel
+from .errors import LaunchError, SpecError, SpecTypeError
+
+
+def as_cupy(x, name: str):
+    """Return ``x`` as a CuPy array without copying.
+
+    Accepts CuPy arrays, objects with ``__cuda_array_interface__`` (Numba, PyTorch CUDA tensors) and
+    DLPack-capable GPU arrays.
+
+    Raises:
+        SpecTypeError: ``x`` is a host (NumPy) array or not an array at all.
+    """
+    import cupy
+
+    if isinstance(x, cupy.ndarray):
+        return x
+    mod = type(x).__module__
+    if mod.startswith("numpy"):
+        raise SpecTypeError(f"{name} is a NumPy array on the host; move it to the GPU first, "
+                            f"e.g. cupy.asarray({name})")
+    if hasattr(x, "__cuda_array_interface__"):
+        return cupy.asarray(x)
+    if hasattr(x, "__dlpack__"):
+        try:
+            return cupy.from_dlpack(x)
+        except Exception as exc:
+            raise SpecTypeError(f"{name} ({type(x).__name__}) could not be taken as a GPU array through "
+                                f"DLPack ({exc}); is it on the CPU? move it to the GPU first") from exc
+    raise SpecTypeError(f"{name} must be a GPU array (CuPy, __cuda_array_interface__ or DLPack), "
+                        f"got {type(x).__name__}")
+
+
+def element_strides(x, name: str) -> tuple[int, ...]:
+    """Strides of a CuPy array in elements.
+
+    Raises:
+        SpecError: a stride is not a whole number of elements.
+    """
+    out = []
+    for s in x.strides:
+        if s % x.itemsize:
+            raise SpecError(f"{name}.strides={x.strides} are not whole elements of {x.itemsize} bytes")
+        out.append(s // x.itemsize)
+    return tuple(out)
+
+
+def alignment_elems(x, max_vec: int = 4) -> int:
+    """Largest power of two ≤ ``max_vec`` dividing the base address in elements (1, 2 or 4)."""
+    vec = max_vec
+    while vec > 1 and x.data.ptr % (vec * x.itemsize):
+        vec //= 2
+    return vec
+
+
+def launch(kernel: Kernel, grid: tuple[int, int, int], args: tuple, stream=None) -> None:
+    """Launch ``kernel`` on the current CuPy stream (or ``stream``).
+
+    Raises:
+        LaunchError: the grid is out of range or CUDA refuses the launch.
+    """
+    if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
+        raise LaunchError(f"grid={grid} exceeds CUDA's limits (x < 2^31, y and z ≤ 65535)")
+    fn = kernel.function()
+    try:
+        fn(grid, kernel.block, args, shared_mem=kernel.dynamic_smem_bytes, stream=stream)
+    except Exception as exc:
+        raise LaunchError(f"launch of {kernel.name} grid={grid} block={kernel.block} failed: {exc}") from exc
