@@ -1,0 +1,35 @@
+"""Test tiers: CPU tests always run; ``@pytest.mark.gpu`` tests skip, with the reason, without a GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _gpu_reason() -> str | None:
+    try:
+        import cupy
+
+        n = cupy.cuda.runtime.getDeviceCount()
+        if n < 1:
+            return "no CUDA device present"
+        return None
+    except Exception as exc:  # cupy missing, no driver (cudaErrorInsufficientDriver), no device
+        return f"no CUDA GPU available: {type(exc).__name__}: {exc}"
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = _gpu_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def rng():
+    """A fresh NumPy generator per test (fresh random data; never zeros)."""
+    import numpy as np
+
+    return np.random.default_rng()
