@@ -88,12 +88,13 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
       "constexpr int LDS_A = BM + SMEM_PAD;          // shared row pitch of A (k-major)",
       "constexpr int LDS_B = BN + SMEM_PAD;          // shared row pitch of B (k-major)",
       "constexpr int LOADS_A = BM * BK / (THREADS * VA);",
-      "constexpr int LOADS_B = BK * BN / (THREADS * VB);")
+      "constexpr int LOADS_B = BK * BN / (THREADS * VB);",
+      'static_assert(CN % VC == 0, "a C chunk splits into VC-wide stores");')
     for line in R.static_asserts(GEMM_RULES):
         w(line)
     w.blank()
     beta_arg = ", float beta" if op.read_c else ""
-    w(f'extern "C" __global__ void __launch_bounds__({s.threads})')
+    w(f'extern "C" __global__ void __launch_bounds__({s.threads}, 1)  // THREADS per block, register cap 255')
     with w.block(f"{name}(const {t}* __restrict__ A, const {t}* __restrict__ B, {t}* __restrict__ C,\n"
                  f"    int M, int N, int K, long long lda, long long ldb, long long ldc, "
                  f"float alpha{beta_arg})"):

@@ -31,8 +31,6 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("warp_is_32_threads", "WARP_LANES == 32",
            "{cls} warp tile wm×wn={WM}×{WN} over thread tile rm×rn={RM}×{RN} gives {WARP_LANES} "
            "threads, not 32"),
-    R.Rule("threads_multiple_of_32", "THREADS % 32 == 0",
-           "{cls} threads=(bm/rm)·(bn/rn)={THREADS} is not a multiple of 32"),
     R.Rule("threads_at_most_1024", "THREADS <= 1024",
            "{cls} threads=(bm/rm)·(bn/rn)={THREADS} exceeds 1024 per block"),
     R.Rule("vec_divides_tile", "BM % VEC == 0 and BN % VEC == 0 and BK % VEC == 0",

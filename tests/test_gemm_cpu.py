@@ -1,0 +1,229 @@
+"""GEMM on the CPU: rule table, schedule round-trip, emitted source, NVRTC compile + resource report."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import tiledsl
+from tiledsl import rules as R
+from tiledsl.gemm import GEMM_RULES, GemmOp, GemmSchedule, emit_gemm
+
+# One failing schedule per schedule-scope rule: (rule name, kwargs)
+FAILING = [
+    ("positive_sizes", dict(bk=0)),
+    ("vec_width", dict(vec=3)),
+    ("thread_tile_divides_block_m", dict(bm=100, rm=8)),
+    ("thread_tile_divides_block_n", dict(bn=100, rn=8)),
+    ("fragment_width_m", dict(bm=96, rm=3)),
+    ("fragment_width_n", dict(bn=96, rn=6)),
+    ("warp_tile_divides_block", dict(wm=64, wn=32, bm=96, rm=8)),
+    ("thread_tile_divides_warp", dict(bm=144, wm=36, wn=64)),
+    ("warp_is_32_threads", dict(wm=64, wn=64)),
+    ("threads_at_most_1024", dict(bm=128, bn=128, rm=2, rn=2, bk=8)),
+    ("vec_divides_tile", dict(bk=6, unroll=6, vec=4)),
+    ("a_tile_load_even", dict(bm=64, bn=64, rm=4, rn=4, bk=8, vec=4, unroll=8)),
+    ("unroll_divides_bk", dict(unroll=3)),
+    ("smem_pad_keeps_16_bytes", dict(smem_pad=1)),
+    ("accumulators_fit_registers", dict(bm=256, bn=128, rm=16, rn=16, bk=16)),
+    ("swizzle_positive", dict(swizzle=0)),
+    ("split_k_positive", dict(split_k=0)),
+]
+
+
+@pytest.mark.parametrize("rule,kwargs", FAILING, ids=[r for r, _ in FAILING])
+def test_each_rule_has_a_failing_case(rule, kwargs):
+    with pytest.raises(tiledsl.ScheduleError) as ei:
+        GemmSchedule(**kwargs)
+    assert ei.value.rule == rule, str(ei.value)
+    assert f"(rule {rule})" in str(ei.value)
+    assert isinstance(ei.value, ValueError)
+
+
+def test_every_schedule_rule_is_exercised():
+    tested = {r for r, _ in FAILING} | {"b_tile_load_even"}
+    assert {r.name for r in GEMM_RULES if r.scope == "schedule"} == tested
+
+
+def test_b_tile_load_even_alone():
+    env = GemmSchedule().env()
+    env.update(BN=64, BK=8, VEC=4, THREADS=256)  # 8·64 = 512 elements < 256 threads × 4
+    assert [r.name for r in R.violations(GEMM_RULES, env, ("schedule",)) if r.name == "b_tile_load_even"]
+
+
+def test_error_names_field_value_and_limit():
+    with pytest.raises(ValueError, match=r"GemmSchedule.bm=96 is not a multiple of rm=7"):
+        GemmSchedule(bm=96, rm=7)
+
+
+def test_resource_rule_uses_device_limit():
+    big = GemmSchedule(bm=256, bn=256, bk=64, rm=8, rn=8, unroll=8)  # 2·64·(260+260)·4 = 266240 B
+    h200 = tiledsl.Target.known("H200")
+    with pytest.raises(tiledsl.ResourceError, match=r"266240 bytes .* 232448 bytes"):
+        big.validate(h200)
+    GemmSchedule().validate(h200)
+
+
+def test_schedule_round_trip_and_hash():
+    s = GemmSchedule(bm=64, bn=128, bk=16, rm=4, rn=8, unroll=4, swizzle=4)
+    d = s.to_dict()
+    assert GemmSchedule.from_dict(d) == s
+    assert hash(GemmSchedule.from_dict(d)) == hash(s)
+    assert s.wm * s.wn // (s.rm * s.rn) == 32
+    with pytest.raises(ValueError, match="no field"):
+        GemmSchedule.from_dict({**d, "bogus": 1})
+
+
+def test_type_errors_name_field():
+    with pytest.raises(tiledsl.ScheduleError, match=r"double_buffer='yes'"):
+        GemmSchedule(double_buffer="yes")
+    with pytest.raises(tiledsl.ScheduleError, match=r"bm=128.0"):
+        GemmSchedule(bm=128.0)
+
+
+def test_op_validation():
+    with pytest.raises(ValueError, match=r"GemmOp.m=-1"):
+        GemmOp(-1, 2, 3)
+    with pytest.raises(ValueError, match=r"float64"):
+        GemmOp(2, 2, 2, dtype="float64")
+    with pytest.raises(ValueError, match=r"layout_a='diag'"):
+        GemmOp(2, 2, 2, layout_a="diag")
+    assert GemmOp(4096, 4096, 4096).flops == 2 * 4096**3
+    assert GemmOp(2, 2, 2, dtype=np.float32).dtype == "float32"
+
+
+def test_emitter_is_pure_and_readable():
+    op, s = GemmOp(1000, 1000, 1000), GemmSchedule()
+    a, b = emit_gemm(op, s), emit_gemm(op, s)
+    assert a == b
+    src = a.source
+    assert 'extern "C" __global__' in src
+    assert "constexpr int BM = 128;" in src and "// bm:" in src
+    assert 'static_assert(BM % RM == 0, "rule thread_tile_divides_block_m");' in src
+    assert "float4" in src and "beta" not in src.split("extern")[1].split(")")[0]
+    assert a.name.startswith("tiledsl_gemm_f32f32f32_nn_v444_nobeta_128x128x8_")
+    assert a.block == (256, 1, 1) and a.dynamic_smem_bytes == s.smem_bytes()
+    # layouts, alignment and beta change the name (and so the cache key)
+    names = {emit_gemm(GemmOp(64, 64, 64, layout_a=la, layout_b=lb, align_a=al, read_c=rc), s).name
+             for la in ("row", "col") for lb in ("row", "col") for al in (1, 4) for rc in (False, True)}
+    assert len(names) == 16
+
+
+def test_beta_zero_never_reads_c():
+    src = emit_gemm(GemmOp(64, 64, 64, read_c=False), GemmSchedule()).source
+    body = src.split("// ---- epilogue")[1]
+    assert "old" not in body and "beta" not in body
+    src_b = emit_gemm(GemmOp(64, 64, 64, read_c=True), GemmSchedule()).source
+    assert "beta * " in src_b.split("// ---- epilogue")[1]
+
+
+def test_scalar_path_when_unaligned():
+    src = emit_gemm(GemmOp(7, 13, 5, align_a=1, align_b=1, align_c=1), GemmSchedule()).source
+    assert "constexpr int VA = 1, VB = 1, VC = 1;" in src
+    assert "float4 v" not in src
+
+
+# 24 varied schedules; each (schedule, archs where it is sensible) — there it must compile with zero
+# spills for an aligned op. Not sensible: 512-thread tiles of 8x8 (register cap 128/thread) and a
+# 16x8 thread tile (128 accumulators).
+BOTH, NONE = ("sm_80", "sm_90"), ()
+SWEEP = [
+    (dict(), BOTH),
+    (dict(bk=16, unroll=16), BOTH),
+    (dict(bk=16, unroll=4, double_buffer=False), BOTH),
+    (dict(smem_pad=0), BOTH),
+    (dict(vec=2), BOTH),
+    (dict(vec=1, bk=8), BOTH),
+    (dict(swizzle=1), BOTH),
+    (dict(wm=64, wn=32), BOTH),
+    (dict(wm=16, wn=128), BOTH),
+    (dict(bm=128, bn=64, bk=16, rm=8, rn=4, unroll=16), BOTH),
+    (dict(bm=64, bn=128, bk=16, rm=4, rn=8, unroll=16), BOTH),
+    (dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16), BOTH),
+    (dict(bm=64, bn=64, bk=32, rm=4, rn=4, unroll=8), BOTH),
+    (dict(bm=32, bn=64, bk=32, rm=2, rn=4, unroll=8), BOTH),
+    (dict(bm=32, bn=32, bk=32, rm=1, rn=1, vec=1, double_buffer=False, smem_pad=0), BOTH),
+    (dict(bm=64, bn=32, bk=32, rm=2, rn=2, vec=2), BOTH),
+    (dict(bm=128, bn=128, bk=32, rm=8, rn=8, unroll=8), BOTH),
+    (dict(bm=128, bn=256, bk=16, rm=8, rn=8, unroll=16), NONE),
+    (dict(bm=256, bn=128, bk=16, rm=8, rn=8, unroll=16), NONE),
+    (dict(bm=128, bn=128, bk=8, rm=16, rn=8, wm=0, wn=0), NONE),
+    (dict(bm=64, bn=256, bk=16, rm=8, rn=8, unroll=16), BOTH),
+    (dict(bm=256, bn=64, bk=16, rm=8, rn=8, unroll=16), BOTH),
+    (dict(bm=128, bn=32, bk=16, rm=4, rn=4, vec=2, unroll=8), BOTH),
+    (dict(bm=64, bn=128, bk=8, rm=8, rn=8, unroll=2), BOTH),
+]
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("kwargs,sensible", SWEEP, ids=[str(i) for i in range(len(SWEEP))])
+def test_nvrtc_compiles_sweep(arch, kwargs, sensible):
+    s = GemmSchedule(**kwargs)
+    for op in (GemmOp(4096, 4096, 4096), GemmOp(127, 129, 65, layout_a="col", layout_b="col",
+                                                   align_a=1, align_b=1, align_c=1, read_c=True)):
+        k = tiledsl.compile(op, s, arch=arch)
+        assert k.arch == arch and k.cubin
+        assert 0 < k.registers <= 255
+        assert k.smem_bytes == s.smem_bytes()
+        if arch in sensible and op.align_a == 4:
+            assert k.spill_bytes == 0 and k.stack_bytes == 0, k.log
+
+
+def test_compile_float16_and_bfloat16():
+    for dt in ("float16", "bfloat16"):
+        k = tiledsl.compile(GemmOp(256, 256, 256, dtype=dt, read_c=True), GemmSchedule(), arch="sm_90")
+        assert k.spill_bytes == 0 and "tdsl_" in k.source
+
+
+def test_shipped_presets_valid_and_compile():
+    ps = tiledsl.presets("gemm")
+    assert "sgemm_128x128_8x8" in ps and len(ps) >= 5
+    for s in ps.values():
+        k = tiledsl.compile(GemmOp(512, 512, 512), s, arch="sm_90")
+        assert k.spill_bytes == 0
+
+
+def test_default_schedule_fills_the_gpu():
+    from tiledsl.gemm import default_schedule
+
+    h200 = tiledsl.Target.known("H200")
+    assert default_schedule(GemmOp(4096, 4096, 4096), h200).bm == 128
+    small = default_schedule(GemmOp(35, 8457, 2560), h200)
+    assert -(-35 // small.bm) * -(-8457 // small.bn) >= 132
+
+
+def test_compile_error_keeps_source_and_log_and_pickles():
+    from tiledsl.compile import KernelSource, compile_source
+
+    ks = KernelSource("broken", 'extern "C" __global__ void broken() { int x = ; }', (32, 1, 1))
+    with pytest.raises(tiledsl.CompileError) as ei:
+        compile_source(ks, "sm_90")
+    err = ei.value
+    assert "broken" in err.log or "error" in err.log
+    assert "   1  extern" in str(err)
+    again = pickle.loads(pickle.dumps(err))
+    assert again.log == err.log and again.source == err.source
+    se = pickle.loads(pickle.dumps(tiledsl.ScheduleError("m", "rule_x")))
+    assert se.rule == "rule_x"
+
+
+def test_host_array_is_rejected_with_hint():
+    a = np.ones((4, 4), np.float32)
+    with pytest.raises(tiledsl.SpecTypeError, match=r"a is a NumPy array on the host; move it to the GPU"):
+        tiledsl.gemm(a, a)
+
+
+def test_known_targets_and_unknown_name():
+    t = tiledsl.Target.known("H200")
+    assert t.arch == "sm_90" and t.sm_count == 132 and t.smem_per_block_optin_bytes == 227 * 1024
+    assert tiledsl.Target.known("sm_80").name == "A100"
+    with pytest.raises(ValueError, match="not in the known-GPU table"):
+        tiledsl.Target.known("V100")
+
+
+def test_rules_markdown_lists_every_rule():
+    md = R.markdown(GEMM_RULES, "GEMM")
+    for r in GEMM_RULES:
+        assert f"`{r.name}`" in md
