@@ -33,6 +33,13 @@ SWEEP = {
     "128x128x16": dict(bk=16, unroll=16),
     "128x128x8 pad0": dict(smem_pad=0),
     "128x128x8 single-buffer": dict(double_buffer=False),
+    "128x128x8 1 block/SM": dict(min_blocks=1),
+    "128x128x8 pad0 1 block/SM": dict(smem_pad=0, min_blocks=1),
+    "128x128x16 pad0": dict(bk=16, unroll=16, smem_pad=0),
+    "128x128x8 pad0 w64x32": dict(smem_pad=0, wm=64, wn=32),
+    "128x128x8 pad8": dict(smem_pad=8),
+    "128x64x8 8x4": dict(bm=128, bn=64, bk=8, rm=8, rn=4),
+    "64x64x16 4x4": dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16),
     "128x64x16 8x4": dict(bm=128, bn=64, bk=16, rm=8, rn=4, unroll=16),
     "64x128x16 4x8": dict(bm=64, bn=128, bk=16, rm=4, rn=8, unroll=16),
     "128x256x8 8x16": dict(bm=128, bn=256, bk=8, rm=8, rn=16, unroll=8),
@@ -86,7 +93,7 @@ def main() -> int:
         rows.append(row)
         print(f"{kind:10s} {m:6d} {n:6d} {k:6d}  {name:26s} {row['tiledsl_tflops']:7.2f} "
               f"{row['cublas_tflops']:7.2f} {row['ratio']:6.2f}  err {err:.1e}", flush=True)
-        if not err < 1e-5:
+        if not err < 1e-5 * max(1.0, (k / 4096) ** 0.5):  # float32 accumulation error grows ~ sqrt(K)
             raise SystemExit(f"WRONG RESULT: rel err {err} for {shape} {name}")
 
     print(f"{'kind':10s} {'M':>6s} {'N':>6s} {'K':>6s}  {'schedule':26s} {'tiledsl':>7s} {'cuBLAS':>7s} "

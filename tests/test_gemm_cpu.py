@@ -30,6 +30,7 @@ FAILING = [
     ("accumulators_fit_registers", dict(bm=256, bn=128, rm=16, rn=16, bk=16)),
     ("swizzle_positive", dict(swizzle=0)),
     ("split_k_positive", dict(split_k=0)),
+    ("min_blocks_positive", dict(min_blocks=-1)),
 ]
 
 
@@ -64,6 +65,8 @@ def test_resource_rule_uses_device_limit():
     with pytest.raises(tiledsl.ResourceError, match=r"266240 bytes .* 232448 bytes"):
         big.validate(h200)
     GemmSchedule().validate(h200)
+    with pytest.raises(tiledsl.ResourceError, match=r"min_blocks=3 blocks of 1024 threads exceed .* 2048"):
+        GemmSchedule(bm=128, bn=128, rm=4, rn=4, bk=32, unroll=8, min_blocks=3).validate(h200)
 
 
 def test_schedule_round_trip_and_hash():

@@ -71,6 +71,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("SMEM_PAD", s.smem_pad, "smem_pad: padding elements per shared row"),
         ("SWIZZLE", s.swizzle, "swizzle: block-rows per rasterization group"),
         ("SPLIT_K", s.split_k, "split_k"),
+        ("MIN_BLOCKS", s.min_blocks, "min_blocks: resident blocks per SM the registers must allow"),
         ("STAGES", s.stages, "double_buffer -> 2 stages"),
         ("THREADS", s.threads, "(BM/RM)*(BN/RN)"),
         ("WARP_LANES", (s.wm // s.rm) * (s.wn // s.rn), "(WM/RM)*(WN/RN)"),
@@ -94,7 +95,13 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         w(line)
     w.blank()
     beta_arg = ", float beta" if op.read_c else ""
-    w(f'extern "C" __global__ void __launch_bounds__({s.threads}, 1)  // THREADS per block, register cap 255')
+    # narrower loads than the schedule planned for need more address registers: drop the occupancy
+    # target to 1 block rather than spill
+    min_blocks = s.min_blocks if (va, vb) == (s.vec, s.vec) else 1
+    cap = min(255, 65536 // (s.threads * min_blocks)) // 8 * 8
+    w(f'extern "C" __global__ void __launch_bounds__(THREADS, {min_blocks})  '
+      f'// registers capped near {cap} per thread' + ('' if min_blocks == s.min_blocks else
+                                                        ' (MIN_BLOCKS lowered: operands force narrower loads)'))
     with w.block(f"{name}(const {t}* __restrict__ A, const {t}* __restrict__ B, {t}* __restrict__ C,\n"
                  f"    int M, int N, int K, long long lda, long long ldb, long long ldc, "
                  f"float alpha{beta_arg})"):
@@ -296,14 +303,16 @@ def _epilogue(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int) -> None:
             w("const int gn = block_n + frag_n + s * (LANES_N * CN);")
             if vc > 1:
                 vt = _VEC_TYPES[(t, vc)]
-                w("// whole chunk in range: N is a multiple of VC (checked when the op was built)")
-                with w.block("if (gn < N)"):
-                    w(f"{vt}* const dst = reinterpret_cast<{vt}*>(c_row + gn);")
+                w("// a VC-wide piece is wholly in or out of range: N is a multiple of VC (op alignment)",
+                  "#pragma unroll")
+                with w.block("for (int p = 0; p < CN; p += VC)"):
+                    w("if (gn + p >= N) break;",
+                      f"{vt}* const dst = reinterpret_cast<{vt}*>(c_row + gn + p);")
                     if op.read_c:
                         w(f"const {vt} old = *dst;")
                     w(f"{vt} out;")
                     for e in range(vc):
-                        val = f"alpha * acc[i][s * CN + {e}]"
+                        val = f"alpha * acc[i][s * CN + p + {e}]"
                         if op.read_c:
                             val += f" + beta * {dt.to_acc(f'old.{_COMPONENTS[e]}')}"
                         w(f"out.{_COMPONENTS[e]} = {dt.from_acc(val)};")

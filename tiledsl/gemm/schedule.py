@@ -50,6 +50,11 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls} thread tile rm·rn={RM}·{RN} accumulators exceed 128 (registers would spill)"),
     R.Rule("swizzle_positive", "SWIZZLE >= 1", "{cls}.swizzle={SWIZZLE} must be ≥ 1"),
     R.Rule("split_k_positive", "SPLIT_K >= 1", "{cls}.split_k={SPLIT_K} must be ≥ 1"),
+    R.Rule("min_blocks_positive", "MIN_BLOCKS >= 1",
+           "{cls}.min_blocks={MIN_BLOCKS} must be ≥ 1 (or 0 for automatic)"),
+    R.Rule("min_blocks_fit_sm", "THREADS * MIN_BLOCKS <= MAX_THREADS_PER_SM",
+           "{cls}.min_blocks={MIN_BLOCKS} blocks of {THREADS} threads exceed the device's "
+           "{MAX_THREADS_PER_SM} threads per SM", scope="target", resource=True),
     R.Rule("threads_within_device", "THREADS <= MAX_THREADS_PER_BLOCK",
            "{cls} threads={THREADS} exceeds the device's {MAX_THREADS_PER_BLOCK} per block",
            scope="target", resource=True),
@@ -87,6 +92,9 @@ class GemmSchedule:
         swizzle: block rasterization group (Triton's GROUP_M): consecutive blocks walk ``swizzle``
             block-rows before moving along N, so they share A and B tiles in L2. 1 = row by row.
         split_k: reserved for splitting K across blocks (only 1 is emitted today).
+        min_blocks: blocks per SM the register allocation must allow (``__launch_bounds__``'s second
+            argument; caps registers at 65536 / (threads · min_blocks)). 0 = automatic: 2 when two
+            blocks fit :attr:`est_registers`, else 1.
 
     Raises:
         ScheduleError: a rule of :data:`GEMM_RULES` does not hold; the message names the field,
@@ -110,6 +118,7 @@ class GemmSchedule:
     wn: int = 0
     swizzle: int = 8
     split_k: int = 1
+    min_blocks: int = 0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -124,6 +133,9 @@ class GemmSchedule:
             lanes_n = _auto_warp_lanes_n(self.bm, self.bn, self.rm, self.rn)
             object.__setattr__(self, "wn", lanes_n * self.rn)
             object.__setattr__(self, "wm", (32 // lanes_n) * self.rm)
+        if self.min_blocks == 0 and min(self.rm, self.rn, self.bm, self.bn) > 0:
+            fits_two = 2 * self.threads * self.est_registers <= 65536
+            object.__setattr__(self, "min_blocks", 2 if fits_two else 1)
         R.check(GEMM_RULES, self.env(), ("schedule",), "GemmSchedule")
 
     # ---- derived quantities (one place; used by validation, emitter, cost model) ----
@@ -131,6 +143,15 @@ class GemmSchedule:
     def threads(self) -> int:
         """Threads per block = (bm/rm)·(bn/rn)."""
         return (self.bm // self.rm) * (self.bn // self.rn)
+
+    @property
+    def est_registers(self) -> int:
+        """Registers per thread before compiling: accumulators rm·rn + fragments rm + rn + the staged
+        global tile (bm·bk + bk·bn)/threads + 2 per global load instruction (64-bit addresses) + 36 for
+        indices (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%)."""
+        threads = max(self.threads, 1)
+        staged = (self.bm * self.bk + self.bk * self.bn) // threads
+        return self.rm * self.rn + self.rm + self.rn + staged + 2 * (staged // max(self.vec, 1)) + 36
 
     @property
     def stages(self) -> int:
@@ -153,7 +174,8 @@ class GemmSchedule:
         )
         if target is not None:
             env.update(SMEM_OPTIN_BYTES=target.smem_per_block_optin_bytes,
-                       MAX_THREADS_PER_BLOCK=target.max_threads_per_block)
+                       MAX_THREADS_PER_BLOCK=target.max_threads_per_block,
+                       MAX_THREADS_PER_SM=target.max_threads_per_sm)
         return env
 
     def validate(self, target: Target | None = None) -> GemmSchedule:
