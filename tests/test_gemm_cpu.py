@@ -60,7 +60,7 @@ def test_error_names_field_value_and_limit():
 
 
 def test_resource_rule_uses_device_limit():
-    big = GemmSchedule(bm=256, bn=256, bk=64, rm=8, rn=8, unroll=8)  # 2·64·(260+260)·4 = 266240 B
+    big = GemmSchedule(bm=256, bn=256, bk=64, rm=8, rn=8, unroll=8, smem_pad=4)  # 2·64·(260+260)·4 = 266240 B
     h200 = tiledsl.Target.known("H200")
     with pytest.raises(tiledsl.ResourceError, match=r"266240 bytes .* 232448 bytes"):
         big.validate(h200)
@@ -136,7 +136,7 @@ SWEEP = [
     (dict(), BOTH),
     (dict(bk=16, unroll=16), BOTH),
     (dict(bk=16, unroll=4, double_buffer=False), BOTH),
-    (dict(smem_pad=0), BOTH),
+    (dict(smem_pad=4), BOTH),
     (dict(vec=2), BOTH),
     (dict(vec=1, bk=8), BOTH),
     (dict(swizzle=1), BOTH),

@@ -113,7 +113,7 @@ class GemmSchedule:
     vec: int = 4
     double_buffer: bool = True
     unroll: int = 8
-    smem_pad: int = 4
+    smem_pad: int = 0
     wm: int = 0
     wn: int = 0
     swizzle: int = 8
