@@ -29,7 +29,7 @@ FAILING = [
     ("smem_pad_keeps_16_bytes", dict(smem_pad=1)),
     ("accumulators_fit_registers", dict(bm=256, bn=128, rm=16, rn=16, bk=16)),
     ("swizzle_positive", dict(swizzle=0)),
-    ("split_k_positive", dict(split_k=0)),
+    ("split_k_range", dict(split_k=0)),
     ("min_blocks_positive", dict(min_blocks=-1)),
 ]
 
@@ -230,3 +230,31 @@ def test_rules_markdown_lists_every_rule():
     md = R.markdown(GEMM_RULES, "GEMM")
     for r in GEMM_RULES:
         assert f"`{r.name}`" in md
+
+
+def test_split_k_emits_slices_and_a_deterministic_reduction():
+    from dataclasses import replace
+
+    from tiledsl.compile import compile_source
+    from tiledsl.gemm.emit import emit_splitk_reduce, grid
+
+    op = GemmOp(512, 16, 500000, read_c=True)
+    s = replace(tiledsl.preset("gemm", "skinny_n_64x16"), split_k=8)
+    ks = emit_gemm(op, s)
+    assert "_sk8_" in ks.name and "k_begin = blockIdx.y * k_per_split" in ks.source
+    assert "float* __restrict__ C" in ks.source and "beta" not in ks.source.split("// ---- epilogue")[1]
+    assert grid(op, s) == (8, 8, 1)
+    red = emit_splitk_reduce(op, s)
+    assert "for (int z = 0; z < SPLIT_K; ++z)" in red.source and "beta" in red.source
+    assert compile_source(red, "sm_90").spill_bytes == 0
+    assert tiledsl.compile(op, s, arch="sm_90").spill_bytes == 0
+
+
+def test_default_schedule_splits_long_k_and_uses_skinny_tiles():
+    from tiledsl.gemm import default_schedule
+
+    h200 = tiledsl.Target.known("H200")
+    s = default_schedule(GemmOp(512, 16, 500000), h200)
+    assert s.bn <= 16 and s.split_k >= 8   # 8 C tiles, K = 500000: only splitting K fills 132 SMs
+    s = default_schedule(GemmOp(1, 4096, 4096), h200)
+    assert s.bm <= 16

@@ -177,3 +177,29 @@ def test_input_errors():
         tiledsl.gemm(a, cp.ones((5, 3), cp.float32), cp.ones((4, 3), cp.float16))
     with pytest.raises(ValueError, match="beta=1.0 needs an output c"):
         tiledsl.gemm(a, cp.ones((5, 3), cp.float32), beta=1.0)
+
+
+@pytest.mark.parametrize("split", [2, 3, 8])
+@pytest.mark.parametrize("m,n,k", [(512, 16, 20000), (127, 129, 65), (33, 70, 3001)])
+def test_split_k_correct_and_deterministic(split, m, n, k, rng):
+    from dataclasses import replace
+
+    cp = _cp()
+    s = replace(tiledsl.GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16), split_k=split)
+    a, ha = _rand((m, k), rng)
+    b, hb = _rand((k, n), rng)
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(np.float32))
+    tiledsl.gemm(a, b, c, alpha=0.5, beta=2.0, schedule=s)
+    tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
+    assert _rel_err(c, 0.5 * (ha @ hb) + 2.0 * c0) < tol
+    runs = [_gemm_nan_out(a, b, schedule=s) for _ in range(3)]
+    assert all(bool((r == runs[0]).all()) for r in runs)   # fixed summation order: bitwise equal
+
+
+def test_default_schedule_on_dataset_shapes(rng):
+    for m, n, k in [(512, 16, 50000), (1, 4096, 4096), (16, 11008, 4096), (7680, 1, 2560)]:
+        a, ha = _rand((m, k), rng)
+        b, hb = _rand((k, n), rng)
+        tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
+        assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol

@@ -9,7 +9,11 @@ from .compile import Kernel, KernelSource, compile_source
 from .errors import SpecTypeError
 from .gemm import GemmOp, GemmSchedule, emit_gemm
 from .gemm import default_schedule as gemm_default
+from .reduce import ReduceOp, ReduceSchedule, emit_reduce
+from .reduce import default_schedule as reduce_default
 from .target import Target, resolve
+from .transpose import TransposeOp, TransposeSchedule, emit_transpose
+from .transpose import default_schedule as transpose_default
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class OpFamily:
 
 FAMILIES: tuple[OpFamily, ...] = (
     OpFamily("gemm", GemmOp, GemmSchedule, emit_gemm, gemm_default),
+    OpFamily("reduce", ReduceOp, ReduceSchedule, emit_reduce, reduce_default),
+    OpFamily("transpose", TransposeOp, TransposeSchedule, emit_transpose, transpose_default),
 )
 
 
@@ -69,6 +75,10 @@ def compile(op, schedule=None, *, arch: str | None = None, device: str | Target 
         LaunchError: ``arch`` and ``device`` are None and no GPU is present.
     """
     fam = family_of(op)
+    key = (op, schedule, arch, device)  # schedule=None: the default chosen the first time
+    hit = _KERNELS.get(key)
+    if hit is not None:
+        return hit
     target = resolve(device, arch)
     if schedule is None:
         schedule = fam.default_schedule(op, target)
@@ -76,7 +86,15 @@ def compile(op, schedule=None, *, arch: str | None = None, device: str | Target 
         raise SpecTypeError(f"schedule for {type(op).__name__} must be a {fam.schedule_type.__name__}, "
                             f"got {type(schedule).__name__}")
     schedule.validate(target)
-    return compile_source(fam.emit(op, schedule), arch or target.arch, op=op, schedule=schedule)
+    kernel = compile_source(fam.emit(op, schedule), arch or target.arch, op=op, schedule=schedule)
+    if arch is not None or device is not None:  # only keys that pin the binary (None follows the GPU)
+        _KERNELS[key] = kernel
+    return kernel
+
+
+# Explicit cache: (op, schedule, arch, device) -> Kernel, so a repeated call costs a dict lookup instead
+# of emitting and hashing the source again (host overhead matters for small GEMMs).
+_KERNELS: dict[tuple, Kernel] = {}
 
 
 def source(op, schedule) -> str:

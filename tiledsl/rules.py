@@ -14,6 +14,7 @@ same way (``and``/``or``/``not`` are translated to ``&&``/``||``/``!`` for C).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ class Rule:
             raise ValueError(f"rule {self.name}: unsupported characters in {self.expr!r}")
 
     def holds(self, env: Mapping[str, int]) -> bool:
-        return bool(eval(self.expr, {"__builtins__": {}}, dict(env)))  # noqa: S307 - constant rule text
+        return bool(eval(_code(self.expr), {"__builtins__": {}}, dict(env)))  # noqa: S307 - constant rule text
 
     def c_expr(self) -> str:
         text = re.sub(r"\band\b", "&&", self.expr)
@@ -57,6 +58,12 @@ class Rule:
     def error(self, env: Mapping[str, int], cls: str) -> ScheduleError:
         err_type = ResourceError if self.resource else ScheduleError
         return err_type(f"{self.message.format(cls=cls, **env)} (rule {self.name})", self.name)
+
+
+@functools.cache
+def _code(expr: str):
+    """The rule text compiled once (rules are evaluated for every sampled schedule)."""
+    return compile(expr, "<rule>", "eval")
 
 
 def violations(rules: Sequence[Rule], env: Mapping[str, int], scopes: Sequence[str]) -> list[Rule]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .. import dtypes
-from ..compile import Kernel
+from ..compile import Kernel, compile_source
 from ..errors import SpecError
 from ..runtime import alignment_elems, as_cupy, element_strides, launch
 from ..target import Target
-from .emit import grid
+from .emit import emit_splitk_reduce, grid
 from .op import GEMM_DTYPES, GemmOp
 from .schedule import GemmSchedule
 
@@ -124,30 +126,75 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
     target = Target.current()
     from ..api import compile as compile_op
 
-    kernel: Kernel = compile_op(op, schedule or default_schedule(op, target), arch=target.arch)
-    args = [a, b, c, np.int32(m), np.int32(n), np.int32(op.k), np.int64(lda), np.int64(ldb),
-            np.int64(ldc), np.float32(alpha)]
-    if op.read_c:
-        args.append(np.float32(beta))
-    launch(kernel, grid(op, kernel.schedule), tuple(args))
+    kernel: Kernel = compile_op(op, schedule, arch=target.arch)
+    s = kernel.schedule
+    head = [a, b]
+    dims = [np.int32(m), np.int32(n), np.int32(op.k), np.int64(lda), np.int64(ldb)]
+    if s.split_k == 1:
+        tail = [np.float32(alpha)] + ([np.float32(beta)] if op.read_c else [])
+        launch(kernel, grid(op, s), tuple(head + [c] + dims + [np.int64(ldc)] + tail))
+        return
+    # split-K: float32 partial products per K slice, then a deterministic reduction applying alpha/beta
+    work = cupy.empty((s.split_k, m, n), dtype=cupy.float32)
+    launch(kernel, grid(op, s), tuple(head + [work] + dims + [np.int64(n), np.float32(1.0)]))
+    red = _reduce_kernel(op, s, target.arch)
+    tail = [np.float32(alpha)] + ([np.float32(beta)] if op.read_c else [])
+    launch(red, (-(-(m * n) // 256), 1, 1), tuple([work, c, np.int32(m), np.int32(n), np.int64(ldc)] + tail))
+
+
+def _reduce_kernel(op: GemmOp, s: GemmSchedule, arch: str) -> Kernel:
+    key = (op.dtype, op.read_c, s.split_k, arch)
+    k = _REDUCE_KERNELS.get(key)
+    if k is None:
+        k = compile_source(emit_splitk_reduce(op, s), arch)
+        _REDUCE_KERNELS[key] = k
+    return k
+
+
+# Explicit cache of split-K reduction kernels: (dtype, read_c, split_k, arch) -> Kernel
+_REDUCE_KERNELS: dict[tuple, Kernel] = {}
 
 
 def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
-    """A sensible schedule for the shape: the largest shipped preset whose tiles still fill the SMs.
+    """A sensible schedule for the shape, chosen among the shipped presets and split-K factors.
 
-    Candidates are the presets in ``schedules/gemm/presets.json`` marked ``"default_candidate"``,
-    ordered by block-tile area; the first with ≥ one block per SM (ceil(M/bm)·ceil(N/bn) ≥ SMs) wins,
-    else the smallest tile.
+    Each candidate (preset in :data:`DEFAULT_CANDIDATES` × split_k in 1, 2, 4, …, 32) gets a quick
+    roofline estimate (``../shared/seeds/004_…`` §9.4.2): the larger of its compute time — waves of
+    blocks (⌈blocks / (SMs · 2)⌉) times one block's 2·bm·bn·kc FLOP at its share of the SM's FP32 rate,
+    scaled by the tile's measured efficiency — and its memory time — the A and B tiles every block
+    reads, (bm + bn)·kc elements, at twice the HBM rate (L2 serves the re-reads) — plus, for
+    split-K, the workspace written and read back and a second launch. The smallest estimate wins.
     """
     from ..registry import presets
 
-    cands = [s for name, s in presets("gemm").items() if name in _DEFAULT_ORDER]
-    cands.sort(key=lambda s: -(s.bm * s.bn))
-    for s in cands:
-        tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
-        if tiles >= target.sm_count:
-            return s
-    return cands[-1]
+    table = presets("gemm")
+    itemsize = dtypes.get(op.dtype).itemsize
+    sm_flops = target.fp32_lanes_per_sm * 2 * target.clock_hz
+    best, best_s = None, float("inf")
+    for name, eff in DEFAULT_CANDIDATES.items():
+        base = table[name]
+        for split in (1, 2, 4, 8, 16, 32):
+            kc = _ceil_div(_ceil_div(op.k, split), base.bk) * base.bk  # K per slice, whole bk tiles
+            if split > 1 and kc * (split - 1) >= op.k:
+                break  # an empty K slice: no more splitting
+            tiles = -(-op.m // base.bm) * -(-op.n // base.bn)
+            blocks = tiles * split
+            waves = -(-blocks // (target.sm_count * 2))
+            per_block_rate = sm_flops / min(2, -(-blocks // target.sm_count)) * eff
+            compute_s = waves * 2 * base.bm * base.bn * kc / per_block_rate
+            memory_s = blocks * (base.bm + base.bn) * kc * itemsize / (2 * target.hbm_bytes_per_s)
+            extra_s = 0.0 if split == 1 else (2 * split + 1) * op.m * op.n * 4 / target.hbm_bytes_per_s + 4e-6
+            est = max(compute_s, memory_s) + extra_s
+            if est < best_s:
+                best, best_s = (base if split == 1 else replace(base, split_k=split)), est
+    return best
 
 
-_DEFAULT_ORDER = ("sgemm_128x128_8x8", "sgemm_128x64_8x4", "sgemm_64x64_4x4", "sgemm_32x64_2x4")
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# Presets the default may pick, with their measured fraction of FP32 peak on large shapes
+# (benchmarks/results/gemm_h200_run1.json, H200, 2026-11-29: 128x128 ≈ 38.6 of 67 TFLOP/s).
+DEFAULT_CANDIDATES = {"sgemm_128x128_8x8": 0.57, "sgemm_128x64_8x4": 0.51, "sgemm_64x64_4x4": 0.42,
+                      "sgemm_32x64_2x4": 0.3, "skinny_n_64x16": 0.25, "skinny_m_16x64": 0.25}

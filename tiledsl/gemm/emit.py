@@ -15,6 +15,8 @@ Structure of the kernel (``../shared/seeds/002_…`` GEMM tiling; ``004_…`` §
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import dtypes
 from .. import rules as R
 from ..codegen.prelude import helpers_for
@@ -34,8 +36,45 @@ def kernel_name(op: GemmOp, s: GemmSchedule) -> str:
     """Deterministic name: op, dtypes (in, accumulate, out), layout, effective vector widths, hash."""
     dt = dtypes.get(op.dtype).short
     beta = "beta" if op.read_c else "nobeta"
+    split = f"_sk{s.split_k}" if s.split_k > 1 else ""
     return (f"tiledsl_gemm_{dt}f32{dt}_{op.layout.lower()}_v{op.align_a}{op.align_b}{op.align_c}"
-            f"_{beta}_{s.bm}x{s.bn}x{s.bk}_{s.short_hash()}")
+            f"_{beta}_{s.bm}x{s.bn}x{s.bk}{split}_{s.short_hash()}")
+
+
+def kernel_name_reduce(op: GemmOp, s: GemmSchedule) -> str:
+    """Name of the split-K reduction kernel (depends on dtype, beta and split_k only)."""
+    beta = "beta" if op.read_c else "nobeta"
+    return f"tiledsl_gemm_splitk_reduce_{dtypes.get(op.dtype).short}_{beta}_sk{s.split_k}"
+
+
+def emit_splitk_reduce(op: GemmOp, s: GemmSchedule) -> KernelSource:
+    """The second kernel of a split-K GEMM: C = alpha · Σ_z W[z] (+ beta · C), summed in a fixed order
+    (z = 0, 1, …), so results are bitwise reproducible. One thread per element of C, 256 per block;
+    launch on ceil(M·N / 256) blocks."""
+    dt = dtypes.get(op.dtype)
+    t = dt.c_type
+    w = Writer()
+    w(f"// tiledsl split-K epilogue: C[M,N] = alpha * sum of {s.split_k} float32 partial products"
+      + (" + beta * C" if op.read_c else ""))
+    prelude = helpers_for(op.dtype)
+    if prelude:
+        w(prelude.rstrip("\n"))
+    w(f"constexpr int SPLIT_K = {s.split_k};  // GemmSchedule.split_k")
+    name = kernel_name_reduce(op, s)
+    beta_arg = ", float beta" if op.read_c else ""
+    w('extern "C" __global__ void __launch_bounds__(256)')
+    with w.block(f"{name}(const float* __restrict__ W, {t}* __restrict__ C, int M, int N, long long ldc, "
+                 f"float alpha{beta_arg})"):
+        w("const long long idx = blockIdx.x * 256LL + threadIdx.x;   // element of C, row-major",
+          "const long long mn = (long long)M * N;",
+          "if (idx >= mn) return;",
+          "float sum = 0.f;",
+          "#pragma unroll",
+          "for (int z = 0; z < SPLIT_K; ++z) sum += W[z * mn + idx];   // fixed order: deterministic",
+          f"{t}* const c = C + (idx / N) * ldc + idx % N;")
+        val = "alpha * sum" + (f" + beta * {dt.to_acc('*c')}" if op.read_c else "")
+        w(f"*c = {dt.from_acc(val)};")
+    return KernelSource(name=name, source=w.text(), block=(256, 1, 1))
 
 
 def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
@@ -50,6 +89,11 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
     cm, cn = min(4, s.rm), min(4, s.rn)
     vc = min(op.align_c, cn)
+    if s.split_k > 1:  # the main kernel writes float32 partial sums; emit_splitk_reduce finishes C
+        ws_align = 4 if op.n % 4 == 0 else 2 if op.n % 2 == 0 else 1
+        out_dt, out_op, vc = dtypes.get("float32"), replace(op, read_c=False), min(ws_align, cn)
+    else:
+        out_dt, out_op = dt, op
     name = kernel_name(op, s)
     w = Writer()
     w(f"// tiledsl GEMM: C[M,N] = alpha * A[M,K] @ B[K,N]{' + beta * C' if op.read_c else ''}",
@@ -94,7 +138,10 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     for line in R.static_asserts(GEMM_RULES):
         w(line)
     w.blank()
-    beta_arg = ", float beta" if op.read_c else ""
+    beta_arg = ", float beta" if out_op.read_c else ""
+    c_type = out_dt.c_type
+    if s.split_k > 1:
+        w(f"// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; {kernel_name_reduce(op, s)} sums it")
     # narrower loads than the schedule planned for need more address registers: drop the occupancy
     # target to 1 block rather than spill
     min_blocks = s.min_blocks if (va, vb) == (s.vec, s.vec) else 1
@@ -102,7 +149,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     w(f'extern "C" __global__ void __launch_bounds__(THREADS, {min_blocks})  '
       f'// registers capped near {cap} per thread' + ('' if min_blocks == s.min_blocks else
                                                         ' (MIN_BLOCKS lowered: operands force narrower loads)'))
-    with w.block(f"{name}(const {t}* __restrict__ A, const {t}* __restrict__ B, {t}* __restrict__ C,\n"
+    with w.block(f"{name}(const {t}* __restrict__ A, const {t}* __restrict__ B, {c_type}* __restrict__ C,\n"
                  f"    int M, int N, int K, long long lda, long long ldb, long long ldc, "
                  f"float alpha{beta_arg})"):
         _block_to_tile(w)
@@ -119,10 +166,18 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
           "float a_stage[LOADS_A * VA];",
           "float b_stage[LOADS_B * VB];")
         w.blank()
-        w("const int k_tiles = (K + BK - 1) / BK;")
+        if s.split_k > 1:
+            w("// split-K: blockIdx.y owns K range [k_begin, k_end); partial sums go to its workspace slice",
+              "const int k_per_split = (K + SPLIT_K * BK - 1) / (SPLIT_K * BK) * BK;",
+              "const int k_begin = blockIdx.y * k_per_split;",
+              "const int k_end = min(K, k_begin + k_per_split);",
+              "C += (long long)blockIdx.y * M * ldc;")
+        else:
+            w("const int k_begin = 0, k_end = K;      // one block covers all of K")
+        w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
         w("// ---- prologue: K tile 0 -> shared stage 0 ----")
-        _load_global(w, op, dt, "A", "0", va)
-        _load_global(w, op, dt, "B", "0", vb)
+        _load_global(w, op, dt, "A", "k_begin", va)
+        _load_global(w, op, dt, "B", "k_begin", vb)
         _store_shared(w, op, "A", "0", va)
         _store_shared(w, op, "B", "0", vb)
         w("__syncthreads();")
@@ -134,8 +189,8 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
                 w("const bool has_next = kt + 1 < k_tiles;")
                 w("// prefetch K tile kt+1 into registers while tile kt is multiplied")
                 with w.block("if (has_next)"):
-                    _load_global(w, op, dt, "A", "(kt + 1) * BK", va)
-                    _load_global(w, op, dt, "B", "(kt + 1) * BK", vb)
+                    _load_global(w, op, dt, "A", "k_begin + (kt + 1) * BK", va)
+                    _load_global(w, op, dt, "B", "k_begin + (kt + 1) * BK", vb)
                 _compute(w, "cur", cm, cn)
                 w("// publish the prefetched tile into the other stage")
                 with w.block("if (has_next)"):
@@ -146,20 +201,20 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
                 _compute(w, "0", cm, cn)
                 with w.block("if (kt + 1 < k_tiles)"):
                     w("__syncthreads();  // everyone is done reading stage 0")
-                    _load_global(w, op, dt, "A", "(kt + 1) * BK", va)
-                    _load_global(w, op, dt, "B", "(kt + 1) * BK", vb)
+                    _load_global(w, op, dt, "A", "k_begin + (kt + 1) * BK", va)
+                    _load_global(w, op, dt, "B", "k_begin + (kt + 1) * BK", vb)
                     _store_shared(w, op, "A", "0", va)
                     _store_shared(w, op, "B", "0", vb)
                     w("__syncthreads();")
         w.blank()
-        _epilogue(w, op, dt, vc)
+        _epilogue(w, out_op, out_dt, vc)
     return KernelSource(name=name, source=w.text(), block=(s.threads, 1, 1),
                         dynamic_smem_bytes=s.smem_bytes())
 
 
 def grid(op: GemmOp, s: GemmSchedule) -> tuple[int, int, int]:
-    """1-D grid: one block per bm×bn tile of C."""
-    return (-(-op.m // s.bm) * -(-op.n // s.bn), 1, 1)
+    """One block per bm×bn tile of C (x), times split_k slices of K (y)."""
+    return (-(-op.m // s.bm) * -(-op.n // s.bn), s.split_k, 1)
 
 
 def _block_to_tile(w: Writer) -> None:
@@ -194,18 +249,18 @@ def _operand_geometry(op: GemmOp, which: str) -> dict:
         # A is M x K. row-major: K contiguous; col-major: M contiguous.
         if op.layout_a == "row":
             return dict(v="VA", contig="BK", strided="BM", loads="LOADS_A",
-                        gm="block_m + r", gk="k0 + c", ptr="A + (long long)(block_m + r) * lda + (k0 + c)",
-                        bound="block_m + r < M && k0 + c < K", transposed=True, ld="LDS_A")
+                        ptr="A + (long long)(block_m + r) * lda + (k0 + c)",
+                        bound="block_m + r < M && k0 + c < k_end", transposed=True, ld="LDS_A")
         return dict(v="VA", contig="BM", strided="BK", loads="LOADS_A",
                     ptr="A + (long long)(k0 + r) * lda + (block_m + c)",
-                    bound="block_m + c < M && k0 + r < K", transposed=False, ld="LDS_A")
+                    bound="block_m + c < M && k0 + r < k_end", transposed=False, ld="LDS_A")
     if op.layout_b == "row":  # B is K x N; row-major: N contiguous
         return dict(v="VB", contig="BN", strided="BK", loads="LOADS_B",
                     ptr="B + (long long)(k0 + r) * ldb + (block_n + c)",
-                    bound="k0 + r < K && block_n + c < N", transposed=False, ld="LDS_B")
+                    bound="k0 + r < k_end && block_n + c < N", transposed=False, ld="LDS_B")
     return dict(v="VB", contig="BK", strided="BN", loads="LOADS_B",
                 ptr="B + (long long)(block_n + r) * ldb + (k0 + c)",
-                bound="block_n + r < N && k0 + c < K", transposed=True, ld="LDS_B")
+                bound="block_n + r < N && k0 + c < k_end", transposed=True, ld="LDS_B")
 
 
 def _load_global(w: Writer, op: GemmOp, dt: dtypes.DType, which: str, k0: str, vec: int) -> None:

@@ -49,7 +49,7 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("accumulators_fit_registers", "RM * RN <= 128",
            "{cls} thread tile rm·rn={RM}·{RN} accumulators exceed 128 (registers would spill)"),
     R.Rule("swizzle_positive", "SWIZZLE >= 1", "{cls}.swizzle={SWIZZLE} must be ≥ 1"),
-    R.Rule("split_k_positive", "SPLIT_K >= 1", "{cls}.split_k={SPLIT_K} must be ≥ 1"),
+    R.Rule("split_k_range", "SPLIT_K >= 1 and SPLIT_K <= 64", "{cls}.split_k={SPLIT_K} must be in 1..64"),
     R.Rule("min_blocks_positive", "MIN_BLOCKS >= 1",
            "{cls}.min_blocks={MIN_BLOCKS} must be ≥ 1 (or 0 for automatic)"),
     R.Rule("min_blocks_fit_sm", "THREADS * MIN_BLOCKS <= MAX_THREADS_PER_SM",
@@ -91,7 +91,9 @@ class GemmSchedule:
         wm, wn: warp tile (0 = choose: threads of a warp arranged 4×8 where possible).
         swizzle: block rasterization group (Triton's GROUP_M): consecutive blocks walk ``swizzle``
             block-rows before moving along N, so they share A and B tiles in L2. 1 = row by row.
-        split_k: reserved for splitting K across blocks (only 1 is emitted today).
+        split_k: slices of K computed by separate blocks (grid y); partial sums go to a float32
+            workspace and a second kernel adds them in a fixed order (deterministic) and applies
+            alpha/beta. For shapes with few C tiles and a long K (e.g. 512×16×500000).
         min_blocks: blocks per SM the register allocation must allow (``__launch_bounds__``'s second
             argument; caps registers at 65536 / (threads · min_blocks)). 0 = automatic: 2 when two
             blocks fit :attr:`est_registers`, else 1.
