@@ -13,6 +13,7 @@ from .errors import CompileError, LaunchError, ResourceError, ScheduleError, Spe
 from .gemm import GEMM_RULES, GemmOp, GemmSchedule, gemm
 from .registry import preset, presets
 from .target import Target, gpu_available
+from .transpose import TRANSPOSE_RULES, TransposeOp, TransposeSchedule, transpose
 
 __version__ = "0.1.0"
 
@@ -20,4 +21,5 @@ __all__ = [
     "GEMM_RULES", "CompileError", "GemmOp", "GemmSchedule", "Kernel", "KernelSource", "LaunchError",
     "ResourceError", "ScheduleError", "SpecError", "SpecTypeError", "Target", "TiledslError", "compile",
     "gemm", "gpu_available", "preset", "presets", "source",
+    "TRANSPOSE_RULES", "TransposeOp", "TransposeSchedule", "transpose",
 ]

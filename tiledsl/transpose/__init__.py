@@ -1,0 +1,9 @@
+"""Transpose: op, schedule and rule table, emitter, user entry point (``../shared/seeds/002_…`` §1)."""
+
+from .api import default_schedule, transpose
+from .emit import emit_transpose, grid
+from .op import TRANSPOSE_DTYPES, TransposeOp
+from .schedule import TRANSPOSE_RULES, TransposeSchedule
+
+__all__ = ["TRANSPOSE_DTYPES", "TRANSPOSE_RULES", "TransposeOp", "TransposeSchedule", "default_schedule",
+           "emit_transpose", "grid", "transpose"]
