@@ -192,7 +192,7 @@ def test_default_schedule_fills_the_gpu():
     from tiledsl.gemm import default_schedule
 
     h200 = tiledsl.Target.known("H200")
-    assert default_schedule(GemmOp(4096, 4096, 4096), h200).bm == 128
+    assert default_schedule(GemmOp(4096, 4096, 4096), h200).bm >= 128
     small = default_schedule(GemmOp(35, 8457, 2560), h200)
     assert -(-35 // small.bm) * -(-8457 // small.bn) >= 132
 
@@ -258,3 +258,10 @@ def test_default_schedule_splits_long_k_and_uses_skinny_tiles():
     assert s.bn <= 16 and s.split_k >= 8   # 8 C tiles, K = 500000: only splitting K fills 132 SMs
     s = default_schedule(GemmOp(1, 4096, 4096), h200)
     assert s.bm <= 16
+
+
+def test_docs_carry_the_current_rule_table():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "gemm.md").read_text()
+    assert R.markdown(GEMM_RULES, "GemmSchedule rules") in doc

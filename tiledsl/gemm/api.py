@@ -194,7 +194,9 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-# Presets the default may pick, with their measured fraction of FP32 peak on large shapes
-# (benchmarks/results/gemm_h200_run1.json, H200, 2026-11-29: 128x128 ≈ 38.6 of 67 TFLOP/s).
-DEFAULT_CANDIDATES = {"sgemm_128x128_8x8": 0.57, "sgemm_128x64_8x4": 0.51, "sgemm_64x64_4x4": 0.42,
-                      "sgemm_32x64_2x4": 0.3, "skinny_n_64x16": 0.25, "skinny_m_16x64": 0.25}
+# Presets the default may pick, with their measured fraction of the FP32 peak (67 TFLOP/s) at 4096³
+# (benchmarks/results/gemm_h200.json, H200, 2026-11-29; e.g. 128x128: 44.8 TFLOP/s = 0.67); the
+# small and skinny tiles' figures are estimates, not measurements.
+DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sgemm_128x64_8x4": 0.57,
+                      "sgemm_64x64_4x4": 0.47, "sgemm_32x64_2x4": 0.3, "skinny_n_64x16": 0.25,
+                      "skinny_m_16x64": 0.25}
