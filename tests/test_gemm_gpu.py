@@ -32,7 +32,8 @@ def _rand(shape, rng, dtype="float32", layout="row"):
 
 
 def _rel_err(c, ref) -> float:
-    got = _cp().asnumpy(c).astype(np.float64)
+    got = c.double().cpu().numpy() if type(c).__module__.startswith("torch") else _cp().asnumpy(c)
+    got = got.astype(np.float64)
     assert np.isfinite(got).all(), "output has NaN/Inf: an element was not written or NaN leaked"
     return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300))
 
@@ -135,7 +136,8 @@ def test_every_preset(name, rng):
 
 
 @pytest.mark.parametrize("kw", [dict(double_buffer=False), dict(vec=2), dict(vec=1), dict(smem_pad=0),
-                                dict(swizzle=1), dict(wm=64, wn=32), dict(bk=16, unroll=4)])
+                                dict(swizzle=1), dict(wm=64, wn=32), dict(bk=16, unroll=4),
+                                dict(bk=32, unroll=8, smem_pad=4)])  # 2·32·264·4 = 67584 B > 48 KB opt-in
 def test_schedule_knobs(kw, rng):
     s = tiledsl.GemmSchedule(**kw)
     a, ha = _rand((300, 270), rng)
@@ -149,6 +151,19 @@ def test_half_inputs_float32_accumulation(dtype, rng):
     b, hb = _rand((130, 129), rng, dtype)
     ref = ha.astype(dtype).astype(np.float64) @ hb.astype(dtype).astype(np.float64)
     assert _rel_err(tiledsl.gemm(a, b), ref) < 2e-3   # output rounded to float16
+
+
+def test_torch_bfloat16(rng):
+    torch = pytest.importorskip("torch")
+    a = torch.rand(130, 70, device="cuda").to(torch.bfloat16)
+    b = torch.rand(70, 66, device="cuda").to(torch.bfloat16)
+    c = tiledsl.gemm(a, b)
+    assert isinstance(c, torch.Tensor) and c.dtype == torch.bfloat16
+    ref = (a.double() @ b.double()).cpu().numpy()
+    assert _rel_err(c.float(), ref) < 1e-2   # output rounded to bfloat16 (8 bits of mantissa)
+    c2 = torch.full((130, 66), float("nan"), device="cuda").to(torch.bfloat16)
+    tiledsl.gemm(a, b, c2, alpha=0.5)
+    assert _rel_err(c2.float(), 0.5 * ref) < 1e-2
 
 
 def test_torch_tensors_via_dlpack(rng):

@@ -35,6 +35,34 @@ def as_cupy(x, name: str):
                         f"got {type(x).__name__}")
 
 
+def as_gpu(x, name: str, supported: tuple[str, ...], op_name: str):
+    """``x`` as (CuPy view, dtype name, torch tensor or None), checking the dtype.
+
+    CuPy has no bfloat16: a torch bfloat16 tensor travels as its int16 bits (the third item is the
+    tensor, so callers can return torch results for torch bfloat16 input).
+
+    Raises:
+        SpecTypeError: ``x`` is a host array or not a GPU array.
+        SpecError: the dtype is not in ``supported``.
+    """
+    from . import dtypes
+
+    if type(x).__module__.startswith("torch") and str(getattr(x, "dtype", "")) == "torch.bfloat16":
+        import torch
+
+        return as_cupy(x.view(torch.int16), name), "bfloat16", x
+    arr = as_cupy(x, name)
+    try:
+        dname = dtypes.dtype_name(arr.dtype)
+    except SpecError:
+        dname = str(arr.dtype)
+    if dname not in supported:
+        raise SpecError(f"{name}.dtype={dname} is not supported for {op_name}; supported: "
+                        f"{', '.join(supported)}" + (" (bfloat16 as a torch tensor)" if "bfloat16" in supported
+                                                     else ""))
+    return arr, dname, None
+
+
 def element_strides(x, name: str) -> tuple[int, ...]:
     """Strides of a CuPy array in elements.
 

@@ -9,7 +9,7 @@ import numpy as np
 from .. import dtypes
 from ..compile import Kernel, compile_source
 from ..errors import SpecError
-from ..runtime import alignment_elems, as_cupy, element_strides, launch
+from ..runtime import alignment_elems, as_cupy, as_gpu, element_strides, launch
 from ..target import Target
 from .emit import emit_splitk_reduce, grid
 from .op import GEMM_DTYPES, GemmOp
@@ -22,7 +22,8 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
 
     Args:
         a: (M, K) GPU array (CuPy, ``__cuda_array_interface__`` or DLPack, e.g. a torch CUDA tensor),
-            float32, float16 or bfloat16; row- or column-major with any leading dimension (``a.T``
+            float32, float16 or bfloat16 (bfloat16 as a torch tensor: CuPy has no bfloat16, and the
+            result is then a torch tensor); row- or column-major with any leading dimension (``a.T``
             and slices like ``a[:, 1:]`` run without a copy). An operand with no unit stride is copied.
         b: (K, N) GPU array, same dtype.
         c: optional (M, N) output of the same dtype, updated in place; required when beta ≠ 0.
@@ -30,7 +31,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
         schedule: a :class:`GemmSchedule`; None picks one for the shape (:func:`default_schedule`).
 
     Returns:
-        The (M, N) CuPy array holding C (``c`` itself when given).
+        The (M, N) CuPy array holding C (``c`` itself when given; a torch tensor for torch bfloat16).
 
     Raises:
         SpecTypeError: an operand is a NumPy (host) array or not a GPU array.
@@ -44,42 +45,45 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
     """
     import cupy
 
-    a, b = as_cupy(a, "a"), as_cupy(b, "b")
+    a, dt_a, torch_a = as_gpu(a, "a", GEMM_DTYPES, "GEMM")
+    b, dt_b, _ = as_gpu(b, "b", GEMM_DTYPES, "GEMM")
     for name, x in (("a", a), ("b", b)):
         if x.ndim != 2:
             raise SpecError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise SpecError(f"inner dimensions differ: a.shape={a.shape} (K={k}) but b.shape={b.shape} (K={k2})")
-    dt_a, dt_b = _dtype(a, "a"), _dtype(b, "b")
     if dt_a != dt_b:
         raise SpecError(f"a.dtype={dt_a} and b.dtype={dt_b} differ; cast one (mixed dtypes are not supported)")
+    result = None
     if c is not None:
-        c = as_cupy(c, "c")
+        c, dt_c, result = as_gpu(c, "c", GEMM_DTYPES, "GEMM")
         if c.shape != (m, n):
             raise SpecError(f"c.shape={c.shape} must be (M, N)=({m}, {n})")
-        if _dtype(c, "c") != dt_a:
-            raise SpecError(f"c.dtype={c.dtype} must equal a.dtype={dt_a}")
+        if dt_c != dt_a:
+            raise SpecError(f"c.dtype={dt_c} must equal a.dtype={dt_a}")
     elif beta != 0:
         raise SpecError(f"beta={beta} needs an output c to read; pass c= or set beta=0")
+    elif torch_a is not None:  # torch bfloat16 in, torch bfloat16 out (CuPy has no bfloat16)
+        import torch
+
+        result = torch.empty((m, n), dtype=torch.bfloat16, device=torch_a.device)
+        c = as_cupy(result.view(torch.int16), "c")
+    if c is not None and result is None:
+        result = c
     out = c if c is not None else cupy.empty((m, n), dtype=a.dtype)
+    result = out if result is None else result
     if m == 0 or n == 0:
-        return out
-    if k == 0:  # numpy: an empty sum is 0
-        if c is not None and beta != 0:
-            out *= out.dtype.type(beta)
+        return result
+    if k == 0:  # numpy: an empty sum is 0 (beta·C stays)
+        if beta != 0:
+            _gemm_into(cupy.zeros((m, 1), a.dtype), cupy.zeros((1, n), a.dtype), out, 0.0, float(beta),
+                       None, dt_a)
         else:
             out.fill(0)
-        return out
-    _gemm_into(a, b, out, float(alpha), float(beta), schedule)
-    return out
-
-
-def _dtype(x, name: str) -> str:
-    d = dtypes.dtype_name(x.dtype)
-    if d not in GEMM_DTYPES:
-        raise SpecError(f"{name}.dtype={d} is not supported for GEMM; supported: {', '.join(GEMM_DTYPES)}")
-    return d
+        return result
+    _gemm_into(a, b, out, float(alpha), float(beta), schedule, dt_a)
+    return result
 
 
 def _operand(x, name: str):
@@ -103,24 +107,24 @@ def _align(x, ld: int, extent: int) -> int:
     return vec
 
 
-def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None) -> None:
+def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None, dtype: str) -> None:
     import cupy
 
     m, n = c.shape
     sr, sc = element_strides(c, "c")
     if not (sc == 1 or n == 1) and (sr == 1 or m == 1):
         # column-major C: compute Cᵀ = Bᵀ·Aᵀ into the row-major view c.T, no copy
-        _gemm_into(b.T, a.T, c.T, alpha, beta, schedule)
+        _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype)
         return
     if not (sc == 1 or n == 1):  # C has no unit stride: work in a contiguous copy
         tmp = cupy.ascontiguousarray(c)
-        _gemm_into(a, b, tmp, alpha, beta, schedule)
+        _gemm_into(a, b, tmp, alpha, beta, schedule, dtype)
         c[...] = tmp
         return
     ldc = sr if m > 1 else n
     a, layout_a, lda, ext_a = _operand(a, "a")
     b, layout_b, ldb, ext_b = _operand(b, "b")
-    op = GemmOp(m, n, a.shape[1], dtype=dtypes.dtype_name(a.dtype), layout_a=layout_a, layout_b=layout_b,
+    op = GemmOp(m, n, a.shape[1], dtype=dtype, layout_a=layout_a, layout_b=layout_b,
                 align_a=_align(a, lda, ext_a), align_b=_align(b, ldb, ext_b), align_c=_align(c, ldc, n),
                 read_c=beta != 0)
     target = Target.current()

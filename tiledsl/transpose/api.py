@@ -7,10 +7,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import dtypes
 from ..compile import Kernel
 from ..errors import SpecError
-from ..runtime import alignment_elems, as_cupy, element_strides, launch
+from ..runtime import alignment_elems, as_gpu, element_strides, launch
 from ..target import Target
 from .emit import grid
 from .op import MAX_ACCESS_BYTES, TRANSPOSE_DTYPES, TransposeOp, widest_vector
@@ -91,20 +90,7 @@ def _kernel(op: TransposeOp, schedule: TransposeSchedule, target: Target) -> Ker
 
 def _as_gpu(x, name: str):
     """(CuPy view, dtype name, torch tensor or None). torch bfloat16 travels as int16 bits."""
-    torch_bf16 = type(x).__module__.startswith("torch") and str(getattr(x, "dtype", "")) == "torch.bfloat16"
-    if torch_bf16:
-        import torch
-
-        return as_cupy(x.view(torch.int16), name), "bfloat16", x
-    arr = as_cupy(x, name)
-    try:
-        dname = dtypes.dtype_name(arr.dtype)
-    except SpecError:
-        dname = str(arr.dtype)
-    if dname not in TRANSPOSE_DTYPES:
-        raise SpecError(f"{name}.dtype={dname} is not supported for transpose; supported: "
-                        f"{', '.join(TRANSPOSE_DTYPES)} (bfloat16 as a torch tensor)")
-    return arr, dname, None
+    return as_gpu(x, name, TRANSPOSE_DTYPES, "transpose")
 
 
 def _align(a) -> int:
