@@ -8,10 +8,13 @@ Public API::
 """
 
 from .api import compile, source  # noqa: A004
+from .calibrate import calibrate
 from .compile import Kernel, KernelSource
+from .costmodel import Report, explain, predict
 from .errors import CompileError, LaunchError, ResourceError, ScheduleError, SpecError, SpecTypeError, TiledslError
 from .gemm import GEMM_RULES, GemmOp, GemmSchedule, gemm
 from .registry import preset, presets
+from .roofline import roofline_plot
 from .target import Target, gpu_available
 from .transpose import TRANSPOSE_RULES, TransposeOp, TransposeSchedule, transpose
 
@@ -19,7 +22,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GEMM_RULES", "CompileError", "GemmOp", "GemmSchedule", "Kernel", "KernelSource", "LaunchError",
-    "ResourceError", "ScheduleError", "SpecError", "SpecTypeError", "Target", "TiledslError", "compile",
+    "Report", "ResourceError", "ScheduleError", "SpecError", "SpecTypeError", "Target", "TiledslError",
+    "calibrate", "compile", "explain", "predict", "roofline_plot",
     "gemm", "gpu_available", "preset", "presets", "source",
     "TRANSPOSE_RULES", "TransposeOp", "TransposeSchedule", "transpose",
 ]

@@ -16,6 +16,30 @@ from dataclasses import asdict, dataclass, replace
 
 from .errors import LaunchError, SpecError
 
+SMEM_BANKS = 32
+"""Shared-memory banks per SM (CUDA C++ Programming Guide, "Shared Memory", cc 5.x and later)."""
+SMEM_BANK_BYTES = 4
+"""Bytes each bank delivers per clock."""
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One roof of the roofline.
+
+    Attributes:
+        key: ``"fp32_flops_per_s"``, ``"hbm_bytes_per_s"``, ``"l2_bytes_per_s"`` or ``"smem_bytes_per_s"``.
+        value: the rate (FLOP/s or bytes/s).
+        unit: ``"FLOP/s"`` or ``"bytes/s"``.
+        source: where it comes from ("measured: …", "datasheet …", "estimate …", "derived …").
+        measured: True when measured on a device, False for datasheet figures and estimates.
+    """
+
+    key: str
+    value: float
+    unit: str
+    source: str
+    measured: bool
+
 
 @dataclass(frozen=True)
 class Target:
@@ -37,6 +61,14 @@ class Target:
         fp32_lanes_per_sm: FP32 FMA lanes per SM (128 on sm_80 and sm_90).
         hbm_bytes_per_s: device-memory bandwidth (datasheet unless ``source`` says measured).
         source: where the figures came from ("device" or the datasheet/guide).
+        l2_bytes_per_s: L2 → SM bandwidth estimate; 0 = unknown (:meth:`ceilings` then derives one).
+            NVIDIA publishes no L2 bandwidth; table figures are estimates unless measured.
+        smem_bytes_per_s: shared-memory bandwidth of the whole GPU; 0 = derive it as 32 banks × 4 bytes
+            per clock per SM × SMs × clock (CUDA C++ Programming Guide, "Shared Memory" for cc 5.x+).
+        measured: figures measured on this device by :func:`tiledsl.calibrate` (or recorded from a
+            measurement), as ``(key, value, note)`` with key one of ``"hbm_bytes_per_s"``,
+            ``"l2_bytes_per_s"``, ``"smem_bytes_per_s"``, ``"fp32_flops_per_s"``. A measured figure wins
+            over the datasheet one in :meth:`ceilings`.
     """
 
     name: str
@@ -54,6 +86,9 @@ class Target:
     fp32_lanes_per_sm: int = 128
     hbm_bytes_per_s: float = 3.35e12
     source: str = "datasheet"
+    l2_bytes_per_s: float = 0.0
+    smem_bytes_per_s: float = 0.0
+    measured: tuple[tuple[str, float, str], ...] = ()
 
     @property
     def peak_fp32_flops(self) -> float:
@@ -67,6 +102,44 @@ class Target:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def ceilings(self) -> dict[str, Ceiling]:
+        """The roofs of the roofline: FP32 rate and HBM, L2, shared-memory bandwidth, each with its source.
+
+        A figure in :attr:`measured` wins; otherwise the datasheet/table figure; otherwise a derived
+        estimate (L2: 2 × HBM when the table has none; shared memory: 128 bytes per clock per SM).
+
+        Returns:
+            ``{"fp32_flops_per_s", "hbm_bytes_per_s", "l2_bytes_per_s", "smem_bytes_per_s"}`` →
+            :class:`Ceiling` (value, unit, source, measured flag).
+        """
+        meas = {k: (v, note) for k, v, note in self.measured}
+        smem_derived = self.sm_count * SMEM_BANKS * SMEM_BANK_BYTES * self.clock_hz
+        base = {
+            "fp32_flops_per_s": (self.peak_fp32_flops, "FLOP/s",
+                                 f"datasheet: {self.sm_count} SMs × {self.fp32_lanes_per_sm} FP32 lanes × 2 "
+                                 f"× {self.clock_hz / 1e9:.3g} GHz"),
+            "hbm_bytes_per_s": (self.hbm_bytes_per_s, "bytes/s", f"datasheet ({self.source})"),
+            "l2_bytes_per_s": ((self.l2_bytes_per_s, "bytes/s", "estimate (no vendor figure)")
+                               if self.l2_bytes_per_s else
+                               (2.0 * self.hbm_bytes_per_s, "bytes/s", "estimate: 2 × HBM (no vendor figure)")),
+            "smem_bytes_per_s": ((self.smem_bytes_per_s, "bytes/s", "table")
+                                 if self.smem_bytes_per_s else
+                                 (smem_derived, "bytes/s",
+                                  "derived: 32 banks × 4 B per clock per SM × SMs × clock (CUDA guide)")),
+        }
+        out = {}
+        for key, (value, unit, src) in base.items():
+            if key in meas:
+                out[key] = Ceiling(key, meas[key][0], unit, f"measured: {meas[key][1]}", True)
+            else:
+                out[key] = Ceiling(key, value, unit, src, False)
+        return out
+
+    def with_measured(self, figures: dict[str, tuple[float, str]]) -> Target:
+        """A copy whose :attr:`measured` holds ``figures`` (key → (value, note)) over earlier ones."""
+        keep = tuple(m for m in self.measured if m[0] not in figures)
+        return replace(self, measured=keep + tuple((k, float(v), n) for k, (v, n) in sorted(figures.items())))
 
     @staticmethod
     def known(name: str) -> Target:
@@ -156,6 +229,9 @@ def _from_device(device_id: int) -> Target:
         fp32_lanes_per_sm=128 if p["major"] >= 8 else 64,
         hbm_bytes_per_s=hbm,
         source="device (limits); datasheet (clock, HBM)" if base else "device",
+        l2_bytes_per_s=base.l2_bytes_per_s if base else 0.0,
+        smem_bytes_per_s=base.smem_bytes_per_s if base else 0.0,
+        measured=base.measured if base else (),
     )
 
 
@@ -166,7 +242,9 @@ _H100 = Target(
 )
 _KNOWN: dict[str, Target] = {
     "H200": replace(_H100, name="H200", l2_bytes=60 * 1024 * 1024, hbm_bytes_per_s=4.8e12,
-                    source="datasheet (H200 SXM) + CUDA guide cc 9.0"),
+                    source="datasheet (H200 SXM) + CUDA guide cc 9.0",
+                    measured=(("hbm_bytes_per_s", 4.22e12,
+                               "device-to-device copy on the project's H200, 2026-11-29 (DESIGN.md)"),)),
     "H100": _H100,
     "A100": Target(
         name="A100", arch="sm_80", sm_count=108, smem_per_block_optin_bytes=163 * 1024,

@@ -1,0 +1,208 @@
+"""Cost model on the CPU: hand-computed traffic, intensity, occupancy and waves (no GPU needed).
+
+Every expected number is worked out in the comment above it from the formulas in docs/costmodel.md.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+import sympy as sp
+
+import tiledsl
+from tiledsl.costmodel import StreamSchedule, array_sum, occupancy, predict, vector_add, waves
+from tiledsl.costmodel import gemm as cg
+from tiledsl.costmodel.gemm import wavefronts
+from tiledsl.target import Target
+
+H200 = Target.known("H200")
+
+
+# ---- memory-bound hand cases (seed 004 §9.4.2, 001) ----
+def test_vector_add_is_one_flop_per_12_bytes():
+    # z = x + y, n = 2^20 float32: n FLOPs; reads 2·4·n, writes 4·n = 12·n bytes -> 1/12 FLOP/byte
+    n = 1 << 20
+    r = tiledsl.explain(vector_add(n), device="H200")
+    assert r.flops == n
+    assert r.levels["hbm"].bytes == 12 * n
+    assert Fraction(r.flops) / Fraction(r.levels["hbm"].bytes) == Fraction(1, 12)
+    # far below I_max = 66.9e12 / 4.22e12 ≈ 15.9 FLOP/byte: HBM-bound, time = 12·2^20 / 4.22e12 s
+    assert r.bound_by == "hbm"
+    assert r.levels["hbm"].time_s == pytest.approx(12 * n / 4.22e12)
+
+
+def test_float32_sum_is_a_quarter_flop_per_byte():
+    # sum of n = 2^24 float32: n adds, 4·n bytes read + 4 bytes of result -> n / (4n + 4) ≈ 1/4
+    n = 1 << 24
+    r = tiledsl.explain(array_sum(n), StreamSchedule(block=256, vec=4, items_per_thread=4), device="H200")
+    assert r.levels["hbm"].bytes == 4 * n + 4
+    assert r.levels["hbm"].intensity == pytest.approx(n / (4 * n + 4), rel=1e-12)
+    assert r.levels["hbm"].intensity == pytest.approx(0.25, rel=1e-6)
+
+
+def test_reduce_op_duck_typed_when_present():
+    reduce = pytest.importorskip("tiledsl.reduce")
+    # 2^29 float32, full sum: bytes_moved = 4·2^29 + 4; intensity 2^29 / (2^31 + 4) ≈ 1/4
+    op = reduce.ReduceOp(shape=(1 << 29,))
+    r = tiledsl.explain(op, reduce.ReduceSchedule(), device="H200")
+    assert r.op_name == "reduce"
+    assert r.levels["hbm"].bytes == 4 * (1 << 29) + 4
+    assert r.levels["hbm"].intensity == pytest.approx(0.25, rel=1e-8)
+    # v1 (one same-address atomic per element) must rank far behind v7
+    v1 = reduce.ReduceSchedule(block=256, vec=1, items_per_thread=1, strategy="atomic", combine="atomic")
+    assert predict(op, v1, "H200") > 100 * r.predicted_s
+
+
+# ---- GEMM 4096³, bm = bn = 128, bk = 8, rm = rn = 8 (seed 002 GEMM tiling) ----
+OP = tiledsl.GemmOp(4096, 4096, 4096, dtype="float32")
+S = tiledsl.GemmSchedule(bm=128, bn=128, bk=8, rm=8, rn=8)
+
+
+def test_gemm_4096_exact_bytes_per_level():
+    r = tiledsl.explain(OP, S, device="H200")
+    # FLOPs: 2·4096³ = 2·68 719 476 736 = 137 438 953 472
+    assert r.flops == 137_438_953_472
+    # HBM compulsory: (M·K + K·N + M·N)·4 = 3·16 777 216·4 = 201 326 592
+    assert r.levels["hbm"].bytes == 201_326_592
+    # L2 -> SM: M·N·K·(1/128 + 1/128)·4 + M·N·4 = 68 719 476 736/64·4 + 67 108 864
+    #         = 4 294 967 296 + 67 108 864 = 4 362 076 160
+    assert r.levels["l2"].bytes == 4_362_076_160
+    # shared memory: writes of the tiles 4 294 967 296 (the A/B part of the L2 line, float32 tiles)
+    #   + reads M·N·K·(1/8 + 1/8)·4 = 68 719 476 736 → 73 014 444 032
+    assert r.levels["smem"].bytes == 73_014_444_032
+    ex = cg.traffic(OP, S, exact=True)
+    assert ex["smem_read"] == 68_719_476_736
+    assert ex["smem_write"] == 4_294_967_296
+    # registers: 3 four-byte operands per FMA: 4096³·12 = 824 633 720 832
+    assert r.levels["registers"].bytes == 824_633_720_832
+    # intensities: 137 438 953 472 / 4 362 076 160 = 31.507..., / 73 014 444 032 = 1.882...
+    assert r.levels["l2"].intensity == pytest.approx(137_438_953_472 / 4_362_076_160)
+    assert r.levels["smem"].intensity == pytest.approx(32 / 17)  # 2 / (1/8 + 1/8 + 1/64·... ) = 32/17
+
+
+def test_gemm_symbolic_expression_is_the_seed_formula():
+    ex = tiledsl.explain(OP, S, device="H200").expr
+    M, N, K, bm, bn, e, rc = (cg.M, cg.N, cg.K, cg.bm, cg.bn, cg.e, cg.rc)
+    # when the tiles divide the sizes, the L2 line is M·N·K·(1/bm + 1/bn)·e + M·N·e·(1 + read_c)
+    sub = {M: 4096, N: 2048, K: 1024, bm: 64, bn: 128, cg.bk: 16, cg.rm: 4, cg.rn: 8, e: 2, rc: 1}
+    seed = (M * N * K * (1 / bm + 1 / bn) * e + M * N * e * (1 + rc)).subs(sub)
+    assert sp.simplify(ex["l2"].subs(sub) - seed) == 0
+    assert ex["flops"] == 2 * M * N * K
+
+
+def test_gemm_partial_tiles_count_padded_loads():
+    # M = N = K = 100 with 64×64×8 tiles: 2·2 tiles, ⌈100/8⌉ = 13 K steps of 8·(64+64) elements, 4 bytes:
+    # 4·13·8·128·4 = 212 992 bytes of A/B tiles + C 100·100·4 = 40 000 → 252 992
+    op = tiledsl.GemmOp(100, 100, 100)
+    s = tiledsl.GemmSchedule(bm=64, bn=64, bk=8, rm=4, rn=4, vec=2)
+    assert tiledsl.explain(op, s, device="H200").levels["l2"].bytes == 252_992
+
+
+# ---- occupancy on sm_90 limits (CUDA guide cc 9.0; cuda_occupancy.h arithmetic) ----
+def test_occupancy_register_limited_case():
+    # 256 threads = 8 warps, 128 registers, 16 896 B shared (2 stages·8·(132+132)·4):
+    #   threads: 2048 / 256 = 8 blocks
+    #   registers: 128·32 = 4096 per warp (already a multiple of 256); 65536 / 4 = 16384 per
+    #              sub-partition → 4 warps each → 16 warps → 16 / 8 = 2 blocks
+    #   smem: 16 896 is 132·128, + 1 024 reserved = 17 920; 233 472 / 17 920 = 13.03 → 13 blocks
+    #   → 2 blocks per SM, limited by registers, 16 of 64 warps = 25 %
+    o = occupancy(H200, 256, 128, 16_896)
+    assert (o.by_threads, o.by_registers, o.by_smem, o.by_blocks) == (8, 2, 13, 32)
+    assert o.blocks_per_sm == 2 and o.limited_by == "registers"
+    assert o.warps_per_sm == 16 and o.occupancy == 0.25
+
+
+def test_occupancy_register_granularity_case():
+    # 128 threads = 4 warps, 40 registers: 40·32 = 1280 per warp (a multiple of 256);
+    # 16384 / 1280 = 12.8 → 12 warps per sub-partition → 48 warps → 12 blocks; threads allow 16 → 12
+    o = occupancy(H200, 128, 40, 0)
+    assert o.by_registers == 12 and o.by_threads == 16 and o.blocks_per_sm == 12
+    # 41 registers: 41·32 = 1312 → rounded up to 1536; 16384 / 1536 = 10.67 → 10 → 40 warps → 10 blocks
+    assert occupancy(H200, 128, 41, 0).blocks_per_sm == 10
+
+
+def test_occupancy_smem_limited_case():
+    # 256 threads, 32 registers (1024 per warp → 16 warps per sub-partition → 64 → 8 blocks),
+    # 100 KB = 102 400 B shared + 1 024 = 103 424; 233 472 / 103 424 = 2.26 → 2 blocks, limited by smem
+    o = occupancy(H200, 256, 32, 100 * 1024)
+    assert o.by_registers == 8 and o.by_smem == 2 and o.limited_by == "smem" and o.blocks_per_sm == 2
+
+
+def test_wave_quantization():
+    # 4096² / 128² = 1024 tiles; 132 SMs × 2 = 264 slots → ⌈1024/264⌉ = 4 waves; 1024 / 1056 = 0.9697
+    w = waves(1024, 132, 2)
+    assert (w.slots, w.waves) == (264, 4)
+    assert w.efficiency == pytest.approx(1024 / 1056)
+
+
+def test_bank_wavefronts():
+    assert wavefronts([i * 32 for i in range(32)], 1) == 32   # a column of an unpadded 32-wide tile
+    assert wavefronts([i * 33 for i in range(32)], 1) == 1    # padded [TILE][TILE+1]: conflict-free
+    assert wavefronts([i * 4 for i in range(32)], 4) == 4     # 32 distinct float4 = 512 B = 4 wavefronts
+    assert wavefronts([0] * 32, 4) == 1                       # broadcast
+
+
+# ---- prediction, report, ceilings ----
+def test_predict_matches_explain_and_ranks_tiles():
+    assert predict(OP, S, "H200") == pytest.approx(tiledsl.explain(OP, S, device="H200").predicted_s)
+    small = tiledsl.GemmSchedule(bm=32, bn=32, bk=8, rm=2, rn=2, vec=1)
+    scalar = tiledsl.GemmSchedule(bm=32, bn=32, bk=32, rm=1, rn=1, vec=1)
+    # more smem/L2 traffic and more instructions per FFMA must predict slower
+    assert predict(OP, S, "H200") < predict(OP, small, "H200") < predict(OP, scalar, "H200")
+    # never faster than the FP32 roof: 137 438 953 472 / 66.9e12 = 2.05 ms
+    assert predict(OP, S, "H200") > 137_438_953_472 / H200.peak_fp32_flops
+
+
+def test_report_dict_and_text():
+    r = tiledsl.explain(OP, S, device="H200")
+    d = r.to_dict()
+    assert set(d["levels"]) == {"hbm", "l2", "smem", "registers"}
+    for lv in d["levels"].values():
+        assert {"bytes", "intensity", "time_s"} <= set(lv)
+    assert {"flops", "occupancy", "predicted_s", "bound_by"} <= set(d)
+    json.dumps(d)
+    text = str(r)
+    assert "bound by" in text and "occupancy" in text and "FLOP/byte" in text
+
+
+def test_h200_ceilings_say_where_they_come_from():
+    c = H200.ceilings()
+    assert c["hbm_bytes_per_s"].measured and c["hbm_bytes_per_s"].value == 4.22e12
+    assert not c["fp32_flops_per_s"].measured
+    # shared memory: 32 banks · 4 B · 132 SMs · 1.98 GHz = 33.45 TB/s
+    assert c["smem_bytes_per_s"].value == pytest.approx(32 * 4 * 132 * 1.98e9)
+
+
+def test_calibration_cache_round_trip(tmp_path, monkeypatch):
+    from tiledsl.calibrate import calibration_path, load_calibration
+
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path))
+    t = Target.known("A100")
+    assert load_calibration(t) is t                      # nothing cached yet
+    path = calibration_path(t)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"date": "2026-11-29", "figures": {
+        "l2_bytes_per_s": {"value": 5.0e12, "unit": "bytes/s", "method": "test"}}}))
+    c = load_calibration(t).ceilings()["l2_bytes_per_s"]
+    assert c.measured and c.value == 5.0e12 and "2026-11-29" in c.source
+
+
+def test_kernel_registers_feed_occupancy():
+    try:
+        k = tiledsl.compile(OP, S, arch="sm_90")
+    except Exception as exc:  # no NVRTC here
+        pytest.skip(f"NVRTC unavailable: {exc}")
+    r = tiledsl.explain(OP, S, device="H200", kernel=k)
+    assert r.occupancy.registers_source == "ptxas"
+    assert r.occupancy.registers_per_thread == k.registers
+    assert r.occupancy.smem_per_block_bytes == k.smem_bytes
+
+
+def test_roofline_plot_writes_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    r = tiledsl.explain(OP, S, device="H200")
+    out = tiledsl.roofline_plot([r, (r, 3e-3), {"intensity": 0.25, "flops_per_s": 1e12, "label": "sum"}],
+                                tmp_path / "roof.png", device="H200")
+    assert out.stat().st_size > 10_000

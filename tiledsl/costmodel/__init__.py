@@ -1,0 +1,151 @@
+"""The cost model: traffic per memory level (sympy), occupancy, wave quantization, Little's law, and a
+roofline prediction that explains every kernel before it runs.
+
+Public entry points::
+
+    tiledsl.explain(op, schedule, device=None, kernel=None) -> Report   # print(r), r.to_dict(), r.expr
+    tiledsl.costmodel.predict(op, schedule, device=None) -> float        # seconds; cheap, for the search
+
+Sources: ``../shared/seeds/004_…`` §9.4.2 (kernel and multi-level roofline, instruction ceilings),
+``001_…`` (Little's law, bytes in flight), ``002_…`` (traffic of a bm×bn block tile and an rm×rn thread
+tile, bank conflicts); CUDA C++ Programming Guide (occupancy limits, shared-memory banks).
+Formulas and a worked example: ``docs/costmodel.md``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..errors import SpecTypeError
+from ..target import Target, resolve
+from .gemm import estimate_registers, explain_gemm, predict_gemm
+from .occupancy import Occupancy, Waves, occupancy, waves
+from .report import LEVELS, Level, Report
+from .stream import (
+    StreamOp,
+    StreamSchedule,
+    array_sum,
+    explain_reduce,
+    explain_stream,
+    explain_transpose,
+    from_reduce,
+    vector_add,
+)
+
+__all__ = [
+    "LEVELS", "Level", "Occupancy", "Report", "StreamOp", "StreamSchedule", "Waves", "array_sum",
+    "estimate_registers", "explain", "occupancy", "predict", "target_for", "vector_add", "waves",
+]
+
+
+@functools.cache
+def _known_with_cache(name: str) -> Target:
+    return Target.known(name)
+
+
+def target_for(device: str | Target | None = None) -> Target:
+    """The Target whose ceilings the model uses.
+
+    ``None``: the current GPU, with the figures :func:`tiledsl.calibrate` cached for it (if any).
+    A name ("H200"): the known-GPU table (no GPU needed). A :class:`Target`: itself.
+
+    Raises:
+        LaunchError: ``device`` is None and no GPU is present.
+        SpecError: the name is not in the table.
+    """
+    if isinstance(device, Target):
+        return device
+    if isinstance(device, str):
+        return _known_with_cache(device)
+    from ..calibrate import load_calibration
+
+    return load_calibration(resolve(None))
+
+
+def _kind(op) -> str:
+    name = type(op).__name__
+    if name == "GemmOp" or all(hasattr(op, a) for a in ("m", "n", "k", "layout_a")):
+        return "gemm"
+    if isinstance(op, StreamOp):
+        return "stream"
+    if name == "ReduceOp" or (hasattr(op, "axis") and hasattr(op, "n")):
+        return "reduce"
+    if name == "TransposeOp" or (hasattr(op, "bytes_moved") and hasattr(op, "rows")):
+        return "transpose"
+    raise SpecTypeError(f"the cost model knows GemmOp, ReduceOp, TransposeOp and StreamOp, got {name}")
+
+
+def explain(op, schedule=None, device: str | Target | None = None, kernel=None) -> Report:
+    """Explain ``op`` under ``schedule`` on ``device``: bytes per level, intensity, ceilings, occupancy,
+    waves, predicted time and what bounds it.
+
+    Args:
+        op: a GemmOp, a ReduceOp / TransposeOp (read by duck typing), or a :class:`StreamOp`
+            (``vector_add(n)``, ``array_sum(n)``).
+        schedule: its schedule (GemmSchedule, ReduceSchedule, TransposeSchedule, StreamSchedule);
+            None picks the family's default (GEMM: :func:`tiledsl.gemm.default_schedule`).
+        device: None = the current GPU (calibrated figures when cached), a known name ("H200", "H100",
+            "A100", "sm_90") with no GPU needed, or a :class:`~tiledsl.Target`.
+        kernel: a compiled :class:`~tiledsl.Kernel`: its ptxas registers, shared memory and spills
+            replace the estimates in the occupancy.
+
+    Returns:
+        A :class:`Report`: ``print(r)`` for the table, ``r.to_dict()``, ``r.expr`` (sympy).
+
+    Raises:
+        SpecTypeError: the op is of no family the model knows.
+        LaunchError: ``device`` is None and no GPU is present.
+
+    Example:
+        >>> import tiledsl
+        >>> r = tiledsl.explain(tiledsl.GemmOp(4096, 4096, 4096), tiledsl.GemmSchedule(), device="H200")
+        >>> r.levels["l2"].bytes
+        4362076160
+    """
+    t = target_for(device)
+    kind = _kind(op)
+    if kind == "gemm":
+        if schedule is None:
+            from ..gemm import default_schedule
+
+            schedule = default_schedule(op, t)
+        return explain_gemm(op, schedule, t, kernel)
+    if kind == "stream":
+        return explain_stream(op, schedule if isinstance(schedule, StreamSchedule) else StreamSchedule(), t,
+                              kernel=kernel)
+    if kind == "transpose":
+        return explain_transpose(op, schedule, t, kernel)
+    if schedule is not None and hasattr(schedule, "strategy") and hasattr(op, "n"):
+        return explain_reduce(op, schedule, t, kernel)
+    if schedule is None:
+        try:
+            from ..reduce.api import default_schedule as reduce_default
+
+            return explain_reduce(op, reduce_default(op, t), t, kernel)
+        except ImportError:
+            pass
+    sop, ss = from_reduce(op, schedule)
+    return explain_stream(sop, ss, t, op=op, schedule=schedule, kernel=kernel)
+
+
+def predict(op, schedule, device: str | Target | None = None, kernel=None) -> float:
+    """Predicted kernel time in seconds (the search's ranking function).
+
+    GEMM takes a fast path (lambdified expressions, cached per-step counts: tens of µs per call);
+    other families build the full report.
+
+    Example:
+        >>> import tiledsl
+        >>> t = predict(tiledsl.GemmOp(4096, 4096, 4096), tiledsl.GemmSchedule(), "H200")
+        >>> 1e-3 < t < 1e-2
+        True
+    """
+    t = target_for(device)
+    if _kind(op) == "gemm":
+        return predict_gemm(op, schedule, t, ceilings=_ceilings(t), kernel=kernel)
+    return explain(op, schedule, t, kernel).predicted_s
+
+
+@functools.lru_cache(maxsize=64)
+def _ceilings(t: Target) -> dict:
+    return t.ceilings()

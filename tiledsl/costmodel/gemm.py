@@ -1,0 +1,329 @@
+"""GEMM cost model: traffic per memory level in sympy, and a per-SM pipeline model for the time.
+
+Traffic (``../shared/seeds/002_…``, GEMM tiling; ``004_…`` §9.4.2 multi-level roofline), for C (M×N) =
+A (M×K) · B (K×N), element size e, block tile bm×bn×bk, thread tile rm×rn, T = ⌈M/bm⌉·⌈N/bn⌉ tiles and
+⌈K/bk⌉ K steps:
+
+* HBM (compulsory): (M·K + K·N)·e + M·N·e·(1 + read_c)
+* L2 → SM: every block loads its bm×bk and bk×bn tiles at every K step:
+  T·⌈K/bk⌉·bk·(bm + bn)·e + C, which is M·N·K·(1/bm + 1/bn)·e + M·N·e when the tiles divide;
+* shared memory: writes of those tiles T·⌈K/bk⌉·bk·(bm + bn)·4 and fragment reads
+  M·N·K·(1/rm + 1/rn)·4 (tiledsl's emitter stages tiles as float32 whatever the input dtype);
+* registers: every FMA reads 3 four-byte registers: M·N·K·12.
+
+Time: the largest of the L2 and HBM bounds and the SM pipeline time. The SM pipeline (per K step of a
+block, in SM clock cycles) takes the largest of
+
+* instruction issue: warp-instructions / 4 schedulers (an FFMA warp-instruction per scheduler per clock
+  is the FP32 peak, so every LDS/LDG/STS/index instruction takes a slot from an FFMA: the seed's
+  instruction-level "ceilings", ``004_…`` §9.4.2 part 5);
+* shared-memory wavefronts (one 128-byte wavefront per clock per SM; broadcasts and bank conflicts
+  simulated on the emitter's real index arithmetic for warp 0);
+* the critical path of one block: its own instructions on ≤ 4 schedulers plus the global-load latency,
+  overlapped with the math when ``double_buffer`` (Little's law, ``001_…``: what is not in flight waits),
+
+summed over the waves of blocks each SM runs (wave quantization) — a last, partial wave runs fewer
+blocks per SM and is priced as such.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import sympy as sp
+
+from ..target import Target
+from .occupancy import Occupancy, Waves, occupancy, waves
+
+# ---- model constants (cycles); documented in docs/costmodel.md ----
+ISSUE_PER_CLOCK = 4
+"""Warp-instructions issued per clock per SM: 4 schedulers × 1 (CUDA guide, cc 9.0 SM description)."""
+MEM_LATENCY_CYCLES = 600.0
+"""Latency of a global load under load (L2 hit ~270 cycles idle, HBM ~500+), SM cycles."""
+STEP_OVERHEAD_CYCLES = 60.0
+"""Barrier + shared-memory store→load turnaround per K step of one block, SM cycles."""
+LAUNCH_S = 3e-6
+"""Kernel launch and drain, seconds."""
+ALU_PER_GLOBAL_LOAD = 4
+"""Index, bounds and predicate instructions per global vector load in the emitted load loop."""
+STEP_FIXED_INSTR = 12
+"""Per thread per K step: loop counter, has_next, stage pointer, barrier."""
+REG_OVERHEAD = 28
+"""Registers beyond the tile, fragments and staging (indices, pointers, loop state): an estimate."""
+
+# ---- sympy symbols ----
+M, N, K = sp.symbols("M N K", positive=True, integer=True)
+bm, bn, bk, rm, rn = sp.symbols("bm bn bk rm rn", positive=True, integer=True)
+e = sp.Symbol("e", positive=True, integer=True)           # element bytes of A, B, C
+rc = sp.Symbol("read_c", nonnegative=True, integer=True)  # 1 when beta != 0
+SMEM_ITEM = 4                                               # shared tiles are float32
+REG_BYTES = 4
+
+
+@functools.cache
+def expressions() -> dict[str, sp.Expr]:
+    """FLOPs and bytes per level as sympy expressions of M, N, K, bm, bn, bk, rm, rn, e, read_c."""
+    tiles = sp.ceiling(M / bm) * sp.ceiling(N / bn)
+    ksteps = sp.ceiling(K / bk)
+    c_bytes = M * N * e * (1 + rc)
+    work = tiles * ksteps * bk * bm * bn            # multiply-adds actually issued (padded tiles)
+    return {
+        "flops": 2 * M * N * K,
+        "hbm": (M * K + K * N) * e + c_bytes,
+        "l2": tiles * ksteps * bk * (bm + bn) * e + c_bytes,
+        "smem_write": tiles * ksteps * bk * (bm + bn) * SMEM_ITEM,
+        "smem_read": work * (1 / rm + 1 / rn) * SMEM_ITEM,
+        "smem": tiles * ksteps * bk * (bm + bn) * SMEM_ITEM + work * (1 / rm + 1 / rn) * SMEM_ITEM,
+        "registers": work * 3 * REG_BYTES,
+    }
+
+
+_ARGS = (M, N, K, bm, bn, bk, rm, rn, e, rc)
+
+
+@functools.cache
+def _numeric():
+    """The expressions lambdified once to plain-Python functions (fast path for :func:`predict`)."""
+    return {k: sp.lambdify(_ARGS, v, modules="math") for k, v in expressions().items()}
+
+
+def _values(op, s) -> tuple:
+    from .. import dtypes
+
+    return (op.m, op.n, op.k, s.bm, s.bn, s.bk, s.rm, s.rn, dtypes.get(op.dtype).itemsize, int(op.read_c))
+
+
+def traffic(op, s, exact: bool = False) -> dict[str, float]:
+    """FLOPs and bytes per level for concrete sizes (``exact``: sympy integers, else floats)."""
+    vals = _values(op, s)
+    if exact:
+        sub = dict(zip(_ARGS, vals, strict=True))
+        return {k: sp.nsimplify(v.subs(sub)) for k, v in expressions().items()}
+    return {k: float(f(*vals)) for k, f in _numeric().items()}
+
+
+# ---- shared-memory wavefronts (bank model) ----
+def wavefronts(word_addrs: list[int], words_per_access: int) -> int:
+    """Wavefronts one warp-wide shared-memory access takes.
+
+    A wavefront moves up to 128 bytes, one 4-byte word per bank (32 banks, CUDA guide "Shared Memory",
+    ``002_…`` bank conflicts). Threads reading the same word share it (broadcast). The count is the
+    larger of the unique bytes over 128 and the worst bank's number of distinct words.
+
+    Args:
+        word_addrs: first 4-byte word address of each thread's access (32 entries).
+        words_per_access: 1, 2 or 4 (scalar, 8-byte or 16-byte accesses).
+
+    Example:
+        >>> wavefronts([i * 32 for i in range(32)], 1)   # a column of a 32-wide float tile: 32-way
+        32
+    """
+    words = {a + j for a in word_addrs for j in range(words_per_access)}
+    per_bank: dict[int, int] = {}
+    for w in words:
+        per_bank[w % 32] = per_bank.get(w % 32, 0) + 1
+    return max(-(-len(words) * 4 // 128), max(per_bank.values(), default=0))
+
+
+def _store_wavefronts(op, s, which: str, vec: int) -> tuple[int, int]:
+    """(instructions, wavefronts) per thread-slot of the registers→shared store of tile A or B (warp 0)."""
+    threads = s.threads
+    if which == "A":
+        transposed = op.layout_a == "row"
+        contig, ld = (s.bk if transposed else s.bm), s.bm + s.smem_pad
+        loads = s.bm * s.bk // (threads * vec)
+    else:
+        transposed = op.layout_b == "col"
+        contig, ld = (s.bk if transposed else s.bn), s.bn + s.smem_pad
+        loads = s.bk * s.bn // (threads * vec)
+    instr = wf = 0
+    lanes = range(min(32, threads))
+    rc_ = [((t // (contig // vec)), (t % (contig // vec)) * vec) for t in lanes]
+    if transposed:
+        for el in range(vec):
+            wf += wavefronts([(c + el) * ld + r for r, c in rc_], 1)
+            instr += 1
+    elif vec == 4:
+        wf, instr = wavefronts([r * ld + c for r, c in rc_], 4), 1
+    else:
+        for el in range(vec):
+            wf += wavefronts([r * ld + c + el for r, c in rc_], 1)
+            instr += 1
+    return instr * loads, wf * loads
+
+
+@functools.cache
+def _per_step(op, s) -> dict[str, float]:
+    """Per thread per K step: instruction counts; per warp per K step: shared-memory wavefronts."""
+    va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
+    cm, cn = min(4, s.rm), min(4, s.rn)
+    lanes_m, lanes_n = s.wm // s.rm, s.wn // s.rn
+    loads_a = s.bm * s.bk // (s.threads * va)
+    loads_b = s.bk * s.bn // (s.threads * vb)
+    sts_a, wf_sts_a = _store_wavefronts(op, s, "A", va)
+    sts_b, wf_sts_b = _store_wavefronts(op, s, "B", vb)
+    frag_a = s.rm // cm
+    frag_b = s.rn // cn
+    wf_frag_a = wavefronts([(lane // lanes_n) * cm for lane in range(32)], cm)
+    wf_frag_b = wavefronts([(lane % lanes_n) * cn for lane in range(32)], cn)
+    del lanes_m
+    loop = 0 if s.unroll >= s.bk else 3 * (s.bk // s.unroll)
+    return {
+        "ffma": s.bk * s.rm * s.rn,
+        "lds": s.bk * (frag_a + frag_b),
+        "ldg": loads_a + loads_b,
+        "alu": ALU_PER_GLOBAL_LOAD * (loads_a + loads_b) + STEP_FIXED_INSTR + loop,
+        "sts": sts_a + sts_b,
+        "wf_lds": s.bk * (frag_a * wf_frag_a + frag_b * wf_frag_b),
+        "wf_sts": wf_sts_a + wf_sts_b,
+        "staging_regs": loads_a * va + loads_b * vb,
+    }
+
+
+def estimate_registers(op, s) -> tuple[int, int]:
+    """(registers per thread, spill bytes) estimated without compiling.
+
+    Accumulators rm·rn + fragments rm + rn + staging registers + ``REG_OVERHEAD``, capped by what
+    ``__launch_bounds__(threads)`` lets the compiler use (65536 / threads, at most 255); the excess
+    spills (8 bytes of spill traffic per spilled register: a store and a load).
+    """
+    p = _per_step(op, s)
+    want = s.rm * s.rn + s.rm + s.rn + int(p["staging_regs"]) + REG_OVERHEAD
+    cap = min(255, (65536 // s.threads) // 8 * 8)
+    if want <= cap:
+        return -(-want // 8) * 8 if want > 0 else 8, 0
+    return cap, (want - cap) * 8
+
+
+@dataclass(frozen=True)
+class GemmTimes:
+    """The pieces of the GEMM time prediction (seconds unless named otherwise)."""
+
+    occupancy: Occupancy
+    waves: Waves
+    t_sm_s: float
+    t_l2_s: float
+    t_hbm_s: float
+    sm_bound: str
+    issue_cycles_per_step: float
+    smem_cycles_per_step: float
+    path_cycles_per_step: float
+    instr_per_ffma: float
+    smem_moved_bytes: float
+    clock_hz: float
+
+
+def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int | None = None,
+               smem_bytes: int | None = None, regs_source: str = "estimate",
+               ceilings: dict | None = None) -> GemmTimes:
+    """The per-SM pipeline model of the module docstring, for concrete (op, s, target)."""
+    c = ceilings or target.ceilings()
+    if regs is None:
+        regs, spill_est = estimate_registers(op, s)
+        spill_bytes = spill_est if spill_bytes is None else spill_bytes
+    spill_bytes = spill_bytes or 0
+    smem = s.smem_bytes() if smem_bytes is None else smem_bytes
+    occ = occupancy(target, s.threads, regs, smem, regs_source)
+    tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
+    ksteps = -(-op.k // s.bk) if op.k else 0
+    blocks_per_sm = max(occ.blocks_per_sm, 1)
+    wv = waves(tiles, target.sm_count, blocks_per_sm)
+    p = _per_step(op, s)
+    warps = -(-s.threads // 32)
+    spill_instr = spill_bytes / 4.0           # ptxas counts static spill bytes; in the unrolled K step
+    instr_thread = p["ffma"] + p["lds"] + p["ldg"] + p["alu"] + p["sts"] + spill_instr
+    issue_b = warps * instr_thread / ISSUE_PER_CLOCK
+    smem_b = warps * (p["wf_lds"] + p["wf_sts"] + spill_instr)
+    alone_b = warps * instr_thread / min(warps, ISSUE_PER_CLOCK)
+    if s.double_buffer:
+        path_b = max(alone_b, MEM_LATENCY_CYCLES) + STEP_OVERHEAD_CYCLES
+    else:
+        path_b = alone_b + MEM_LATENCY_CYCLES + STEP_OVERHEAD_CYCLES
+
+    def round_cycles(b: int) -> tuple[float, str]:
+        parts = {"compute": b * issue_b, "smem": b * smem_b, "latency": path_b}
+        k = max(parts, key=lambda x: parts[x])
+        return parts[k], k
+
+    slots = target.sm_count * blocks_per_sm
+    full, rem = divmod(tiles, slots)
+    t_full, bound = round_cycles(blocks_per_sm)
+    cycles = full * ksteps * t_full
+    if rem:
+        t_last, b_last = round_cycles(-(-rem // target.sm_count))
+        cycles += ksteps * t_last
+        if not full:
+            bound = b_last
+    # prologue (first tile load) and epilogue per wave
+    cycles += wv.waves * (MEM_LATENCY_CYCLES + STEP_OVERHEAD_CYCLES)
+    clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
+    tr = traffic(op, s)
+    t_l2 = tr["l2"] / c["l2_bytes_per_s"].value
+    t_hbm = tr["hbm"] / c["hbm_bytes_per_s"].value
+    smem_moved = tiles * ksteps * (p["wf_lds"] + p["wf_sts"]) * warps * 128.0
+    return GemmTimes(occ, wv, cycles / clock, t_l2, t_hbm, bound, issue_b, smem_b, path_b,
+                     instr_thread / max(p["ffma"], 1), smem_moved, clock)
+
+
+def predict_gemm(op, s, target: Target, ceilings: dict | None = None, kernel=None) -> float:
+    """Predicted seconds of the GEMM kernel: max(SM pipeline, L2, HBM) + launch."""
+    kw = _kernel_resources(kernel)
+    g = gemm_times(op, s, target, ceilings=ceilings, **kw)
+    return max(g.t_sm_s, g.t_l2_s, g.t_hbm_s) + LAUNCH_S
+
+
+def _kernel_resources(kernel) -> dict:
+    if kernel is None:
+        return {}
+    return {"regs": int(kernel.registers), "spill_bytes": int(kernel.spill_bytes),
+            "smem_bytes": int(kernel.smem_bytes), "regs_source": "ptxas"}
+
+
+def explain_gemm(op, s, target: Target, kernel=None):
+    """The :class:`~tiledsl.costmodel.report.Report` of a GEMM."""
+    from .report import Level, Report
+
+    c = target.ceilings()
+    g = gemm_times(op, s, target, ceilings=c, **_kernel_resources(kernel))
+    ex = traffic(op, s, exact=True)
+    flops = int(ex["flops"])
+    levels = {}
+    notes = {
+        "hbm": "compulsory: A, B read once, C written once",
+        "l2": "tile re-reads M·N·K·(1/bm+1/bn)·e + C",
+        "smem": f"tile writes + reads M·N·K·(1/rm+1/rn)·4; wavefronts move {g.smem_moved_bytes / 1e9:.3g} GB",
+        "registers": "3 source registers per FMA",
+    }
+    ceil_key = {"hbm": "hbm_bytes_per_s", "l2": "l2_bytes_per_s", "smem": "smem_bytes_per_s"}
+    for name in ("hbm", "l2", "smem", "registers"):
+        b = int(ex[name])
+        if name == "registers":
+            bw = c["fp32_flops_per_s"].value / 2 * 3 * REG_BYTES
+            src = "3 × 4 B per FMA lane per clock (the FP32 rate)"
+            moved = b
+        else:
+            bw, src = c[ceil_key[name]].value, c[ceil_key[name]].source
+            moved = g.smem_moved_bytes if name == "smem" else b
+        levels[name] = Level(name, b, flops / b if b else math.inf, bw, src, moved / bw, moved, notes[name])
+    compute_s = flops / c["fp32_flops_per_s"].value
+    terms = {"sm_pipeline_s": g.t_sm_s, "l2_s": g.t_l2_s, "hbm_s": g.t_hbm_s, "launch_s": LAUNCH_S,
+             "issue_cycles_per_step": g.issue_cycles_per_step, "smem_cycles_per_step": g.smem_cycles_per_step,
+             "path_cycles_per_step": g.path_cycles_per_step, "instr_per_ffma": g.instr_per_ffma,
+             "wave_efficiency": g.waves.efficiency, "clock_hz": g.clock_hz}
+    biggest = max(("sm", g.t_sm_s), ("l2", g.t_l2_s), ("hbm", g.t_hbm_s), key=lambda x: x[1])
+    bound = g.sm_bound if biggest[0] == "sm" else biggest[0]
+    predicted = biggest[1] + LAUNCH_S
+    lines = (
+        f"instruction issue: {g.instr_per_ffma:.2f} warp-instructions per FFMA "
+        f"(FFMA, LDS, LDG, STS, index math) → FP32 ceiling {1 / g.instr_per_ffma:.0%} of peak",
+        f"per K step of one block: issue {g.issue_cycles_per_step:.0f} cyc, smem {g.smem_cycles_per_step:.0f} cyc, "
+        f"critical path {g.path_cycles_per_step:.0f} cyc ({'double-buffered' if s.double_buffer else 'single stage'}, "
+        f"load latency {MEM_LATENCY_CYCLES:.0f} cyc)",
+    )
+    if kernel is not None and kernel.spill_bytes:
+        lines += (f"ptxas reports {kernel.spill_bytes} bytes of spills: local-memory traffic slows the K loop",)
+    return Report("gemm", op, s, target, flops, levels, compute_s, c["fp32_flops_per_s"].value,
+                  c["fp32_flops_per_s"].source, g.occupancy, g.waves, predicted, bound, terms,
+                  dict(expressions()), lines)
