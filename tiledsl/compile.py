@@ -214,8 +214,11 @@ def _load(k: Kernel):
         mod = cupy.cuda.function.Module()
         mod.load(k.cubin)
         fn = mod.get_function(k.name)
-        if k.dynamic_smem_bytes > 48 * 1024:
-            fn.max_dynamic_shared_size_bytes = k.dynamic_smem_bytes
+        if k.dynamic_smem_bytes > 48 * 1024:  # opt in above the 48 KB default (CUDA guide, "Shared Memory")
+            from cupy.cuda import driver
+
+            driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    k.dynamic_smem_bytes)
         _LOADED[key] = (mod, fn)
         return fn
     return fn[1]
