@@ -13,6 +13,7 @@ from .compile import Kernel, KernelSource
 from .costmodel import Report, explain, predict
 from .errors import CompileError, LaunchError, ResourceError, ScheduleError, SpecError, SpecTypeError, TiledslError
 from .gemm import GEMM_RULES, GemmOp, GemmSchedule, gemm
+from .reduce import REDUCE_RULES, ReduceOp, ReduceSchedule, reduce  # noqa: A004
 from .registry import preset, presets
 from .roofline import roofline_plot
 from .target import Target, gpu_available
@@ -25,5 +26,6 @@ __all__ = [
     "Report", "ResourceError", "ScheduleError", "SpecError", "SpecTypeError", "Target", "TiledslError",
     "calibrate", "compile", "explain", "predict", "roofline_plot",
     "gemm", "gpu_available", "preset", "presets", "source",
+    "REDUCE_RULES", "ReduceOp", "ReduceSchedule", "reduce",
     "TRANSPOSE_RULES", "TransposeOp", "TransposeSchedule", "transpose",
 ]

@@ -1,0 +1,169 @@
+"""``tiledsl.reduce``: a GPU array in, numpy-semantics reduction out (CuPy array, or torch for bfloat16)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .. import dtypes
+from ..compile import Kernel
+from ..errors import SpecError
+from ..runtime import alignment_elems, as_cupy, launch
+from ..target import Target
+from .emit import acc_numpy_dtype, identity_value, plan
+from .op import ReduceOp
+from .schedule import ReduceSchedule
+
+
+def reduce(x, op: str = "sum", axis: int | None = None, *, schedule: ReduceSchedule | None = None,  # noqa: A001
+           out=None, dtype=None, keepdims: bool = False):
+    """Reduce ``x`` along ``axis`` (or all of it) with numpy's semantics.
+
+    Args:
+        x: GPU array (CuPy, ``__cuda_array_interface__`` or DLPack, e.g. a torch CUDA tensor) of float32,
+            float64, float16, int32 or int64; a torch CUDA tensor for bfloat16 (CuPy has no bfloat16).
+            Any shape; a non-contiguous array is first copied to C order.
+        op: "sum", "mean", "max", "min", "prod" or "norm2" (sqrt of the sum of squares, as
+            ``numpy.linalg.norm`` of the flattened axis).
+        axis: one axis (negative counts from the end) or None for all elements.
+        schedule: a :class:`ReduceSchedule` (e.g. ``tiledsl.preset("reduce", "v7_warp_shuffle_float4")``);
+            None picks :func:`default_schedule`.
+        out: optional GPU array of the result's shape and dtype, written in place.
+        dtype: numpy's ``dtype=`` (accumulate and return in it) for sum, prod, mean, norm2.
+        keepdims: keep the reduced axis with size 1.
+
+    Returns:
+        A CuPy array of numpy's result shape and dtype (0-d for ``axis=None``): sum/prod of int32/int64
+        give int64, mean/norm2 of integers give float64; a torch tensor when the input is bfloat16;
+        ``out`` itself when given.
+
+    Raises:
+        SpecTypeError: ``x`` is a NumPy (host) array or not a GPU array.
+        SpecError: unsupported op or dtype, axis out of range, max/min of an empty axis (numpy's
+            "zero-size array to reduction operation maximum which has no identity"), ``out`` of the
+            wrong shape or dtype.
+        ScheduleError / ResourceError: the schedule breaks a rule (e.g. a v1–v4 strategy for a strided
+            axis) or exceeds the device.
+
+    Warns:
+        RuntimeWarning: mean of an empty axis (the result is NaN, as numpy).
+
+    Example:
+        >>> tiledsl.reduce(cupy.arange(10, dtype="float32"), "sum")  # doctest: +SKIP
+        array(45., dtype=float32)
+    """
+    import cupy
+
+    xc, in_dtype, torch_like = _input(x)
+    if axis is not None and not isinstance(axis, (int, np.integer)):
+        raise SpecError(f"axis={axis!r} must be one integer or None (one axis at a time)")
+    if not xc.flags.c_contiguous:
+        xc = cupy.ascontiguousarray(xc)
+    rop = ReduceOp(shape=tuple(int(d) for d in xc.shape), op=op, axis=None if axis is None else int(axis),
+                   dtype=in_dtype, out_dtype=None if dtype is None else dtypes.dtype_name(dtype),
+                   keepdims=keepdims, align=alignment_elems(xc, 8))
+    out_c, result = _output(out, rop, torch_like)
+    if rop.out_size == 0:
+        return result
+    if rop.length == 0:  # numpy: empty sum 0, empty prod 1, empty mean NaN (with a warning)
+        _fill(out_c, rop)
+        return result
+    target = Target.current()
+    key = (rop, schedule, target.name, target.arch)
+    kernel = _KERNELS.get(key)
+    if kernel is None:  # the compile cache hashes the source; this keeps repeated calls cheap on the CPU
+        from ..api import compile as compile_op
+
+        kernel = compile_op(rop, schedule or default_schedule(rop, target), arch=target.arch)
+        _KERNELS[key] = kernel
+    _launch(kernel, rop, xc, out_c, target)
+    return result
+
+
+_KERNELS: dict[tuple, Kernel] = {}
+
+
+def default_schedule(op: ReduceOp, target: Target) -> ReduceSchedule:
+    """The schedule for ``schedule=None``: the shipped preset ``"default"`` (warp shuffle, 16-byte
+    loads, 4 loads in flight, one wave of blocks, deterministic two-pass combine); the row/column
+    mapping inside it is chosen from the shape by the emitter (``row_threads=0``, ``col_rows=0``).
+    """
+    from ..registry import preset
+
+    return preset("reduce", "default")
+
+
+def _input(x):
+    """(CuPy array, dtype name, torch module or None). torch bfloat16 travels as raw int16 bits."""
+    mod = type(x).__module__
+    if mod.startswith("torch") and str(getattr(x, "dtype", "")) == "torch.bfloat16":
+        import torch
+
+        if not x.is_cuda:
+            raise SpecError("x is a bfloat16 torch tensor on the CPU; move it to the GPU first (x.cuda())")
+        return as_cupy(x.contiguous().view(torch.int16), "x"), "bfloat16", torch
+    xc = as_cupy(x, "x")
+    return xc, dtypes.dtype_name(xc.dtype), None
+
+
+def _output(out, op: ReduceOp, torch_like):
+    """(CuPy array written by the kernel, object returned to the caller)."""
+    import cupy
+
+    shape = op.out_shape
+    if op.out_dtype == "bfloat16":
+        if torch_like is None:
+            raise SpecError("a bfloat16 result needs torch (CuPy has no bfloat16): pass a torch CUDA tensor")
+        torch = torch_like
+        if out is None:
+            out = torch.empty(shape, dtype=torch.bfloat16, device="cuda")
+        elif str(getattr(out, "dtype", "")) != "torch.bfloat16" or tuple(out.shape) != shape:
+            raise SpecError(f"out must be a bfloat16 torch tensor of shape {shape}, got "
+                            f"{getattr(out, 'dtype', type(out).__name__)} {tuple(getattr(out, 'shape', ()))}")
+        if not out.is_contiguous():
+            raise SpecError("out must be contiguous")
+        return as_cupy(out.view(torch.int16), "out"), out
+    if out is None:
+        res = cupy.empty(shape, dtype=op.out_dtype)
+        return res, res
+    oc = as_cupy(out, "out")
+    if tuple(oc.shape) != shape:
+        raise SpecError(f"out.shape={tuple(oc.shape)} must be {shape} (the result of op={op.op!r}, axis={op.axis}, "
+                        f"keepdims={op.keepdims})")
+    if dtypes.dtype_name(oc.dtype) != op.out_dtype:
+        raise SpecError(f"out.dtype={oc.dtype} must be {op.out_dtype} (numpy's result dtype; pass dtype= to change it)")
+    if not oc.flags.c_contiguous:
+        raise SpecError("out must be C-contiguous")
+    return oc, (out if torch_like is None else oc)
+
+
+def _fill(out_c, op: ReduceOp) -> None:
+    if op.op == "mean":
+        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=3)
+        value = float("nan")
+    else:
+        value = 1 if op.op == "prod" else 0
+    if op.out_dtype == "bfloat16":  # raw bits: 1.0 = 0x3F80, NaN = 0x7FC0, 0.0 = 0
+        out_c.fill({0: 0, 1: 0x3F80}.get(value, 0x7FC0))
+    else:
+        out_c.fill(value)
+
+
+def _launch(kernel: Kernel, op: ReduceOp, x, out_c, target: Target) -> None:
+    import cupy
+
+    p = plan(op, kernel.schedule, target.sm_count, target.max_threads_per_sm)
+    acc = acc_numpy_dtype(op)
+    if p.partials:
+        partials = (cupy.full(p.partials, identity_value(op), dtype=acc) if p.fill_identity
+                    else cupy.empty(p.partials, dtype=acc))
+    else:
+        partials = None
+    tickets = cupy.zeros(p.tickets, dtype=np.uint32) if p.tickets else None
+    null = np.uint64(0)
+    segments = op.outer if op.kind == "contiguous" else op.outer * p.col_tiles
+    args = (x, out_c, partials if partials is not None else null, tickets if tickets is not None else null,
+            np.int64(segments), np.int64(op.length), np.int64(op.inner), np.int64(p.col_tiles),
+            np.int32(p.split))
+    launch(kernel, (p.grid, 1, 1), args)
