@@ -1,0 +1,778 @@
+"""``python -m search.tune``: find the best schedule for one op on one GPU, and take the kernel away.
+
+Examples::
+
+    python -m search.tune gemm --m 4096 --n 4096 --k 4096 --dtype float32 --trials 200 --export best/
+    python -m search.tune gemm --m 4096 --n 4096 --k 4096 --model-only          # no GPU: cost model only
+    python -m search.tune gemm --m 4096 --n 4096 --k 4096 --lookup             # what schedule=None picks
+
+How one run goes (see ``docs/search.md``):
+
+1. an Optuna study (RDB storage, default ``sqlite:///tiledsl-tune.db``) is created or resumed; the cost
+   model's top predicted schedules are enqueued (``enqueue_trial``, skipped when already there);
+2. each asked point becomes a schedule through the schedule's own rule table: a point that breaks a
+   rule is told PRUNED with the rule's name and message, never compiled; a schedule that another
+   trial already owns is not re-measured (its value is reused);
+3. measured mode: candidates compile in a process pool while a GPU worker process verifies (fresh
+   random data, NaN-poisoned output, vs. the vendor library) and times the previous one; CUDA errors
+   restart the worker and fail only that trial. ``--model-only``: the value is the cost model's
+   predicted time and only the few best are compiled (registers / shared memory / spills);
+4. the top 5 are re-measured interleaved with the vendor library, the winner is picked with a
+   deterministic tie-break, the report is printed, and ``--export`` writes kernel.cu + schedule.json
+   and stores the winner where ``schedule=None`` finds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import socket
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from . import report as R
+from .objective import Model, claim, find_duplicate, load_model, roofline_bound_s
+from .space import Rejection, Space, describe, schedule_key, space_for
+
+SAMPLERS = ("tpe", "random", "grid", "cmaes", "qmc")
+LAYOUTS = {"NN": ("row", "row"), "NT": ("row", "col"), "TN": ("col", "row"), "TT": ("col", "col")}
+DEFAULT_STORAGE = "sqlite:///tiledsl-tune.db"
+DEFAULT_DEVICE = "H200"
+
+
+# ---------------------------------------------------------------- configuration
+
+
+@dataclass
+class TuneConfig:
+    """Everything one run needs (built from the command line by :func:`config_from_args`)."""
+
+    family: str
+    op: object
+    trials: int = 200
+    timeout_s: float | None = None
+    sampler: str = "tpe"
+    seed: int = 0
+    storage: str = DEFAULT_STORAGE
+    study_name: str | None = None
+    export: str | None = None
+    model_only: bool = False
+    device: str | None = None
+    jobs: int | None = None
+    seed_top: int = 8
+    compile_top: int = 3
+    final_top: int = 5
+    ship: bool = False
+    progress: bool = True
+    command: str = ""
+    notes: list = field(default_factory=list)
+
+
+def _align(x: int) -> int:
+    return 4 if x % 4 == 0 else 2 if x % 2 == 0 else 1
+
+
+def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN"):
+    """The GemmOp that ``tiledsl.gemm`` builds for fresh contiguous operands of this shape and layout.
+
+    Alignment follows ``tiledsl.gemm``: the widest vector dividing the operand's leading dimension
+    and contiguous extent (row-major A: K; column-major A: M; row-major B: N; column-major B: K; C: N).
+    """
+    from tiledsl import GemmOp
+
+    la, lb = LAYOUTS[layout]
+    return GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b=lb,
+                  align_a=_align(k if la == "row" else m), align_b=_align(n if lb == "row" else k),
+                  align_c=_align(n))
+
+
+def default_study_name(family: str, op, device_tag: str, model_only: bool) -> str:
+    """``<family>-<shape>-<dtype>[-<layout>]-<device>[-model]`` from the op's fields."""
+    d = op.to_dict()
+    if family == "gemm":
+        shape = f"{op.m}x{op.n}x{op.k}-{op.dtype}-{op.layout}"
+    else:
+        shape = "-".join(f"{k}{'x'.join(map(str, v)) if isinstance(v, list | tuple) else v}"
+                         for k, v in d.items())
+    return f"{family}-{shape}-{device_tag}" + ("-model" if model_only else "")
+
+
+# ---------------------------------------------------------------- the run
+
+
+@dataclass
+class Finalist:
+    """A candidate of the final re-measurement."""
+
+    number: int
+    schedule: object
+    median_s: float
+    spread: float
+    predicted_s: float | None = None
+    bound_by: str | None = None
+    resources: dict = field(default_factory=dict)
+
+
+@dataclass
+class TuneResult:
+    """What :func:`run` returns (the report is printed as well)."""
+
+    study_name: str
+    mode: str
+    best_schedule: object | None
+    best_time_s: float | None
+    vendor_time_s: float | None
+    trials_this_run: int
+    report: str
+    exported: list = field(default_factory=list)
+
+
+def make_sampler(name: str, seed: int, space: Space):
+    """The Optuna sampler ``name`` (tpe, random, grid, cmaes, qmc), seeded.
+
+    Raises:
+        SystemExit: the sampler needs a package that is not installed (the message names it).
+    """
+    import optuna
+
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=12)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "grid":
+        return optuna.samplers.GridSampler(space.grid(), seed=seed)
+    if name == "cmaes":
+        try:
+            import cmaes  # noqa: F401
+        except ImportError:
+            raise SystemExit("--sampler cmaes needs the 'cmaes' package: pip install cmaes") from None
+        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
+    if name == "qmc":
+        try:
+            import scipy  # noqa: F401
+        except ImportError:
+            raise SystemExit("--sampler qmc needs scipy: pip install scipy") from None
+        return optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
+    raise SystemExit(f"unknown sampler {name!r}; choose from {', '.join(SAMPLERS)}")
+
+
+def make_storage(url: str):
+    """Optuna's RDB storage for ``url``; SQLite files get WAL journaling with synchronous=NORMAL.
+
+    Optuna commits every parameter and attribute separately; with SQLite's default rollback journal
+    each commit waits for an fsync (milliseconds). WAL with synchronous=NORMAL keeps the file
+    consistent after a crash of the process (the last commits may be lost on power failure) and
+    lets several worker processes read while one writes. Other URLs (PostgreSQL, MySQL) are passed
+    to Optuna unchanged.
+    """
+    import random
+
+    import optuna
+
+    kwargs: dict = {}
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        import sqlite3
+
+        path = url[len("sqlite:///"):]
+
+        def connect():
+            conn = sqlite3.connect(path, timeout=60, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            return conn
+
+        kwargs["engine_kwargs"] = {"creator": connect}
+    for attempt in range(5):  # workers started together race to create the schema: the loser retries
+        try:
+            return optuna.storages.RDBStorage(url, **kwargs)
+        except Exception as exc:  # sqlalchemy IntegrityError / OperationalError
+            if attempt == 4 or "sqlalchemy" not in type(exc).__module__:
+                raise
+            time.sleep(0.2 + random.random())
+    raise AssertionError("unreachable")
+
+
+class _Progress:
+    """tqdm progress bar with best-so-far (plain lines when tqdm is missing or disabled)."""
+
+    def __init__(self, total: int | None, enabled: bool, unit: str) -> None:
+        self.bar = None
+        self.unit = unit
+        if enabled:
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, desc="tune", unit="trial", dynamic_ncols=True, file=sys.stderr)
+            except ImportError:
+                pass
+
+    def update(self, best: str, stats: dict) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"best {best} | ok {stats['complete']} pruned {stats['pruned']} "
+                                     f"fail {stats['fail']} dup {stats['dup']}", refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _attr(trial, **kv) -> None:
+    for k, v in kv.items():
+        if v is not None:
+            trial.set_user_attr(k, v)
+
+
+def _predict_seeds(space: Space, model: Model, op, target, top: int, budget_s: float = 15.0) -> list[tuple]:
+    """The cost model's ``top`` schedules among the space's seed candidates, as (predicted_s, schedule)."""
+    t0 = time.perf_counter()
+    scored = []
+    for s in space.seeds(op, target):
+        if time.perf_counter() - t0 > budget_s:
+            break
+        p = model.predict(op, s, target)
+        if p is not None:
+            scored.append((p, schedule_key(s), s))
+    scored.sort(key=lambda x: (x[0], x[1]))
+    return [(p, s) for p, _, s in scored[:top]]
+
+
+def run(cfg: TuneConfig, out=print) -> TuneResult:
+    """Run (or resume) one study and print its report.
+
+    Raises:
+        SystemExit: the study exists with a different op, device or mode.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    import tiledsl
+    from tiledsl.registry import device_tag
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    t_run = time.perf_counter()
+    space = space_for(cfg.family)
+    op = cfg.op
+    if not cfg.model_only and not tiledsl.gpu_available():
+        out(f"no CUDA GPU available here: running as --model-only for {cfg.device or DEFAULT_DEVICE} "
+            "(candidates ranked by the cost model and compiled for its arch; nothing is measured)")
+        cfg.model_only = True
+    if cfg.model_only:
+        target = tiledsl.Target.known(cfg.device or DEFAULT_DEVICE)
+    else:
+        target = tiledsl.Target.current()
+        if cfg.device and device_tag(cfg.device) not in device_tag(target.name):
+            out(f"note: --device {cfg.device} ignored: measuring on the GPU present, {target.name}")
+    mode = "model-only" if cfg.model_only else "measured"
+    model = load_model()
+    name = cfg.study_name or default_study_name(cfg.family, op, device_tag(target.name), cfg.model_only)
+    study = optuna.create_study(storage=make_storage(cfg.storage), study_name=name, direction="minimize",
+                                sampler=make_sampler(cfg.sampler, cfg.seed, space), load_if_exists=True)
+    meta = {"family": cfg.family, "op": op.to_dict(), "device": target.name, "arch": target.arch, "mode": mode}
+    old = study.user_attrs.get("meta")
+    if old is None:
+        study.set_user_attr("meta", meta)
+        study.set_user_attr("model", model.label)
+    elif old != meta:
+        raise SystemExit(f"study {name!r} in {cfg.storage} was made for {old}, not {meta}; "
+                         "pass another --study-name")
+    n_before = len(study.trials)
+    out(f"study {name!r} in {cfg.storage}: {n_before} earlier trials"
+        + (" (resuming)" if n_before else "") + f"; {mode} on {target.name} ({target.arch}); "
+        f"sampler {cfg.sampler}; cost model: {model.label}")
+
+    # ---- seed the study with the cost model's best predictions (once per study and point)
+    seeds = _predict_seeds(space, model, op, target, cfg.seed_top)
+    for _, s in seeds:
+        params = space.from_schedule(s)
+        if params is not None:
+            study.enqueue_trial(params, user_attrs={"seeded_by_model": True}, skip_if_exists=True)
+
+    worker_id = f"{socket.gethostname()}:{os.getpid()}"
+    stats = {"complete": 0, "pruned": 0, "fail": 0, "dup": 0}
+    time_split = {"compile_s": 0.0, "verify_s": 0.0, "measure_s": 0.0, "predict_s": 0.0}
+    work, _, disp_unit, disp_scale = space.work(op)
+    best = {"s": None}
+    bar = _Progress(None, cfg.progress, disp_unit)
+
+    pool = worker = None
+    vendor_s = None
+    if not cfg.model_only:
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
+
+        from .measure import GpuWorker
+
+        jobs = cfg.jobs or max(1, min(8, (os.cpu_count() or 2) - 1))
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"))
+        worker = GpuWorker(cfg.family, op.to_dict())
+        v = worker.call({"cmd": "vendor"}, timeout_s=300)
+        vendor_s = v["median_ms"] / 1e3 if v.get("ok") else None
+        if vendor_s:
+            out(f"vendor library (cuBLAS/CUB via CuPy): {vendor_s * 1e3:.3f} ms = "
+                f"{work / vendor_s / disp_scale:.2f} {disp_unit}")
+        else:
+            out(f"vendor library timing failed: {v.get('error')}")
+
+    def best_text() -> str:
+        if best["s"] is None:
+            return "-"
+        return f"{best['s'] * 1e3:.3f} ms ({work / best['s'] / disp_scale:.1f} {disp_unit})"
+
+    def finish(trial, state, value=None, kind=None) -> None:
+        study.tell(trial, value if state == TrialState.COMPLETE else None, state=state)
+        stats[kind or {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned",
+                       TrialState.FAIL: "fail"}[state]] += 1
+        if state == TrialState.COMPLETE and (best["s"] is None or value < best["s"]):
+            best["s"] = value
+        bar.update(best_text(), stats)
+
+    def prepare(trial):
+        """Sample, validate, de-duplicate and predict; returns the schedule to evaluate or None."""
+        params = space.suggest(trial)
+        built = space.build(params, target)
+        if isinstance(built, Rejection):
+            _attr(trial, pruned_reason=built.message, rule=built.rule, worker=worker_id)
+            finish(trial, TrialState.PRUNED)
+            return None
+        key = schedule_key(built)
+        claim(trial, key)
+        _attr(trial, schedule=built.to_dict(), worker=worker_id)
+        dup = find_duplicate(study, trial, key)
+        if dup is not None:
+            trial.set_user_attr("duplicate_of", dup.number)
+            if dup.state == TrialState.COMPLETE:
+                finish(trial, TrialState.COMPLETE, dup.value, kind="dup")
+            elif dup.state == TrialState.FAIL:
+                _attr(trial, error=f"duplicate of failed trial {dup.number}: {dup.user_attrs.get('error')}")
+                finish(trial, TrialState.FAIL, kind="dup")
+            else:
+                _attr(trial, pruned_reason=f"duplicate of trial {dup.number} ({dup.state.name.lower()})",
+                      rule="duplicate")
+                finish(trial, TrialState.PRUNED, kind="dup")
+            return None
+        t0 = time.perf_counter()
+        ex = model.explain(op, built, target)
+        time_split["predict_s"] += time.perf_counter() - t0
+        _attr(trial, predicted_s=ex.get("predicted_s"), bound_by=ex.get("bound_by"))
+        return built, ex.get("predicted_s")
+
+    pending: deque = deque()
+    depth = (cfg.jobs or 4) + 2
+    asked = evaluated = 0
+    deadline = None if cfg.timeout_s is None else time.monotonic() + cfg.timeout_s
+    try:
+        while True:
+            while (len(pending) < (1 if cfg.model_only else depth)
+                   and stats["complete"] + stats["fail"] + stats["dup"] + len(pending) < cfg.trials
+                   and asked < 20 * cfg.trials and (deadline is None or time.monotonic() < deadline)):
+                trial = study.ask()
+                asked += 1
+                got = prepare(trial)
+                if got is None:
+                    continue
+                evaluated += 1
+                sched, pred = got
+                if cfg.model_only:
+                    if pred is None:
+                        _attr(trial, error="the cost model could not predict this schedule")
+                        finish(trial, TrialState.FAIL)
+                    else:
+                        _attr(trial, time_s=pred)
+                        finish(trial, TrialState.COMPLETE, pred)
+                    continue
+                from .measure import compile_job
+
+                fut = pool.submit(compile_job, cfg.family, op.to_dict(), sched.to_dict(), target.arch)
+                pending.append((trial, sched, fut))
+            if not pending:
+                break
+            trial, sched, fut = pending.popleft()
+            res = fut.result()
+            time_split["compile_s"] += res.get("compile_s", 0.0)
+            if not res["ok"]:
+                _attr(trial, error=res["error"][:4000], stage="compile")
+                finish(trial, TrialState.FAIL)
+                continue
+            _attr(trial, registers=res["registers"], smem_bytes=res["smem_bytes"], spill_bytes=res["spill_bytes"])
+            m = worker.call({"cmd": "measure", "schedule": sched.to_dict(),
+                             "best_ms": None if best["s"] is None else best["s"] * 1e3})
+            time_split["verify_s"] += m.get("verify_s", 0.0)
+            time_split["measure_s"] += m.get("measure_s", 0.0)
+            if not m.get("ok"):
+                _attr(trial, error=str(m.get("error"))[:4000], stage=m.get("stage"))
+                finish(trial, TrialState.FAIL)
+                continue
+            t = m["median_ms"] / 1e3
+            _attr(trial, time_s=t, throughput=work / t / disp_scale, throughput_unit=disp_unit,
+                  spread=m["spread"], repeats=m["repeats"], timing=m["timing"], max_rel_err=m["max_rel_err"])
+            finish(trial, TrialState.COMPLETE, t)
+    except KeyboardInterrupt:
+        out("interrupted: the trials so far are in the study; re-run the same command to resume")
+        for trial, _, fut in pending:
+            fut.cancel()
+            study.tell(trial, state=TrialState.FAIL)
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+    search_s = time.perf_counter() - t_run
+
+    # ---- finalists
+    finals, vendor_final = _finalists(study, space, target, cfg, worker, model, op, out)
+    if vendor_final is not None:
+        vendor_s = vendor_final
+    if worker is not None:
+        worker.close()
+    winner = None
+    tied = []
+    if finals:
+        pool_f = finals
+        if cfg.model_only:  # the model cannot see spills: export a compiled, non-spilling one when there is one
+            compiled = [f for f in finals if "registers" in f.resources]
+            clean = [f for f in compiled if not f.resources.get("spill_bytes")]
+            pool_f = clean or compiled or finals[:1]
+        w, tied = R.pick_winner([{"number": f.number, "median_s": f.median_s, "spread": f.spread, "f": f}
+                                 for f in pool_f])
+        winner = w["f"]
+        study.set_user_attr(f"final:{worker_id}", {"winner_trial": winner.number, "median_s": winner.median_s,
+                                                   "vendor_s": vendor_s, "date": _now()})
+    text = _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s, time_split,
+                   search_s, n_before, stats, mode, work, disp_unit, disp_scale)
+    out(text)
+    exported = []
+    if winner is not None and cfg.export:
+        exported = _export(cfg, op, target, winner, vendor_s, mode, name, model, out)
+    return TuneResult(name, mode, winner.schedule if winner else None, winner.median_s if winner else None,
+                      vendor_s, asked, text, exported)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _owned_complete(study) -> list:
+    """COMPLETE trials that own their schedule (duplicates left out), best value first."""
+    from optuna.trial import TrialState
+
+    trials = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+              if "duplicate_of" not in t.user_attrs and "schedule" in t.user_attrs]
+    return sorted(trials, key=lambda t: (t.value, t.number))
+
+
+def _finalists(study, space, target, cfg, worker, model, op, out) -> tuple[list[Finalist], float | None]:
+    """Measured mode: top N re-measured interleaved with the vendor. Model-only: top N compiled."""
+    st = space.schedule_type()
+    owned = _owned_complete(study)
+    finals: list[Finalist] = []
+    if cfg.model_only:
+        import tiledsl
+
+        clean = 0
+        seen, distinct = set(), []
+        for t in owned:  # one finalist per tile structure (warp shape, swizzle, padding, unroll aside)
+            struct = json.dumps({k: v for k, v in t.user_attrs["schedule"].items()
+                                 if k not in ("wm", "wn", "swizzle", "smem_pad", "unroll")}, sort_keys=True)
+            if struct not in seen:
+                seen.add(struct)
+                distinct.append(t)
+        owned = distinct
+        for i, t in enumerate(owned[:max(cfg.final_top, cfg.compile_top, 8 if cfg.compile_top else 0)]):
+            if i >= max(cfg.final_top, cfg.compile_top) and clean:
+                break
+            s = st.from_dict(t.user_attrs["schedule"])
+            res: dict = {}
+            if i < cfg.compile_top or (cfg.compile_top and not clean):  # go on until one does not spill
+                t0 = time.perf_counter()
+                try:
+                    k = tiledsl.compile(op, s, arch=target.arch)
+                    res = {**k.resources(), "compile_s": time.perf_counter() - t0,
+                           "predicted_with_kernel_s": model.predict(op, s, target, kernel=k)}
+                except Exception as exc:  # finished trials are read-only: the study keeps the outcome
+                    res = {"error": f"{type(exc).__name__}: {exc}"[:4000]}
+                    out(f"predicted #{i + 1} (trial {t.number}) does not compile: {type(exc).__name__}")
+                study.set_user_attr(f"compiled:{t.number}", res)
+                if "error" in res:
+                    continue
+                clean += not res.get("spill_bytes")
+            value = res.get("predicted_with_kernel_s") or t.value  # spill-aware when compiled
+            finals.append(Finalist(t.number, s, value, 0.0, t.user_attrs.get("predicted_s"),
+                                   t.user_attrs.get("bound_by"), res))
+        finals.sort(key=lambda f: ("registers" not in f.resources, f.median_s, f.number))
+        return finals, None
+    top = owned[:cfg.final_top]
+    if not top:
+        return [], None
+    scheds = [st.from_dict(t.user_attrs["schedule"]) for t in top]
+    out(f"re-measuring the top {len(top)} interleaved with the vendor library (7 rounds)...")
+    r = worker.call({"cmd": "remeasure", "schedules": [s.to_dict() for s in scheds], "rounds": 7, "repeat": 20},
+                    timeout_s=600)
+    if not r.get("ok"):
+        out(f"final re-measurement failed ({r.get('error')}); using the search's own timings")
+        return [Finalist(t.number, s, t.value, t.user_attrs.get("spread", 0.0), t.user_attrs.get("predicted_s"),
+                         t.user_attrs.get("bound_by"), _res(t)) for t, s in zip(top, scheds, strict=True)], None
+    import statistics
+
+    for t, s, times in zip(top, scheds, r["times_ms"], strict=True):
+        med = statistics.median(times) / 1e3
+        spread = (max(times) - min(times)) / 1e3 / med if med else 0.0
+        finals.append(Finalist(t.number, s, med, spread, t.user_attrs.get("predicted_s"),
+                               t.user_attrs.get("bound_by"), _res(t)))
+    return finals, statistics.median(r["vendor_ms"]) / 1e3
+
+
+def _res(t) -> dict:
+    return {k: t.user_attrs.get(k) for k in ("registers", "smem_bytes", "spill_bytes")}
+
+
+def _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s, split, search_s,
+            n_before, stats, mode, work, unit, scale) -> str:
+    lines = ["", f"==== search.tune report: {cfg.family} {_op_text(op)} on {target.name} ({target.arch}), {mode} ===="]
+    lines.append(f"trials this run: {sum(stats.values())} (complete {stats['complete']}, pruned by rules "
+                 f"{stats['pruned']}, failed {stats['fail']}, duplicates not re-measured {stats['dup']}); "
+                 f"study total {len(study.trials)} (earlier {n_before})")
+    bound_s, bound_level = roofline_bound_s(op, target)
+    lines.append(f"roofline bound: {bound_s * 1e3:.3f} ms ({bound_level}-bound: max(FLOP / peak FP32 "
+                 f"{target.peak_fp32_flops / 1e12:.1f} TFLOP/s, compulsory bytes / HBM "
+                 f"{target.hbm_bytes_per_s / 1e12:.2f} TB/s), {target.source})")
+    if model.fallback:
+        lines.append(f"NOTE: predictions come from a FALLBACK, not tiledsl's cost model: {model.label}")
+    if mode == "measured":
+        vtxt = "n/a" if vendor_s is None else f"{vendor_s * 1e3:.3f} ms = {work / vendor_s / scale:.2f} {unit}"
+        lines.append(f"vendor library measured in this run (cupy.matmul -> cuBLAS): {vtxt}")
+    rows = []
+    for i, f in enumerate(finals):
+        vendor_pct = None if (vendor_s is None or mode != "measured") else vendor_s / f.median_s
+        spread = f"±{100 * f.spread / 2:.1f}%" if mode == "measured" else "predicted"
+        rows.append([f"{i + 1}{'*' if winner is f else ''}", str(f.number), describe(f.schedule),
+                     f"{f.median_s * 1e3:.3f}", spread, f"{work / f.median_s / scale:.2f}",
+                     R.fmt_pct(vendor_pct), R.fmt_pct(bound_s / f.median_s), R.fmt_ms(f.predicted_s),
+                     str(f.bound_by), "/".join(str(f.resources.get(k, "-")) for k in ("registers", "smem_bytes",
+                                                                                   "spill_bytes"))])
+    head = ["#", "trial", "schedule", "ms" if mode == "measured" else "pred ms", "spread", unit,
+            "% vendor", "% roofline", "pred ms", "bound by", "regs/smem/spill"]
+    title = ("top by final interleaved re-measurement (median of 7 rounds; * = winner)" if mode == "measured"
+             else f"best predicted per tile structure; at least {cfg.compile_top} compiled for {target.arch} and "
+                  "re-predicted with their registers/spills (pred ms = before compiling; * = winner: the best "
+                  "compiled one that does not spill)")
+    lines += ["", title, R.table(rows, head) if rows else "(no complete trial)"]
+    if len(tied) > 1:
+        lines.append(f"statistical tie among trials {[c['number'] for c in tied]} (within max(1%, spread)); "
+                     "the lowest trial number wins, deterministically")
+    lines.append("")
+    lines.append(f"time: search {search_s:.1f} s wall; compile {split['compile_s']:.1f} s (CPU, summed over the "
+                 f"pool), verify {split['verify_s']:.1f} s, measure {split['measure_s']:.1f} s, "
+                 f"cost model {split['predict_s']:.2f} s")
+    owned = _owned_complete(study)
+    if mode == "measured":
+        pairs = [(t.user_attrs["predicted_s"], t.value) for t in owned if t.user_attrs.get("predicted_s")]
+        rho = R.spearman([p for p, _ in pairs], [v for _, v in pairs])
+        lines.append(f"cost model ranking: Spearman rho(predicted, measured) = "
+                     f"{'n/a' if rho is None else f'{rho:.3f}'} over {len(pairs)} measured trials")
+        if winner is not None and pairs:
+            by_pred = sorted((t for t in owned if t.user_attrs.get("predicted_s")),
+                             key=lambda t: (t.user_attrs["predicted_s"], t.number))
+            top10 = [t.number for t in by_pred[:10]]
+            lines.append(f"measured best (trial {winner.number}) in the model's top 10 of the measured trials: "
+                         f"{'yes' if winner.number in top10 else 'no'} (model top 10: {top10})")
+    else:
+        lines.append("cost model ranking vs measurement: n/a (model-only: nothing measured)")
+    imp, how = R.importances(study)
+    if imp:
+        lines.append("knob importances (" + how + ", objective = " + ("measured" if mode == "measured"
+                     else "predicted") + " time): " + ", ".join(f"{k} {v:.2f}" for k, v in imp.items()))
+    else:
+        lines.append(f"knob importances: {how}")
+    reasons: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False):
+        rule = t.user_attrs.get("rule")
+        if rule:
+            reasons[rule] = reasons.get(rule, 0) + 1
+    if reasons:
+        lines.append("pruned by rule: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda x: -x[1])))
+    lines.append(_roofline_png(study, op, target, mode))
+    return "\n".join(lines)
+
+
+def _roofline_png(study, op, target, mode) -> str:
+    import tiledsl
+
+    plot = getattr(tiledsl, "roofline_plot", None)
+    if plot is None:
+        return "roofline.png: not written (tiledsl.roofline_plot is not available in this tiledsl)"
+    if mode != "measured":
+        return "roofline.png: not written (model-only: no measured trial to plot)"
+    st = None
+    pts = []
+    from tiledsl.api import family_of
+
+    st = family_of(op).schedule_type
+    try:
+        for t in _owned_complete(study):
+            pts.append((tiledsl.explain(op, st.from_dict(t.user_attrs["schedule"]), device=target), t.value))
+        plot(pts, "roofline.png", device=target, title=f"{_op_text(op)}: every measured trial")
+    except Exception as exc:
+        return f"roofline.png: not written ({type(exc).__name__}: {exc})"
+    return "roofline.png: written"
+
+
+def _op_text(op) -> str:
+    if hasattr(op, "layout") and hasattr(op, "k"):
+        return f"{op.m}x{op.n}x{op.k} {op.dtype} {op.layout}"
+    return json.dumps(op.to_dict())
+
+
+def _export(cfg, op, target, winner: Finalist, vendor_s, mode, study_name, model, out) -> list:
+    import cupy
+
+    import tiledsl
+    from tiledsl.compile import nvrtc_version
+    from tiledsl.registry import make_record, shipped_path, store
+
+    from . import export
+
+    k = tiledsl.compile(op, winner.schedule, arch=target.arch)
+    measured = None
+    if mode == "measured":
+        measured = {"median_s": winner.median_s, "spread": winner.spread, "vendor_s": vendor_s,
+                    "percent_of_vendor": None if not vendor_s else 100 * vendor_s / winner.median_s}
+    rec = make_record(cfg.family, op, target, winner.schedule,
+                      mode=mode, measured=measured,
+                      predicted={"predicted_s": winner.predicted_s, "bound_by": winner.bound_by, "model": model.label},
+                      compiler={"nvrtc": list(nvrtc_version()), "cupy": cupy.__version__, "options": list(k.options)},
+                      kernel={"name": k.name, "block": list(k.block), "dynamic_smem_bytes": k.dynamic_smem_bytes,
+                              **k.resources()},
+                      study=study_name, storage=cfg.storage, trial=winner.number, date=_now(), command=cfg.command)
+    files = export.write(cfg.export, cfg.family, op, winner.schedule, k, rec)
+    out(f"exported: {', '.join(map(str, files))}")
+    if mode == "measured":
+        figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}
+        path = store(cfg.family, op, target, winner.schedule, **figs)
+        out(f"stored for schedule=None: {path}")
+        if cfg.ship:
+            ship = store(cfg.family, op, target, winner.schedule, path=shipped_path(cfg.family, target.arch), **figs)
+            out(f"shipped: {ship}")
+    else:
+        out("not stored for schedule=None: a model-only winner is a prediction, never measured")
+    return files
+
+
+# ---------------------------------------------------------------- command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``search.tune`` argument parser (sub-commands per op family present in tiledsl)."""
+    p = argparse.ArgumentParser(
+        prog="python -m search.tune",
+        description="Find the best tiledsl schedule for one op on one GPU with Optuna: sample schedules, prune "
+                    "rule violations, compile in parallel, verify and time on the GPU, report, export the kernel.",
+        epilog="Examples:\n"
+               "  python -m search.tune gemm --m 4096 --n 4096 --k 4096 --dtype float32 --trials 200 --export best/\n"
+               "  python -m search.tune gemm --m 4096 --n 4096 --k 4096 --model-only   # no GPU: cost model only\n"
+               "Re-running the same command resumes the study (same --storage and --study-name); several "
+               "processes given the same --storage and --study-name share one study.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="family", required=True, metavar="OP", help="op family to tune")
+    g = sub.add_parser("gemm", help="C = A @ B (float32 / float16)", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                       description="Tune a GEMM C[M,N] = A[M,K] @ B[K,N].")
+    g.add_argument("--m", type=int, required=True, help="rows of A and C")
+    g.add_argument("--n", type=int, required=True, help="columns of B and C")
+    g.add_argument("--k", type=int, required=True, help="columns of A, rows of B")
+    g.add_argument("--dtype", default="float32", choices=("float32", "float16"),
+                   help="element type of A, B, C (float32 accumulation)")
+    g.add_argument("--layout", default="NN", choices=tuple(LAYOUTS),
+                   help="N = row-major operand, T = column-major (a .T view): A then B")
+    _common(g)
+    try:
+        from . import tune_more
+    except ImportError:
+        tune_more = None
+    if tune_more is not None:
+        tune_more.add_parsers(sub, _common)
+    return p
+
+
+def _common(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--trials", type=int, default=200,
+                    help="candidates this run evaluates (measured, or predicted with --model-only; a duplicate counts, "
+                         "reusing the earlier value); points pruned by a rule are recorded in the study too but not "
+                         "counted (at most 20x --trials points are sampled)")
+    sp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                    help="stop asking for new trials after this many seconds")
+    sp.add_argument("--sampler", default="tpe", choices=SAMPLERS,
+                    help="Optuna sampler (cmaes needs the cmaes package, qmc needs scipy)")
+    sp.add_argument("--seed", type=int, default=0, help="sampler seed")
+    sp.add_argument("--storage", default=DEFAULT_STORAGE,
+                    help="Optuna RDB storage URL (SQLite file, or postgresql://... to share across machines)")
+    sp.add_argument("--study-name", default=None,
+                    help="study name (default: op, shape, dtype, layout and device, plus -model for --model-only)")
+    sp.add_argument("--export", default=None, metavar="DIR",
+                    help="write the best kernel as DIR/kernel.cu and DIR/schedule.json; a measured winner is also "
+                         "stored where schedule=None finds it")
+    sp.add_argument("--model-only", action="store_true",
+                    help="no GPU: rank candidates by the cost model for --device and compile the best for its arch")
+    sp.add_argument("--device", default=None,
+                    help=f"GPU to model with --model-only (default {DEFAULT_DEVICE}); measured runs use the GPU present")
+    sp.add_argument("--jobs", type=int, default=None, help="compile processes (default: CPUs - 1, at most 8)")
+    sp.add_argument("--seed-top", type=int, default=8, help="cost-model predictions enqueued as first trials")
+    sp.add_argument("--compile-top", type=int, default=3, help="--model-only: how many of the best to compile")
+    sp.add_argument("--final-top", type=int, default=5, help="measured: how many to re-measure at the end")
+    sp.add_argument("--ship", action="store_true",
+                    help="also write the measured winner into the shipped schedules/<op>/<arch>.json")
+    sp.add_argument("--lookup", action="store_true",
+                    help="print which stored schedule schedule=None would use for this op (and every miss reason); "
+                         "no search")
+    sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def config_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> TuneConfig:
+    """A :class:`TuneConfig` from parsed arguments."""
+    if args.family == "gemm":
+        op = gemm_op(args.m, args.n, args.k, args.dtype, args.layout)
+    else:
+        from . import tune_more
+
+        op = tune_more.op_from_args(args)
+    return TuneConfig(family=args.family, op=op, trials=args.trials, timeout_s=args.timeout, sampler=args.sampler,
+                      seed=args.seed, storage=args.storage, study_name=args.study_name, export=args.export,
+                      model_only=args.model_only, device=args.device, jobs=args.jobs, seed_top=args.seed_top,
+                      compile_top=args.compile_top, final_top=args.final_top, ship=args.ship,
+                      progress=not args.no_progress,
+                      command="python -m search.tune " + " ".join(argv if argv is not None else sys.argv[1:]))
+
+
+def _lookup(cfg: TuneConfig) -> int:
+    import tiledsl
+    from tiledsl.registry import lookup_explain
+
+    target = tiledsl.Target.current() if tiledsl.gpu_available() else tiledsl.Target.known(cfg.device or DEFAULT_DEVICE)
+    sched, reasons = lookup_explain(cfg.family, cfg.op, target)
+    print(f"lookup {cfg.family} {_op_text(cfg.op)} on {target.name} ({target.arch}):")
+    for r in reasons:
+        print(f"  miss: {r}")
+    print(f"  -> {'hit: ' + describe(sched) if sched is not None else 'no stored schedule (schedule=None uses the default)'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m search.tune``."""
+    from tiledsl.errors import TiledslError
+
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = config_from_args(args, argv)
+    except (TiledslError, ValueError) as exc:
+        print(f"search.tune: error: {exc}", file=sys.stderr)
+        return 2
+    if args.lookup:
+        return _lookup(cfg)
+    res = run(cfg)
+    return 0 if res.best_schedule is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

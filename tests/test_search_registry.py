@@ -1,0 +1,61 @@
+"""Tuned-schedule store: hit only after validation, and a printable reason for every miss (CPU only)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tiledsl
+from tiledsl import registry
+
+H200 = tiledsl.Target.known("H200")
+OP = tiledsl.GemmOp(4096, 4096, 4096)
+S = tiledsl.GemmSchedule(bm=128, bn=64, bk=16, rm=8, rn=4, unroll=16)
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_store_then_lookup_hits(cache):
+    path = registry.store("gemm", OP, H200, S, measured={"median_s": 0.003})
+    assert path == cache / "tuned" / "gemm" / "sm_90.json"
+    assert registry.lookup("gemm", OP, H200) == S
+
+
+def test_misses_say_why(cache):
+    registry.store("gemm", OP, H200, S)
+    other = tiledsl.GemmOp(2048, 4096, 4096)
+    sched, reasons = registry.lookup_explain("gemm", other, H200)
+    assert sched is None
+    assert any("op differs: m 4096≠2048" in r for r in reasons), reasons
+    sched, reasons = registry.lookup_explain("gemm", OP, tiledsl.Target.known("A100"))
+    assert sched is None and any("no records" in r for r in reasons)
+    sched, reasons = registry.lookup_explain("gemm", OP, tiledsl.Target.known("H100"))
+    assert sched is None and any("tuned on H200, this device is H100" in r for r in reasons), reasons
+
+
+def test_invalid_or_stale_records_are_not_used(cache):
+    path = registry.store("gemm", OP, H200, S)
+    data = json.loads(path.read_text())
+    data["records"][0]["schedule"]["rm"] = 3  # breaks thread_tile_divides_block_m
+    path.write_text(json.dumps(data))
+    sched, reasons = registry.lookup_explain("gemm", OP, H200)
+    assert sched is None and any("no longer validates" in r and "rule" in r for r in reasons), reasons
+    path = registry.store("gemm", OP, H200, S)
+    data = json.loads(path.read_text())
+    data["records"][0]["source_sha256"] = "0" * 64
+    path.write_text(json.dumps(data))
+    sched, reasons = registry.lookup_explain("gemm", OP, H200)
+    assert sched is None and any("source for this schedule changed" in r for r in reasons), reasons
+
+
+def test_store_replaces_the_record_of_the_same_op(cache):
+    registry.store("gemm", OP, H200, S)
+    s2 = tiledsl.GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16)
+    path = registry.store("gemm", OP, H200, s2)
+    assert len(json.loads(path.read_text())["records"]) == 1
+    assert registry.lookup("gemm", OP, H200) == s2

@@ -1,0 +1,84 @@
+"""Search space: rule pruning names the rule, round trips, seeds, report helpers (CPU only)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import tiledsl
+from search.report import pick_winner, spearman
+from search.space import GEMM_SPACE, Rejection, schedule_key
+
+H200 = tiledsl.Target.known("H200")
+
+
+def _params(**over) -> dict:
+    p = {"bm_log2": 7, "bn_log2": 7, "bk_log2": 4, "rm_log2": 3, "rn_log2": 3, "lanes_n_log2": 3, "vec_log2": 2,
+         "double_buffer": 1, "unroll_log2": 3, "smem_pad": 0, "swizzle_log2": 3, "min_blocks": 1}
+    p.update(over)
+    return p
+
+
+def test_valid_point_builds_and_round_trips():
+    s = GEMM_SPACE.build(_params(), H200)
+    assert isinstance(s, tiledsl.GemmSchedule)
+    assert (s.bm, s.bn, s.bk, s.rm, s.rn, s.wm, s.wn) == (128, 128, 16, 8, 8, 32, 64)
+    assert GEMM_SPACE.from_schedule(s) == _params()
+
+
+@pytest.mark.parametrize("over, rule", [
+    ({"bm_log2": 8, "bn_log2": 8, "rm_log2": 0, "rn_log2": 0}, "threads_at_most_1024"),  # 65536 threads
+    ({"unroll_log2": 5}, "unroll_divides_bk"),                                            # unroll 32 > bk 16
+    ({"rm_log2": 4, "rn_log2": 4}, "accumulators_fit_registers"),                         # 256 accumulators
+    ({"lanes_n_log2": 5, "bn_log2": 7, "rn_log2": 3}, "warp_tile_divides_block"),         # wn = 256 > bn
+])
+def test_rule_violation_is_rejected_with_the_rules_name(over, rule):
+    got = GEMM_SPACE.build(_params(**over), H200)
+    assert isinstance(got, Rejection)
+    assert got.rule == rule
+    assert f"(rule {rule})" in got.message
+    assert rule in {r.name for r in tiledsl.GEMM_RULES}
+
+
+def test_device_rule_uses_the_target():
+    tiny = dataclasses.replace(H200, smem_per_block_optin_bytes=16 * 1024)
+    got = GEMM_SPACE.build(_params(), tiny)  # 2 stages · 16 · 256 · 4 B = 32 KiB > 16 KiB
+    assert isinstance(got, Rejection) and got.rule == "smem_within_device"
+    assert isinstance(GEMM_SPACE.build(_params(), H200), tiledsl.GemmSchedule)
+
+
+def test_seeds_are_valid_and_representable():
+    seeds = GEMM_SPACE.seeds(tiledsl.GemmOp(1024, 1024, 1024), H200)
+    assert len(seeds) > 20
+    assert len({schedule_key(s) for s in seeds}) == len(seeds)
+    for s in seeds[:50]:
+        p = GEMM_SPACE.from_schedule(s)
+        assert p is not None
+        assert schedule_key(GEMM_SPACE.build(p, H200)) == schedule_key(s)
+
+
+def test_grid_covers_every_knob():
+    g = GEMM_SPACE.grid()
+    assert set(g) == {k.name for k in GEMM_SPACE.knobs}
+    assert GEMM_SPACE.size() == pytest.approx(eval("*".join(str(len(v)) for v in g.values())))
+
+
+def test_spearman_known_values():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # ranks x = 1,2,3,4; y = 2,1,4,3: d² = 1+1+1+1 = 4; ρ = 1 − 6·4 / (4·15) = 0.6
+    assert spearman([1, 2, 3, 4], [2, 1, 4, 3]) == pytest.approx(0.6)
+    assert spearman([1, 2], [1, 2]) is None
+
+
+def test_tie_break_is_deterministic():
+    a = {"number": 7, "median_s": 1.000, "spread": 0.02}
+    b = {"number": 3, "median_s": 1.005, "spread": 0.01}   # within 2 %: a tie, lower trial number wins
+    c = {"number": 1, "median_s": 1.10, "spread": 0.01}    # clearly slower
+    for order in ([a, b, c], [c, b, a], [b, c, a]):
+        winner, tied = pick_winner(order)
+        assert winner["number"] == 3
+        assert {t["number"] for t in tied} == {3, 7}
+    winner, _ = pick_winner([{"number": 9, "median_s": 1.0, "spread": 0.0}, {"number": 2, "median_s": 1.2, "spread": 0}])
+    assert winner["number"] == 9

@@ -1,0 +1,151 @@
+"""search.tune end to end on the CPU: --model-only on a temporary SQLite study, resume, export, workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+import tiledsl
+
+optuna = pytest.importorskip("optuna")
+from optuna.trial import TrialState  # noqa: E402
+
+from search import tune  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = {r.name for r in tiledsl.GEMM_RULES}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(d))
+    return d
+
+
+def _args(db: Path, *extra: str, shape=("512", "384", "256")) -> list[str]:
+    m, n, k = shape
+    return ["gemm", "--m", m, "--n", n, "--k", k, "--model-only", "--storage", f"sqlite:///{db}",
+            "--no-progress", *extra]
+
+
+def _owned_keys(trials) -> list[str]:
+    return [t.user_attrs["claim"][0] for t in trials
+            if t.state == TrialState.COMPLETE and "duplicate_of" not in t.user_attrs]
+
+
+def test_model_only_end_to_end_then_resume(tmp_path, cache, capsys):
+    db = tmp_path / "t.db"
+    out = tmp_path / "best"
+    assert tune.main(_args(db, "--trials", "40", "--export", str(out), "--compile-top", "1")) == 0
+    text = capsys.readouterr().out
+    name = "gemm-512x384x256-float32-NN-H200-model"
+    assert f"study {name!r}" in text and "model-only on H200" in text
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+    trials = study.trials
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len([t for t in trials if t.user_attrs.get("rule") in (None, "duplicate")]) == 40  # rule-pruned not counted
+    assert all(t.value > 0 and t.user_attrs["predicted_s"] > 0 for t in complete if "duplicate_of" not in t.user_attrs)
+    assert any(t.user_attrs.get("seeded_by_model") for t in complete)
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    for t in pruned:  # every pruned point names the rule it broke (or the trial it duplicates)
+        assert t.user_attrs["rule"] in RULES | {"duplicate"}, t.user_attrs
+        assert "rule" in t.user_attrs["pruned_reason"] or "duplicate" in t.user_attrs["pruned_reason"]
+    keys = _owned_keys(trials)
+    assert len(keys) == len(set(keys)), "a schedule was evaluated twice"
+    # the export: schedule.json + kernel.cu that NVRTC compiles (the launcher is skipped by __CUDACC_RTC__)
+    rec = json.loads((out / "schedule.json").read_text())
+    assert rec["mode"] == "model-only" and rec["arch"] == "sm_90" and rec["device"] == "H200"
+    assert rec["op"]["m"] == 512 and rec["predicted"]["predicted_s"] > 0
+    s = tiledsl.GemmSchedule.from_dict(rec["schedule"])
+    src = (out / "kernel.cu").read_text()
+    assert "tiledsl_launch" in src and "<<<grid, block, smem_bytes, stream>>>" in src
+    from tiledsl.compile import KernelSource, compile_source
+
+    name_k = rec["kernel"]["name"]
+    k = compile_source(KernelSource(name_k, src, (s.threads, 1, 1), s.smem_bytes()), "sm_90")
+    assert k.registers > 0 and len(k.cubin) > 1000
+    assert "not stored for schedule=None" in text  # a prediction is never stored as tuned
+    # resume: the same command adds trials to the same study and re-evaluates nothing
+    assert tune.main(_args(db, "--trials", "15", "--compile-top", "0")) == 0
+    assert f"{len(trials)} earlier trials (resuming)" in capsys.readouterr().out
+    trials = optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
+    keys = _owned_keys(trials)
+    assert len(keys) == len(set(keys)) > 0
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed on this machine")
+def test_exported_kernel_compiles_with_nvcc(tmp_path, cache):
+    out = tmp_path / "best"
+    assert tune.main(_args(tmp_path / "t.db", "--trials", "12", "--export", str(out), "--compile-top", "1")) == 0
+    r = subprocess.run(["nvcc", "-arch=sm_90", "-c", str(out / "kernel.cu"), "-o", str(tmp_path / "k.o")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "k.o").stat().st_size > 1000
+
+
+@pytest.mark.skipif(tiledsl.gpu_available(), reason="a GPU is present: the no-GPU fallback does not apply")
+def test_no_gpu_runs_as_model_only_and_says_so(tmp_path, cache, capsys):
+    args = [a for a in _args(tmp_path / "t.db", "--trials", "5", "--compile-top", "0") if a != "--model-only"]
+    assert tune.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("no CUDA GPU available here: running as --model-only for H200")
+
+
+def test_study_of_another_op_is_refused(tmp_path, cache):
+    db = tmp_path / "t.db"
+    assert tune.main(_args(db, "--trials", "3", "--compile-top", "0", "--study-name", "s")) == 0
+    with pytest.raises(SystemExit, match="was made for"):
+        tune.main(_args(db, "--trials", "3", "--study-name", "s", shape=("64", "64", "64")))
+
+
+def test_help_lists_the_options(capsys):
+    with pytest.raises(SystemExit):
+        tune.main(["gemm", "--help"])
+    text = capsys.readouterr().out
+    for opt in ("--trials", "--timeout", "--sampler", "--seed", "--storage", "--study-name", "--export",
+                "--model-only", "--device", "--layout", "--dtype", "tpe", "cmaes", "qmc", "grid"):
+        assert opt in text
+
+
+def _two_workers(storage: str, tmp_path: Path, trials: int = 20) -> list:
+    study = f"shared-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "TILEDSL_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "search.tune", "gemm", "--m", "1024", "--n", "1024", "--k", "512", "--model-only",
+           "--trials", str(trials), "--storage", storage, "--study-name", study, "--no-progress",
+           "--compile-top", "0"]
+    procs = [subprocess.Popen([*cmd, "--seed", str(i)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=240)[0] for p in procs]
+    for p, o in zip(procs, outs, strict=True):
+        assert p.returncode == 0, o
+    trials_ = optuna.load_study(study_name=study, storage=storage).trials
+    assert len(trials_) >= 2 * trials, "each worker adds its trials to the one shared study"
+    assert sorted(t.number for t in trials_) == list(range(len(trials_)))
+    workers = {t.user_attrs.get("worker") for t in trials_} - {None}
+    assert len(workers) == 2, workers
+    keys = _owned_keys(trials_)
+    assert len(keys) == len(set(keys)), "a schedule was evaluated by both workers"
+    for w in workers:  # each worker evaluated exactly --trials candidates (pruned / duplicates not counted)
+        mine = [t for t in trials_ if t.user_attrs.get("worker") == w and t.user_attrs.get("rule") in (None, "duplicate")]
+        assert len(mine) == trials, (w, len(mine))
+    return trials_
+
+
+def test_two_workers_share_one_sqlite_study(tmp_path):
+    _two_workers(f"sqlite:///{tmp_path / 'shared.db'}", tmp_path)
+
+
+def test_two_workers_share_one_postgresql_study(tmp_path):
+    url = os.environ.get("TILEDSL_TEST_PG_URL")
+    if not url:
+        pytest.skip("TILEDSL_TEST_PG_URL is not set (.ci/run starts a local PostgreSQL and sets it)")
+    pytest.importorskip("psycopg2")
+    _two_workers(url, tmp_path)
