@@ -60,7 +60,9 @@ def write_json(path: str, payload: dict) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(payload, indent=1))
     if os.environ.get("OUT"):
-        shutil.copy(p, Path(os.environ["OUT"]) / p.name)
+        dst = Path(os.environ["OUT"]) / p.name
+        if dst.resolve() != p.resolve():
+            shutil.copy(p, dst)
     print(f"\nwrote {p}")
 
 
