@@ -168,8 +168,16 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     scaled by the tile's measured efficiency — and its memory time — the A and B tiles every block
     reads, (bm + bn)·kc elements, at twice the HBM rate (L2 serves the re-reads) — plus, for
     split-K, the workspace written and read back and a second launch. The smallest estimate wins.
+
+    A schedule tuned for exactly this op on this device (``python -m search.tune … --export``, stored
+    in the user store or shipped under ``schedules/gemm/``) is used first, after it validates; see
+    :func:`tiledsl.registry.lookup_explain` for why a stored record was not used.
     """
-    from ..registry import presets
+    from ..registry import lookup, presets
+
+    tuned = lookup("gemm", op, target)
+    if tuned is not None:
+        return tuned
 
     table = presets("gemm")
     itemsize = dtypes.get(op.dtype).itemsize
