@@ -4,8 +4,11 @@
   it calls the public ``tiledsl.compile`` (which fills tiledsl's on-disk kernel cache, so the GPU
   worker's own compile of the same source is a cache hit) and returns the resource report.
 * :class:`GpuWorker` owns a child process that holds the CUDA context. Each candidate is first
-  verified through the public call (``tiledsl.gemm(a, b, c, schedule=s)``) on fresh random data with
-  the output NaN-poisoned, against the vendor library (``cupy.matmul``); then the same public call is
+  verified through the public call (``tiledsl.gemm(a, b, c, schedule=s)``, ``tiledsl.reduce(x, op,
+  axis, out=o, schedule=s)``, ``tiledsl.transpose(x, out=y, schedule=s)``: one bench per family) on
+  fresh random data with the output poisoned (NaN; the largest value for integer outputs), against a
+  reference (``cupy.matmul``; numpy's reduction semantics computed by CuPy in float64; ``x.T``
+  copied by CuPy); then the same public call is
   captured once into a CUDA graph and the graph is timed with ``tiledsl.timing.time_gpu`` (CUDA
   events, warm-up, L2 flushed with 2× the device's L2 outside the timed region, median of repeats
   up to a minimum duration). Replaying a graph keeps the Python-side work of the call (emitting,
@@ -54,11 +57,50 @@ def compile_job(family: str, op_dict: dict, schedule_dict: dict, arch: str) -> d
 # ---------------------------------------------------------------- per-family benches (worker side)
 
 
-class GemmBench:
-    """GEMM inputs, public call, reference and vendor call for one :class:`tiledsl.GemmOp`."""
+class Bench:
+    """What the worker needs to verify and time one op: fresh inputs with a poisoned output, the public
+    tiledsl call, the vendor library's call (timed in the same run), a float64-comparable reference,
+    the scale errors are measured against, and the tolerance.
+
+    Subclasses implement ``inputs``, ``public``, ``vendor``, ``reference``, ``output``, ``tolerance``;
+    ``vendor_name`` is what the report prints.
+    """
+
+    vendor_name = "the vendor library"
 
     def __init__(self, op) -> None:
         self.op = op
+
+    def scale(self, inputs, ref) -> float:
+        """Magnitude the max-norm error is divided by (default: max |reference|)."""
+        import cupy as cp
+
+        return float(cp.abs(ref).max()) if ref.size else 1.0
+
+
+def _poisoned(shape, dtype):
+    """A CuPy array of ``shape`` filled with NaN (float) or the dtype's largest value (integer)."""
+    import cupy as cp
+
+    dt = cp.dtype(dtype)
+    fill = cp.nan if dt.kind == "f" else cp.iinfo(dt).max
+    return cp.full(shape, fill, dtype=dt)
+
+
+def _random(shape, dtype, low: float = -1.0, high: float = 1.0):
+    """Fresh uniform random values in [low, high) (integers: whole numbers in [low, high))."""
+    import cupy as cp
+
+    dt = cp.dtype(dtype)
+    if dt.kind in "iu":
+        return cp.random.randint(int(low), int(high), size=shape).astype(dt)
+    return (cp.random.random(shape, dtype=cp.float64) * (high - low) + low).astype(dt)
+
+
+class GemmBench(Bench):
+    """GEMM inputs, public call, reference and vendor call for one :class:`tiledsl.GemmOp`."""
+
+    vendor_name = "cupy.matmul -> cuBLAS"
 
     def inputs(self):
         """Fresh random A, B in the op's layouts (uniform in [-1, 1)) and a NaN-poisoned C."""
@@ -108,13 +150,153 @@ class GemmBench:
         return inputs[2]
 
 
-def make_bench(family: str, op):
-    """The bench of an op family (GEMM here; other families add theirs in ``search.measure_more``)."""
-    if family == "gemm":
-        return GemmBench(op)
-    from . import measure_more
+class ReduceBench(Bench):
+    """``tiledsl.reduce`` of one :class:`tiledsl.ReduceOp` against numpy's semantics.
 
-    return measure_more.make_bench(family, op)
+    Inputs are uniform in [-1, 1) (prod: in 1 ± min(1/2, 1/length), so the products neither vanish nor
+    overflow; integers: whole numbers in [-8, 8), prod: ±1). The reference is the numpy-semantics
+    reduction computed by CuPy on the float64 copy of the input (max/min on the input itself: exact),
+    the vendor call ``cupy.<op>(x, axis=axis, out=out)`` (norm2: ``cupy.linalg.norm``, copied into
+    ``out``). Errors are measured against the largest per-output magnitude sum |x| (mean: / length;
+    prod, norm2, max, min: |reference|), which bounds every ordering's rounding error.
+    """
+
+    def __init__(self, op) -> None:
+        super().__init__(op)
+        self.vendor_name = (f"cupy.linalg.norm(x, axis={op.axis})" if op.op == "norm2"
+                            else f"cupy.{op.op}(x, axis={op.axis}) -> CUB")
+
+    def inputs(self):
+        """(x, out): fresh random x of the op's shape and dtype, and a poisoned output."""
+        import cupy as cp
+
+        op = self.op
+        if op.op == "prod":
+            if cp.dtype(op.dtype).kind in "iu":
+                x = (cp.random.randint(0, 2, size=op.shape) * 2 - 1).astype(op.dtype)
+            else:
+                d = min(0.5, 1.0 / max(op.length, 1))
+                x = _random(op.shape, op.dtype, 1.0 - d, 1.0 + d)
+        else:
+            x = _random(op.shape, op.dtype, -8 if cp.dtype(op.dtype).kind in "iu" else -1.0,
+                        8 if cp.dtype(op.dtype).kind in "iu" else 1.0)
+        return x, _poisoned(op.out_shape, op.out_dtype)
+
+    def public(self, inputs, schedule) -> None:
+        import tiledsl
+
+        x, out = inputs
+        tiledsl.reduce(x, self.op.op, self.op.axis, schedule=schedule, out=out, keepdims=self.op.keepdims)
+
+    def vendor(self, inputs) -> None:
+        import cupy as cp
+
+        x, out = inputs
+        op = self.op
+        if op.op == "norm2":
+            out[...] = cp.linalg.norm(x, axis=op.axis, keepdims=op.keepdims)
+        else:
+            getattr(cp, op.op)(x, axis=op.axis, out=out, keepdims=op.keepdims)
+
+    def reference(self, inputs):
+        import cupy as cp
+
+        x, _ = inputs
+        op = self.op
+        kw = {"axis": op.axis, "keepdims": op.keepdims}
+        if op.op in ("max", "min"):
+            return getattr(cp, op.op)(x, **kw).astype(cp.float64)
+        x64 = x.astype(cp.float64)
+        if op.op == "norm2":
+            return cp.sqrt(cp.sum(x64 * x64, **kw))
+        return getattr(cp, op.op)(x64, **kw)
+
+    def scale(self, inputs, ref) -> float:
+        import cupy as cp
+
+        x, _ = inputs
+        op = self.op
+        if op.op in ("sum", "mean") and x.size:
+            s = cp.sum(cp.abs(x.astype(cp.float64)), axis=op.axis, keepdims=op.keepdims)
+            return float(s.max()) / (op.length if op.op == "mean" else 1) or 1.0
+        return super().scale(inputs, ref)
+
+    def tolerance(self) -> float:
+        """Relative to :meth:`scale`: the output's rounding plus 4·eps(accumulator)·√length + 16 eps.
+
+        max/min select an element (exact); integer sums are exact; a float ordering's rounding
+        error grows like √length for random data (a missing or doubled block is far larger).
+        """
+        import numpy as np
+
+        op = self.op
+        if op.op in ("max", "min"):
+            return 0.0
+        kind = np.dtype(op.out_dtype).kind
+        if kind in "iu":
+            return 0.0
+        eps_out = float(np.finfo(np.dtype(op.out_dtype)).eps)
+        acc = np.float64 if op.acc_dtype in ("float64", "int64") else np.float32
+        eps_acc = float(np.finfo(acc).eps)
+        return eps_out + eps_acc * (4 * math.sqrt(max(op.length, 1)) + 16)
+
+    def output(self, inputs):
+        return inputs[1]
+
+
+class TransposeBench(Bench):
+    """``tiledsl.transpose(x, out=y)`` of one :class:`tiledsl.TransposeOp` (contiguous x and y).
+
+    The reference and the vendor call are ``cupy.ascontiguousarray(x.swapaxes(-1, -2))`` (for 2-D x:
+    ``x.T``); a transpose moves bits, so the result must be exact. The vendor's result is kept
+    alive so a captured CUDA graph writes into memory that stays allocated.
+    """
+
+    vendor_name = "cupy.ascontiguousarray(x.T)"
+
+    def __init__(self, op) -> None:
+        super().__init__(op)
+        self._vendor_out = None
+
+    def inputs(self):
+        """(x, y): fresh random x of the op's shape and dtype, and a poisoned output y."""
+        import cupy as cp
+
+        op = self.op
+        x = _random(op.shape, op.dtype, *((-1000, 1000) if cp.dtype(op.dtype).kind in "iu" else (-1.0, 1.0)))
+        return x, _poisoned(op.out_shape, op.dtype)
+
+    def public(self, inputs, schedule) -> None:
+        import tiledsl
+
+        x, y = inputs
+        tiledsl.transpose(x, out=y, schedule=schedule)
+
+    def vendor(self, inputs) -> None:
+        import cupy as cp
+
+        x, _ = inputs
+        self._vendor_out = cp.ascontiguousarray(x.swapaxes(-1, -2))
+
+    def reference(self, inputs):
+        import cupy as cp
+
+        x, _ = inputs
+        return cp.ascontiguousarray(x.swapaxes(-1, -2))
+
+    def tolerance(self) -> float:
+        """0: the output must equal the input's elements exactly."""
+        return 0.0
+
+    def output(self, inputs):
+        return inputs[1]
+
+
+def make_bench(family: str, op) -> Bench:
+    """The bench of an op family (``search.families.SEARCH_FAMILIES[family].bench``)."""
+    from .families import get
+
+    return get(family).bench(op)
 
 
 # ---------------------------------------------------------------- worker process
@@ -171,7 +353,7 @@ def _verify(bench, schedule) -> tuple[float, float]:
     ref = bench.reference(inputs)
     out = bench.output(inputs).astype(cp.float64)
     ref = ref.astype(cp.float64)
-    scale = float(cp.abs(ref).max()) if ref.size else 1.0
+    scale = bench.scale(inputs, ref)
     diff = cp.abs(out - ref)
     finite = bool(cp.isfinite(out).all())
     err = float(diff.max()) / (scale or 1.0) if ref.size else 0.0
@@ -202,7 +384,7 @@ def _worker_main(conn, family: str, op_dict: dict) -> None:  # pragma: no cover 
             if cmd == "info":
                 t = tiledsl.Target.current()
                 conn.send({"ok": True, "target": t.to_dict(), "nvrtc": list(nvrtc_version()),
-                           "cupy": cp.__version__})
+                           "cupy": cp.__version__, "vendor": bench.vendor_name})
                 continue
             if timing_inputs is None:
                 timing_inputs = bench.inputs()
@@ -223,6 +405,8 @@ def _worker_main(conn, family: str, op_dict: dict) -> None:  # pragma: no cover 
                            "repeats": tm.repeats, "spread": tm.spread, "timing": method, "max_rel_err": err,
                            "verify_s": verify_s, "measure_s": time.perf_counter() - t0})
             elif cmd == "vendor":
+                bench.vendor(timing_inputs)  # first call (module load, handles, pool) outside the capture
+                cp.cuda.Device().synchronize()
                 t0 = time.perf_counter()
                 tm, method = _timed(lambda x=timing_inputs: bench.vendor(x), min_time_ms=req.get("min_time_ms", 100.0),
                                     repeat=req.get("repeat", 10), best_ms=None)

@@ -4,7 +4,9 @@ Every knob is an integer parameter (most of them the base-2 logarithm of a tile 
 Optuna sampler, including CMA-ES and QMC, can use it. A sampled point becomes a schedule through the
 schedule's own constructor and ``validate(target)``: the rule table (``tiledsl.gemm.GEMM_RULES``) is
 the single source of the constraints, so a point that violates one is rejected with that rule's name
-and message, before anything is compiled.
+and message, before anything is compiled. The same holds for ``tiledsl.reduce.REDUCE_RULES`` (whose
+op-scope rules, e.g. ``strided_needs_loop``, are checked with the op) and
+``tiledsl.transpose.TRANSPOSE_RULES``.
 
 A space also lists *seed candidates*: a small structural enumeration that the cost model ranks so the
 study can start from the predicted best (``study.enqueue_trial``).
@@ -59,6 +61,10 @@ class Space:
         from_schedule: schedule -> params (for ``enqueue_trial``), or None when not representable.
         seeds: (op, target) -> candidate schedules for the cost model to rank.
         work: (op) -> (amount, unit, display unit, scale): FLOP or bytes per call, for throughput.
+        structure_ignore: schedule fields left out when ``--model-only`` picks one finalist per
+            structure (knobs the cost model barely sees).
+        specialize: (space, op) -> space with the knobs that cannot matter for ``op`` pinned to one
+            value (e.g. ``col_rows`` of a contiguous reduction), so equal kernels are not sampled twice.
     """
 
     family: str
@@ -68,6 +74,12 @@ class Space:
     seeds: Callable[[object, object], list]
     work: Callable[[object], tuple[float, str, str, float]]
     notes: dict = field(default_factory=dict)
+    structure_ignore: tuple[str, ...] = ()
+    specialize: Callable[[Space, object], Space] | None = None
+
+    def for_op(self, op) -> Space:
+        """This space for ``op``: knobs that cannot change the kernel of ``op`` pinned (see ``specialize``)."""
+        return self if self.specialize is None else self.specialize(self, op)
 
     def suggest(self, trial) -> dict:
         """Sample one point through an Optuna trial (``trial.suggest_int`` per knob)."""
@@ -92,17 +104,20 @@ class Space:
 
         return family(self.family).schedule_type
 
-    def build(self, params: dict, target) -> object | Rejection:
-        """The schedule of ``params``, validated against ``target``; or the first rule it breaks.
+    def build(self, params: dict, target, op=None) -> object | Rejection:
+        """The schedule of ``params``, validated against ``target`` (and ``op``); or the first rule it breaks.
 
-        Uses the schedule's constructor (schedule-scope rules) and ``validate(target)`` (device rules),
-        so the reasons are exactly the rule table's.
+        Uses the schedule's constructor (schedule-scope rules), ``validate(target)`` (device rules) and,
+        when ``op`` is given and the schedule has one, ``check_op(op)`` (op-scope rules), so the reasons
+        are exactly the rule table's.
         """
         from tiledsl.errors import ScheduleError
 
         try:
             sched = self.schedule_type()(**self.to_fields(params))
             sched.validate(target)
+            if op is not None and hasattr(sched, "check_op"):
+                sched.check_op(op)
         except ScheduleError as exc:
             return Rejection(exc.rule or type(exc).__name__, str(exc))
         return sched
@@ -120,6 +135,12 @@ def describe(schedule) -> str:
         text = (f"{d['bm']}x{d['bn']}x{d['bk']} t{d['rm']}x{d['rn']} w{d['wm']}x{d['wn']} v{d['vec']} "
                 f"{'db' if d['double_buffer'] else 'sb'} u{d['unroll']} p{d['smem_pad']} s{d['swizzle']}")
         return text
+    if {"strategy", "items_per_thread", "combine"} <= set(d):  # ReduceSchedule
+        return (f"{d['strategy']} b{d['block']} v{d['vec']} i{d['items_per_thread']} g{d['grid'] or 'auto'} "
+                f"{d['combine']} rt{d['row_threads'] or 'auto'} cr{d['col_rows'] or 'auto'}")
+    if {"variant", "tile", "rows_per_thread"} <= set(d):  # TransposeSchedule
+        return (f"{d['variant']} t{d['tile']} r{d['rows_per_thread']} v{d['vec']} p{d['smem_pad']} "
+                f"s{d['swizzle']}")
     return " ".join(f"{k}={v}" for k, v in d.items())
 
 
@@ -221,26 +242,190 @@ def _gemm_work(op) -> tuple[float, str, str, float]:
     return float(op.flops), "FLOP", "TFLOP/s", 1e12
 
 
-GEMM_SPACE = Space("gemm", _GEMM_KNOBS, _gemm_fields, _gemm_params, _gemm_seeds, _gemm_work)
+GEMM_SPACE = Space("gemm", _GEMM_KNOBS, _gemm_fields, _gemm_params, _gemm_seeds, _gemm_work,
+                   structure_ignore=("wm", "wn", "swizzle", "smem_pad", "unroll"))
+
+
+def _bytes_work(op) -> tuple[float, str, str, float]:
+    """Memory-bound ops: compulsory bytes (read + written) per call, shown as GB/s."""
+    return float(op.bytes_moved), "bytes", "GB/s", 1e9
+
+
+def _valid_seeds(family: str, candidates: list[dict], op, target, to_params) -> list:
+    """The presets of ``family`` then the schedules of ``candidates`` (constructor keyword arguments)
+    that pass every rule (schedule, device, op) and that the knobs can express, without duplicates,
+    in that order."""
+    from tiledsl.api import family as get_family
+    from tiledsl.errors import ScheduleError
+    from tiledsl.registry import presets
+
+    cls = get_family(family).schedule_type
+    out, seen = [], set()
+    for s in [*presets(family).values(), *candidates]:
+        try:
+            if isinstance(s, dict):
+                s = cls(**s)
+            s.validate(target)
+            if hasattr(s, "check_op"):
+                s.check_op(op)
+        except ScheduleError:
+            continue
+        key = schedule_key(s)
+        if key not in seen and to_params(s) is not None:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
+def _params_of(knobs: tuple[Knob, ...], fields_of: Callable[[dict], dict], s, params: dict | None) -> dict | None:
+    """``params`` when every knob is in range and they rebuild exactly ``s``; else None."""
+    if params is None or any(v is None for v in params.values()):
+        return None
+    for k in knobs:
+        if not k.low <= params[k.name] <= k.high or (params[k.name] - k.low) % k.step:
+            return None
+    try:
+        again = type(s)(**fields_of(params))
+    except ValueError:
+        return None
+    return params if again.to_dict() == s.to_dict() else None
+
+
+def _pin(space: Space, values: dict[str, int]) -> Space:
+    """``space`` with the knobs named in ``values`` reduced to that single value."""
+    import dataclasses
+
+    knobs = tuple(dataclasses.replace(k, low=values[k.name], high=values[k.name], step=1) if k.name in values else k
+                  for k in space.knobs)
+    unpinned = space.from_schedule
+
+    def from_schedule(s) -> dict | None:
+        p = unpinned(s)
+        return p if p is not None and all(p[k] == v for k, v in values.items()) else None
+
+    return dataclasses.replace(space, knobs=knobs, from_schedule=from_schedule, specialize=None)
+
+
+# ---------------------------------------------------------------- reduce
+
+_REDUCE_STRATEGIES = ("atomic", "smem_interleaved", "smem_contiguous", "smem_sequential", "grid_stride",
+                      "warp_shuffle")  # == tiledsl.reduce.STRATEGIES (checked by the tests)
+_REDUCE_COMBINES = ("two_pass", "atomic")  # == tiledsl.reduce.COMBINES
+_REDUCE_GRID_BASE_LOG2 = 7  # grid_log2 = x > 0 means grid = 2^(x + 7) = 256 .. 4096 blocks
+
+_REDUCE_KNOBS = (
+    Knob("strategy", 0, 5, doc="index into tiledsl.reduce.STRATEGIES: the seed ladder v1 atomic .. v6/v7 warp_shuffle"),
+    Knob("block_log2", 5, 10, doc="threads per block = 2^x (32..1024)"),
+    Knob("vec_log2", 0, 3, doc="elements per load = 2^x (1..8; lowered to 16 bytes and the input's alignment)"),
+    Knob("items_log2", 0, 4, doc="independent loads in flight per thread = 2^x (1..16)"),
+    Knob("grid_log2", 0, 5, doc="0: auto (one wave of resident blocks); x > 0: grid = 2^(x+7) blocks (256..4096)"),
+    Knob("combine", 0, 1, doc="blocks of one output combined by 0: two_pass (deterministic) or 1: atomics"),
+    Knob("row_threads_code", 0, 7,
+         doc="threads per contiguous row: 0 auto, 1..6: 2^(x-1) (1..32, sub-warp / warp per row), 7: the block"),
+    Knob("col_rows_code", 0, 6, doc="threads along the reduced axis of a strided reduction: 0 auto, x > 0: 2^(x-1)"),
+)
+
+
+def _reduce_fields(p: dict) -> dict:
+    block = _p2(p["block_log2"])
+    rt = int(p["row_threads_code"])
+    return dict(strategy=_REDUCE_STRATEGIES[p["strategy"]], block=block, vec=_p2(p["vec_log2"]),
+                items_per_thread=_p2(p["items_log2"]),
+                grid=0 if p["grid_log2"] == 0 else _p2(p["grid_log2"] + _REDUCE_GRID_BASE_LOG2),
+                combine=_REDUCE_COMBINES[p["combine"]],
+                row_threads=0 if rt == 0 else block if rt == 7 else _p2(rt - 1),
+                col_rows=0 if p["col_rows_code"] == 0 else _p2(p["col_rows_code"] - 1))
+
+
+def _reduce_params(s) -> dict | None:
+    if s.strategy not in _REDUCE_STRATEGIES or s.combine not in _REDUCE_COMBINES:
+        return None
+    grid_log2 = 0 if s.grid == 0 else (None if _log2(s.grid) is None else _log2(s.grid) - _REDUCE_GRID_BASE_LOG2)
+    if s.row_threads == 0:
+        rt = 0
+    elif s.row_threads == s.block:
+        rt = 7
+    else:
+        rt = None if _log2(s.row_threads) is None else _log2(s.row_threads) + 1
+    cr = 0 if s.col_rows == 0 else (None if _log2(s.col_rows) is None else _log2(s.col_rows) + 1)
+    params = {"strategy": _REDUCE_STRATEGIES.index(s.strategy), "block_log2": _log2(s.block),
+              "vec_log2": _log2(s.vec), "items_log2": _log2(s.items_per_thread), "grid_log2": grid_log2,
+              "combine": _REDUCE_COMBINES.index(s.combine), "row_threads_code": rt, "col_rows_code": cr}
+    return _params_of(_REDUCE_KNOBS, _reduce_fields, s, params)
+
+
+def _reduce_seeds(op, target) -> list:
+    """Presets (the seed ladder v1-v7 and the default) and grid-stride / warp-shuffle variants."""
+    cands = [dict(block=block, vec=vec, items_per_thread=ipt, strategy=strategy, combine=combine)
+             for strategy in ("warp_shuffle", "grid_stride") for block in (128, 256, 512, 1024)
+             for vec in (4, 8) for ipt in (1, 2, 4, 8) for combine in ("two_pass", "atomic")]
+    return _valid_seeds("reduce", cands, op, target, REDUCE_SPACE.for_op(op).from_schedule)
+
+
+def _reduce_specialize(space: Space, op) -> Space:
+    """Pin what the op cannot use: ``col_rows`` unless the reduced axis is strided, ``row_threads``
+    unless there are several contiguous rows (``tiledsl.reduce.emit.group_threads``)."""
+    pins = {}
+    if op.kind != "strided":
+        pins["col_rows_code"] = 0
+    if op.kind == "strided" or op.outer <= 1:
+        pins["row_threads_code"] = 0
+    return _pin(space, pins)
+
+
+REDUCE_SPACE = Space("reduce", _REDUCE_KNOBS, _reduce_fields, _reduce_params, _reduce_seeds, _bytes_work,
+                     structure_ignore=("grid", "combine"), specialize=_reduce_specialize)
+
+
+# ---------------------------------------------------------------- transpose
+
+_TRANSPOSE_VARIANTS = ("shared", "naive_read", "naive_write")  # == tiledsl.transpose.schedule.VARIANTS
+
+_TRANSPOSE_KNOBS = (
+    Knob("variant", 0, 2, doc="0: shared-memory tile, 1: naive_read, 2: naive_write (notes 002 §1.1-1.4)"),
+    Knob("tile_log2", 5, 6, doc="side of the square tile = 2^x (32, 64)"),
+    Knob("rows_per_thread_log2", 0, 6, doc="tile rows each thread moves = 2^x (1..64; must divide tile)"),
+    Knob("vec_log2", 0, 3, doc="elements per thread chunk = 2^x (1..8; accesses at most 16 bytes)"),
+    Knob("smem_pad", 0, 1, doc="padding element per shared-memory row (the notes' [TILE][TILE+1])"),
+    Knob("swizzle_log2", 0, 4, doc="tile-rows per rasterization group = 2^x (1..16)"),
+)
+
+
+def _transpose_fields(p: dict) -> dict:
+    return dict(variant=_TRANSPOSE_VARIANTS[p["variant"]], tile=_p2(p["tile_log2"]),
+                rows_per_thread=_p2(p["rows_per_thread_log2"]), vec=_p2(p["vec_log2"]),
+                smem_pad=int(p["smem_pad"]), swizzle=_p2(p["swizzle_log2"]))
+
+
+def _transpose_params(s) -> dict | None:
+    if s.variant not in _TRANSPOSE_VARIANTS:
+        return None
+    params = {"variant": _TRANSPOSE_VARIANTS.index(s.variant), "tile_log2": _log2(s.tile),
+              "rows_per_thread_log2": _log2(s.rows_per_thread), "vec_log2": _log2(s.vec),
+              "smem_pad": s.smem_pad, "swizzle_log2": _log2(s.swizzle)}
+    return _params_of(_TRANSPOSE_KNOBS, _transpose_fields, s, params)
+
+
+def _transpose_seeds(op, target) -> list:
+    """Presets (the notes' ladder) and padded shared-memory tiles with rows per thread, chunks, swizzle."""
+    cands = [dict(tile=tile, rows_per_thread=rpt, vec=vec, smem_pad=pad, swizzle=sw)
+             for tile in (64, 32) for vec in (4, 8, 2, 1) for rpt in (4, 8, 2, 1) for sw in (8, 4, 16, 1)
+             for pad in (1, 0)]
+    return _valid_seeds("transpose", cands, op, target, _transpose_params)
+
+
+TRANSPOSE_SPACE = Space("transpose", _TRANSPOSE_KNOBS, _transpose_fields, _transpose_params, _transpose_seeds,
+                        _bytes_work, structure_ignore=("swizzle",))
+
+SPACES: dict[str, Space] = {"gemm": GEMM_SPACE, "reduce": REDUCE_SPACE, "transpose": TRANSPOSE_SPACE}
 
 
 def space_for(family: str) -> Space:
-    """The search space of an op family.
+    """The search space of an op family (``SPACES``; specialize it for an op with ``for_op``).
 
     Raises:
         KeyError: no space is defined for ``family`` (the message lists those that are).
     """
-    spaces = {"gemm": GEMM_SPACE}
-    spaces.update(_optional_spaces())
-    if family not in spaces:
-        raise KeyError(f"no search space for op family {family!r}; spaces: {sorted(spaces)}")
-    return spaces[family]
-
-
-def _optional_spaces() -> dict[str, Space]:
-    """Spaces of families that exist in ``tiledsl.api.FAMILIES`` besides GEMM (imported lazily)."""
-    try:
-        from . import space_more
-    except ImportError:
-        return {}
-    return space_more.spaces()
+    if family not in SPACES:
+        raise KeyError(f"no search space for op family {family!r}; spaces: {sorted(SPACES)}")
+    return SPACES[family]

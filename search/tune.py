@@ -5,6 +5,8 @@ Examples::
     python -m search.tune gemm --m 4096 --n 4096 --k 4096 --dtype float32 --trials 200 --export best/
     python -m search.tune gemm --m 4096 --n 4096 --k 4096 --model-only          # no GPU: cost model only
     python -m search.tune gemm --m 4096 --n 4096 --k 4096 --lookup             # what schedule=None picks
+    python -m search.tune reduce --shape 16384x16384 --axis 1 --op sum --trials 100
+    python -m search.tune transpose --shape 16384x16384 --dtype float32 --export best/
 
 How one run goes (see ``docs/search.md``):
 
@@ -35,11 +37,15 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from . import report as R
+from .families import LAYOUTS, SEARCH_FAMILIES, gemm_op
+from .families import get as get_family
 from .objective import Model, claim, find_duplicate, load_model, roofline_bound_s
 from .space import Rejection, Space, describe, schedule_key, space_for
 
+__all__ = ["LAYOUTS", "SAMPLERS", "TuneConfig", "TuneResult", "build_parser", "config_from_args",
+           "default_study_name", "gemm_op", "main", "run"]
+
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "qmc")
-LAYOUTS = {"NN": ("row", "row"), "NT": ("row", "col"), "TN": ("col", "row"), "TT": ("col", "col")}
 DEFAULT_STORAGE = "sqlite:///tiledsl-tune.db"
 DEFAULT_DEVICE = "H200"
 
@@ -72,33 +78,11 @@ class TuneConfig:
     notes: list = field(default_factory=list)
 
 
-def _align(x: int) -> int:
-    return 4 if x % 4 == 0 else 2 if x % 2 == 0 else 1
-
-
-def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN"):
-    """The GemmOp that ``tiledsl.gemm`` builds for fresh contiguous operands of this shape and layout.
-
-    Alignment follows ``tiledsl.gemm``: the widest vector dividing the operand's leading dimension
-    and contiguous extent (row-major A: K; column-major A: M; row-major B: N; column-major B: K; C: N).
-    """
-    from tiledsl import GemmOp
-
-    la, lb = LAYOUTS[layout]
-    return GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b=lb,
-                  align_a=_align(k if la == "row" else m), align_b=_align(n if lb == "row" else k),
-                  align_c=_align(n))
-
-
 def default_study_name(family: str, op, device_tag: str, model_only: bool) -> str:
-    """``<family>-<shape>-<dtype>[-<layout>]-<device>[-model]`` from the op's fields."""
-    d = op.to_dict()
-    if family == "gemm":
-        shape = f"{op.m}x{op.n}x{op.k}-{op.dtype}-{op.layout}"
-    else:
-        shape = "-".join(f"{k}{'x'.join(map(str, v)) if isinstance(v, list | tuple) else v}"
-                         for k, v in d.items())
-    return f"{family}-{shape}-{device_tag}" + ("-model" if model_only else "")
+    """``<family>-<op>-<device>[-model]``; the op part comes from the family's table row, e.g.
+    ``gemm-4096x4096x4096-float32-NN-H200``, ``reduce-16384x16384-sum-axis1-float32-H200``,
+    ``transpose-16384x16384-float32-H200``."""
+    return f"{family}-{get_family(family).study_shape(op)}-{device_tag}" + ("-model" if model_only else "")
 
 
 # ---------------------------------------------------------------- the run
@@ -255,8 +239,8 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t_run = time.perf_counter()
-    space = space_for(cfg.family)
     op = cfg.op
+    space = space_for(cfg.family).for_op(op)
     if not cfg.model_only and not tiledsl.gpu_available():
         out(f"no CUDA GPU available here: running as --model-only for {cfg.device or DEFAULT_DEVICE} "
             "(candidates ranked by the cost model and compiled for its arch; nothing is measured)")
@@ -313,7 +297,7 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
         v = worker.call({"cmd": "vendor"}, timeout_s=300)
         vendor_s = v["median_ms"] / 1e3 if v.get("ok") else None
         if vendor_s:
-            out(f"vendor library (cuBLAS/CUB via CuPy): {vendor_s * 1e3:.3f} ms = "
+            out(f"vendor library ({vendor_name(cfg.family, op)}): {vendor_s * 1e3:.3f} ms = "
                 f"{work / vendor_s / disp_scale:.2f} {disp_unit}")
         else:
             out(f"vendor library timing failed: {v.get('error')}")
@@ -334,7 +318,7 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
     def prepare(trial):
         """Sample, validate, de-duplicate and predict; returns the schedule to evaluate or None."""
         params = space.suggest(trial)
-        built = space.build(params, target)
+        built = space.build(params, target, op)
         if isinstance(built, Rejection):
             _attr(trial, pruned_reason=built.message, rule=built.rule, worker=worker_id)
             finish(trial, TrialState.PRUNED)
@@ -474,9 +458,9 @@ def _finalists(study, space, target, cfg, worker, model, op, out) -> tuple[list[
 
         clean = 0
         seen, distinct = set(), []
-        for t in owned:  # one finalist per tile structure (warp shape, swizzle, padding, unroll aside)
+        for t in owned:  # one finalist per structure (GEMM: warp shape, swizzle, padding, unroll aside)
             struct = json.dumps({k: v for k, v in t.user_attrs["schedule"].items()
-                                 if k not in ("wm", "wn", "swizzle", "smem_pad", "unroll")}, sort_keys=True)
+                                 if k not in space.structure_ignore}, sort_keys=True)
             if struct not in seen:
                 seen.add(struct)
                 distinct.append(t)
@@ -543,7 +527,7 @@ def _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s
         lines.append(f"NOTE: predictions come from a FALLBACK, not tiledsl's cost model: {model.label}")
     if mode == "measured":
         vtxt = "n/a" if vendor_s is None else f"{vendor_s * 1e3:.3f} ms = {work / vendor_s / scale:.2f} {unit}"
-        lines.append(f"vendor library measured in this run (cupy.matmul -> cuBLAS): {vtxt}")
+        lines.append(f"vendor library measured in this run ({vendor_name(cfg.family, op)}): {vtxt}")
     rows = []
     for i, f in enumerate(finals):
         vendor_pct = None if (vendor_s is None or mode != "measured") else vendor_s / f.median_s
@@ -621,9 +605,17 @@ def _roofline_png(study, op, target, mode) -> str:
 
 
 def _op_text(op) -> str:
-    if hasattr(op, "layout") and hasattr(op, "k"):
-        return f"{op.m}x{op.n}x{op.k} {op.dtype} {op.layout}"
-    return json.dumps(op.to_dict())
+    from .families import family_of_op
+
+    try:
+        return family_of_op(op).op_text(op)
+    except (KeyError, TypeError, ValueError):
+        return json.dumps(op.to_dict())
+
+
+def vendor_name(family: str, op) -> str:
+    """The vendor call the worker times next to the candidates (``Bench.vendor_name``)."""
+    return get_family(family).bench(op).vendor_name
 
 
 def _export(cfg, op, target, winner: Finalist, vendor_s, mode, study_name, model, out) -> list:
@@ -647,7 +639,7 @@ def _export(cfg, op, target, winner: Finalist, vendor_s, mode, study_name, model
                       kernel={"name": k.name, "block": list(k.block), "dynamic_smem_bytes": k.dynamic_smem_bytes,
                               **k.resources()},
                       study=study_name, storage=cfg.storage, trial=winner.number, date=_now(), command=cfg.command)
-    files = export.write(cfg.export, cfg.family, op, winner.schedule, k, rec)
+    files = export.write(cfg.export, cfg.family, op, winner.schedule, k, rec, target=target)
     out(f"exported: {', '.join(map(str, files))}")
     if mode == "measured":
         figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}
@@ -671,28 +663,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find the best tiledsl schedule for one op on one GPU with Optuna: sample schedules, prune "
                     "rule violations, compile in parallel, verify and time on the GPU, report, export the kernel.",
         epilog="Examples:\n"
-               "  python -m search.tune gemm --m 4096 --n 4096 --k 4096 --dtype float32 --trials 200 --export best/\n"
-               "  python -m search.tune gemm --m 4096 --n 4096 --k 4096 --model-only   # no GPU: cost model only\n"
+               + "".join(f"  {f.example}\n" for f in SEARCH_FAMILIES.values())
+               + "  python -m search.tune gemm --m 4096 --n 4096 --k 4096 --model-only   # no GPU: cost model only\n"
                "Re-running the same command resumes the study (same --storage and --study-name); several "
                "processes given the same --storage and --study-name share one study.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="family", required=True, metavar="OP", help="op family to tune")
-    g = sub.add_parser("gemm", help="C = A @ B (float32 / float16)", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                       description="Tune a GEMM C[M,N] = A[M,K] @ B[K,N].")
-    g.add_argument("--m", type=int, required=True, help="rows of A and C")
-    g.add_argument("--n", type=int, required=True, help="columns of B and C")
-    g.add_argument("--k", type=int, required=True, help="columns of A, rows of B")
-    g.add_argument("--dtype", default="float32", choices=("float32", "float16"),
-                   help="element type of A, B, C (float32 accumulation)")
-    g.add_argument("--layout", default="NN", choices=tuple(LAYOUTS),
-                   help="N = row-major operand, T = column-major (a .T view): A then B")
-    _common(g)
-    try:
-        from . import tune_more
-    except ImportError:
-        tune_more = None
-    if tune_more is not None:
-        tune_more.add_parsers(sub, _common)
+    for fam in SEARCH_FAMILIES.values():
+        g = sub.add_parser(fam.name, help=fam.help, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                           description=fam.description, epilog=f"Example: {fam.example}")
+        fam.add_arguments(g)
+        _common(g)
     return p
 
 
@@ -731,12 +712,7 @@ def _common(sp: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> TuneConfig:
     """A :class:`TuneConfig` from parsed arguments."""
-    if args.family == "gemm":
-        op = gemm_op(args.m, args.n, args.k, args.dtype, args.layout)
-    else:
-        from . import tune_more
-
-        op = tune_more.op_from_args(args)
+    op = get_family(args.family).op_from_args(args)
     return TuneConfig(family=args.family, op=op, trials=args.trials, timeout_s=args.timeout, sampler=args.sampler,
                       seed=args.seed, storage=args.storage, study_name=args.study_name, export=args.export,
                       model_only=args.model_only, device=args.device, jobs=args.jobs, seed_top=args.seed_top,

@@ -88,9 +88,16 @@ def default_schedule(op: ReduceOp, target: Target) -> ReduceSchedule:
     """The schedule for ``schedule=None``: the shipped preset ``"default"`` (warp shuffle, 16-byte
     loads, 4 loads in flight, one wave of blocks, deterministic two-pass combine); the row/column
     mapping inside it is chosen from the shape by the emitter (``row_threads=0``, ``col_rows=0``).
-    """
-    from ..registry import preset
 
+    A schedule tuned for exactly this op on this device (``python -m search.tune reduce … --export``,
+    stored in the user store or shipped under ``schedules/reduce/``) is used first, after it validates;
+    see :func:`tiledsl.registry.lookup_explain` for why a stored record was not used.
+    """
+    from ..registry import lookup, preset
+
+    tuned = lookup("reduce", op, target)
+    if tuned is not None:
+        return tuned
     return preset("reduce", "default")
 
 

@@ -106,9 +106,18 @@ def default_schedule(op: TransposeOp, target: Target) -> TransposeSchedule:
 
     vec = 16 / itemsize (4 for 32-bit, 2 for 64-bit, 8 for 16-bit elements) and rows_per_thread
     chosen to keep the preset's thread count, so every dtype gets 16-byte loads and stores where the
-    layout allows. ``target`` is accepted for the family interface; the choice does not depend on it.
+    layout allows.
+
+    A schedule tuned for exactly this op on this device (``python -m search.tune transpose … --export``,
+    stored in the user store or shipped under ``schedules/transpose/``) is used first, after it
+    validates (looked up once per op and device in a process); see
+    :func:`tiledsl.registry.lookup_explain` for why a stored record was not used.
     """
-    from ..registry import preset
+    from ..registry import lookup, preset
+
+    tuned = lookup("transpose", op, target)
+    if tuned is not None:
+        return tuned
 
     base: TransposeSchedule = preset("transpose", DEFAULT_PRESET)
     vec = MAX_ACCESS_BYTES // op.itemsize

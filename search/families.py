@@ -1,0 +1,279 @@
+"""The op families ``python -m search.tune`` tunes: one table row per family.
+
+Each :class:`SearchFamily` ties together what the tuner needs for one family of ``tiledsl.api.FAMILIES``:
+its search space (``search.space``), the bench its GPU worker verifies and times with
+(``search.measure``), its sub-command's arguments and the op they build, how the op is named in study
+names and reports, and the launch configuration the exported host launcher uses. The tuner itself
+(``search.tune``) is the same for every family.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import measure
+from .space import GEMM_SPACE, REDUCE_SPACE, TRANSPOSE_SPACE, Space
+
+LAYOUTS = {"NN": ("row", "row"), "NT": ("row", "col"), "TN": ("col", "row"), "TT": ("col", "col")}
+# dtypes CuPy can make and check (bfloat16 has no CuPy dtype, hence no reference in the worker)
+REDUCE_TUNE_DTYPES = ("float32", "float64", "float16", "int32", "int64")
+TRANSPOSE_TUNE_DTYPES = ("float32", "float64", "float16", "int32", "int64")
+
+
+@dataclass(frozen=True)
+class SearchFamily:
+    """How the tuner handles one op family.
+
+    Attributes:
+        name: the family ("gemm", "reduce", "transpose"), also the sub-command.
+        help: one line for ``python -m search.tune --help``.
+        description: the sub-command's description.
+        example: a command line for the epilog.
+        space: the search space (``search.space``).
+        bench: worker-side class ``(op) -> Bench`` (``search.measure``).
+        add_arguments: adds the op's arguments (shape, dtype, ...) to the sub-command's parser.
+        op_from_args: parsed arguments -> the op ``tiledsl``'s public call builds for fresh arrays.
+        study_shape: op -> the op part of the default study name.
+        op_text: op -> a short human description for reports.
+        launch_grid: (op, schedule, target) -> grid of the exported launcher, or None for a launcher
+            computing it at run time (GEMM).
+        launch_notes: (op, schedule, target) -> comment lines for the launcher (argument values,
+            scratch buffers).
+    """
+
+    name: str
+    help: str
+    description: str
+    example: str
+    space: Space
+    bench: type
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    op_from_args: Callable[[argparse.Namespace], object]
+    study_shape: Callable[[object], str]
+    op_text: Callable[[object], str]
+    launch_grid: Callable[[object, object, object], tuple[int, int, int]] | None = None
+    launch_notes: Callable[[object, object, object], list[str]] | None = None
+
+
+# ---------------------------------------------------------------- shared argument parsing
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"16384x16384"`` -> (16384, 16384) (also ``,`` or ``*`` between sizes).
+
+    Raises:
+        argparse.ArgumentTypeError: not sizes ≥ 0 separated by x.
+    """
+    parts = text.lower().replace("*", "x").replace(",", "x").split("x")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape {text!r} must be sizes separated by x, e.g. 16384x16384") from None
+    if not shape or any(n < 0 for n in shape):
+        raise argparse.ArgumentTypeError(f"shape {text!r}: every size must be an integer ≥ 0")
+    return shape
+
+
+def parse_axis(text: str) -> int | None:
+    """``"1"`` -> 1, ``"-1"`` -> -1, ``"none"``/``"all"`` -> None (every element)."""
+    if text.lower() in ("none", "all"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"axis {text!r} must be an integer or 'none'") from None
+
+
+def _dims(shape) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+# ---------------------------------------------------------------- GEMM
+
+
+def _align(x: int) -> int:
+    return 4 if x % 4 == 0 else 2 if x % 2 == 0 else 1
+
+
+def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN"):
+    """The GemmOp that ``tiledsl.gemm`` builds for fresh contiguous operands of this shape and layout.
+
+    Alignment follows ``tiledsl.gemm``: the widest vector dividing the operand's leading dimension
+    and contiguous extent (row-major A: K; column-major A: M; row-major B: N; column-major B: K; C: N).
+    """
+    from tiledsl import GemmOp
+
+    la, lb = LAYOUTS[layout]
+    return GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b=lb,
+                  align_a=_align(k if la == "row" else m), align_b=_align(n if lb == "row" else k),
+                  align_c=_align(n))
+
+
+def _gemm_arguments(g: argparse.ArgumentParser) -> None:
+    g.add_argument("--m", type=int, required=True, help="rows of A and C")
+    g.add_argument("--n", type=int, required=True, help="columns of B and C")
+    g.add_argument("--k", type=int, required=True, help="columns of A, rows of B")
+    g.add_argument("--dtype", default="float32", choices=("float32", "float16"),
+                   help="element type of A, B, C (float32 accumulation)")
+    g.add_argument("--layout", default="NN", choices=tuple(LAYOUTS),
+                   help="N = row-major operand, T = column-major (a .T view): A then B")
+
+
+def _gemm_op(args: argparse.Namespace):
+    return gemm_op(args.m, args.n, args.k, args.dtype, args.layout)
+
+
+# ---------------------------------------------------------------- reduce
+
+
+def reduce_op(shape: tuple[int, ...], op: str = "sum", axis: int | None = None, dtype: str = "float32"):
+    """The ReduceOp ``tiledsl.reduce(x, op, axis)`` builds for a fresh contiguous ``x`` (align 8)."""
+    from tiledsl.reduce import ReduceOp
+
+    return ReduceOp(shape=tuple(shape), op=op, axis=axis, dtype=dtype)
+
+
+def _reduce_arguments(g: argparse.ArgumentParser) -> None:
+    from tiledsl.reduce import OPS
+
+    g.add_argument("--shape", type=parse_shape, required=True, metavar="D0xD1x...",
+                   help="shape of the C-contiguous input, e.g. 16384x16384")
+    g.add_argument("--axis", type=parse_axis, default=None, metavar="AXIS",
+                   help="the reduced axis (negative counts from the end), or 'none' for every element")
+    g.add_argument("--op", default="sum", choices=OPS, help="the reduction (numpy semantics)")
+    g.add_argument("--dtype", default="float32", choices=REDUCE_TUNE_DTYPES,
+                   help="input element type (result dtype as numpy: int sums give int64, int means float64)")
+
+
+def _reduce_op(args: argparse.Namespace):
+    return reduce_op(args.shape, args.op, args.axis, args.dtype)
+
+
+def _reduce_study(op) -> str:
+    return f"{_dims(op.shape)}-{op.op}-axis{'all' if op.axis is None else op.axis}-{op.dtype}"
+
+
+def _reduce_text(op) -> str:
+    where = "all elements" if op.axis is None else f"axis {op.axis}"
+    return f"{op.op} over {where} of {_dims(op.shape)} {op.dtype} -> {op.out_dtype} ({op.kind})"
+
+
+def _reduce_plan(op, s, target):
+    from tiledsl.reduce import plan
+
+    return plan(op, s, target.sm_count, target.max_threads_per_sm)
+
+
+def _reduce_grid(op, s, target) -> tuple[int, int, int]:
+    return (_reduce_plan(op, s, target).grid, 1, 1)
+
+
+def _reduce_notes(op, s, target) -> list[str]:
+    from tiledsl.reduce.emit import acc_numpy_dtype, identity_value
+
+    p = _reduce_plan(op, s, target)
+    segments = op.outer if op.kind == "contiguous" else op.outer * p.col_tiles
+    notes = [f"arguments for the tuned op ({op.op}, shape {_dims(op.shape)}, axis {op.axis}) on {target.name}: "
+             f"segments={segments}, length={op.length}, inner={op.inner}, col_tiles={p.col_tiles}, split={p.split}"]
+    if p.partials:
+        fill = f"filled with {identity_value(op)} before each launch" if p.fill_identity else "uninitialized"
+        notes.append(f"partials: {p.partials} elements of {acc_numpy_dtype(op)} ({fill})")
+    else:
+        notes.append("partials: unused (pass nullptr)")
+    notes.append(f"tickets: {p.tickets} unsigned ints, zeroed before each launch" if p.tickets
+                 else "tickets: unused (pass nullptr)")
+    return notes
+
+
+# ---------------------------------------------------------------- transpose
+
+
+def transpose_op(shape: tuple[int, ...], dtype: str = "float32"):
+    """The TransposeOp ``tiledsl.transpose(x)`` builds for a fresh contiguous ``x`` and output."""
+    from tiledsl.transpose import TransposeOp
+
+    return TransposeOp(shape=tuple(shape), dtype=dtype)
+
+
+def _transpose_arguments(g: argparse.ArgumentParser) -> None:
+    g.add_argument("--shape", type=parse_shape, required=True, metavar="RxC",
+                   help="shape of the C-contiguous input: RxC, or BxRxC for a batch (last two axes swapped)")
+    g.add_argument("--dtype", default="float32", choices=TRANSPOSE_TUNE_DTYPES, help="element type")
+
+
+def _transpose_op(args: argparse.Namespace):
+    return transpose_op(args.shape, args.dtype)
+
+
+def _transpose_study(op) -> str:
+    return f"{_dims(op.shape)}-{op.dtype}"
+
+
+def _transpose_text(op) -> str:
+    return f"{_dims(op.shape)} {op.dtype} -> {_dims(op.out_shape)}"
+
+
+def _transpose_grid(op, s, target) -> tuple[int, int, int]:
+    from tiledsl.transpose import grid
+
+    return tuple(grid(op, s))
+
+
+def _transpose_notes(op, s, target) -> list[str]:
+    pad = (0,) * (3 - len(op.shape))
+    return [f"arguments for the tuned op (shape {_dims(op.shape)}, {op.dtype}): rows={op.rows}, cols={op.cols}, "
+            f"batch={op.batch}, x strides (batch, row, col)={pad + op.in_strides}, "
+            f"y strides={pad + op.out_strides} (elements)"]
+
+
+# ---------------------------------------------------------------- the table
+
+
+def _gemm_study(op) -> str:
+    return f"{op.m}x{op.n}x{op.k}-{op.dtype}-{op.layout}"
+
+
+def _gemm_text(op) -> str:
+    return f"{op.m}x{op.n}x{op.k} {op.dtype} {op.layout}"
+
+
+SEARCH_FAMILIES: dict[str, SearchFamily] = {
+    "gemm": SearchFamily(
+        "gemm", "C = A @ B (float32 / float16)", "Tune a GEMM C[M,N] = A[M,K] @ B[K,N].",
+        "python -m search.tune gemm --m 4096 --n 4096 --k 4096 --dtype float32 --trials 200 --export best/",
+        GEMM_SPACE, measure.GemmBench, _gemm_arguments, _gemm_op, _gemm_study, _gemm_text),
+    "reduce": SearchFamily(
+        "reduce", "out = op(x, axis): sum / mean / max / min / prod / norm2 with numpy semantics",
+        "Tune a reduction of one axis (or all) of a C-contiguous array, against cupy.<op> (CUB) in the same run.",
+        "python -m search.tune reduce --shape 16384x16384 --axis 1 --op sum --trials 100",
+        REDUCE_SPACE, measure.ReduceBench, _reduce_arguments, _reduce_op, _reduce_study, _reduce_text,
+        _reduce_grid, _reduce_notes),
+    "transpose": SearchFamily(
+        "transpose", "Y = X.T of a 2-D (or the last two axes of a 3-D) array",
+        "Tune a transpose of a C-contiguous array into a C-contiguous output, against "
+        "cupy.ascontiguousarray(x.T) in the same run.",
+        "python -m search.tune transpose --shape 16384x16384 --dtype float32 --trials 100",
+        TRANSPOSE_SPACE, measure.TransposeBench, _transpose_arguments, _transpose_op, _transpose_study,
+        _transpose_text, _transpose_grid, _transpose_notes),
+}
+
+
+def get(name: str) -> SearchFamily:
+    """The table row of family ``name``.
+
+    Raises:
+        KeyError: the tuner has no such family (the message lists those it has).
+    """
+    if name not in SEARCH_FAMILIES:
+        raise KeyError(f"search.tune has no op family {name!r}; families: {sorted(SEARCH_FAMILIES)}")
+    return SEARCH_FAMILIES[name]
+
+
+def family_of_op(op) -> SearchFamily:
+    """The table row of ``op``'s family (via ``tiledsl.api.family_of``)."""
+    from tiledsl.api import family_of
+
+    return get(family_of(op).name)
+
