@@ -27,6 +27,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory):
+    """Tests never read or write the user's ~/.cache/tiledsl (tuned schedules, kernels, calibration)."""
+    import os
+
+    old = os.environ.get("TILEDSL_CACHE_DIR")
+    os.environ["TILEDSL_CACHE_DIR"] = str(tmp_path_factory.mktemp("tiledsl-cache"))
+    yield
+    if old is None:
+        os.environ.pop("TILEDSL_CACHE_DIR", None)
+    else:
+        os.environ["TILEDSL_CACHE_DIR"] = old
+
+
 @pytest.fixture
 def rng():
     """A fresh NumPy generator per test (fresh random data; never zeros)."""

@@ -5,6 +5,7 @@ Every expected number is worked out in the comment above it from the formulas in
 
 from __future__ import annotations
 
+import importlib
 import json
 from fractions import Fraction
 
@@ -43,7 +44,7 @@ def test_float32_sum_is_a_quarter_flop_per_byte():
 
 
 def test_reduce_op_duck_typed_when_present():
-    reduce = pytest.importorskip("tiledsl.reduce")
+    reduce = importlib.import_module("tiledsl.reduce")  # the module (tiledsl.reduce is also the function)
     # 2^29 float32, full sum: bytes_moved = 4·2^29 + 4; intensity 2^29 / (2^31 + 4) ≈ 1/4
     op = reduce.ReduceOp(shape=(1 << 29,))
     r = tiledsl.explain(op, reduce.ReduceSchedule(), device="H200")
@@ -190,10 +191,7 @@ def test_calibration_cache_round_trip(tmp_path, monkeypatch):
 
 
 def test_kernel_registers_feed_occupancy():
-    try:
-        k = tiledsl.compile(OP, S, arch="sm_90")
-    except Exception as exc:  # no NVRTC here
-        pytest.skip(f"NVRTC unavailable: {exc}")
+    k = tiledsl.compile(OP, S, arch="sm_90")  # NVRTC is a test dependency: a CompileError must fail
     r = tiledsl.explain(OP, S, device="H200", kernel=k)
     assert r.occupancy.registers_source == "ptxas"
     assert r.occupancy.registers_per_thread == k.registers

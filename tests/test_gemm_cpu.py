@@ -241,7 +241,7 @@ def test_split_k_emits_slices_and_a_deterministic_reduction():
     op = GemmOp(512, 16, 500000, read_c=True)
     s = replace(tiledsl.preset("gemm", "skinny_n_64x16"), split_k=8)
     ks = emit_gemm(op, s)
-    assert "_sk8_" in ks.name and "k_begin = blockIdx.y * k_per_split" in ks.source
+    assert "_sk8_" in ks.name and "(long long)blockIdx.y * k_per_split" in ks.source
     assert "float* __restrict__ C" in ks.source and "beta" not in ks.source.split("// ---- epilogue")[1]
     assert grid(op, s) == (8, 8, 1)
     red = emit_splitk_reduce(op, s)

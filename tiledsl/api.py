@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -78,6 +79,7 @@ def compile(op, schedule=None, *, arch: str | None = None, device: str | Target 
     key = (op, schedule, arch, device)  # schedule=None: the default chosen the first time
     hit = _KERNELS.get(key)
     if hit is not None:
+        _KERNELS.move_to_end(key)
         return hit
     target = resolve(device, arch)
     if schedule is None:
@@ -89,12 +91,20 @@ def compile(op, schedule=None, *, arch: str | None = None, device: str | Target 
     kernel = compile_source(fam.emit(op, schedule), arch or target.arch, op=op, schedule=schedule)
     if arch is not None or device is not None:  # only keys that pin the binary (None follows the GPU)
         _KERNELS[key] = kernel
+        if len(_KERNELS) > _KERNELS_MAX:
+            _KERNELS.popitem(last=False)
     return kernel
 
 
-# Explicit cache: (op, schedule, arch, device) -> Kernel, so a repeated call costs a dict lookup instead
-# of emitting and hashing the source again (host overhead matters for small GEMMs).
-_KERNELS: dict[tuple, Kernel] = {}
+def clear_kernel_cache() -> None:
+    """Forget memoized (op, schedule) -> Kernel choices (called when a tuned schedule is stored)."""
+    _KERNELS.clear()
+
+
+# Explicit LRU cache: (op, schedule, arch, device) -> Kernel, so a repeated call costs a dict lookup
+# instead of emitting and hashing the source again (host overhead matters for small GEMMs).
+_KERNELS: OrderedDict[tuple, Kernel] = OrderedDict()
+_KERNELS_MAX = 4096
 
 
 def source(op, schedule) -> str:

@@ -20,10 +20,9 @@ import datetime as _dt
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 
-from .compile import KernelSource, compile_source
+from .compile import KernelSource, atomic_write, compile_source
 from .target import Target
 
 _COPY = r'''
@@ -195,10 +194,7 @@ def calibrate(force: bool = False, repeat: int = 10) -> Target:
             "date": _dt.date.today().isoformat(), "figures": figures}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(data, indent=2))
     except OSError:
         pass  # read-only home: the result is still returned
     return t.with_measured({k: (v["value"], f"{v['method']} ({data['date']}, tiledsl.calibrate)")

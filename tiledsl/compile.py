@@ -159,10 +159,11 @@ def _disk_get(key: str) -> tuple[bytes, str] | None:
         return None
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, then ``os.replace``."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     with os.fdopen(fd, "wb") as f:
-        f.write(data)
+        f.write(data.encode() if isinstance(data, str) else data)
     os.replace(tmp, path)
 
 
@@ -170,8 +171,8 @@ def _disk_put(key: str, cubin: bytes, log: str) -> None:
     d = cache_dir()
     try:
         d.mkdir(parents=True, exist_ok=True)
-        _atomic_write(d / f"{key}.log", log.encode())
-        _atomic_write(d / f"{key}.cubin", cubin)
+        atomic_write(d / f"{key}.log", log.encode())
+        atomic_write(d / f"{key}.cubin", cubin)
     except OSError:
         pass  # a read-only home is not an error: the in-memory cache still works
 

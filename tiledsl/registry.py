@@ -13,10 +13,10 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from importlib import resources
 from pathlib import Path
 
+from .compile import atomic_write
 from .errors import ScheduleError
 
 
@@ -148,10 +148,10 @@ def store(family: str, op, target, schedule, *, path: Path | None = None, **figu
     keep = [r for r in old if not (r.get("op") == rec["op"] and r.get("arch") == rec["arch"]
                                    and device_tag(str(r.get("device", ""))) == device_tag(target.name))]
     text = json.dumps({"records": [*keep, rec]}, indent=1, sort_keys=True) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    atomic_write(path, text)
+    from .api import clear_kernel_cache
+
+    clear_kernel_cache()  # schedule=None calls must see the new record
     return path
 
 

@@ -63,6 +63,20 @@ def as_gpu(x, name: str, supported: tuple[str, ...], op_name: str):
     return arr, dname, None
 
 
+def check_no_overlap(out, out_name: str, **inputs) -> None:
+    """Refuse an output that shares memory with an input: blocks would read what others already wrote.
+
+    Raises:
+        SpecError: ``out`` overlaps one of ``inputs`` (names the pair).
+    """
+    import cupy
+
+    for name, x in inputs.items():
+        if cupy.may_share_memory(out, x) and cupy.shares_memory(out, x):
+            raise SpecError(f"{out_name} shares memory with {name}; the kernel would read elements it has "
+                            f"already overwritten: pass a separate output array")
+
+
 def element_strides(x, name: str) -> tuple[int, ...]:
     """Strides of a CuPy array in elements.
 

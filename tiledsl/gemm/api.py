@@ -9,7 +9,7 @@ import numpy as np
 from .. import dtypes
 from ..compile import Kernel, compile_source
 from ..errors import SpecError
-from ..runtime import alignment_elems, as_cupy, as_gpu, element_strides, launch
+from ..runtime import alignment_elems, as_cupy, as_gpu, check_no_overlap, element_strides, launch
 from ..target import Target
 from .emit import emit_splitk_reduce, grid
 from .op import GEMM_DTYPES, GemmOp
@@ -71,6 +71,8 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
         c = as_cupy(result.view(torch.int16), "c")
     if c is not None and result is None:
         result = c
+    if c is not None:
+        check_no_overlap(c, "c", a=a, b=b)
     out = c if c is not None else cupy.empty((m, n), dtype=a.dtype)
     result = out if result is None else result
     if m == 0 or n == 0:

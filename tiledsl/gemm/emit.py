@@ -15,6 +15,7 @@ Structure of the kernel (``../shared/seeds/002_…`` GEMM tiling; ``004_…`` §
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from .. import dtypes
@@ -99,7 +100,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     w(f"// tiledsl GEMM: C[M,N] = alpha * A[M,K] @ B[K,N]{' + beta * C' if op.read_c else ''}",
       f"// dtype {op.dtype} in/out, float32 accumulation; A {op.layout_a}-major, B {op.layout_b}-major, "
       "C row-major",
-      f"// schedule: {s.to_dict()}")
+      f"// schedule: {json.dumps(s.to_dict(), sort_keys=True)}")
     prelude = helpers_for(op.dtype)
     if prelude:
         w(prelude.rstrip("\n"))
@@ -163,14 +164,14 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
           "  for (int j = 0; j < RN; ++j) acc[i][j] = 0.f;")
         w.blank()
         w("// registers staging one K tile on its way from global to shared memory",
-          "float a_stage[LOADS_A * VA];",
-          "float b_stage[LOADS_B * VB];")
+          "alignas(16) float a_stage[LOADS_A * VA];",
+          "alignas(16) float b_stage[LOADS_B * VB];")
         w.blank()
         if s.split_k > 1:
             w("// split-K: blockIdx.y owns K range [k_begin, k_end); partial sums go to its workspace slice",
-              "const int k_per_split = (K + SPLIT_K * BK - 1) / (SPLIT_K * BK) * BK;",
-              "const int k_begin = blockIdx.y * k_per_split;",
-              "const int k_end = min(K, k_begin + k_per_split);",
+              "const int k_per_split = (int)((K + SPLIT_K * (long long)BK - 1) / (SPLIT_K * BK) * BK);",
+              "const int k_begin = (int)min((long long)K, (long long)blockIdx.y * k_per_split);",
+              "const int k_end = (int)min((long long)K, (long long)k_begin + k_per_split);",
               "C += (long long)blockIdx.y * M * ldc;")
         else:
             w("const int k_begin = 0, k_end = K;      // one block covers all of K")
@@ -300,7 +301,7 @@ def _store_shared(w: Writer, op: GemmOp, which: str, stage: str, vec: int) -> No
     how = "transposed to k-major" if g["transposed"] else "k-major as loaded"
     w(f"// registers -> shared: {which} tile, {how}")
     with w.block(""):
-        w(f"float* const dst = {base} + ({stage}) * BK * {g['ld']};")
+        w(f"float* const dst = {base};" if stage == "0" else f"float* const dst = {base} + ({stage}) * BK * {g['ld']};")
         w("#pragma unroll")
         with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
             w("const int idx = tid + i * THREADS;",
@@ -321,11 +322,14 @@ def _store_shared(w: Writer, op: GemmOp, which: str, stage: str, vec: int) -> No
 def _compute(w: Writer, stage: str, cm: int, cn: int) -> None:
     w("// compute: rank-1 updates of the RMxRN thread tile from shared-memory fragments")
     with w.block(""):
-        w(f"const float* const as = As + ({stage}) * BK * LDS_A;",
-          f"const float* const bs = Bs + ({stage}) * BK * LDS_B;",
+        off_a = "" if stage == "0" else f" + ({stage}) * BK * LDS_A"
+        off_b = "" if stage == "0" else f" + ({stage}) * BK * LDS_B"
+        w(f"const float* const as = As{off_a};",
+          f"const float* const bs = Bs{off_b};",
           "#pragma unroll UNROLL")
         with w.block("for (int kk = 0; kk < BK; ++kk)"):
-            w("float a_frag[RM], b_frag[RN];")
+            w("alignas(16) float a_frag[RM];  // read 4 at a time from shared memory",
+              "alignas(16) float b_frag[RN];")
             for frag, chunk, width, lanes, src, ld, base, n in (
                     ("a_frag", "CM", cm, "LANES_M", "as", "LDS_A", "frag_m", "RM"),
                     ("b_frag", "CN", cn, "LANES_N", "bs", "LDS_B", "frag_n", "RN")):

@@ -54,6 +54,8 @@ class GemmOp:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise SpecError(f"GemmOp.{name}={v!r} must be an integer ≥ 0")
+            if v > 2**31 - 1:
+                raise SpecError(f"GemmOp.{name}={v} exceeds 2^31 - 1 (sizes are 32-bit kernel arguments)")
         name = dtypes.dtype_name(self.dtype)
         if name not in GEMM_DTYPES:
             raise SpecError(f"GemmOp.dtype={name!r} is not supported for GEMM; supported: "

@@ -102,29 +102,31 @@ def default_schedule(op: ReduceOp, target: Target) -> ReduceSchedule:
 
 
 def _input(x):
-    """(CuPy array, dtype name, torch module or None). torch bfloat16 travels as raw int16 bits."""
+    """(CuPy array, dtype name, torch tensor or None). torch bfloat16 travels as raw int16 bits."""
     mod = type(x).__module__
     if mod.startswith("torch") and str(getattr(x, "dtype", "")) == "torch.bfloat16":
         import torch
 
         if not x.is_cuda:
             raise SpecError("x is a bfloat16 torch tensor on the CPU; move it to the GPU first (x.cuda())")
-        return as_cupy(x.contiguous().view(torch.int16), "x"), "bfloat16", torch
+        return as_cupy(x.contiguous().view(torch.int16), "x"), "bfloat16", x
     xc = as_cupy(x, "x")
     return xc, dtypes.dtype_name(xc.dtype), None
 
 
 def _output(out, op: ReduceOp, torch_like):
-    """(CuPy array written by the kernel, object returned to the caller)."""
+    """(CuPy array written by the kernel, object returned to the caller); ``torch_like`` is the torch
+    bfloat16 input tensor or None."""
     import cupy
 
     shape = op.out_shape
     if op.out_dtype == "bfloat16":
         if torch_like is None:
             raise SpecError("a bfloat16 result needs torch (CuPy has no bfloat16): pass a torch CUDA tensor")
-        torch = torch_like
-        if out is None:
-            out = torch.empty(shape, dtype=torch.bfloat16, device="cuda")
+        import torch
+
+        if out is None:  # on the input's device, not torch's current one
+            out = torch.empty(shape, dtype=torch.bfloat16, device=torch_like.device)
         elif str(getattr(out, "dtype", "")) != "torch.bfloat16" or tuple(out.shape) != shape:
             raise SpecError(f"out must be a bfloat16 torch tensor of shape {shape}, got "
                             f"{getattr(out, 'dtype', type(out).__name__)} {tuple(getattr(out, 'shape', ()))}")
@@ -142,7 +144,7 @@ def _output(out, op: ReduceOp, torch_like):
         raise SpecError(f"out.dtype={oc.dtype} must be {op.out_dtype} (numpy's result dtype; pass dtype= to change it)")
     if not oc.flags.c_contiguous:
         raise SpecError("out must be C-contiguous")
-    return oc, (out if torch_like is None else oc)
+    return oc, out  # the caller's ``out`` itself (a torch tensor stays a torch tensor)
 
 
 def _fill(out_c, op: ReduceOp) -> None:

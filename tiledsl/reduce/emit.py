@@ -20,6 +20,7 @@ elements work.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from .. import dtypes
@@ -174,8 +175,8 @@ def emit_reduce(op: ReduceOp, s: ReduceSchedule) -> KernelSource:
     what = {"sum": "sum", "mean": "mean", "max": "max (NaN propagates)", "min": "min (NaN propagates)",
             "prod": "product", "norm2": "sqrt of the sum of squares"}[op.op]
     w(f"// tiledsl reduce: {what} over the middle axis of the (outer, length, inner) view, {op.kind}",
-      f"// input {op.dtype}, accumulate {acc_t}, output {op.out_dtype}; op {op.to_dict()}",
-      f"// schedule: {s.to_dict()}")
+      f"// input {op.dtype}, accumulate {acc_t}, output {op.out_dtype}; sizes are run-time arguments",
+      f"// schedule: {json.dumps(s.to_dict(), sort_keys=True)}")
     prelude = helpers_for(op.dtype, op.out_dtype)
     if prelude:
         w(prelude.rstrip("\n"))

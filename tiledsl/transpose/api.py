@@ -9,7 +9,7 @@ import numpy as np
 
 from ..compile import Kernel
 from ..errors import SpecError
-from ..runtime import alignment_elems, as_gpu, element_strides, launch
+from ..runtime import alignment_elems, as_gpu, check_no_overlap, element_strides, launch
 from ..target import Target
 from .emit import grid
 from .op import MAX_ACCESS_BYTES, TRANSPOSE_DTYPES, TransposeOp, widest_vector
@@ -65,6 +65,7 @@ def transpose(x, *, out=None, schedule: TransposeSchedule | None = None):
             raise SpecError(f"out.shape={tuple(y.shape)} must be x's last two axes swapped: {out_shape}")
         if y_name != x_name:
             raise SpecError(f"out.dtype={y_name} must equal x.dtype={x_name}")
+        check_no_overlap(y, "out", x=x)
     if 0 in x.shape:
         return result
     op = TransposeOp(

@@ -96,6 +96,9 @@ class TransposeOp:
         for n in shape:
             if not isinstance(n, int) or isinstance(n, bool) or n < 0:
                 raise SpecError(f"TransposeOp.shape={shape!r}: every size must be an integer ≥ 0, got {n!r}")
+            if n > 2**31 - 1:
+                raise SpecError(f"TransposeOp.shape={shape!r}: size {n} exceeds 2^31 - 1 (sizes are 32-bit "
+                                f"kernel arguments)")
         object.__setattr__(self, "shape", shape)
         try:
             name = dtypes.dtype_name(self.dtype)
