@@ -28,9 +28,11 @@ FAILING = [
     ("unroll_divides_bk", dict(unroll=3)),
     ("smem_pad_keeps_16_bytes", dict(smem_pad=1)),
     ("accumulators_fit_registers", dict(bm=256, bn=128, rm=16, rn=16, bk=16)),
-    ("swizzle_positive", dict(swizzle=0)),
+    ("swizzle_range", dict(swizzle=0)),
+    ("tile_sizes_bounded", dict(bm=2048, rm=8, bk=8)),
+    ("warp_tile_positive", dict(wm=-32, wn=-64)),
     ("split_k_range", dict(split_k=0)),
-    ("min_blocks_positive", dict(min_blocks=-1)),
+    ("min_blocks_range", dict(min_blocks=-1)),
 ]
 
 
@@ -52,6 +54,33 @@ def test_b_tile_load_even_alone():
     env = GemmSchedule().env()
     env.update(BN=64, BK=8, VEC=4, THREADS=256)  # 8·64 = 512 elements < 256 threads × 4
     assert [r.name for r in R.violations(GEMM_RULES, env, ("schedule",)) if r.name == "b_tile_load_even"]
+
+
+@pytest.mark.parametrize("kwargs,rule", [
+    (dict(bm=4), "thread_tile_divides_block_m"), (dict(wm=64), "warp_tile_positive"),
+    (dict(rm=0), "positive_sizes"), (dict(bm=0), "positive_sizes"), (dict(vec=0), "vec_width"),
+    (dict(rm=2**31), "tile_sizes_bounded"), (dict(swizzle=2**32 + 8), "swizzle_range")])
+def test_first_broken_rule_is_reported_never_a_zero_division(kwargs, rule):
+    with pytest.raises(tiledsl.ScheduleError) as ei:
+        GemmSchedule(**kwargs)
+    assert ei.value.rule == rule
+
+
+def test_numpy_integers_accepted_bools_and_floats_refused():
+    s = GemmSchedule(bm=np.int64(128))
+    assert s.bm == 128 and type(s.bm) is int
+    assert GemmOp(np.int64(4), 4, 4).m == 4
+    for bad in (dict(align_a=4.0), dict(align_a=True), dict(read_c="no")):
+        with pytest.raises(tiledsl.SpecError, match=list(bad)[0]):
+            GemmOp(64, 64, 64, **bad)
+    with pytest.raises(tiledsl.SpecError, match=r"GemmOp.dtype=None"):
+        GemmOp(4, 4, 4, dtype=None)
+    with pytest.raises(tiledsl.SpecError, match=r"GemmOp.dtype='int8' is not supported for GEMM"):
+        GemmOp(4, 4, 4, dtype="int8")
+    with pytest.raises(tiledsl.SpecError, match=r"unknown field\(s\) \['bogus'\]"):
+        GemmOp.from_dict({"m": 1, "n": 1, "k": 1, "bogus": 2})
+    with pytest.raises(tiledsl.ScheduleError, match="needs a dict"):
+        GemmSchedule.from_dict(None)
 
 
 def test_error_names_field_value_and_limit():

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .compile import Kernel, KernelSource, compile_source
-from .errors import SpecTypeError
+from .errors import SpecError, SpecTypeError
 from .gemm import GemmOp, GemmSchedule, emit_gemm
 from .gemm import default_schedule as gemm_default
 from .reduce import ReduceOp, ReduceSchedule, emit_reduce
@@ -43,14 +43,15 @@ FAMILIES: tuple[OpFamily, ...] = (
 
 
 def family_of(op) -> OpFamily:
-    """The :class:`OpFamily` of ``op`` (an op instance or an op type), or SpecTypeError."""
+    """The :class:`OpFamily` of an op instance, or SpecTypeError."""
     for fam in FAMILIES:
-        if isinstance(op, fam.op_type) or op is fam.op_type:
+        if isinstance(op, fam.op_type):
             return fam
     raise SpecTypeError(f"op must be one of {[f.op_type.__name__ for f in FAMILIES]}, got {type(op).__name__}")
 
 
 def family(name: str) -> OpFamily:
+    """The :class:`OpFamily` called ``name`` ("gemm", "reduce", "transpose"), or SpecTypeError."""
     for fam in FAMILIES:
         if fam.name == name:
             return fam
@@ -76,21 +77,29 @@ def compile(op, schedule=None, *, arch: str | None = None, device: str | Target 
         LaunchError: ``arch`` and ``device`` are None and no GPU is present.
     """
     fam = family_of(op)
+    if schedule is not None and not isinstance(schedule, fam.schedule_type):
+        raise SpecTypeError(f"schedule for {type(op).__name__} must be a {fam.schedule_type.__name__}, "
+                            f"got {type(schedule).__name__}")
+    if arch is not None and not isinstance(arch, str):
+        raise SpecTypeError(f"arch must be a string such as 'sm_90', got {arch!r}")
+    if device is not None and not isinstance(device, (str, Target)):
+        raise SpecTypeError(f"device must be a GPU name such as 'H200' or a tiledsl.Target, got {device!r}")
     key = (op, schedule, arch, device)  # schedule=None: the default chosen the first time
     hit = _KERNELS.get(key)
     if hit is not None:
         _KERNELS.move_to_end(key)
         return hit
     target = resolve(device, arch)
+    if arch is not None and device is not None and target.arch != arch.lower():
+        raise SpecError(f"device={target.name!r} is {target.arch}, but arch={arch!r} was asked for; "
+                        f"give one of them, or a matching pair")
+    requested = schedule
     if schedule is None:
         schedule = fam.default_schedule(op, target)
-    if not isinstance(schedule, fam.schedule_type):
-        raise SpecTypeError(f"schedule for {type(op).__name__} must be a {fam.schedule_type.__name__}, "
-                            f"got {type(schedule).__name__}")
     schedule.validate(target)
-    kernel = compile_source(fam.emit(op, schedule), arch or target.arch, op=op, schedule=schedule)
+    kernel = compile_source(fam.emit(op, schedule), target.arch, op=op, schedule=schedule)
     if arch is not None or device is not None:  # only keys that pin the binary (None follows the GPU)
-        _KERNELS[key] = kernel
+        _KERNELS[(op, requested, arch, device)] = kernel
         if len(_KERNELS) > _KERNELS_MAX:
             _KERNELS.popitem(last=False)
     return kernel
@@ -108,5 +117,13 @@ _KERNELS_MAX = 4096
 
 
 def source(op, schedule) -> str:
-    """The CUDA C text of ``op`` under ``schedule`` (no compilation)."""
-    return family_of(op).emit(op, schedule).source
+    """The CUDA C text of ``op`` under ``schedule`` (no compilation, no device needed).
+
+    Raises:
+        SpecTypeError: ``op`` is not an op, or ``schedule`` is not that op's schedule type.
+    """
+    fam = family_of(op)
+    if not isinstance(schedule, fam.schedule_type):
+        raise SpecTypeError(f"schedule for {type(op).__name__} must be a {fam.schedule_type.__name__}, "
+                            f"got {type(schedule).__name__} (tiledsl.compile(op).source uses the default)")
+    return fam.emit(op, schedule).source

@@ -66,6 +66,8 @@ def dtype_name(dtype) -> str:
     Raises:
         SpecError: the dtype is not one tiledsl knows.
     """
+    if dtype is None:
+        raise SpecError(f"dtype=None is not a dtype; supported: {', '.join(DTYPES)}")
     if isinstance(dtype, str):
         name = dtype
     else:
@@ -77,7 +79,7 @@ def dtype_name(dtype) -> str:
                 name = np.dtype(dtype).name
             except TypeError:
                 name = text
-    if name == "bfloat16" or name in DTYPES:
+    if name in DTYPES:
         return name
     raise SpecError(f"dtype={name!r} is not supported; supported: {', '.join(DTYPES)}")
 

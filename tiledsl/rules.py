@@ -48,14 +48,20 @@ class Rule:
             raise ValueError(f"rule {self.name}: unsupported characters in {self.expr!r}")
 
     def holds(self, env: Mapping[str, int]) -> bool:
-        return bool(eval(_code(self.expr), {"__builtins__": {}}, dict(env)))  # noqa: S307 - constant rule text
+        """True when the rule's expression holds for ``env`` (a division by zero counts as broken)."""
+        try:
+            return bool(eval(_code(self.expr), {"__builtins__": {}}, dict(env)))  # noqa: S307 - constant rule text
+        except ZeroDivisionError:
+            return False
 
     def c_expr(self) -> str:
+        """The expression in C spelling (for ``static_assert``)."""
         text = re.sub(r"\band\b", "&&", self.expr)
         text = re.sub(r"\bor\b", "||", text)
         return re.sub(r"\bnot\b", "!", text)
 
     def error(self, env: Mapping[str, int], cls: str) -> ScheduleError:
+        """The error this rule raises for ``env`` (ResourceError for resource rules)."""
         err_type = ResourceError if self.resource else ScheduleError
         return err_type(f"{self.message.format(cls=cls, **env)} (rule {self.name})", self.name)
 
@@ -76,10 +82,14 @@ def violations(rules: Sequence[Rule], env: Mapping[str, int], scopes: Sequence[s
 
 
 def check(rules: Sequence[Rule], env: Mapping[str, int], scopes: Sequence[str], cls: str) -> None:
-    """Raise the first violated rule's :class:`ScheduleError` (or :class:`ResourceError`)."""
-    bad = violations(rules, env, scopes)
-    if bad:
-        raise bad[0].error(env, cls)
+    """Raise the first violated rule's :class:`ScheduleError` (or :class:`ResourceError`).
+
+    Rules are checked in table order and checking stops at the first broken one, so later rules may
+    assume earlier ones hold (e.g. divide by a field an earlier rule proved positive).
+    """
+    for rule in rules:
+        if rule.scope in scopes and not rule.holds(env):
+            raise rule.error(env, cls)
 
 
 def static_asserts(rules: Sequence[Rule]) -> list[str]:

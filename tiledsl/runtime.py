@@ -24,7 +24,10 @@ def as_cupy(x, name: str):
         raise SpecTypeError(f"{name} is a NumPy array on the host; move it to the GPU first, "
                             f"e.g. cupy.asarray({name})")
     if hasattr(x, "__cuda_array_interface__"):
-        return cupy.asarray(x)
+        try:
+            return cupy.asarray(x)
+        except cupy.cuda.runtime.CUDARuntimeError as exc:
+            raise LaunchError(f"{name} is a GPU array but CUDA is not usable here: {exc}") from exc
     if hasattr(x, "__dlpack__"):
         try:
             return cupy.from_dlpack(x)

@@ -12,6 +12,7 @@ threads per SM, for compute capability 8.0 and 9.0).
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import asdict, dataclass, replace
 
 from .errors import LaunchError, SpecError
@@ -148,9 +149,11 @@ class Target:
         Raises:
             SpecError: the name is not in the table.
         """
+        if not isinstance(name, str):
+            raise SpecError(f"device={name!r} must be a GPU name such as 'H200' or an arch such as 'sm_90'")
         key = name.upper().replace("NVIDIA ", "").replace("-", "").replace(" ", "")
-        for k, t in _KNOWN.items():
-            if key == k or key.startswith(k):
+        for k, t in _KNOWN.items():  # "H200", "NVIDIA H200", "H100 SXM5", "A100-SXM4-80GB"; not "H2000"
+            if re.fullmatch(rf"{k}(SXM\d*|PCIE|NVL|\d+GB)*", key):
                 return t
         for t in _KNOWN.values():
             if name.lower() == t.arch:
@@ -172,7 +175,8 @@ class Target:
         except LaunchError:
             raise
         except Exception as exc:  # cupy missing, no driver, no device
-            raise LaunchError(f"no CUDA device available ({type(exc).__name__}: {exc})") from exc
+            raise LaunchError(f"no CUDA device available ({type(exc).__name__}: {exc}); to compile or model "
+                              f"without a GPU, pass arch='sm_90' or device='H200'") from exc
 
 
 def resolve(device: str | Target | None = None, arch: str | None = None) -> Target:
@@ -182,13 +186,18 @@ def resolve(device: str | Target | None = None, arch: str | None = None) -> Targ
     if device is not None:
         return Target.known(device)
     if arch is not None:
+        if not isinstance(arch, str):
+            raise SpecError(f"arch={arch!r} must be a string such as 'sm_90'")
         try:
             t = Target.current()
-            if t.arch == arch:
+            if t.arch == arch.lower():
                 return t
         except LaunchError:
             pass
-        return Target.known(arch)
+        arches = sorted({t.arch for t in _KNOWN.values()})
+        if arch.lower() not in arches:
+            raise SpecError(f"arch={arch!r} is not supported; supported: {', '.join(arches)}")
+        return Target.known(arch.lower())
     return Target.current()
 
 

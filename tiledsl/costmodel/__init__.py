@@ -102,6 +102,7 @@ def explain(op, schedule=None, device: str | Target | None = None, kernel=None) 
         >>> r.levels["l2"].bytes
         4362076160
     """
+    _check_args(op, schedule, kernel)
     t = target_for(device)
     kind = _kind(op)
     if kind == "gemm":
@@ -140,10 +141,30 @@ def predict(op, schedule, device: str | Target | None = None, kernel=None) -> fl
         >>> 1e-3 < t < 1e-2
         True
     """
+    _check_args(op, schedule, kernel, need_schedule=True)
     t = target_for(device)
     if _kind(op) == "gemm":
         return predict_gemm(op, schedule, t, ceilings=_ceilings(t), kernel=kernel)
     return explain(op, schedule, t, kernel).predicted_s
+
+
+def _check_args(op, schedule, kernel, need_schedule: bool = False) -> None:
+    """Refuse a schedule of another family, a non-Kernel ``kernel`` and an empty GEMM, by name."""
+    from ..api import FAMILIES
+    from ..compile import Kernel
+    from ..errors import SpecError, SpecTypeError
+
+    for fam in FAMILIES:
+        if isinstance(op, fam.op_type):
+            if schedule is None and need_schedule:
+                raise SpecTypeError(f"schedule=None: pass a {fam.schedule_type.__name__}")
+            if schedule is not None and not isinstance(schedule, fam.schedule_type):
+                raise SpecTypeError(f"schedule for {type(op).__name__} must be a {fam.schedule_type.__name__}, "
+                                    f"got {type(schedule).__name__}")
+            if fam.name == "gemm" and 0 in (op.m, op.n, op.k):
+                raise SpecError(f"GemmOp(m={op.m}, n={op.n}, k={op.k}) has no work to model (an empty dimension)")
+    if kernel is not None and not isinstance(kernel, Kernel):
+        raise SpecTypeError(f"kernel must be a tiledsl.Kernel (from tiledsl.compile), got {type(kernel).__name__}")
 
 
 @functools.lru_cache(maxsize=64)

@@ -10,7 +10,8 @@ address, leading dimension and contiguous extent allow; the emitter uses min(sch
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import numbers
+from dataclasses import asdict, dataclass, fields
 
 from .. import dtypes
 from ..errors import SpecError
@@ -52,11 +53,15 @@ class GemmOp:
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
                 raise SpecError(f"GemmOp.{name}={v!r} must be an integer ≥ 0")
+            object.__setattr__(self, name, int(v))
             if v > 2**31 - 1:
                 raise SpecError(f"GemmOp.{name}={v} exceeds 2^31 - 1 (sizes are 32-bit kernel arguments)")
-        name = dtypes.dtype_name(self.dtype)
+        try:
+            name = dtypes.dtype_name(self.dtype)
+        except SpecError:
+            name = self.dtype
         if name not in GEMM_DTYPES:
             raise SpecError(f"GemmOp.dtype={name!r} is not supported for GEMM; supported: "
                             f"{', '.join(GEMM_DTYPES)}")
@@ -65,8 +70,12 @@ class GemmOp:
             if getattr(self, name) not in LAYOUTS:
                 raise SpecError(f"GemmOp.{name}={getattr(self, name)!r} must be one of {LAYOUTS}")
         for name in ("align_a", "align_b", "align_c"):
-            if getattr(self, name) not in (1, 2, 4):
-                raise SpecError(f"GemmOp.{name}={getattr(self, name)!r} must be 1, 2 or 4")
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v not in (1, 2, 4):
+                raise SpecError(f"GemmOp.{name}={v!r} must be the integer 1, 2 or 4")
+            object.__setattr__(self, name, int(v))
+        if not isinstance(self.read_c, bool):
+            raise SpecError(f"GemmOp.read_c={self.read_c!r} must be True or False")
 
     @property
     def flops(self) -> int:
@@ -79,8 +88,21 @@ class GemmOp:
         return ("N" if self.layout_a == "row" else "T") + ("N" if self.layout_b == "row" else "T")
 
     def to_dict(self) -> dict:
+        """All fields as a JSON-ready dict."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> GemmOp:
+        """Build from :meth:`to_dict` output.
+
+        Raises:
+            SpecError: ``d`` is not a dict, has unknown keys or misses m, n or k.
+        """
+        if not isinstance(d, dict):
+            raise SpecError(f"GemmOp.from_dict needs a dict, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        extra, missing = set(d) - known, {"m", "n", "k"} - set(d)
+        if extra or missing:
+            raise SpecError(f"GemmOp.from_dict: unknown field(s) {sorted(extra)}, missing {sorted(missing)}; "
+                            f"fields: {sorted(known)}")
         return cls(**d)

@@ -7,6 +7,7 @@ traffic by ½(1/bm + 1/bn), an rm×rn thread tile in registers cuts shared-memor
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass, fields
 
 from .. import rules as R
@@ -16,6 +17,11 @@ from ..target import Target
 GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("positive_sizes", "BM >= 1 and BN >= 1 and BK >= 1 and RM >= 1 and RN >= 1",
            "{cls} tile sizes must be ≥ 1 (bm={BM}, bn={BN}, bk={BK}, rm={RM}, rn={RN})"),
+    R.Rule("tile_sizes_bounded", "BM <= 1024 and BN <= 1024 and BK <= 1024 and RM <= 64 and RN <= 64",
+           "{cls} tile sizes must be ≤ 1024 (bm={BM}, bn={BN}, bk={BK}) and thread tiles ≤ 64 "
+           "(rm={RM}, rn={RN})"),
+    R.Rule("warp_tile_positive", "WM >= 1 and WN >= 1 and WM <= 4096 and WN <= 4096",
+           "{cls} warp tile wm×wn={WM}×{WN} must be positive (give both, or 0 and 0 to choose automatically)"),
     R.Rule("vec_width", "VEC == 1 or VEC == 2 or VEC == 4",
            "{cls}.vec={VEC} must be 1, 2 or 4 elements per global load"),
     R.Rule("thread_tile_divides_block_m", "BM % RM == 0", "{cls}.bm={BM} is not a multiple of rm={RM}"),
@@ -43,15 +49,15 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{THREADS} threads"),
     R.Rule("unroll_divides_bk", "UNROLL >= 1 and BK % UNROLL == 0",
            "{cls}.unroll={UNROLL} must be ≥ 1 and divide bk={BK}"),
-    R.Rule("smem_pad_keeps_16_bytes", "SMEM_PAD >= 0 and SMEM_PAD % 4 == 0",
-           "{cls}.smem_pad={SMEM_PAD} must be a multiple of 4 elements (keeps 16-byte shared accesses "
-           "aligned)"),
+    R.Rule("smem_pad_keeps_16_bytes", "SMEM_PAD >= 0 and SMEM_PAD <= 64 and SMEM_PAD % 4 == 0",
+           "{cls}.smem_pad={SMEM_PAD} must be a multiple of 4 elements in 0..64 (keeps 16-byte shared "
+           "accesses aligned)"),
     R.Rule("accumulators_fit_registers", "RM * RN <= 128",
            "{cls} thread tile rm·rn={RM}·{RN} accumulators exceed 128 (registers would spill)"),
-    R.Rule("swizzle_positive", "SWIZZLE >= 1", "{cls}.swizzle={SWIZZLE} must be ≥ 1"),
+    R.Rule("swizzle_range", "SWIZZLE >= 1 and SWIZZLE <= 65535", "{cls}.swizzle={SWIZZLE} must be in 1..65535"),
     R.Rule("split_k_range", "SPLIT_K >= 1 and SPLIT_K <= 64", "{cls}.split_k={SPLIT_K} must be in 1..64"),
-    R.Rule("min_blocks_positive", "MIN_BLOCKS >= 1",
-           "{cls}.min_blocks={MIN_BLOCKS} must be ≥ 1 (or 0 for automatic)"),
+    R.Rule("min_blocks_range", "MIN_BLOCKS >= 1 and MIN_BLOCKS <= 32",
+           "{cls}.min_blocks={MIN_BLOCKS} must be in 1..32 (or 0 for automatic)"),
     R.Rule("min_blocks_fit_sm", "THREADS * MIN_BLOCKS <= MAX_THREADS_PER_SM",
            "{cls}.min_blocks={MIN_BLOCKS} blocks of {THREADS} threads exceed the device's "
            "{MAX_THREADS_PER_SM} threads per SM", scope="target", resource=True),
@@ -129,8 +135,10 @@ class GemmSchedule:
                 if not isinstance(v, bool):
                     raise ScheduleError(f"GemmSchedule.double_buffer={v!r} must be True or False",
                                         "type")
-            elif not isinstance(v, int) or isinstance(v, bool):
+            elif isinstance(v, bool) or not isinstance(v, numbers.Integral):
                 raise ScheduleError(f"GemmSchedule.{f.name}={v!r} must be an integer", "type")
+            else:
+                object.__setattr__(self, f.name, int(v))  # numpy integers become plain ints
         if self.wm == 0 and self.wn == 0 and min(self.rm, self.rn, self.bm, self.bn) > 0:
             lanes_n = _auto_warp_lanes_n(self.bm, self.bn, self.rm, self.rn)
             object.__setattr__(self, "wn", lanes_n * self.rn)
@@ -191,11 +199,14 @@ class GemmSchedule:
         return self
 
     def to_dict(self) -> dict:
+        """All fields (warp tile and min_blocks resolved) as a JSON-ready dict."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> GemmSchedule:
         """Build from a dict; unknown keys raise ScheduleError naming them."""
+        if not isinstance(d, dict):
+            raise ScheduleError(f"GemmSchedule.from_dict needs a dict, got {type(d).__name__}", "fields")
         known = {f.name for f in fields(cls)}
         extra = set(d) - known
         if extra:
