@@ -11,7 +11,7 @@ import tiledsl
 
 M, N, K = 4096, 4096, 4096
 schedule = tiledsl.GemmSchedule(bm=128, bn=128, bk=8, rm=8, rn=8, vec=4, double_buffer=True, unroll=8,
-                                smem_pad=4)
+                                smem_pad=0)
 op = tiledsl.GemmOp(M, N, K, dtype="float32")
 
 if not tiledsl.gpu_available():
