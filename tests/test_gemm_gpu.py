@@ -218,3 +218,12 @@ def test_default_schedule_on_dataset_shapes(rng):
         b, hb = _rand((k, n), rng)
         tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
         assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
+
+
+def test_output_overlapping_an_input_is_refused():
+    cp = _cp()
+    a = cp.ones((64, 64), cp.float32)
+    with pytest.raises(ValueError, match="c shares memory with a"):
+        tiledsl.gemm(a, cp.ones((64, 64), cp.float32), a)
+    big = cp.ones((64, 128), cp.float32)
+    tiledsl.gemm(big[:, :64], cp.ones((64, 64), cp.float32), big[:, 64:])  # disjoint halves: allowed

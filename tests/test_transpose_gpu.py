@@ -190,3 +190,11 @@ def test_large_batch_beyond_grid_y(rng):
     y = _poison((70000, 3, 2), "int32", cp)
     tiledsl.transpose(cp.asarray(xh), out=y)
     _check(y, xh)
+
+
+def test_out_overlapping_the_input_is_refused():
+    import cupy as cp
+
+    x = cp.arange(64 * 64, dtype=cp.float32).reshape(64, 64)
+    with pytest.raises(ValueError, match="out shares memory with x"):
+        tiledsl.transpose(x, out=x)
