@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ FAILING = [
     ("block_power_of_two", dict(block=96), None),
     ("vec_width", dict(vec=3), None),
     ("items_per_thread_range", dict(items_per_thread=0), None),
-    ("grid_nonnegative", dict(grid=-1), None),
+    ("grid_range", dict(grid=-1), None),
     ("atomic_strategy_combines_atomically", dict(strategy="atomic", combine="two_pass"), None),
     ("grid_needs_grid_stride", dict(strategy="smem_sequential", grid=132), None),
     ("row_threads_shape", dict(row_threads=48), None),
@@ -29,6 +30,8 @@ FAILING = [
     ("col_rows_divide_block", dict(col_rows=3), None),
     ("strided_needs_loop", dict(strategy="smem_sequential", combine="atomic"), STRIDED),
     ("column_tile_fits_block", dict(col_rows=2), STRIDED),
+    ("loads_fit_registers", dict(block=1024, items_per_thread=16),
+     ReduceOp(shape=(1000,), op="sum", dtype="float64")),
 ]
 
 
@@ -261,3 +264,113 @@ def test_kernel_report_comes_from_ptxas():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert k.schedule == tiledsl.preset("reduce", "default")
+
+
+# ---- bad input: wrong types, upper bounds, from_dict keys, spills (each failed before the fix) ----
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(keepdims="no"), r"ReduceOp.keepdims='no' must be True or False"),
+    (dict(keepdims=1), r"ReduceOp.keepdims=1 must be True or False"),
+    (dict(keepdims=None), r"ReduceOp.keepdims=None must be True or False"),
+    (dict(dtype=None), r"ReduceOp.dtype=None"),
+    (dict(align=4.0), r"ReduceOp.align=4.0 must be an integer"),
+    (dict(align=True), r"ReduceOp.align=True must be an integer"),
+    (dict(axis=1.0), r"ReduceOp.axis=1.0 must be an integer"),
+    (dict(axis=True), r"ReduceOp.axis=True must be an integer"),
+    (dict(shape=(4, 5.0)), r"ReduceOp.shape=\(4, 5.0\): every size must be an integer ≥ 0, got 5.0"),
+    (dict(shape=(4, True)), r"every size must be an integer ≥ 0, got True"),
+    (dict(op=["sum"]), r"ReduceOp.op=\['sum'\] is not supported"),
+])
+def test_op_fields_of_the_wrong_type_name_field_and_value(kwargs, match):
+    args = {"shape": (4, 5), "axis": 1, **kwargs}
+    with pytest.raises(tiledsl.SpecError, match=match):
+        ReduceOp(**args)
+
+
+def test_op_accepts_numpy_integers_and_bools_as_plain_values():
+    op = ReduceOp(shape=(np.int64(4), np.int32(5)), axis=np.int64(-1), align=np.int64(4), keepdims=np.True_)
+    assert op.shape == (4, 5) and op.axis == 1 and op.align == 4 and op.keepdims is True
+    assert all(type(v) is int for v in (*op.shape, op.axis, op.align))
+    assert ReduceOp(shape=(4, 5), axis=1, keepdims=False).out_shape == (4,)
+
+
+def test_op_from_dict_names_missing_and_extra_fields():
+    with pytest.raises(tiledsl.SpecError, match=r"ReduceOp.from_dict: missing field\(s\) \['shape'\]; fields: "):
+        ReduceOp.from_dict({"op": "sum"})
+    with pytest.raises(tiledsl.SpecError, match=r"ReduceOp has no field\(s\) \['bogus'\]; fields: \["):
+        ReduceOp.from_dict({"shape": [4], "bogus": 1})
+    with pytest.raises(tiledsl.SpecError, match="needs a dict"):
+        ReduceOp.from_dict([("shape", (4,))])
+    op = ReduceOp(shape=(3, 4), op="max", axis=0, dtype="int32", keepdims=True)
+    assert ReduceOp.from_dict(op.to_dict()) == op
+    with pytest.raises(tiledsl.ScheduleError, match="needs a dict"):
+        ReduceSchedule.from_dict(None)
+    assert ReduceSchedule.from_dict({"block": 128}) == ReduceSchedule(block=128)  # missing: the defaults
+
+
+@pytest.mark.parametrize("grid", [2**31, 2**32 + 8, 2**40])
+def test_grid_is_bounded_by_cudas_grid_limit(grid):
+    with pytest.raises(tiledsl.ScheduleError, match=rf"grid={grid} must be from 0 to 2\^31 - 1") as ei:
+        ReduceSchedule(strategy="grid_stride", grid=grid)
+    assert ei.value.rule == "grid_range"
+    assert ReduceSchedule(strategy="grid_stride", grid=2**31 - 1).grid == 2**31 - 1
+
+
+@pytest.mark.parametrize("field", ["block", "vec", "items_per_thread", "grid", "row_threads", "col_rows"])
+@pytest.mark.parametrize("value", [2**31, 2**32 + 8, -(2**31) - 1])
+def test_every_integer_field_is_bounded_to_int_range_by_a_rule(field, value):
+    """Each reaches the kernel as ``constexpr int``: out of int range must be refused by a rule."""
+    with pytest.raises(tiledsl.ScheduleError) as ei:
+        ReduceSchedule(**{field: value})
+    assert ei.value.rule in {r.name for r in REDUCE_RULES}
+
+
+def test_schedule_integer_fields_accept_numpy_integers_and_refuse_bools():
+    s = ReduceSchedule(block=np.int64(128), items_per_thread=np.int32(8))
+    assert type(s.block) is int and type(s.items_per_thread) is int and s == ReduceSchedule(block=128,
+                                                                                             items_per_thread=8)
+    with pytest.raises(tiledsl.ScheduleError, match=r"ReduceSchedule.vec=True must be an integer"):
+        ReduceSchedule(vec=True)
+    with pytest.raises(tiledsl.ScheduleError, match=r"ReduceSchedule.grid=1e3 must be an integer|grid=1000.0"):
+        ReduceSchedule(grid=1e3)
+
+
+def test_reduce_api_does_not_truncate_a_float_axis():
+    src = (Path(__file__).resolve().parents[1] / "tiledsl" / "reduce" / "api.py").read_text()
+    assert "int(axis)" not in src
+
+
+def test_docs_hold_the_current_rule_table():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "reduce.md").read_text()
+    assert R.markdown(REDUCE_RULES, "ReduceSchedule rules (generated from REDUCE_RULES)") in doc
+
+
+# a random sweep found these: 16 loads of 16 bytes in flight per thread under a 64-register cap
+SPILLED = [
+    (ReduceOp((1000,), op="min", dtype="float64"),
+     ReduceSchedule(block=128, vec=2, items_per_thread=16, strategy="smem_sequential", combine="atomic")),
+    (ReduceOp((1000,), op="min", dtype="float64"), ReduceSchedule(block=32, vec=8, items_per_thread=16)),
+    (ReduceOp(((1 << 20) + 3,), op="sum", dtype="float32"), ReduceSchedule(block=256, items_per_thread=16)),
+    (ReduceOp((1000, 33), op="sum", axis=1, dtype="float64"), ReduceSchedule(block=128, items_per_thread=16)),
+    (ReduceOp((300, 64), op="norm2", axis=0, dtype="float64"), ReduceSchedule(block=512, items_per_thread=16)),
+    (ReduceOp((64, 5000), op="max", axis=1, dtype="int64"),
+     ReduceSchedule(block=512, items_per_thread=16, strategy="atomic", combine="atomic")),
+    (ReduceOp((64, 5000), op="prod", axis=1, dtype="float16"),
+     ReduceSchedule(block=1024, vec=8, items_per_thread=8, strategy="grid_stride")),
+    (ReduceOp((64, 5000), op="sum", axis=1, dtype="float32"),
+     ReduceSchedule(block=1024, vec=2, items_per_thread=16, strategy="warp_shuffle")),
+]
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("case", range(len(SPILLED)))
+def test_many_loads_in_flight_do_not_spill(arch, case):
+    op, s = SPILLED[case]
+    _assert_clean(tiledsl.compile(op, s, arch=arch))
+
+
+def test_1024_thread_blocks_refuse_more_than_128_bytes_in_flight():
+    op = ReduceOp((1000,), op="min", dtype="float64")
+    with pytest.raises(tiledsl.ScheduleError, match=r"16·2·8=256 bytes of loads in flight per thread") as ei:
+        tiledsl.compile(op, ReduceSchedule(block=1024, items_per_thread=16), arch="sm_90")
+    assert ei.value.rule == "loads_fit_registers"
+    ReduceSchedule(block=1024, items_per_thread=8).check_op(op)  # 128 bytes: fits 64 registers

@@ -24,7 +24,7 @@ FAILING = [
     ("rows_per_thread_divides_tile", dict(rows_per_thread=3)),
     ("naive_is_scalar", dict(variant="naive_read", tile=32, rows_per_thread=1, vec=2, smem_pad=0)),
     ("naive_has_no_padding", dict(variant="naive_write", tile=32, rows_per_thread=4, vec=1, smem_pad=1)),
-    ("swizzle_positive", dict(swizzle=0)),
+    ("swizzle_range", dict(swizzle=0)),
     ("threads_multiple_of_32", dict(tile=32, vec=8, rows_per_thread=16)),  # 4·2 = 8 threads
     ("threads_at_most_1024", dict(tile=64, vec=1, rows_per_thread=2)),  # 64·32 = 2048 threads
 ]
@@ -50,6 +50,7 @@ def test_vec_divides_tile_alone():
 def test_every_schedule_rule_is_exercised():
     tested = {r for r, _ in FAILING} | {"vec_divides_tile"}
     assert {r.name for r in TRANSPOSE_RULES if r.scope == "schedule"} == tested
+    assert {r.name for r in TRANSPOSE_RULES if r.scope == "op"} == {"registers_fit_thread"}
 
 
 def test_error_names_field_value_and_limit():
@@ -255,3 +256,103 @@ def test_every_preset_and_dtype_compiles_without_spills(name, dtype, arch):
         assert "warning" not in k.log, k.log
         assert k.smem_bytes == s.smem_bytes(op.itemsize)
         assert k.threads == s.threads
+
+
+# ---- bad input: wrong types, upper bounds, from_dict keys, spills (each failed before the fix) ----
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(align_out=True), r"TransposeOp.align_out=True must be an integer"),
+    (dict(align_in=4.0), r"TransposeOp.align_in=4.0 must be an integer"),
+    (dict(align_in="4"), r"TransposeOp.align_in='4' must be an integer"),
+    (dict(in_strides=5), r"TransposeOp.in_strides=5 must be 2 integers"),
+    (dict(out_strides=(64, 1.0)), r"TransposeOp.out_strides=\(64, 1.0\) must be 2 integers"),
+    (dict(in_strides=(64, True)), r"TransposeOp.in_strides=\(64, True\) must be 2 integers"),
+    (dict(dtype=None), r"TransposeOp.dtype=None"),
+    (dict(shape=(64, 64.0)), r"every size must be an integer ≥ 0, got 64.0"),
+    (dict(shape=(64, False)), r"every size must be an integer ≥ 0, got False"),
+])
+def test_op_fields_of_the_wrong_type_name_field_and_value(kwargs, match):
+    with pytest.raises(tiledsl.SpecError, match=match):
+        TransposeOp(**{"shape": (64, 64), **kwargs})
+
+
+def test_op_accepts_numpy_integers_as_plain_ints():
+    op = TransposeOp(shape=(np.int64(64), np.int32(64)), in_strides=(np.int64(64), np.int64(1)),
+                     align_in=np.int64(4))
+    assert op == TransposeOp(shape=(64, 64), align_in=4)
+    assert all(type(v) is int for v in (*op.shape, *op.in_strides, op.align_in, op.align_out))
+
+
+def test_op_from_dict_names_missing_and_extra_fields():
+    with pytest.raises(tiledsl.SpecError, match=r"TransposeOp.from_dict: missing field\(s\) \['shape'\]"):
+        TransposeOp.from_dict({"dtype": "float32"})
+    with pytest.raises(tiledsl.SpecError, match=r"TransposeOp has no field\(s\) \['bogus'\]; fields: \["):
+        TransposeOp.from_dict({"shape": [4, 4], "bogus": 1})
+    with pytest.raises(tiledsl.SpecError, match="needs a dict"):
+        TransposeOp.from_dict("shape")
+    with pytest.raises(tiledsl.ScheduleError, match="needs a dict"):
+        TransposeSchedule.from_dict(None)
+    assert TransposeSchedule.from_dict({"tile": 32, "rows_per_thread": 4, "vec": 1}) == TransposeSchedule(
+        tile=32, rows_per_thread=4, vec=1)  # missing: the defaults
+
+
+@pytest.mark.parametrize("swizzle", [2**16, 2**31, 2**32 + 8])
+def test_swizzle_is_bounded(swizzle):
+    with pytest.raises(tiledsl.ScheduleError, match=rf"swizzle={swizzle} must be from 1 to 65535") as ei:
+        TransposeSchedule(swizzle=swizzle)
+    assert ei.value.rule == "swizzle_range"
+
+
+@pytest.mark.parametrize("field", ["tile", "rows_per_thread", "vec", "smem_pad", "swizzle"])
+@pytest.mark.parametrize("value", [2**31, 2**32 + 8, -(2**31) - 1])
+def test_every_integer_field_is_bounded_to_int_range_by_a_rule(field, value):
+    """Each reaches the kernel as ``constexpr int``: out of int range must be refused by a rule."""
+    with pytest.raises(tiledsl.ScheduleError) as ei:
+        TransposeSchedule(**{field: value})
+    assert ei.value.rule in {r.name for r in TRANSPOSE_RULES}
+
+
+def test_schedule_integer_fields_accept_numpy_integers():
+    s = TransposeSchedule(tile=np.int64(32), rows_per_thread=np.int32(4), vec=np.int64(1), swizzle=np.int64(4))
+    assert s == TransposeSchedule(tile=32, rows_per_thread=4, vec=1, swizzle=4)
+    assert all(type(getattr(s, f)) is int for f in ("tile", "rows_per_thread", "vec", "smem_pad", "swizzle"))
+    with pytest.raises(tiledsl.ScheduleError, match=r"TransposeSchedule.swizzle=8.0 must be an integer"):
+        TransposeSchedule(swizzle=8.0)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_largest_swizzle_compiles(arch):
+    k = tiledsl.compile(TransposeOp(shape=(1000, 3000)), TransposeSchedule(swizzle=65535), arch=arch)
+    assert k.spill_bytes == 0 and "min(SWIZZLE, tiles_r)" in k.source
+
+
+# (dtype, tile, rows_per_thread, vec) that spilled in an NVRTC sweep (sm_80 / sm_90)
+MUST_SPILL = [("float64", 64, 32, 1), ("float64", 64, 32, 4), ("float64", 64, 16, 4), ("float64", 64, 64, 2),
+              ("float32", 32, 32, 1), ("float32", 64, 16, 8), ("float32", 64, 64, 1), ("float16", 64, 32, 2)]
+# the largest that did not, per width
+FITS = [("float64", 64, 16, 2), ("float64", 64, 8, 8), ("float64", 32, 16, 2), ("float32", 64, 16, 4),
+        ("float32", 64, 8, 8), ("int64", 64, 16, 1), ("float16", 64, 16, 4), ("bfloat16", 32, 16, 2)]
+
+
+@pytest.mark.parametrize("dtype,tile,rows,vec", MUST_SPILL)
+def test_schedules_that_must_spill_are_refused(dtype, tile, rows, vec):
+    op, s = TransposeOp(shape=(1024, 1024), dtype=dtype), TransposeSchedule(tile=tile, rows_per_thread=rows, vec=vec)
+    with pytest.raises(tiledsl.ScheduleError, match=rf"rows_per_thread={rows} rows of vec={vec}") as ei:
+        tiledsl.compile(op, s, arch="sm_90")
+    assert ei.value.rule == "registers_fit_thread" and "would spill" in str(ei.value)
+    naive = TransposeSchedule(variant="naive_read", tile=tile, rows_per_thread=rows, vec=1, smem_pad=0)
+    naive.check_op(op)  # the naive variants hold no chunk: never refused
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("dtype,tile,rows,vec", FITS)
+def test_largest_accepted_chunks_do_not_spill(dtype, tile, rows, vec, arch):
+    s = TransposeSchedule(tile=tile, rows_per_thread=rows, vec=vec)
+    for op in (TransposeOp(shape=(1024, 1024), dtype=dtype), TransposeOp(shape=(3, 64, 96), dtype=dtype)):
+        k = tiledsl.compile(op, s, arch=arch)
+        assert k.spill_bytes == 0 and k.stack_bytes == 0, k.log
+
+
+def test_naive_with_many_rows_does_not_spill():
+    s = TransposeSchedule(variant="naive_write", tile=64, rows_per_thread=64, vec=1, smem_pad=0)
+    k = tiledsl.compile(TransposeOp(shape=(1024, 1024), dtype="float64"), s, arch="sm_90")
+    assert k.spill_bytes == 0 and k.stack_bytes == 0, k.log

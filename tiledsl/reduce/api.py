@@ -60,7 +60,7 @@ def reduce(x, op: str = "sum", axis: int | None = None, *, schedule: ReduceSched
         raise SpecError(f"axis={axis!r} must be one integer or None (one axis at a time)")
     if not xc.flags.c_contiguous:
         xc = cupy.ascontiguousarray(xc)
-    rop = ReduceOp(shape=tuple(int(d) for d in xc.shape), op=op, axis=None if axis is None else int(axis),
+    rop = ReduceOp(shape=tuple(int(d) for d in xc.shape), op=op, axis=axis,
                    dtype=in_dtype, out_dtype=None if dtype is None else dtypes.dtype_name(dtype),
                    keepdims=keepdims, align=alignment_elems(xc, 8))
     out_c, result = _output(out, rop, torch_like)

@@ -79,6 +79,19 @@ def column_threads(op: ReduceOp, s: ReduceSchedule) -> tuple[int, int]:
     return tx, s.block // tx
 
 
+def min_blocks(op: ReduceOp, s: ReduceSchedule) -> int:
+    """``__launch_bounds__``'s minimum resident blocks per SM, which caps registers at 65536 / (blocks · block).
+
+    1024 resident threads (64 registers each) while a thread keeps at most 128 bytes of loads in flight
+    (``items_per_thread · V · itemsize``, 32 registers); above that 512 threads (128 registers), so the
+    loads, one accumulator per load (8 bytes each for float64/int64) and the indices fit without spilling
+    (a 16 × 16-byte thread needs ~100 registers; at 64 it spilled up to 1 KiB). A block of 1024 threads
+    can never have more than 64 registers a thread: rule ``loads_fit_registers`` refuses it there.
+    """
+    threads = 1024 if s.items_per_thread * vec_width(op, s) * dtypes.get(op.dtype).itemsize <= 128 else 512
+    return max(1, threads // s.block)
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     """How one call is launched.
@@ -188,9 +201,11 @@ def emit_reduce(op: ReduceOp, s: ReduceSchedule) -> KernelSource:
     args = (f"const {din.c_type}* __restrict__ x, {dout.c_type}* __restrict__ out, "
             f"acc_t* __restrict__ partials,\n    unsigned int* __restrict__ tickets, long long segments, "
             f"long long length, long long inner, long long col_tiles, int split")
-    w(f"// at least {max(1, 1024 // s.block)} resident blocks per SM (≥ 1024 threads: bytes in flight), "
-      "registers up to 64 per thread")
-    w(f'extern "C" __global__ void __launch_bounds__({s.block}, {max(1, 1024 // s.block)})')
+    mb = min_blocks(op, s)
+    w(f"// at least {mb} resident blocks per SM ({mb * s.block} threads: bytes in flight), registers up to "
+      f"{min(255, 65536 // (mb * s.block))} per thread ({s.items_per_thread * v * din.itemsize} bytes of "
+      "loads in flight per thread)")
+    w(f'extern "C" __global__ void __launch_bounds__({s.block}, {mb})')
     with w.block(f"{name}({args})"):
         if op.kind == "contiguous":
             _contiguous_body(w, op, s)
@@ -539,4 +554,4 @@ def _strided_body(w: Writer, op: ReduceOp, s: ReduceSchedule) -> None:
 
 
 __all__ = ["LaunchPlan", "acc_numpy_dtype", "column_threads", "emit_reduce", "group_threads", "identity_value",
-           "kernel_name", "plan", "vec_width"]
+           "kernel_name", "min_blocks", "plan", "vec_width"]

@@ -14,7 +14,10 @@ the input dtype unless ``out_dtype`` says otherwise (numpy's ``dtype=`` argument
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+import operator
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
 
 from .. import dtypes
 from ..errors import SpecError
@@ -23,6 +26,27 @@ OPS = ("sum", "mean", "max", "min", "prod", "norm2")
 REDUCE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
 _NUMPY_NAME = {"max": "maximum", "min": "minimum"}
+
+
+def _as_int(value, what: str) -> int:
+    """``value`` as a plain int: ints and numpy integers (``operator.index``); bool, float, str are refused.
+
+    Raises:
+        SpecError: naming ``what`` (e.g. "ReduceOp.align") and the value.
+    """
+    if not isinstance(value, bool) and not isinstance(value, np.bool_):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise SpecError(f"{what}={value!r} must be an integer, got {type(value).__name__}")
+
+
+def _as_bool(value, what: str) -> bool:
+    """``value`` as a bool: True/False or a numpy bool; anything else (1, "no", None) is refused."""
+    if isinstance(value, bool) or isinstance(value, np.bool_):
+        return bool(value)
+    raise SpecError(f"{what}={value!r} must be True or False, got {type(value).__name__}")
 
 
 def result_dtype(op: str, in_dtype: str, dtype: str | None = None) -> str:
@@ -65,8 +89,9 @@ class ReduceOp:
             allocation is 256-byte aligned, so the default 8 holds for it.
 
     Raises:
-        SpecError: unknown op/dtype, axis out of range, a negative size, or max/min over an empty
-            axis with a non-empty result (numpy: "zero-size array to reduction operation maximum which
+        SpecError: unknown op/dtype (or dtype=None), a field of the wrong type (sizes, axis and align
+            must be ints or numpy integers, keepdims a bool), axis out of range, a negative size, or
+            max/min over an empty axis with a non-empty result (numpy: "zero-size array to reduction operation maximum which
             has no identity").
 
     Example:
@@ -83,28 +108,42 @@ class ReduceOp:
     align: int = 8
 
     def __post_init__(self) -> None:
-        shape = tuple(self.shape) if isinstance(self.shape, (tuple, list)) else (self.shape,)
+        if isinstance(self.shape, (tuple, list)):
+            shape = tuple(self.shape)
+        else:
+            shape = (self.shape,)  # a bare size: a 1-D input
+        sizes = []
         for d in shape:
-            if not isinstance(d, int) or isinstance(d, bool) or d < 0:
-                raise SpecError(f"ReduceOp.shape={shape!r}: every size must be an integer ≥ 0")
+            try:
+                size = _as_int(d, "size")
+            except SpecError:
+                size = -1
+            if size < 0:
+                raise SpecError(f"ReduceOp.shape={shape!r}: every size must be an integer ≥ 0, got {d!r}")
+            sizes.append(size)
+        shape = tuple(sizes)  # numpy integers become plain ints
         object.__setattr__(self, "shape", shape)
-        if self.op not in OPS:
+        if not isinstance(self.op, str) or self.op not in OPS:
             raise SpecError(f"ReduceOp.op={self.op!r} is not supported; supported: {', '.join(OPS)}")
+        if self.dtype is None:
+            raise SpecError(f"ReduceOp.dtype=None is not a dtype; supported: {', '.join(REDUCE_DTYPES)}")
         name = dtypes.dtype_name(self.dtype)
         if name not in REDUCE_DTYPES:
             raise SpecError(f"ReduceOp.dtype={name!r} is not supported; supported: {', '.join(REDUCE_DTYPES)}")
         object.__setattr__(self, "dtype", name)
         object.__setattr__(self, "out_dtype", result_dtype(self.op, name, self.out_dtype))
+        object.__setattr__(self, "keepdims", _as_bool(self.keepdims, "ReduceOp.keepdims"))
         if self.axis is not None:
-            if not isinstance(self.axis, int) or isinstance(self.axis, bool):
-                raise SpecError(f"ReduceOp.axis={self.axis!r} must be an integer or None")
+            axis = _as_int(self.axis, "ReduceOp.axis")
             nd = len(shape)
-            if not -nd <= self.axis < nd:
-                raise SpecError(f"ReduceOp.axis={self.axis} is out of range for a {nd}-D input "
+            if not -nd <= axis < nd:
+                raise SpecError(f"ReduceOp.axis={axis} is out of range for a {nd}-D input "
                                 f"(limit: -{nd} ≤ axis < {nd})")
-            object.__setattr__(self, "axis", self.axis % nd)
-        if self.align not in (1, 2, 4, 8):
+            object.__setattr__(self, "axis", axis % nd)
+        align = _as_int(self.align, "ReduceOp.align")
+        if align not in (1, 2, 4, 8):
             raise SpecError(f"ReduceOp.align={self.align!r} must be 1, 2, 4 or 8 elements")
+        object.__setattr__(self, "align", align)
         if self.op in ("max", "min") and self.length == 0 and self.out_size > 0:
             raise SpecError(f"zero-size array to reduction operation {_NUMPY_NAME[self.op]} (op={self.op!r}) "
                             f"which has no identity: shape={shape}, axis={self.axis}")
@@ -172,4 +211,21 @@ class ReduceOp:
 
     @classmethod
     def from_dict(cls, d: dict) -> ReduceOp:
-        return cls(**{**d, "shape": tuple(d["shape"])})
+        """Build from :meth:`to_dict` output.
+
+        Raises:
+            SpecError: ``d`` is not a dict, has keys that are not fields, or lacks ``shape``.
+        """
+        if not isinstance(d, dict):
+            raise SpecError(f"ReduceOp.from_dict needs a dict, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        extra, missing = sorted(set(d) - known), sorted({"shape"} - set(d))
+        if extra:
+            raise SpecError(f"ReduceOp has no field(s) {extra}; fields: {sorted(known)}")
+        if missing:
+            raise SpecError(f"ReduceOp.from_dict: missing field(s) {missing}; fields: {sorted(known)}")
+        d = dict(d)
+        if d.get("op") in ("max", "min") and d.get("out_dtype") is not None and d.get("out_dtype") == d.get("dtype"):
+            d["out_dtype"] = None  # to_dict records the resolved result dtype; max/min take no dtype argument
+        shape = d["shape"]
+        return cls(**{**d, "shape": tuple(shape) if isinstance(shape, (list, tuple)) else shape})

@@ -31,7 +31,10 @@ adjacent columns, coalesced (0 = auto).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import asdict, dataclass, fields
+
+import numpy as np
 
 from .. import rules as R
 from ..errors import ScheduleError
@@ -52,8 +55,9 @@ REDUCE_RULES: tuple[R.Rule, ...] = (
            "input's alignment)"),
     R.Rule("items_per_thread_range", "ITEMS_PER_THREAD >= 1 and ITEMS_PER_THREAD <= 16",
            "{cls}.items_per_thread={ITEMS_PER_THREAD} must be from 1 to 16 loads in flight per thread"),
-    R.Rule("grid_nonnegative", "GRID >= 0",
-           "{cls}.grid={GRID} must be ≥ 0 blocks (0 = auto: one wave, a multiple of the SM count)"),
+    R.Rule("grid_range", "GRID >= 0 and GRID <= 2147483647",
+           "{cls}.grid={GRID} must be from 0 to 2^31 - 1 = 2147483647 blocks (CUDA's limit on gridDim.x; "
+           "0 = auto: one wave, a multiple of the SM count)"),
     R.Rule("atomic_strategy_combines_atomically", "STRATEGY != 0 or COMBINE == 1",
            "{cls}.strategy='atomic' (v1: one global atomic per element) needs combine='atomic', "
            "got combine={COMBINE_NAME!r}"),
@@ -75,10 +79,26 @@ REDUCE_RULES: tuple[R.Rule, ...] = (
            "{cls}.col_rows={COL_ROWS} is below the {V} elements per load of this strided op: the "
            "block's column tile block/col_rows·{V} must not exceed block={BLOCK} (one column per thread)",
            scope="op"),
+    R.Rule("loads_fit_registers", "BLOCK <= 512 or ITEMS_PER_THREAD * V * ITEMSIZE <= 128",
+           "{cls} items_per_thread·V·itemsize={ITEMS_PER_THREAD}·{V}·{ITEMSIZE}={LOAD_BYTES} bytes of loads in "
+           "flight per thread need more than the 64 registers each thread of a block={BLOCK} block can have "
+           "(65536 per SM) and would spill; the limit is 128 bytes per thread above block=512: lower "
+           "items_per_thread or block", scope="op"),
     R.Rule("block_within_device", "BLOCK <= MAX_THREADS_PER_BLOCK",
            "{cls}.block={BLOCK} exceeds the device's {MAX_THREADS_PER_BLOCK} threads per block",
            scope="target", resource=True),
 )
+
+
+def _as_int(value, what: str) -> int:
+    """``value`` as a plain int (ints and numpy integers, via ``operator.index``); bools, floats and strings
+    raise ScheduleError (rule "type") naming ``what`` and the value."""
+    if not isinstance(value, bool) and not isinstance(value, np.bool_):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise ScheduleError(f"{what}={value!r} must be an integer", "type")
 
 
 @dataclass(frozen=True)
@@ -124,8 +144,8 @@ class ReduceSchedule:
             elif f.name == "combine":
                 if v not in COMBINES:
                     raise ScheduleError(f"ReduceSchedule.combine={v!r} must be one of {COMBINES}", "combine")
-            elif not isinstance(v, int) or isinstance(v, bool):
-                raise ScheduleError(f"ReduceSchedule.{f.name}={v!r} must be an integer", "type")
+            else:
+                object.__setattr__(self, f.name, _as_int(v, f"ReduceSchedule.{f.name}"))
         R.check(REDUCE_RULES, self.env(), ("schedule",), "ReduceSchedule")
 
     @property
@@ -146,9 +166,11 @@ class ReduceSchedule:
         if target is not None:
             env.update(MAX_THREADS_PER_BLOCK=target.max_threads_per_block)
         if op is not None:
+            from .. import dtypes
             from .emit import vec_width
 
-            env.update(INNER=op.inner, V=vec_width(op, self))
+            v, itemsize = vec_width(op, self), dtypes.get(op.dtype).itemsize
+            env.update(INNER=op.inner, V=v, ITEMSIZE=itemsize, LOAD_BYTES=self.items_per_thread * v * itemsize)
         return env
 
     def validate(self, target: Target | None = None) -> ReduceSchedule:
@@ -175,7 +197,9 @@ class ReduceSchedule:
 
     @classmethod
     def from_dict(cls, d: dict) -> ReduceSchedule:
-        """Build from a dict; unknown keys raise ScheduleError naming them."""
+        """Build from a dict; unknown keys raise ScheduleError naming them (missing ones take the defaults)."""
+        if not isinstance(d, dict):
+            raise ScheduleError(f"ReduceSchedule.from_dict needs a dict, got {type(d).__name__}", "fields")
         known = {f.name for f in fields(cls)}
         extra = set(d) - known
         if extra:

@@ -64,11 +64,15 @@ def grid(op: TransposeOp, s: TransposeSchedule) -> tuple[int, int, int]:
 def emit_transpose(op: TransposeOp, s: TransposeSchedule) -> KernelSource:
     """Emit the CUDA C of ``op`` under ``s``. Pure: same inputs, same text.
 
+    Raises:
+        ScheduleError: ``s`` breaks a rule that needs the op (rule ``registers_fit_thread``).
+
     Returns:
         KernelSource with ``block=s.block`` and static shared memory only. Launch on :func:`grid`
         with arguments ``(x, y, rows, cols, batch, x_batch, x_row, x_col, y_batch, y_row, y_col)``
         (int32 sizes, int64 element strides).
     """
+    s.check_op(op)
     vi, vo = effective_widths(op, s)
     word = _WORD[op.itemsize]
     name = kernel_name(op, s)
@@ -110,9 +114,10 @@ def emit_transpose(op: TransposeOp, s: TransposeSchedule) -> KernelSource:
         w("// ---- block -> tile: blockIdx.x walks the tiles of one matrix in groups of SWIZZLE tile-rows",
           "//      (down a group's tile-rows first, then along its tile-columns) ----",
           "const int tiles_r = (rows + TILE - 1) / TILE, tiles_c = (cols + TILE - 1) / TILE;",
-          "const int group = SWIZZLE * tiles_c;  // blocks per group of SWIZZLE tile-rows",
-          "const int first_r = (blockIdx.x / group) * SWIZZLE;",
-          "const int group_rows = min(tiles_r - first_r, SWIZZLE);",
+          "const int swizzle = min(SWIZZLE, tiles_r);  // so group <= tiles_r * tiles_c = gridDim.x: no int overflow",
+          "const int group = swizzle * tiles_c;  // blocks per group of `swizzle` tile-rows",
+          "const int first_r = (blockIdx.x / group) * swizzle;",
+          "const int group_rows = min(tiles_r - first_r, swizzle);",
           "const int r0 = (first_r + (blockIdx.x % group) % group_rows) * TILE;  // first row of X = first column of Y",
           "const int c0 = ((blockIdx.x % group) / group_rows) * TILE;  // first column of X = first row of Y",
           "const int tx = threadIdx.x, ty = threadIdx.y;")

@@ -12,13 +12,30 @@ at most 16 bytes. The emitter uses ``min(schedule.vec, align)`` on each side.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import operator
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
 
 from .. import dtypes
 from ..errors import SpecError
 
 TRANSPOSE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 MAX_ACCESS_BYTES = 16  # widest global access: 128-bit LDG/STG
+
+
+def _as_int(value, what: str) -> int:
+    """``value`` as a plain int: ints and numpy integers (``operator.index``); bool, float, str are refused.
+
+    Raises:
+        SpecError: naming ``what`` (e.g. "TransposeOp.align_in") and the value.
+    """
+    if not isinstance(value, bool) and not isinstance(value, np.bool_):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise SpecError(f"{what}={value!r} must be an integer, got {type(value).__name__}")
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -73,8 +90,10 @@ class TransposeOp:
         align_out: the same for stores to Y.
 
     Raises:
-        SpecError: the shape is not 2-D or 3-D or has a negative size, the dtype is not supported,
-            strides do not match the shape, or an alignment is wider than the layout allows.
+        SpecError: the shape is not 2-D or 3-D or has a negative size, the dtype is not supported (or
+            None), strides do not match the shape, a field has the wrong type (sizes, strides and
+            alignments must be ints or numpy integers; bools and floats are refused), or an alignment is
+            wider than the layout allows.
 
     Example:
         >>> op = TransposeOp(shape=(16384, 16384), dtype="float32")
@@ -93,13 +112,22 @@ class TransposeOp:
         shape = tuple(self.shape) if isinstance(self.shape, (tuple, list)) else None
         if shape is None or len(shape) not in (2, 3):
             raise SpecError(f"TransposeOp.shape={self.shape!r} must be (R, C) or (B, R, C)")
+        sizes = []
         for n in shape:
-            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            try:
+                size = _as_int(n, "size")
+            except SpecError:
+                size = -1
+            if size < 0:
                 raise SpecError(f"TransposeOp.shape={shape!r}: every size must be an integer ≥ 0, got {n!r}")
-            if n > 2**31 - 1:
+            if size > 2**31 - 1:
                 raise SpecError(f"TransposeOp.shape={shape!r}: size {n} exceeds 2^31 - 1 (sizes are 32-bit "
                                 f"kernel arguments)")
+            sizes.append(size)
+        shape = tuple(sizes)  # numpy integers become plain ints
         object.__setattr__(self, "shape", shape)
+        if self.dtype is None:
+            raise SpecError(f"TransposeOp.dtype=None is not a dtype; supported: {', '.join(TRANSPOSE_DTYPES)}")
         try:
             name = dtypes.dtype_name(self.dtype)
         except SpecError:
@@ -109,17 +137,22 @@ class TransposeOp:
                             f"{', '.join(TRANSPOSE_DTYPES)}")
         object.__setattr__(self, "dtype", name)
         for field, default in (("in_strides", shape), ("out_strides", self.out_shape)):
-            value = getattr(self, field)
-            if value is None:
-                value = contiguous_strides(default)
-            value = tuple(value)
-            if len(value) != len(shape) or not all(isinstance(s, int) and not isinstance(s, bool) for s in value):
-                raise SpecError(f"TransposeOp.{field}={value!r} must be {len(shape)} integers (element strides)")
+            given = getattr(self, field)
+            value = contiguous_strides(default) if given is None else given
+            bad = not isinstance(value, (tuple, list)) or len(value) != len(shape)
+            if not bad:
+                try:
+                    value = tuple(_as_int(v, "stride") for v in value)
+                except SpecError:
+                    bad = True
+            if bad:
+                raise SpecError(f"TransposeOp.{field}={given!r} must be {len(shape)} integers (element strides) "
+                                f"or None")
             object.__setattr__(self, field, value)
         limit = MAX_ACCESS_BYTES // self.itemsize
         for field, layout_shape, strides in (("align_in", shape, self.in_strides),
                                              ("align_out", self.out_shape, self.out_strides)):
-            value = getattr(self, field)
+            value = _as_int(getattr(self, field), f"TransposeOp.{field}")
             allowed = widest_vector(layout_shape, strides, self.itemsize)
             if value == 0:
                 value = allowed
@@ -180,8 +213,21 @@ class TransposeOp:
 
     @classmethod
     def from_dict(cls, d: dict) -> TransposeOp:
+        """Build from :meth:`to_dict` output.
+
+        Raises:
+            SpecError: ``d`` is not a dict, has keys that are not fields, or lacks ``shape``.
+        """
+        if not isinstance(d, dict):
+            raise SpecError(f"TransposeOp.from_dict needs a dict, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        extra, missing = sorted(set(d) - known), sorted({"shape"} - set(d))
+        if extra:
+            raise SpecError(f"TransposeOp has no field(s) {extra}; fields: {sorted(known)}")
+        if missing:
+            raise SpecError(f"TransposeOp.from_dict: missing field(s) {missing}; fields: {sorted(known)}")
         d = dict(d)
         for k in ("shape", "in_strides", "out_strides"):
-            if d.get(k) is not None:
+            if isinstance(d.get(k), list):
                 d[k] = tuple(d[k])
         return cls(**d)

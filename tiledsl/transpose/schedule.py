@@ -16,7 +16,10 @@ several rows, more bytes in flight per thread, Little's law) and ``vec`` (each t
 
 from __future__ import annotations
 
+import operator
 from dataclasses import asdict, dataclass, fields
+
+import numpy as np
 
 from .. import rules as R
 from ..errors import ScheduleError
@@ -40,13 +43,18 @@ TRANSPOSE_RULES: tuple[R.Rule, ...] = (
            "{cls}.vec={VEC} must be 1 for a naive variant (one element per thread access)"),
     R.Rule("naive_has_no_padding", "SHARED == 1 or SMEM_PAD == 0",
            "{cls}.smem_pad={SMEM_PAD} must be 0 for a naive variant (it uses no shared memory)"),
-    R.Rule("swizzle_positive", "SWIZZLE >= 1",
-           "{cls}.swizzle={SWIZZLE} must be ≥ 1 (tile-rows per rasterization group)"),
+    R.Rule("swizzle_range", "SWIZZLE >= 1 and SWIZZLE <= 65535",
+           "{cls}.swizzle={SWIZZLE} must be from 1 to 65535 (tile-rows per rasterization group)"),
     R.Rule("threads_multiple_of_32", "THREADS % 32 == 0",
            "{cls} threads=(tile/vec)·(tile/rows_per_thread)={THREADS} is not a multiple of 32"),
     R.Rule("threads_at_most_1024", "THREADS <= 1024",
            "{cls} threads=(tile/vec)·(tile/rows_per_thread)={THREADS} exceeds 1024 per block; "
            "raise rows_per_thread or vec"),
+    R.Rule("registers_fit_thread", "SHARED == 0 or ROWS_PER_THREAD * (VEC * WORDS + 10) <= 240",
+           "{cls} rows_per_thread={ROWS_PER_THREAD} rows of vec={VEC} {ITEMSIZE}-byte elements need about "
+           "rows_per_thread·(vec·{WORDS} + 10)={REG_ESTIMATE} registers per thread (the chunk plus ~10 per row "
+           "for 64-bit load/store addresses and bounds), over the 240 that fit beside the indices in 255: "
+           "the kernel would spill; lower rows_per_thread or vec", scope="op"),
     R.Rule("threads_within_device", "THREADS <= MAX_THREADS_PER_BLOCK",
            "{cls} threads={THREADS} exceeds the device's {MAX_THREADS_PER_BLOCK} per block",
            scope="target", resource=True),
@@ -55,6 +63,17 @@ TRANSPOSE_RULES: tuple[R.Rule, ...] = (
            "{SMEM_PER_BLOCK_BYTES} bytes per block; lower tile",
            scope="target", resource=True),
 )
+
+
+def _as_int(value, what: str) -> int:
+    """``value`` as a plain int (ints and numpy integers, via ``operator.index``); bools, floats and strings
+    raise ScheduleError (rule "type") naming ``what`` and the value."""
+    if not isinstance(value, bool) and not isinstance(value, np.bool_):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise ScheduleError(f"{what}={value!r} must be an integer", "type")
 
 
 @dataclass(frozen=True)
@@ -102,9 +121,8 @@ class TransposeSchedule:
             raise ScheduleError(f"TransposeSchedule.variant={self.variant!r} must be one of {VARIANTS}",
                                 "variant")
         for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name != "variant" and (not isinstance(v, int) or isinstance(v, bool)):
-                raise ScheduleError(f"TransposeSchedule.{f.name}={v!r} must be an integer", "type")
+            if f.name != "variant":
+                object.__setattr__(self, f.name, _as_int(getattr(self, f.name), f"TransposeSchedule.{f.name}"))
         R.check(TRANSPOSE_RULES, self.env(), ("schedule",), "TransposeSchedule")
 
     # ---- derived quantities (one place; used by validation, emitter and launch) ----
@@ -127,10 +145,15 @@ class TransposeSchedule:
         """Static shared memory per block: tile·(tile + smem_pad)·itemsize bytes (0 for naive variants)."""
         return self.tile * (self.tile + self.smem_pad) * itemsize if self.shared else 0
 
-    def env(self, target: Target | None = None) -> dict[str, int]:
-        """Names the rule expressions use (upper-case fields and derived values)."""
+    def env(self, target: Target | None = None, op=None) -> dict[str, int]:
+        """Names the rule expressions use (upper-case fields and derived values; ITEMSIZE, WORDS = 32-bit
+        registers per element and REG_ESTIMATE when ``op`` is given)."""
         env = {f.name.upper(): int(getattr(self, f.name)) for f in fields(self) if f.name != "variant"}
         env.update(SHARED=int(self.shared), THREADS=self.threads, SMEM_BYTES=self.smem_bytes())
+        if op is not None:
+            words = max(1, op.itemsize // 4)
+            env.update(ITEMSIZE=op.itemsize, WORDS=words,
+                       REG_ESTIMATE=self.rows_per_thread * (self.vec * words + 10))
         if target is not None:
             # static __shared__ arrays are limited to 48 KB whatever the opt-in limit
             env.update(MAX_THREADS_PER_BLOCK=target.max_threads_per_block,
@@ -150,9 +173,20 @@ class TransposeSchedule:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def check_op(self, op) -> TransposeSchedule:
+        """Check the rules that need the op (registers per thread depend on the element size).
+
+        Raises:
+            ScheduleError: a rule of scope "op" does not hold (rule ``registers_fit_thread``).
+        """
+        R.check(TRANSPOSE_RULES, self.env(op=op), ("op",), "TransposeSchedule")
+        return self
+
     @classmethod
     def from_dict(cls, d: dict) -> TransposeSchedule:
-        """Build from a dict; unknown keys raise ScheduleError naming them."""
+        """Build from a dict; unknown keys raise ScheduleError naming them (missing ones take the defaults)."""
+        if not isinstance(d, dict):
+            raise ScheduleError(f"TransposeSchedule.from_dict needs a dict, got {type(d).__name__}", "fields")
         known = {f.name for f in fields(cls)}
         extra = set(d) - known
         if extra:
