@@ -76,6 +76,17 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return shape
 
 
+def positive_int(text: str) -> int:
+    """An integer ≥ 1 (argparse type: anything else is a usage error, exit code 2)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 1")
+    return v
+
+
 def parse_axis(text: str) -> int | None:
     """``"1"`` -> 1, ``"-1"`` -> -1, ``"none"``/``"all"`` -> None (every element)."""
     if text.lower() in ("none", "all"):
@@ -112,13 +123,16 @@ def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN"):
 
 
 def _gemm_arguments(g: argparse.ArgumentParser) -> None:
-    g.add_argument("--m", type=int, required=True, help="rows of A and C")
-    g.add_argument("--n", type=int, required=True, help="columns of B and C")
-    g.add_argument("--k", type=int, required=True, help="columns of A, rows of B")
+    g.add_argument("--m", type=positive_int, required=True, help="rows of A and C (>= 1)")
+    g.add_argument("--n", type=positive_int, required=True, help="columns of B and C (>= 1)")
+    g.add_argument("--k", type=positive_int, required=True, help="columns of A, rows of B (>= 1)")
     g.add_argument("--dtype", default="float32", choices=("float32", "float16"),
                    help="element type of A, B, C (float32 accumulation)")
     g.add_argument("--layout", default="NN", choices=tuple(LAYOUTS),
-                   help="N = row-major operand, T = column-major (a .T view): A then B")
+                   help="storage of A then B, seen from C = A·B in row-major (numpy) terms: N = row-major operand, "
+                        "T = column-major operand (a .T view of a contiguous array). DeepBench's cuBLAS "
+                        "column-major flags map as a_t=1 -> A row-major (N), a_t=0 -> A column-major (T), same for "
+                        "b_t and B: e.g. a_t=0, b_t=1 is --layout TN")
 
 
 def _gemm_op(args: argparse.Namespace):

@@ -7,7 +7,7 @@
   verified through the public call (``tiledsl.gemm(a, b, c, schedule=s)``, ``tiledsl.reduce(x, op,
   axis, out=o, schedule=s)``, ``tiledsl.transpose(x, out=y, schedule=s)``: one bench per family) on
   fresh random data with the output poisoned (NaN; the largest value for integer outputs), against a
-  reference (``cupy.matmul``; numpy's reduction semantics computed by CuPy in float64; ``x.T``
+  reference (``cupy.matmul`` in float64; numpy's reduction semantics computed by CuPy in float64; ``x.T``
   copied by CuPy); then the same public call is
   captured once into a CUDA graph and the graph is timed with ``tiledsl.timing.time_gpu`` (CUDA
   events, warm-up, L2 flushed with 2× the device's L2 outside the timed region, median of repeats
@@ -97,54 +97,87 @@ def _random(shape, dtype, low: float = -1.0, high: float = 1.0):
     return (cp.random.random(shape, dtype=cp.float64) * (high - low) + low).astype(dt)
 
 
-class GemmBench(Bench):
-    """GEMM inputs, public call, reference and vendor call for one :class:`tiledsl.GemmOp`."""
+def _gemm_matrix(rows: int, cols: int, layout: str, align: int, dtype, fill=None):
+    """A (rows, cols) CuPy matrix stored ``layout``-major ("col": a ``.T`` view of a contiguous array)
+    whose vector alignment, as ``tiledsl.gemm`` computes it (base address, leading dimension and
+    contiguous extent), is ``align`` elements: the leading dimension is the contiguous extent rounded up
+    to ``align`` and, for ``align`` < 4, the data starts ``align`` elements into its allocation (CuPy
+    allocations are 256-byte aligned). Uniform in [-1, 1), or ``fill``."""
+    import cupy as cp
 
-    vendor_name = "cupy.matmul -> cuBLAS"
+    ext, other = (cols, rows) if layout == "row" else (rows, cols)
+    ld = -(-ext // align) * align
+    off = 0 if align >= 4 else align
+    size = off + other * ld
+    if fill is None:
+        flat = (cp.random.random(size, dtype=cp.float32) * 2 - 1).astype(dtype)
+    else:
+        flat = cp.full(size, fill, dtype=dtype)
+    store = flat[off:].reshape(other, ld)[:, :ext]
+    return store if layout == "row" else store.T
+
+
+class GemmBench(Bench):
+    """GEMM inputs, public call, reference and vendor call for one :class:`tiledsl.GemmOp`.
+
+    The inputs are built from the op, so the public call builds this very op: A and B in the op's
+    layouts (column-major as ``.T`` views) and alignments (:func:`_gemm_matrix`), C row-major with
+    ``align_c``; with ``read_c`` the call is ``C = A·B + 1·C`` on a random C (else beta = 0 on a
+    NaN-poisoned C). The reference is computed in float64 (``cupy.matmul`` of float64 copies, plus the
+    float64 C before the call).
+    """
+
+    def __init__(self, op) -> None:
+        super().__init__(op)
+        self.beta = 1.0 if op.read_c else 0.0
+        self.vendor_name = "cupy.matmul -> cuBLAS" + (" (+ C: cupy.add, beta = 1)" if op.read_c else "")
 
     def inputs(self):
-        """Fresh random A, B in the op's layouts (uniform in [-1, 1)) and a NaN-poisoned C."""
+        """(A, B, C, float64 copy of C before the call or None)."""
         import cupy as cp
 
         op = self.op
         dt = cp.dtype(op.dtype)
-
-        def rand(rows, cols, layout):
-            shape = (rows, cols) if layout == "row" else (cols, rows)
-            x = (cp.random.random(shape, dtype=cp.float32) * 2 - 1).astype(dt)
-            return x if layout == "row" else x.T
-
-        a = rand(op.m, op.k, op.layout_a)
-        b = rand(op.k, op.n, op.layout_b)
-        c = cp.full((op.m, op.n), cp.nan, dtype=dt)
-        return a, b, c
+        a = _gemm_matrix(op.m, op.k, op.layout_a, op.align_a, dt)
+        b = _gemm_matrix(op.k, op.n, op.layout_b, op.align_b, dt)
+        if op.read_c:
+            c = _gemm_matrix(op.m, op.n, "row", op.align_c, dt)
+            return a, b, c, c.astype(cp.float64)
+        return a, b, _gemm_matrix(op.m, op.n, "row", op.align_c, dt, fill=cp.nan), None
 
     def public(self, inputs, schedule) -> None:
         import tiledsl
 
-        a, b, c = inputs
-        tiledsl.gemm(a, b, c, schedule=schedule)
+        a, b, c, _ = inputs
+        tiledsl.gemm(a, b, c, beta=self.beta, schedule=schedule)
 
     def vendor(self, inputs) -> None:
         import cupy as cp
 
-        a, b, c = inputs
-        cp.matmul(a, b, out=c)
+        a, b, c, _ = inputs
+        if self.op.read_c:
+            cp.add(c, cp.matmul(a, b), out=c)
+        else:
+            cp.matmul(a, b, out=c)
 
     def reference(self, inputs):
+        """float64 A·B (+ C before the call)."""
         import cupy as cp
 
-        a, b, _ = inputs
-        return cp.matmul(a, b)
+        a, b, _, c0 = inputs
+        ref = cp.matmul(a.astype(cp.float64), b.astype(cp.float64))
+        return ref if c0 is None else ref + c0
 
     def tolerance(self) -> float:
-        """Max-norm relative tolerance: output rounding + fp32 accumulation over K (both sides)."""
+        """Max-norm tolerance relative to max |reference|: the output's rounding (4 eps) plus the float32
+        accumulation over K, 16·eps(float32)·√K = 1.2e-4·√(K/4096) (a float64 reference has none)."""
         import numpy as np
 
         eps_out = float(np.finfo(np.float16 if self.op.dtype == "float16" else np.float32).eps)
         if self.op.dtype == "bfloat16":
             eps_out = 2.0 ** -7
-        return 4 * eps_out + 16 * float(np.finfo(np.float32).eps) * math.sqrt(max(self.op.k, 1))
+        eps32 = float(np.finfo(np.float32).eps)
+        return 4 * eps_out + 16 * eps32 * 64 * math.sqrt(max(self.op.k, 1) / 4096)
 
     def output(self, inputs):
         return inputs[2]
@@ -315,24 +348,70 @@ def _is_cuda_error(exc: BaseException) -> bool:
     return False
 
 
-def _timed(fn, *, min_time_ms: float, repeat: int, best_ms: float | None):
-    """Capture ``fn`` into a CUDA graph and time its replay; eager timing if capture is refused."""
+class _Captured:
+    """A CUDA graph of one call, with everything its replay touches kept alive.
+
+    CuPy's memory pool hands freed blocks to the next allocation. A call that allocates inside the
+    captured region (a split-K GEMM's float32 workspace ``cupy.empty((split_k, M, N))``, a vendor
+    call's temporary) would free the block when the call returns, and the graph would then write
+    into memory that the pool gives to someone else. So :func:`_capture`:
+
+    1. runs the call once before capturing on the same stream: modules load, the shared-memory
+       attribute is set, and the pool caches blocks of the sizes the call allocates (an allocation
+       inside the capture then reuses a cached block instead of calling ``cudaMalloc``, which a
+       capture refuses);
+    2. captures under ``cupy.cuda.using_allocator`` with an allocator that serves from the default
+       pool and keeps every ``MemoryPointer`` it hands out in ``held``; a ``_Captured`` owns ``held``
+       (and the graph and stream), so those blocks stay allocated for as long as the graph can be
+       replayed and go back to the pool only with it.
+    """
+
+    def __init__(self, graph, stream, held: list) -> None:
+        self.graph, self.stream, self.held = graph, stream, held
+
+    def __call__(self) -> None:
+        self.graph.launch(self.stream)
+
+
+def _capture(fn):
+    """(stream, callable): ``fn`` captured into a :class:`_Captured` graph, or ``fn`` itself (eager)
+    when capture is refused."""
     import cupy as cp
 
-    from tiledsl.timing import time_gpu
-
     stream = cp.cuda.Stream(non_blocking=True)
+    pool = cp.get_default_memory_pool()
+    held: list = []
+
+    def alloc(size: int):
+        mem = pool.malloc(size)
+        held.append(mem)
+        return mem
+
     with stream:
+        fn()  # warm-up outside the capture (see _Captured)
+        stream.synchronize()
         try:
-            stream.begin_capture()
-            try:
-                fn()
-            finally:
-                graph = stream.end_capture()
-            call, method = (lambda: graph.launch(stream)), "graph"
+            with cp.cuda.using_allocator(alloc):
+                stream.begin_capture()
+                try:
+                    fn()
+                finally:
+                    graph = stream.end_capture()
+            return stream, _Captured(graph, stream, held)
         except Exception:
             cp.cuda.Device().synchronize()
-            call, method = fn, "eager"
+            held.clear()
+            return stream, fn
+
+
+def _timed(fn, *, min_time_ms: float, repeat: int, best_ms: float | None):
+    """Capture ``fn`` into a CUDA graph (:func:`_capture`) and time its replay; eager timing if capture
+    is refused."""
+    from tiledsl.timing import time_gpu
+
+    stream, call = _capture(fn)
+    method = "graph" if isinstance(call, _Captured) else "eager"
+    with stream:
         probe = time_gpu(call, warmup=1, repeat=3, flush=True)
         if best_ms is not None and probe.median_ms > 4 * best_ms:
             return probe, method + " (stopped early: > 4x the best so far)"
@@ -448,22 +527,7 @@ def _remeasure(bench, fam, inputs, req: dict) -> dict:  # pragma: no cover - run
 
 
 def _graph_call(fn):  # pragma: no cover - runs on a GPU
-    import cupy as cp
-
-    stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        fn()  # loads the module and sets the shared-memory attribute outside the capture
-        stream.synchronize()
-        try:
-            stream.begin_capture()
-            try:
-                fn()
-            finally:
-                graph = stream.end_capture()
-            return stream, (lambda: graph.launch(stream))
-        except Exception:
-            cp.cuda.Device().synchronize()
-            return stream, fn
+    return _capture(fn)
 
 
 # ---------------------------------------------------------------- parent side

@@ -65,6 +65,11 @@ class Space:
             structure (knobs the cost model barely sees).
         specialize: (space, op) -> space with the knobs that cannot matter for ``op`` pinned to one
             value (e.g. ``col_rows`` of a contiguous reduction), so equal kernels are not sampled twice.
+        canonical: (schedule, op) -> the schedule that emits the same kernel for ``op`` with the knobs
+            the op makes irrelevant set to one value (GEMM: ``vec`` above the op's alignment), so
+            duplicates are detected on kernels, not on knob values; None: schedules are canonical.
+        preference: schedule -> family-specific part of the tie-break key (lower is preferred) used
+            when predictions tie (see :func:`tie_key`).
     """
 
     family: str
@@ -76,6 +81,8 @@ class Space:
     notes: dict = field(default_factory=dict)
     structure_ignore: tuple[str, ...] = ()
     specialize: Callable[[Space, object], Space] | None = None
+    canonical: Callable[[object, object], object] | None = None
+    preference: Callable[[object], tuple] = lambda s: ()
 
     def for_op(self, op) -> Space:
         """This space for ``op``: knobs that cannot change the kernel of ``op`` pinned (see ``specialize``)."""
@@ -120,12 +127,50 @@ class Space:
                 sched.check_op(op)
         except ScheduleError as exc:
             return Rejection(exc.rule or type(exc).__name__, str(exc))
-        return sched
+        return sched if op is None else self.canonicalize(sched, op, target)
+
+    def canonicalize(self, schedule, op, target=None):
+        """``schedule`` in canonical form for ``op`` (see ``canonical``): the form that emits the same
+        kernel with the knobs ``op`` makes irrelevant set to one value. The canonical form is only
+        used when it passes the same rules (``validate(target)`` when a target is given); otherwise
+        ``schedule`` is returned unchanged."""
+        if self.canonical is None:
+            return schedule
+        from tiledsl.errors import ScheduleError
+
+        try:
+            canon = self.canonical(schedule, op)
+            if canon is not schedule and target is not None:
+                canon.validate(target)
+        except ScheduleError:
+            return schedule
+        return canon
 
 
 def schedule_key(schedule) -> str:
     """Canonical text of a schedule (sorted JSON): equal schedules, equal keys."""
     return json.dumps(schedule.to_dict(), sort_keys=True)
+
+
+def tie_key(space: Space, op, target) -> Callable[[object], tuple]:
+    """Deterministic tie-break between schedules whose predictions tie (lower is preferred): the
+    library's default for ``op`` on ``target`` first, then the shipped presets in file order, then the
+    family's ``preference`` (reduce: ``combine="two_pass"`` before ``"atomic"``, automatic grid and
+    mappings before explicit ones), then the canonical schedule text."""
+    from tiledsl.api import family
+    from tiledsl.registry import presets
+
+    fam = family(space.family)
+    default = fam.default_schedule(op, target)
+    keys = {schedule_key(space.canonicalize(default, op)): -1}
+    for i, s in enumerate(presets(space.family).values()):
+        keys.setdefault(schedule_key(space.canonicalize(s, op)), i)
+
+    def key(schedule) -> tuple:
+        text = schedule_key(space.canonicalize(schedule, op))
+        return (keys.get(text, len(keys) + 1), space.preference(schedule), text)
+
+    return key
 
 
 def describe(schedule) -> str:
@@ -238,12 +283,31 @@ def _gemm_seeds(op, target) -> list:
     return out
 
 
+def _gemm_canonical(s, op):
+    """The schedule emitting the same GEMM kernel for ``op`` with ``vec`` no wider than the op allows.
+
+    ``tiledsl.gemm.emit`` loads A and B ``min(vec, align_a)`` / ``min(vec, align_b)`` elements wide
+    and keeps ``min_blocks`` only when both equal ``vec`` (else ``__launch_bounds__(THREADS, 1)``).
+    So every ``vec`` ≥ max(align_a, align_b) gives the same loads: clamp it there, and set
+    ``min_blocks`` to 1 where the emitter ignores it (``tests/test_search_space.py`` checks that the
+    emitted kernels are the same).
+    """
+    from dataclasses import replace
+
+    va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
+    vec = min(s.vec, max(op.align_a, op.align_b))
+    min_blocks = s.min_blocks if (va, vb) == (s.vec, s.vec) else 1
+    if (vec, min_blocks) == (s.vec, s.min_blocks):
+        return s
+    return replace(s, vec=vec, min_blocks=min_blocks)
+
+
 def _gemm_work(op) -> tuple[float, str, str, float]:
     return float(op.flops), "FLOP", "TFLOP/s", 1e12
 
 
 GEMM_SPACE = Space("gemm", _GEMM_KNOBS, _gemm_fields, _gemm_params, _gemm_seeds, _gemm_work,
-                   structure_ignore=("wm", "wn", "swizzle", "smem_pad", "unroll"))
+                   structure_ignore=("wm", "wn", "swizzle", "smem_pad", "unroll"), canonical=_gemm_canonical)
 
 
 def _bytes_work(op) -> tuple[float, str, str, float]:
@@ -373,8 +437,16 @@ def _reduce_specialize(space: Space, op) -> Space:
     return _pin(space, pins)
 
 
+def _reduce_preference(s) -> tuple:
+    """Among tied predictions: the deterministic two-pass combine before atomics, then the automatic
+    grid / row / column mapping before explicit ones."""
+    return (_REDUCE_COMBINES.index(s.combine) if s.combine in _REDUCE_COMBINES else len(_REDUCE_COMBINES),
+            s.grid != 0, s.row_threads != 0, s.col_rows != 0)
+
+
 REDUCE_SPACE = Space("reduce", _REDUCE_KNOBS, _reduce_fields, _reduce_params, _reduce_seeds, _bytes_work,
-                     structure_ignore=("grid", "combine"), specialize=_reduce_specialize)
+                     structure_ignore=("grid", "combine"), specialize=_reduce_specialize,
+                     preference=_reduce_preference)
 
 
 # ---------------------------------------------------------------- transpose

@@ -37,10 +37,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from . import report as R
-from .families import LAYOUTS, SEARCH_FAMILIES, gemm_op
+from .families import LAYOUTS, SEARCH_FAMILIES, gemm_op, positive_int
 from .families import get as get_family
 from .objective import Model, claim, find_duplicate, load_model, roofline_bound_s
-from .space import Rejection, Space, describe, schedule_key, space_for
+from .space import Rejection, Space, describe, schedule_key, space_for, tie_key
 
 __all__ = ["LAYOUTS", "SAMPLERS", "TuneConfig", "TuneResult", "build_parser", "config_from_args",
            "default_study_name", "gemm_op", "main", "run"]
@@ -173,11 +173,33 @@ def make_storage(url: str):
     for attempt in range(5):  # workers started together race to create the schema: the loser retries
         try:
             return optuna.storages.RDBStorage(url, **kwargs)
-        except Exception as exc:  # sqlalchemy IntegrityError / OperationalError
-            if attempt == 4 or "sqlalchemy" not in type(exc).__module__:
+        except Exception as exc:  # sqlalchemy IntegrityError / OperationalError of the race only
+            race = type(exc).__name__ == "IntegrityError" or (
+                type(exc).__name__ == "OperationalError" and any(w in str(exc) for w in ("locked", "already exists")))
+            if attempt == 4 or "sqlalchemy" not in type(exc).__module__ or not race:
                 raise
             time.sleep(0.2 + random.random())
     raise AssertionError("unreachable")
+
+
+def storage_problem(url: str) -> str | None:
+    """Why the Optuna storage ``url`` cannot be opened (one line), or None when it opens.
+
+    Opens it (creating the SQLite file and Optuna's tables when missing, as the run would) and closes it.
+    """
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        folder = os.path.dirname(os.path.abspath(url[len("sqlite:///"):]))
+        if not os.path.isdir(folder):
+            return f"the folder {folder} of the SQLite file does not exist"
+    try:
+        st = make_storage(url)
+    except Exception as exc:
+        text = " ".join(str(exc).split("(Background on this error")[0].split()) or "no reason given"
+        return f"{type(exc).__name__}: {text}"
+    engine = getattr(st, "engine", None)
+    if engine is not None:
+        engine.dispose()
+    return None
 
 
 class _Progress:
@@ -212,15 +234,17 @@ def _attr(trial, **kv) -> None:
 
 
 def _predict_seeds(space: Space, model: Model, op, target, top: int, budget_s: float = 15.0) -> list[tuple]:
-    """The cost model's ``top`` schedules among the space's seed candidates, as (predicted_s, schedule)."""
+    """The cost model's ``top`` schedules among the space's seed candidates, as (predicted_s, schedule);
+    equal predictions in :func:`search.space.tie_key` order (the library default first)."""
     t0 = time.perf_counter()
+    tie = tie_key(space, op, target)
     scored = []
     for s in space.seeds(op, target):
         if time.perf_counter() - t0 > budget_s:
             break
         p = model.predict(op, s, target)
         if p is not None:
-            scored.append((p, schedule_key(s), s))
+            scored.append((p, tie(s), s))
     scored.sort(key=lambda x: (x[0], x[1]))
     return [(p, s) for p, _, s in scored[:top]]
 
@@ -245,8 +269,14 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
         out(f"no CUDA GPU available here: running as --model-only for {cfg.device or DEFAULT_DEVICE} "
             "(candidates ranked by the cost model and compiled for its arch; nothing is measured)")
         cfg.model_only = True
+    calibration = None
     if cfg.model_only:
+        from tiledsl.calibrate import calibration_path, load_calibration
+
         target = tiledsl.Target.known(cfg.device or DEFAULT_DEVICE)
+        if calibration_path(target).exists():  # figures tiledsl.calibrate measured on this device
+            calibration = str(calibration_path(target))
+            target = load_calibration(target)
     else:
         target = tiledsl.Target.current()
         if cfg.device and device_tag(cfg.device) not in device_tag(target.name):
@@ -407,26 +437,24 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
     search_s = time.perf_counter() - t_run
 
     # ---- finalists
-    finals, vendor_final = _finalists(study, space, target, cfg, worker, model, op, out)
-    if vendor_final is not None:
-        vendor_s = vendor_final
-    if worker is not None:
+    winner, tied, info = None, [], {}
+    if cfg.model_only:
+        finals, winner, info = _model_only_finalists(study, space, target, cfg, model, op, out)
+    else:
+        finals, vendor_final = _finalists(study, space, target, cfg, worker, model, op, out)
+        if vendor_final is not None:
+            vendor_s = vendor_final
         worker.close()
-    winner = None
-    tied = []
-    if finals:
-        pool_f = finals
-        if cfg.model_only:  # the model cannot see spills: export a compiled, non-spilling one when there is one
-            compiled = [f for f in finals if "registers" in f.resources]
-            clean = [f for f in compiled if not f.resources.get("spill_bytes")]
-            pool_f = clean or compiled or finals[:1]
-        w, tied = R.pick_winner([{"number": f.number, "median_s": f.median_s, "spread": f.spread, "f": f}
-                                 for f in pool_f])
-        winner = w["f"]
+        if finals:
+            w, tied = R.pick_winner([{"number": f.number, "median_s": f.median_s, "spread": f.spread, "f": f}
+                                     for f in finals])
+            winner = w["f"]
+    if winner is not None:
         study.set_user_attr(f"final:{worker_id}", {"winner_trial": winner.number, "median_s": winner.median_s,
                                                    "vendor_s": vendor_s, "date": _now()})
+    info["calibration"] = calibration
     text = _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s, time_split,
-                   search_s, n_before, stats, mode, work, disp_unit, disp_scale)
+                   search_s, n_before, stats, mode, work, disp_unit, disp_scale, info)
     out(text)
     exported = []
     if winner is not None and cfg.export:
@@ -439,55 +467,138 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _owned_complete(study) -> list:
-    """COMPLETE trials that own their schedule (duplicates left out), best value first."""
+def _owned_complete(study, key=None) -> list:
+    """COMPLETE trials that own their schedule (duplicates left out), best value first; equal values
+    in ``key``'s order (a function of the schedule dict), else by trial number."""
     from optuna.trial import TrialState
 
     trials = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
               if "duplicate_of" not in t.user_attrs and "schedule" in t.user_attrs]
-    return sorted(trials, key=lambda t: (t.value, t.number))
+    if key is None:
+        return sorted(trials, key=lambda t: (t.value, t.number))
+    return sorted(trials, key=lambda t: (t.value, key(t.user_attrs["schedule"]), t.number))
+
+
+# --model-only: after the compiled candidates, at most this many more are compiled (by predicted rank)
+# looking for one without register spills, within this many seconds.
+SPILL_SEARCH_COMPILES = 12
+SPILL_SEARCH_S = 90.0
+
+
+def _register_cap(op, s) -> int:
+    """Registers per thread the GEMM emitter's ``__launch_bounds__`` allows (``tiledsl.gemm.emit``:
+    min_blocks is kept only when neither operand forces narrower loads)."""
+    mb = s.min_blocks if (min(s.vec, op.align_a), min(s.vec, op.align_b)) == (s.vec, s.vec) else 1
+    return min(255, 65536 // (s.threads * max(mb, 1))) // 8 * 8
+
+
+def _model_only_finalists(study, space, target, cfg, model, op, out) -> tuple[list, Finalist | None, dict]:
+    """``--model-only``: the best predicted schedule of each structure, the first ``--compile-top``
+    compiled (ptxas registers, shared memory, spills) and re-predicted with the kernel.
+
+    The winner is the compiled candidate without register spills with the lowest re-predicted time
+    (ties: :func:`search.space.tie_key`). When every one of them spills, further candidates are compiled
+    by predicted rank (at most ``SPILL_SEARCH_COMPILES`` / ``SPILL_SEARCH_S``; a GEMM candidate whose
+    register estimate is at least that of one that spilled under no larger register cap is skipped)
+    until one does not; if none does, the family's default schedule (``default_schedule(op, target)``,
+    compiled and checked) is exported, with a warning.
+
+    Returns:
+        (rows of the report in predicted order, the winner, what happened for the report's header).
+    """
+    import tiledsl
+    from tiledsl.api import family
+
+    st = space.schedule_type()
+    tie = tie_key(space, op, target)
+    owned = _owned_complete(study, key=lambda d: tie(st.from_dict(d)))
+    seen, rows = set(), []
+    for t in owned:  # one row per structure (GEMM: warp shape, swizzle, padding, unroll aside)
+        struct = json.dumps({k: v for k, v in t.user_attrs["schedule"].items()
+                             if k not in space.structure_ignore}, sort_keys=True)
+        if struct not in seen:
+            seen.add(struct)
+            rows.append(t)
+    rows = rows[:max(cfg.final_top, cfg.compile_top)]
+    info = {"compiled": 0, "clean": 0, "extra": 0, "skipped": 0, "fallback": None}
+    compiled: dict[int, Finalist] = {}
+
+    def compile_one(s, number, predicted_s, bound_by) -> Finalist:
+        t0 = time.perf_counter()
+        try:
+            k = tiledsl.compile(op, s, arch=target.arch)
+            res = {**k.resources(), "compile_s": time.perf_counter() - t0,
+                   "predicted_with_kernel_s": model.predict(op, s, target, kernel=k)}
+        except tiledsl.TiledslError as exc:  # the study keeps the outcome (finished trials are read-only)
+            res = {"error": f"{type(exc).__name__}: {exc}"[:4000]}
+            out(f"{'trial ' + str(number) if number is not None else 'the default schedule'} does not compile: "
+                f"{type(exc).__name__}")
+        info["compiled"] += 1
+        info["clean"] += "error" not in res and not res.get("spill_bytes")
+        return Finalist(number, s, res.get("predicted_with_kernel_s") or predicted_s, 0.0, predicted_s, bound_by, res)
+
+    def compile_trial(t) -> Finalist:
+        f = compile_one(st.from_dict(t.user_attrs["schedule"]), t.number, t.value, t.user_attrs.get("bound_by"))
+        study.set_user_attr(f"compiled:{t.number}", f.resources)
+        compiled[t.number] = f
+        return f
+
+    def clean(f: Finalist) -> bool:
+        return "registers" in f.resources and not f.resources.get("spill_bytes")
+
+    for t in rows[:cfg.compile_top]:
+        compile_trial(t)
+    if not any(clean(f) for f in compiled.values()) and compiled:
+        t0 = time.perf_counter()
+        spilled = []  # (register estimate, register cap) of GEMM candidates that spilled
+        for t in owned:
+            if info["extra"] >= SPILL_SEARCH_COMPILES or time.perf_counter() - t0 > SPILL_SEARCH_S:
+                break
+            if t.number in compiled:
+                continue
+            s = st.from_dict(t.user_attrs["schedule"])
+            if hasattr(s, "est_registers"):
+                spilled = [(f.schedule.est_registers, _register_cap(op, f.schedule)) for f in compiled.values()
+                           if f.resources.get("spill_bytes")]
+                if any(s.est_registers >= e and _register_cap(op, s) <= c for e, c in spilled):
+                    info["skipped"] += 1
+                    continue
+            info["extra"] += 1
+            f = compile_trial(t)
+            if clean(f):
+                if t not in rows:
+                    rows.append(t)
+                    rows.sort(key=owned.index)
+                break
+    candidates = [f for f in compiled.values() if clean(f)]
+    finals = [compiled.get(t.number) or Finalist(t.number, st.from_dict(t.user_attrs["schedule"]), t.value, 0.0,
+                                                 t.value, t.user_attrs.get("bound_by"), {}) for t in rows]
+    if candidates:
+        best = min(f.median_s for f in candidates)
+        winner = min((f for f in candidates if f.median_s <= best * (1 + 1e-9)), key=lambda f: tie(f.schedule))
+        return finals, winner, info
+    # nothing compiled is free of spills: the library's default for this op
+    default = family(cfg.family).default_schedule(op, target)
+    ex = model.explain(op, default, target)
+    winner = compile_one(default, None, ex.get("predicted_s"), ex.get("bound_by"))
+    worst = min((f for f in compiled.values() if "registers" in f.resources),
+                key=lambda f: f.resources["spill_bytes"], default=None)
+    why = (f"none of the {len(compiled)} compiled candidates is free of register spills (fewest: trial "
+           f"{worst.number}, {worst.resources['spill_bytes']} bytes)" if worst is not None
+           else f"none of the {len(compiled)} compiled candidates compiled")
+    default_res = ("does not compile" if "error" in winner.resources else
+                   f"{winner.resources['registers']} registers, {winner.resources['spill_bytes']} spill bytes")
+    info["fallback"] = why
+    out(f"warning: {why}; exporting the library default {cfg.family}.default_schedule(op, {target.name}) "
+        f"instead: {describe(default)} ({default_res})")
+    return finals + [winner], (winner if "error" not in winner.resources else None), info
 
 
 def _finalists(study, space, target, cfg, worker, model, op, out) -> tuple[list[Finalist], float | None]:
-    """Measured mode: top N re-measured interleaved with the vendor. Model-only: top N compiled."""
+    """Measured mode: the top ``--final-top`` re-measured interleaved with the vendor library."""
     st = space.schedule_type()
     owned = _owned_complete(study)
     finals: list[Finalist] = []
-    if cfg.model_only:
-        import tiledsl
-
-        clean = 0
-        seen, distinct = set(), []
-        for t in owned:  # one finalist per structure (GEMM: warp shape, swizzle, padding, unroll aside)
-            struct = json.dumps({k: v for k, v in t.user_attrs["schedule"].items()
-                                 if k not in space.structure_ignore}, sort_keys=True)
-            if struct not in seen:
-                seen.add(struct)
-                distinct.append(t)
-        owned = distinct
-        for i, t in enumerate(owned[:max(cfg.final_top, cfg.compile_top, 8 if cfg.compile_top else 0)]):
-            if i >= max(cfg.final_top, cfg.compile_top) and clean:
-                break
-            s = st.from_dict(t.user_attrs["schedule"])
-            res: dict = {}
-            if i < cfg.compile_top or (cfg.compile_top and not clean):  # go on until one does not spill
-                t0 = time.perf_counter()
-                try:
-                    k = tiledsl.compile(op, s, arch=target.arch)
-                    res = {**k.resources(), "compile_s": time.perf_counter() - t0,
-                           "predicted_with_kernel_s": model.predict(op, s, target, kernel=k)}
-                except Exception as exc:  # finished trials are read-only: the study keeps the outcome
-                    res = {"error": f"{type(exc).__name__}: {exc}"[:4000]}
-                    out(f"predicted #{i + 1} (trial {t.number}) does not compile: {type(exc).__name__}")
-                study.set_user_attr(f"compiled:{t.number}", res)
-                if "error" in res:
-                    continue
-                clean += not res.get("spill_bytes")
-            value = res.get("predicted_with_kernel_s") or t.value  # spill-aware when compiled
-            finals.append(Finalist(t.number, s, value, 0.0, t.user_attrs.get("predicted_s"),
-                                   t.user_attrs.get("bound_by"), res))
-        finals.sort(key=lambda f: ("registers" not in f.resources, f.median_s, f.number))
-        return finals, None
     top = owned[:cfg.final_top]
     if not top:
         return [], None
@@ -513,8 +624,20 @@ def _res(t) -> dict:
     return {k: t.user_attrs.get(k) for k in ("registers", "smem_bytes", "spill_bytes")}
 
 
+def _res_text(f: Finalist) -> str:
+    return "/".join(str(f.resources.get(k, "-")) for k in ("registers", "smem_bytes", "spill_bytes"))
+
+
+# docs/costmodel.md, "Fit on the H200": median measured / predicted time of the cost model
+MODEL_BIAS = {"gemm": "median measured/predicted = 2.0 for GEMM (110 schedules of 4096^3 float32): expect about "
+                      "half the predicted TFLOP/s",
+              "reduce": "median measured/predicted = 1.1 for reductions (60 schedules of a float32 sum)",
+              "transpose": "not fitted for transposes yet"}
+
+
 def _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s, split, search_s,
-            n_before, stats, mode, work, unit, scale) -> str:
+            n_before, stats, mode, work, unit, scale, info=None) -> str:
+    info = info or {}
     lines = ["", f"==== search.tune report: {cfg.family} {_op_text(op)} on {target.name} ({target.arch}), {mode} ===="]
     lines.append(f"trials this run: {sum(stats.values())} (complete {stats['complete']}, pruned by rules "
                  f"{stats['pruned']}, failed {stats['fail']}, duplicates not re-measured {stats['dup']}); "
@@ -523,26 +646,49 @@ def _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s
     lines.append(f"roofline bound: {bound_s * 1e3:.3f} ms ({bound_level}-bound: max(FLOP / peak FP32 "
                  f"{target.peak_fp32_flops / 1e12:.1f} TFLOP/s, compulsory bytes / HBM "
                  f"{target.hbm_bytes_per_s / 1e12:.2f} TB/s), {target.source})")
-    if model.fallback:
-        lines.append(f"NOTE: predictions come from a FALLBACK, not tiledsl's cost model: {model.label}")
     if mode == "measured":
         vtxt = "n/a" if vendor_s is None else f"{vendor_s * 1e3:.3f} ms = {work / vendor_s / scale:.2f} {unit}"
         lines.append(f"vendor library measured in this run ({vendor_name(cfg.family, op)}): {vtxt}")
-    rows = []
-    for i, f in enumerate(finals):
-        vendor_pct = None if (vendor_s is None or mode != "measured") else vendor_s / f.median_s
-        spread = f"±{100 * f.spread / 2:.1f}%" if mode == "measured" else "predicted"
-        rows.append([f"{i + 1}{'*' if winner is f else ''}", str(f.number), describe(f.schedule),
-                     f"{f.median_s * 1e3:.3f}", spread, f"{work / f.median_s / scale:.2f}",
-                     R.fmt_pct(vendor_pct), R.fmt_pct(bound_s / f.median_s), R.fmt_ms(f.predicted_s),
-                     str(f.bound_by), "/".join(str(f.resources.get(k, "-")) for k in ("registers", "smem_bytes",
-                                                                                   "spill_bytes"))])
-    head = ["#", "trial", "schedule", "ms" if mode == "measured" else "pred ms", "spread", unit,
-            "% vendor", "% roofline", "pred ms", "bound by", "regs/smem/spill"]
-    title = ("top by final interleaved re-measurement (median of 7 rounds; * = winner)" if mode == "measured"
-             else f"best predicted per tile structure; at least {cfg.compile_top} compiled for {target.arch} and "
-                  "re-predicted with their registers/spills (pred ms = before compiling; * = winner: the best "
-                  "compiled one that does not spill)")
+        rows = []
+        for i, f in enumerate(finals):
+            vendor_pct = None if vendor_s is None else vendor_s / f.median_s
+            rows.append([f"{i + 1}{'*' if winner is f else ''}", str(f.number), describe(f.schedule),
+                         f"{f.median_s * 1e3:.3f}", f"±{100 * f.spread / 2:.1f}%", f"{work / f.median_s / scale:.2f}",
+                         R.fmt_pct(vendor_pct), R.fmt_pct(bound_s / f.median_s), R.fmt_ms(f.predicted_s),
+                         str(f.bound_by), _res_text(f)])
+        head = ["#", "trial", "schedule", "measured ms", "spread", f"measured {unit}", "% vendor", "% roofline",
+                "predicted ms", "bound by", "regs/smem/spill"]
+        title = ("top by final interleaved re-measurement (median of 7 rounds; * = winner); predicted ms: "
+                 "the cost model's prediction before compiling")
+    else:
+        cal = info.get("calibration")
+        lines.append(f"NOTE: every time and {unit} below is the cost model's PREDICTION ({model.label}), not a "
+                     f"measurement: ceilings " + (f"calibrated by tiledsl.calibrate ({cal})" if cal else
+                                                  f"from the known-GPU table, uncalibrated ({target.source})")
+                     + f"; the model's measured bias on the H200: {MODEL_BIAS.get(cfg.family, 'not fitted')} "
+                       "(docs/costmodel.md)")
+        rows = []
+        for i, f in enumerate(finals):
+            again = f.resources.get("predicted_with_kernel_s") if "registers" in f.resources else None
+            rows.append([f"{i + 1}{'*' if winner is f else ''}", "default" if f.number is None else str(f.number),
+                         describe(f.schedule), R.fmt_ms(f.predicted_s),
+                         "n/a" if not f.predicted_s else f"{work / f.predicted_s / scale:.2f}",
+                         "n/a" if not f.predicted_s else R.fmt_pct(bound_s / f.predicted_s),
+                         R.fmt_ms(again), str(f.bound_by), _res_text(f)])
+        head = ["#", "trial", "schedule", "predicted ms", f"predicted {unit}", "% roofline",
+                "re-predicted ms (compiled)", "bound by", "regs/smem/spill"]
+        n_rows = len(finals) - (info.get("fallback") is not None)
+        how = ("* = winner: the compiled one without register spills with the lowest re-predicted ms"
+               if not info.get("fallback") else
+               f"* = winner: the library default (last row), because {info['fallback']}")
+        title = (f"best predicted schedule of each tile structure ({n_rows} rows, by predicted ms); "
+                 f"{info.get('compiled', 0)} compiled for {target.arch} ({info.get('clean', 0)} without register "
+                 "spills" + (f"; {info['extra']} of them beyond --compile-top, by predicted rank, looking for one "
+                             f"without spills, {info['skipped']} skipped as bound to spill by their register "
+                             "estimate" if info.get("extra") or info.get("skipped") else "") + "); " + how + "\n"
+                 "  predicted ms: the cost model from the schedule alone (what the search ranked by; predicted "
+                 f"{unit} and % roofline come from it); re-predicted ms (compiled): the same model given the "
+                 "compiled kernel's registers and spills (n/a: not compiled); regs/smem/spill: ptxas")
     lines += ["", title, R.table(rows, head) if rows else "(no complete trial)"]
     if len(tied) > 1:
         lines.append(f"statistical tie among trials {[c['number'] for c in tied]} (within max(1%, spread)); "
@@ -669,39 +815,83 @@ def build_parser() -> argparse.ArgumentParser:
                "processes given the same --storage and --study-name share one study.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="family", required=True, metavar="OP", help="op family to tune")
+    subparsers: dict[str, argparse.ArgumentParser] = {}
     for fam in SEARCH_FAMILIES.values():
         g = sub.add_parser(fam.name, help=fam.help, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
                            description=fam.description, epilog=f"Example: {fam.example}")
         fam.add_arguments(g)
         _common(g)
+        subparsers[fam.name] = g
+    p.set_defaults(_subparsers=subparsers)
     return p
 
 
+def _device(text: str) -> str:
+    """``--device``: a name of ``tiledsl.Target.known``'s table (its error lists the known names)."""
+    import tiledsl
+
+    try:
+        tiledsl.Target.known(text)
+    except tiledsl.TiledslError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _nonneg_int(text: str) -> int:
+    v = _int(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
+    return v
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def _positive_seconds(text: str) -> float:
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds > 0")
+    return v
+
+
 def _common(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--trials", type=int, default=200,
+    sp.add_argument("--trials", type=positive_int, default=200,
                     help="candidates this run evaluates (measured, or predicted with --model-only; a duplicate counts, "
                          "reusing the earlier value); points pruned by a rule are recorded in the study too but not "
                          "counted (at most 20x --trials points are sampled)")
-    sp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                    help="stop asking for new trials after this many seconds")
+    sp.add_argument("--timeout", type=_positive_seconds, default=None, metavar="SECONDS",
+                    help="stop asking for new trials after this many seconds (> 0)")
     sp.add_argument("--sampler", default="tpe", choices=SAMPLERS,
                     help="Optuna sampler (cmaes needs the cmaes package, qmc needs scipy)")
     sp.add_argument("--seed", type=int, default=0, help="sampler seed")
     sp.add_argument("--storage", default=DEFAULT_STORAGE,
-                    help="Optuna RDB storage URL (SQLite file, or postgresql://... to share across machines)")
+                    help="Optuna RDB storage URL (SQLite file, or postgresql://... to share across machines); "
+                         "opened before the search starts")
     sp.add_argument("--study-name", default=None,
                     help="study name (default: op, shape, dtype, layout and device, plus -model for --model-only)")
     sp.add_argument("--export", default=None, metavar="DIR",
-                    help="write the best kernel as DIR/kernel.cu and DIR/schedule.json; a measured winner is also "
-                         "stored where schedule=None finds it")
+                    help="write the best kernel as DIR/kernel.cu and DIR/schedule.json (DIR must not be an existing "
+                         "file); a measured winner is also stored where schedule=None finds it")
     sp.add_argument("--model-only", action="store_true",
                     help="no GPU: rank candidates by the cost model for --device and compile the best for its arch")
-    sp.add_argument("--device", default=None,
-                    help=f"GPU to model with --model-only (default {DEFAULT_DEVICE}); measured runs use the GPU present")
-    sp.add_argument("--jobs", type=int, default=None, help="compile processes (default: CPUs - 1, at most 8)")
-    sp.add_argument("--seed-top", type=int, default=8, help="cost-model predictions enqueued as first trials")
-    sp.add_argument("--compile-top", type=int, default=3, help="--model-only: how many of the best to compile")
-    sp.add_argument("--final-top", type=int, default=5, help="measured: how many to re-measure at the end")
+    sp.add_argument("--device", type=_device, default=None,
+                    help=f"GPU to model with --model-only (default {DEFAULT_DEVICE}; a name of tiledsl.Target.known); "
+                         "measured runs use the GPU present")
+    sp.add_argument("--jobs", type=positive_int, default=None, help="compile processes (default: CPUs - 1, at most 8)")
+    sp.add_argument("--seed-top", type=_nonneg_int, default=8, help="cost-model predictions enqueued as first trials")
+    sp.add_argument("--compile-top", type=positive_int, default=3,
+                    help="--model-only: how many of the best to compile (more, by predicted rank, when all spill)")
+    sp.add_argument("--final-top", type=positive_int, default=5,
+                    help="how many rows the report shows; measured: how many to re-measure at the end")
     sp.add_argument("--ship", action="store_true",
                     help="also write the measured winner into the shipped schedules/<op>/<arch>.json")
     sp.add_argument("--lookup", action="store_true",
@@ -734,16 +924,36 @@ def _lookup(cfg: TuneConfig) -> int:
     return 0
 
 
+def check_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with arguments the parser accepted, found before any search starts, or None:
+    ``--export`` names an existing file, ``--storage`` cannot be opened (URL and reason)."""
+    if args.lookup:
+        return None
+    if args.export is not None and os.path.exists(args.export) and not os.path.isdir(args.export):
+        return f"--export {args.export}: is an existing file; give a folder (created when missing)"
+    why = storage_problem(args.storage)
+    if why is not None:
+        return f"--storage {args.storage}: cannot open it: {why}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m search.tune``."""
+    """Entry point of ``python -m search.tune``.
+
+    Raises:
+        SystemExit: code 2 with an argparse-style message for bad arguments (checked before searching).
+    """
     from tiledsl.errors import TiledslError
 
     args = build_parser().parse_args(argv)
+    sub = args._subparsers[args.family]
     try:
         cfg = config_from_args(args, argv)
     except (TiledslError, ValueError) as exc:
-        print(f"search.tune: error: {exc}", file=sys.stderr)
-        return 2
+        sub.error(str(exc))
+    why = check_args(args)
+    if why is not None:
+        sub.error(why)
     if args.lookup:
         return _lookup(cfg)
     res = run(cfg)

@@ -247,7 +247,7 @@ def test_model_only_end_to_end_then_resume(family_args, name, rules, kind, tmp_p
     assert f"dim3 grid({grid[0]}u, {grid[1]}u, {grid[2]}u);" in src
     assert not (cache / "tuned").exists(), "a model-only winner must not be stored"
     # resume: the same command adds trials to the same study and re-evaluates nothing
-    assert _run(db, family_args, "--trials", "10", "--compile-top", "0") == 0
+    assert _run(db, family_args, "--trials", "10", "--compile-top", "1") == 0
     assert f"{len(trials)} earlier trials (resuming)" in capsys.readouterr().out
     again = optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
     assert len(again) > len(trials)

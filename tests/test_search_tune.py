@@ -74,7 +74,7 @@ def test_model_only_end_to_end_then_resume(tmp_path, cache, capsys):
     assert k.registers > 0 and len(k.cubin) > 1000
     assert "not stored for schedule=None" in text  # a prediction is never stored as tuned
     # resume: the same command adds trials to the same study and re-evaluates nothing
-    assert tune.main(_args(db, "--trials", "15", "--compile-top", "0")) == 0
+    assert tune.main(_args(db, "--trials", "15", "--compile-top", "1")) == 0
     assert f"{len(trials)} earlier trials (resuming)" in capsys.readouterr().out
     trials = optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
     keys = _owned_keys(trials)
@@ -93,7 +93,7 @@ def test_exported_kernel_compiles_with_nvcc(tmp_path, cache):
 
 @pytest.mark.skipif(tiledsl.gpu_available(), reason="a GPU is present: the no-GPU fallback does not apply")
 def test_no_gpu_runs_as_model_only_and_says_so(tmp_path, cache, capsys):
-    args = [a for a in _args(tmp_path / "t.db", "--trials", "5", "--compile-top", "0") if a != "--model-only"]
+    args = [a for a in _args(tmp_path / "t.db", "--trials", "5", "--compile-top", "1") if a != "--model-only"]
     assert tune.main(args) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("no CUDA GPU available here: running as --model-only for H200")
@@ -101,7 +101,7 @@ def test_no_gpu_runs_as_model_only_and_says_so(tmp_path, cache, capsys):
 
 def test_study_of_another_op_is_refused(tmp_path, cache):
     db = tmp_path / "t.db"
-    assert tune.main(_args(db, "--trials", "3", "--compile-top", "0", "--study-name", "s")) == 0
+    assert tune.main(_args(db, "--trials", "3", "--compile-top", "1", "--study-name", "s")) == 0
     with pytest.raises(SystemExit, match="was made for"):
         tune.main(_args(db, "--trials", "3", "--study-name", "s", shape=("64", "64", "64")))
 
@@ -120,7 +120,7 @@ def _two_workers(storage: str, tmp_path: Path, trials: int = 20) -> list:
     env = {**os.environ, "TILEDSL_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "search.tune", "gemm", "--m", "1024", "--n", "1024", "--k", "512", "--model-only",
            "--trials", str(trials), "--storage", storage, "--study-name", study, "--no-progress",
-           "--compile-top", "0"]
+           "--compile-top", "1"]
     procs = [subprocess.Popen([*cmd, "--seed", str(i)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for i in range(2)]
     outs = [p.communicate(timeout=240)[0] for p in procs]
