@@ -10,11 +10,11 @@ address, leading dimension and contiguous extent allow; the emitter uses min(sch
 
 from __future__ import annotations
 
-import numbers
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 from .. import dtypes
 from ..errors import SpecError
+from ..spec import as_int, check_fields
 
 LAYOUTS = ("row", "col")
 GEMM_DTYPES = ("float32", "float16", "bfloat16")
@@ -53,9 +53,10 @@ class GemmOp:
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+            v = as_int(v, f"GemmOp.{name}")
+            if v < 0:
                 raise SpecError(f"GemmOp.{name}={v!r} must be an integer ≥ 0")
-            object.__setattr__(self, name, int(v))
+            object.__setattr__(self, name, v)
             if v > 2**31 - 1:
                 raise SpecError(f"GemmOp.{name}={v} exceeds 2^31 - 1 (sizes are 32-bit kernel arguments)")
         try:
@@ -71,7 +72,7 @@ class GemmOp:
                 raise SpecError(f"GemmOp.{name}={getattr(self, name)!r} must be one of {LAYOUTS}")
         for name in ("align_a", "align_b", "align_c"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v not in (1, 2, 4):
+            if as_int(v, f"GemmOp.{name}") not in (1, 2, 4):
                 raise SpecError(f"GemmOp.{name}={v!r} must be the integer 1, 2 or 4")
             object.__setattr__(self, name, int(v))
         if not isinstance(self.read_c, bool):
@@ -98,11 +99,5 @@ class GemmOp:
         Raises:
             SpecError: ``d`` is not a dict, has unknown keys or misses m, n or k.
         """
-        if not isinstance(d, dict):
-            raise SpecError(f"GemmOp.from_dict needs a dict, got {type(d).__name__}")
-        known = {f.name for f in fields(cls)}
-        extra, missing = set(d) - known, {"m", "n", "k"} - set(d)
-        if extra or missing:
-            raise SpecError(f"GemmOp.from_dict: unknown field(s) {sorted(extra)}, missing {sorted(missing)}; "
-                            f"fields: {sorted(known)}")
+        check_fields(cls, d, ("m", "n", "k"))
         return cls(**d)

@@ -7,11 +7,11 @@ traffic by ½(1/bm + 1/bn), an rm×rn thread tile in registers cuts shared-memor
 
 from __future__ import annotations
 
-import numbers
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 
 from .. import rules as R
 from ..errors import ScheduleError
+from ..spec import ScheduleRecord, as_int, schedule_error
 from ..target import Target
 
 GEMM_RULES: tuple[R.Rule, ...] = (
@@ -82,7 +82,7 @@ def _auto_warp_lanes_n(bm: int, bn: int, rm: int, rn: int) -> int:
 
 
 @dataclass(frozen=True)
-class GemmSchedule:
+class GemmSchedule(ScheduleRecord):
     """How to tile a GEMM. Frozen, hashable, JSON round-trips through ``to_dict``/``from_dict``.
 
     Attributes:
@@ -135,10 +135,8 @@ class GemmSchedule:
                 if not isinstance(v, bool):
                     raise ScheduleError(f"GemmSchedule.double_buffer={v!r} must be True or False",
                                         "type")
-            elif isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise ScheduleError(f"GemmSchedule.{f.name}={v!r} must be an integer", "type")
-            else:
-                object.__setattr__(self, f.name, int(v))  # numpy integers become plain ints
+            else:  # numpy integers become plain ints
+                object.__setattr__(self, f.name, as_int(v, f"GemmSchedule.{f.name}", schedule_error("type")))
         if self.wm == 0 and self.wn == 0 and min(self.rm, self.rn, self.bm, self.bn) > 0:
             lanes_n = _auto_warp_lanes_n(self.bm, self.bn, self.rm, self.rn)
             object.__setattr__(self, "wn", lanes_n * self.rn)
@@ -197,26 +195,3 @@ class GemmSchedule:
         if target is not None:
             R.check(GEMM_RULES, self.env(target), ("target",), "GemmSchedule")
         return self
-
-    def to_dict(self) -> dict:
-        """All fields (warp tile and min_blocks resolved) as a JSON-ready dict."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> GemmSchedule:
-        """Build from a dict; unknown keys raise ScheduleError naming them."""
-        if not isinstance(d, dict):
-            raise ScheduleError(f"GemmSchedule.from_dict needs a dict, got {type(d).__name__}", "fields")
-        known = {f.name for f in fields(cls)}
-        extra = set(d) - known
-        if extra:
-            raise ScheduleError(f"GemmSchedule has no field(s) {sorted(extra)}; fields: {sorted(known)}",
-                                "fields")
-        return cls(**d)
-
-    def short_hash(self) -> str:
-        """8 hex digits identifying the schedule (used in kernel names)."""
-        import hashlib
-        import json
-
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:8]

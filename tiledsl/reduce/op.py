@@ -14,32 +14,18 @@ the input dtype unless ``out_dtype`` says otherwise (numpy's ``dtype=`` argument
 from __future__ import annotations
 
 import math
-import operator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import SpecError
+from ..spec import as_int, check_fields
 
 OPS = ("sum", "mean", "max", "min", "prod", "norm2")
 REDUCE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
 _NUMPY_NAME = {"max": "maximum", "min": "minimum"}
-
-
-def _as_int(value, what: str) -> int:
-    """``value`` as a plain int: ints and numpy integers (``operator.index``); bool, float, str are refused.
-
-    Raises:
-        SpecError: naming ``what`` (e.g. "ReduceOp.align") and the value.
-    """
-    if not isinstance(value, bool) and not isinstance(value, np.bool_):
-        try:
-            return operator.index(value)
-        except TypeError:
-            pass
-    raise SpecError(f"{what}={value!r} must be an integer, got {type(value).__name__}")
 
 
 def _as_bool(value, what: str) -> bool:
@@ -115,7 +101,7 @@ class ReduceOp:
         sizes = []
         for d in shape:
             try:
-                size = _as_int(d, "size")
+                size = as_int(d, "size")
             except SpecError:
                 size = -1
             if size < 0:
@@ -134,13 +120,13 @@ class ReduceOp:
         object.__setattr__(self, "out_dtype", result_dtype(self.op, name, self.out_dtype))
         object.__setattr__(self, "keepdims", _as_bool(self.keepdims, "ReduceOp.keepdims"))
         if self.axis is not None:
-            axis = _as_int(self.axis, "ReduceOp.axis")
+            axis = as_int(self.axis, "ReduceOp.axis")
             nd = len(shape)
             if not -nd <= axis < nd:
                 raise SpecError(f"ReduceOp.axis={axis} is out of range for a {nd}-D input "
                                 f"(limit: -{nd} ≤ axis < {nd})")
             object.__setattr__(self, "axis", axis % nd)
-        align = _as_int(self.align, "ReduceOp.align")
+        align = as_int(self.align, "ReduceOp.align")
         if align not in (1, 2, 4, 8):
             raise SpecError(f"ReduceOp.align={self.align!r} must be 1, 2, 4 or 8 elements")
         object.__setattr__(self, "align", align)
@@ -216,14 +202,7 @@ class ReduceOp:
         Raises:
             SpecError: ``d`` is not a dict, has keys that are not fields, or lacks ``shape``.
         """
-        if not isinstance(d, dict):
-            raise SpecError(f"ReduceOp.from_dict needs a dict, got {type(d).__name__}")
-        known = {f.name for f in fields(cls)}
-        extra, missing = sorted(set(d) - known), sorted({"shape"} - set(d))
-        if extra:
-            raise SpecError(f"ReduceOp has no field(s) {extra}; fields: {sorted(known)}")
-        if missing:
-            raise SpecError(f"ReduceOp.from_dict: missing field(s) {missing}; fields: {sorted(known)}")
+        check_fields(cls, d, ("shape",))
         d = dict(d)
         if d.get("op") in ("max", "min") and d.get("out_dtype") is not None and d.get("out_dtype") == d.get("dtype"):
             d["out_dtype"] = None  # to_dict records the resolved result dtype; max/min take no dtype argument

@@ -31,13 +31,11 @@ adjacent columns, coalesced (0 = auto).
 
 from __future__ import annotations
 
-import operator
-from dataclasses import asdict, dataclass, fields
-
-import numpy as np
+from dataclasses import dataclass, fields
 
 from .. import rules as R
 from ..errors import ScheduleError
+from ..spec import ScheduleRecord, as_int, schedule_error
 from ..target import Target
 
 STRATEGIES = ("atomic", "smem_interleaved", "smem_contiguous", "smem_sequential", "grid_stride", "warp_shuffle")
@@ -90,19 +88,8 @@ REDUCE_RULES: tuple[R.Rule, ...] = (
 )
 
 
-def _as_int(value, what: str) -> int:
-    """``value`` as a plain int (ints and numpy integers, via ``operator.index``); bools, floats and strings
-    raise ScheduleError (rule "type") naming ``what`` and the value."""
-    if not isinstance(value, bool) and not isinstance(value, np.bool_):
-        try:
-            return operator.index(value)
-        except TypeError:
-            pass
-    raise ScheduleError(f"{what}={value!r} must be an integer", "type")
-
-
 @dataclass(frozen=True)
-class ReduceSchedule:
+class ReduceSchedule(ScheduleRecord):
     """How to map a reduction onto the GPU. Frozen, hashable, JSON round-trips via ``to_dict``/``from_dict``.
 
     Attributes:
@@ -145,7 +132,7 @@ class ReduceSchedule:
                 if v not in COMBINES:
                     raise ScheduleError(f"ReduceSchedule.combine={v!r} must be one of {COMBINES}", "combine")
             else:
-                object.__setattr__(self, f.name, _as_int(v, f"ReduceSchedule.{f.name}"))
+                object.__setattr__(self, f.name, as_int(v, f"ReduceSchedule.{f.name}", schedule_error("type")))
         R.check(REDUCE_RULES, self.env(), ("schedule",), "ReduceSchedule")
 
     @property
@@ -192,24 +179,5 @@ class ReduceSchedule:
         R.check(REDUCE_RULES, self.env(op=op), ("op",), "ReduceSchedule")
         return self
 
-    def to_dict(self) -> dict:
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict) -> ReduceSchedule:
-        """Build from a dict; unknown keys raise ScheduleError naming them (missing ones take the defaults)."""
-        if not isinstance(d, dict):
-            raise ScheduleError(f"ReduceSchedule.from_dict needs a dict, got {type(d).__name__}", "fields")
-        known = {f.name for f in fields(cls)}
-        extra = set(d) - known
-        if extra:
-            raise ScheduleError(f"ReduceSchedule has no field(s) {sorted(extra)}; fields: {sorted(known)}",
-                                "fields")
-        return cls(**d)
 
-    def short_hash(self) -> str:
-        """8 hex digits identifying the schedule (used in kernel names)."""
-        import hashlib
-        import json
-
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:8]

@@ -12,30 +12,14 @@ at most 16 bytes. The emitter uses ``min(schedule.vec, align)`` on each side.
 
 from __future__ import annotations
 
-import operator
-from dataclasses import asdict, dataclass, fields
-
-import numpy as np
+from dataclasses import asdict, dataclass
 
 from .. import dtypes
 from ..errors import SpecError
+from ..spec import as_int, check_fields
 
 TRANSPOSE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 MAX_ACCESS_BYTES = 16  # widest global access: 128-bit LDG/STG
-
-
-def _as_int(value, what: str) -> int:
-    """``value`` as a plain int: ints and numpy integers (``operator.index``); bool, float, str are refused.
-
-    Raises:
-        SpecError: naming ``what`` (e.g. "TransposeOp.align_in") and the value.
-    """
-    if not isinstance(value, bool) and not isinstance(value, np.bool_):
-        try:
-            return operator.index(value)
-        except TypeError:
-            pass
-    raise SpecError(f"{what}={value!r} must be an integer, got {type(value).__name__}")
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -115,7 +99,7 @@ class TransposeOp:
         sizes = []
         for n in shape:
             try:
-                size = _as_int(n, "size")
+                size = as_int(n, "size")
             except SpecError:
                 size = -1
             if size < 0:
@@ -142,7 +126,7 @@ class TransposeOp:
             bad = not isinstance(value, (tuple, list)) or len(value) != len(shape)
             if not bad:
                 try:
-                    value = tuple(_as_int(v, "stride") for v in value)
+                    value = tuple(as_int(v, "stride") for v in value)
                 except SpecError:
                     bad = True
             if bad:
@@ -152,7 +136,7 @@ class TransposeOp:
         limit = MAX_ACCESS_BYTES // self.itemsize
         for field, layout_shape, strides in (("align_in", shape, self.in_strides),
                                              ("align_out", self.out_shape, self.out_strides)):
-            value = _as_int(getattr(self, field), f"TransposeOp.{field}")
+            value = as_int(getattr(self, field), f"TransposeOp.{field}")
             allowed = widest_vector(layout_shape, strides, self.itemsize)
             if value == 0:
                 value = allowed
@@ -218,14 +202,7 @@ class TransposeOp:
         Raises:
             SpecError: ``d`` is not a dict, has keys that are not fields, or lacks ``shape``.
         """
-        if not isinstance(d, dict):
-            raise SpecError(f"TransposeOp.from_dict needs a dict, got {type(d).__name__}")
-        known = {f.name for f in fields(cls)}
-        extra, missing = sorted(set(d) - known), sorted({"shape"} - set(d))
-        if extra:
-            raise SpecError(f"TransposeOp has no field(s) {extra}; fields: {sorted(known)}")
-        if missing:
-            raise SpecError(f"TransposeOp.from_dict: missing field(s) {missing}; fields: {sorted(known)}")
+        check_fields(cls, d, ("shape",))
         d = dict(d)
         for k in ("shape", "in_strides", "out_strides"):
             if isinstance(d.get(k), list):

@@ -16,13 +16,11 @@ several rows, more bytes in flight per thread, Little's law) and ``vec`` (each t
 
 from __future__ import annotations
 
-import operator
-from dataclasses import asdict, dataclass, fields
-
-import numpy as np
+from dataclasses import dataclass, fields
 
 from .. import rules as R
 from ..errors import ScheduleError
+from ..spec import ScheduleRecord, as_int, schedule_error
 from ..target import Target
 
 VARIANTS = ("shared", "naive_read", "naive_write")
@@ -65,19 +63,8 @@ TRANSPOSE_RULES: tuple[R.Rule, ...] = (
 )
 
 
-def _as_int(value, what: str) -> int:
-    """``value`` as a plain int (ints and numpy integers, via ``operator.index``); bools, floats and strings
-    raise ScheduleError (rule "type") naming ``what`` and the value."""
-    if not isinstance(value, bool) and not isinstance(value, np.bool_):
-        try:
-            return operator.index(value)
-        except TypeError:
-            pass
-    raise ScheduleError(f"{what}={value!r} must be an integer", "type")
-
-
 @dataclass(frozen=True)
-class TransposeSchedule:
+class TransposeSchedule(ScheduleRecord):
     """How to tile a transpose. Frozen, hashable, JSON round-trips through ``to_dict``/``from_dict``.
 
     A block of ``(tile/vec) × (tile/rows_per_thread)`` threads moves one ``tile × tile`` tile: thread
@@ -122,7 +109,7 @@ class TransposeSchedule:
                                 "variant")
         for f in fields(self):
             if f.name != "variant":
-                object.__setattr__(self, f.name, _as_int(getattr(self, f.name), f"TransposeSchedule.{f.name}"))
+                object.__setattr__(self, f.name, as_int(getattr(self, f.name), f"TransposeSchedule.{f.name}", schedule_error("type")))
         R.check(TRANSPOSE_RULES, self.env(), ("schedule",), "TransposeSchedule")
 
     # ---- derived quantities (one place; used by validation, emitter and launch) ----
@@ -170,8 +157,6 @@ class TransposeSchedule:
             R.check(TRANSPOSE_RULES, self.env(target), ("target",), "TransposeSchedule")
         return self
 
-    def to_dict(self) -> dict:
-        return asdict(self)
 
     def check_op(self, op) -> TransposeSchedule:
         """Check the rules that need the op (registers per thread depend on the element size).
@@ -182,21 +167,4 @@ class TransposeSchedule:
         R.check(TRANSPOSE_RULES, self.env(op=op), ("op",), "TransposeSchedule")
         return self
 
-    @classmethod
-    def from_dict(cls, d: dict) -> TransposeSchedule:
-        """Build from a dict; unknown keys raise ScheduleError naming them (missing ones take the defaults)."""
-        if not isinstance(d, dict):
-            raise ScheduleError(f"TransposeSchedule.from_dict needs a dict, got {type(d).__name__}", "fields")
-        known = {f.name for f in fields(cls)}
-        extra = set(d) - known
-        if extra:
-            raise ScheduleError(f"TransposeSchedule has no field(s) {sorted(extra)}; fields: {sorted(known)}",
-                                "fields")
-        return cls(**d)
 
-    def short_hash(self) -> str:
-        """8 hex digits identifying the schedule (used in kernel names)."""
-        import hashlib
-        import json
-
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:8]

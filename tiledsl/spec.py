@@ -1,0 +1,70 @@
+"""Shared plumbing of the frozen op and schedule dataclasses: integer checks and dict round-trips.
+
+Every op family's op and schedule uses these, so the error texts are the same everywhere:
+``GemmSchedule has no field(s) ['bogus']; fields: [...]``, ``ReduceOp.axis=1.0 must be an integer``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, fields
+
+import numpy as np
+
+from .errors import ScheduleError, SpecError
+
+
+def as_int(value, what: str, error: Callable[[str], Exception] = SpecError) -> int:
+    """``value`` as a plain int: ints and numpy integers (``operator.index``); bools, floats and strings
+    raise ``error`` naming ``what`` and the value."""
+    if not isinstance(value, (bool, np.bool_)):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise error(f"{what}={value!r} must be an integer")
+
+
+def check_fields(cls: type, d, required: Iterable[str] = (),
+                 error: Callable[[str], Exception] = SpecError) -> None:
+    """Refuse a non-dict, keys that are not fields of ``cls`` and missing ``required`` keys, by name."""
+    name = cls.__name__
+    if not isinstance(d, dict):
+        raise error(f"{name}.from_dict needs a dict, got {type(d).__name__}")
+    known = {f.name for f in fields(cls)}
+    extra, missing = sorted(set(d) - known), sorted(set(required) - set(d))
+    if extra:
+        raise error(f"{name} has no field(s) {extra}; fields: {sorted(known)}")
+    if missing:
+        raise error(f"{name}.from_dict: missing field(s) {missing}; fields: {sorted(known)}")
+
+
+def schedule_error(rule: str) -> Callable[[str], ScheduleError]:
+    """An ``error`` factory for :func:`as_int` / :func:`check_fields` raising ScheduleError(rule)."""
+    return lambda message: ScheduleError(message, rule)
+
+
+class ScheduleRecord:
+    """Mixin for frozen schedule dataclasses: ``to_dict``, ``from_dict`` (missing keys take the
+    defaults, unknown keys raise ScheduleError) and ``short_hash`` (8 hex digits used in kernel names)."""
+
+    def to_dict(self) -> dict:
+        """All fields as a JSON-ready dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        """Build from a dict.
+
+        Raises:
+            ScheduleError: ``d`` is not a dict or has keys that are not fields (rule "fields").
+        """
+        check_fields(cls, d, (), schedule_error("fields"))
+        return cls(**d)
+
+    def short_hash(self) -> str:
+        """8 hex digits identifying the schedule (SHA-256 of its sorted JSON)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
