@@ -174,8 +174,8 @@ def tie_key(space: Space, op, target) -> Callable[[object], tuple]:
 
 
 def describe(schedule) -> str:
-    """A compact one-line description of a schedule (non-default-looking fields only where long)."""
-    d = schedule.to_dict()
+    """A compact one-line description of a schedule, or of its ``to_dict()``."""
+    d = schedule if isinstance(schedule, dict) else schedule.to_dict()
     if {"bm", "bn", "bk", "rm", "rn"} <= set(d):
         text = (f"{d['bm']}x{d['bn']}x{d['bk']} t{d['rm']}x{d['rn']} w{d['wm']}x{d['wn']} v{d['vec']} "
                 f"{'db' if d['double_buffer'] else 'sb'} u{d['unroll']} p{d['smem_pad']} s{d['swizzle']}")

@@ -20,8 +20,9 @@ How one run goes (see ``docs/search.md``):
    restart the worker and fail only that trial. ``--model-only``: the value is the cost model's
    predicted time and only the few best are compiled (registers / shared memory / spills);
 4. the top 5 are re-measured interleaved with the vendor library, the winner is picked with a
-   deterministic tie-break, the report is printed, and ``--export`` writes kernel.cu + schedule.json
-   and stores the winner where ``schedule=None`` finds it.
+   deterministic tie-break, the report is printed, and the results folder (``--export DIR``, default
+   ``tune-out/<study name>/``) receives kernel.cu + schedule.json, report.json (every trial), report.txt
+   and roofline.png (``search.outputs``); a measured winner is stored where ``schedule=None`` finds it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from . import outputs
 from . import report as R
 from .families import LAYOUTS, SEARCH_FAMILIES, gemm_op, positive_int
 from .families import get as get_family
@@ -48,6 +50,7 @@ __all__ = ["LAYOUTS", "SAMPLERS", "TuneConfig", "TuneResult", "build_parser", "c
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "qmc")
 DEFAULT_STORAGE = "sqlite:///tiledsl-tune.db"
 DEFAULT_DEVICE = "H200"
+DEFAULT_OUT = "tune-out"  # the results folder without --export: tune-out/<study name>/
 
 
 # ---------------------------------------------------------------- configuration
@@ -66,6 +69,8 @@ class TuneConfig:
     storage: str = DEFAULT_STORAGE
     study_name: str | None = None
     export: str | None = None
+    export_default: bool = False  # no --export: write the results into tune-out/<study name>/
+    report_json: str | None = None
     model_only: bool = False
     device: str | None = None
     jobs: int | None = None
@@ -113,6 +118,7 @@ class TuneResult:
     trials_this_run: int
     report: str
     exported: list = field(default_factory=list)
+    results_dir: str | None = None
 
 
 def make_sampler(name: str, seed: int, space: Space):
@@ -182,6 +188,35 @@ def make_storage(url: str):
     raise AssertionError("unreachable")
 
 
+# pip packages of the SQLAlchemy database drivers (DBAPI modules) an Optuna storage URL may name
+DRIVER_PACKAGES = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg[binary]", "pg8000": "pg8000",
+                   "asyncpg": "asyncpg", "MySQLdb": "mysqlclient", "pymysql": "PyMySQL",
+                   "mysql.connector": "mysql-connector-python", "cx_Oracle": "cx_Oracle", "oracledb": "oracledb",
+                   "pyodbc": "pyodbc", "pymssql": "pymssql"}
+
+
+def driver_problem(url: str) -> str | None:
+    """The missing database driver of storage ``url``, named with the ``pip install`` that provides it
+    (``postgresql://`` without psycopg2 → ``pip install psycopg2-binary``), or None."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        dialect = make_url(url).get_dialect()
+    except Exception:  # not a URL SQLAlchemy knows: make_storage reports it
+        return None
+    try:
+        dialect.import_dbapi()
+    except ImportError as exc:
+        module = getattr(exc, "name", None) or ""
+        pkg = DRIVER_PACKAGES.get(module) or DRIVER_PACKAGES.get(module.split(".")[0]) or module or "its driver"
+        text = (f"the database driver of {make_url(url).drivername!r} is not installed (no module "
+                f"{module!r}): pip install '{pkg}'")
+        if module == "psycopg":  # SQLAlchemy 2.1's default PostgreSQL driver; psycopg2 needs its own spelling
+            text += " (or, with psycopg2: pip install psycopg2-binary and write postgresql+psycopg2://...)"
+        return text
+    return None
+
+
 def storage_problem(url: str) -> str | None:
     """Why the Optuna storage ``url`` cannot be opened (one line), or None when it opens.
 
@@ -191,6 +226,9 @@ def storage_problem(url: str) -> str | None:
         folder = os.path.dirname(os.path.abspath(url[len("sqlite:///"):]))
         if not os.path.isdir(folder):
             return f"the folder {folder} of the SQLite file does not exist"
+    why = driver_problem(url)
+    if why is not None:
+        return why
     try:
         st = make_storage(url)
     except Exception as exc:
@@ -203,24 +241,36 @@ def storage_problem(url: str) -> str | None:
 
 
 class _Progress:
-    """tqdm progress bar with best-so-far (plain lines when tqdm is missing or disabled)."""
+    """A tqdm bar over one phase of a run (count, total, rate, ETA, a postfix); nothing when disabled."""
 
-    def __init__(self, total: int | None, enabled: bool, unit: str) -> None:
+    def __init__(self, total: int | None, enabled: bool, desc: str, unit: str) -> None:
         self.bar = None
-        self.unit = unit
-        if enabled:
-            try:
-                from tqdm import tqdm
+        self.args = {"total": total, "desc": desc, "unit": unit} if enabled else None
+        if total:
+            self._open()
 
-                self.bar = tqdm(total=total, desc="tune", unit="trial", dynamic_ncols=True, file=sys.stderr)
-            except ImportError:
-                pass
+    def _open(self) -> None:
+        if self.bar is None and self.args is not None:
+            from tqdm import tqdm
 
-    def update(self, best: str, stats: dict) -> None:
+            self.bar = tqdm(**self.args, dynamic_ncols=True, file=sys.stderr)
+
+    def update(self, n: int = 1, postfix: str | None = None) -> None:
+        self._open()
         if self.bar is not None:
-            self.bar.set_postfix_str(f"best {best} | ok {stats['complete']} pruned {stats['pruned']} "
-                                     f"fail {stats['fail']} dup {stats['dup']}", refresh=False)
-            self.bar.update(1)
+            if postfix is not None:
+                self.bar.set_postfix_str(postfix, refresh=False)
+            self.bar.update(n)
+
+    def grow(self, n: int = 1) -> None:
+        """Raise the total by ``n`` (a phase that finds its work on the way; the bar opens at its first work)."""
+        if self.args is not None:
+            self.args["total"] = (self.args["total"] or 0) + n
+        if self.bar is not None:
+            self.bar.total += n
+            self.bar.refresh()
+        elif n:
+            self._open()
 
     def close(self) -> None:
         if self.bar is not None:
@@ -308,10 +358,10 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
 
     worker_id = f"{socket.gethostname()}:{os.getpid()}"
     stats = {"complete": 0, "pruned": 0, "fail": 0, "dup": 0}
-    time_split = {"compile_s": 0.0, "verify_s": 0.0, "measure_s": 0.0, "predict_s": 0.0}
+    time_split = {"compile_s": 0.0, "compiles": 0, "verify_s": 0.0, "measure_s": 0.0, "predict_s": 0.0}
     work, _, disp_unit, disp_scale = space.work(op)
     best = {"s": None}
-    bar = _Progress(None, cfg.progress, disp_unit)
+    bar = _Progress(cfg.trials, cfg.progress, f"search ({mode})", "trial")
 
     pool = worker = None
     vendor_s = None
@@ -333,17 +383,20 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
             out(f"vendor library timing failed: {v.get('error')}")
 
     def best_text() -> str:
+        what = "predicted" if cfg.model_only else "measured"
         if best["s"] is None:
-            return "-"
-        return f"{best['s'] * 1e3:.3f} ms ({work / best['s'] / disp_scale:.1f} {disp_unit})"
+            return f"best {what} -"
+        return f"best {what} {best['s'] * 1e3:.3f} ms ({work / best['s'] / disp_scale:.1f} {disp_unit})"
 
     def finish(trial, state, value=None, kind=None) -> None:
         study.tell(trial, value if state == TrialState.COMPLETE else None, state=state)
-        stats[kind or {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned",
-                       TrialState.FAIL: "fail"}[state]] += 1
+        kind = kind or {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned", TrialState.FAIL: "fail"}[state]
+        stats[kind] += 1
         if state == TrialState.COMPLETE and (best["s"] is None or value < best["s"]):
             best["s"] = value
-        bar.update(best_text(), stats)
+        # the bar counts what --trials counts (pruned points are not evaluated)
+        bar.update(0 if kind == "pruned" else 1, f"{best_text()} | pruned {stats['pruned']} dup {stats['dup']} "
+                                                 f"fail {stats['fail']}")
 
     def prepare(trial):
         """Sample, validate, de-duplicate and predict; returns the schedule to evaluate or None."""
@@ -408,6 +461,7 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
             trial, sched, fut = pending.popleft()
             res = fut.result()
             time_split["compile_s"] += res.get("compile_s", 0.0)
+            time_split["compiles"] += 1
             if not res["ok"]:
                 _attr(trial, error=res["error"][:4000], stage="compile")
                 finish(trial, TrialState.FAIL)
@@ -439,7 +493,13 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
     # ---- finalists
     winner, tied, info = None, [], {}
     if cfg.model_only:
-        finals, winner, info = _model_only_finalists(study, space, target, cfg, model, op, out)
+        bar = _Progress(0, cfg.progress, f"compile finalists for {target.arch}", "kernel")
+        try:
+            finals, winner, info = _model_only_finalists(study, space, target, cfg, model, op, out, bar)
+        finally:
+            bar.close()
+        time_split["compile_s"] += info["compile_s"]
+        time_split["compiles"] += info["compiled"]
     else:
         finals, vendor_final = _finalists(study, space, target, cfg, worker, model, op, out)
         if vendor_final is not None:
@@ -453,14 +513,43 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
         study.set_user_attr(f"final:{worker_id}", {"winner_trial": winner.number, "median_s": winner.median_s,
                                                    "vendor_s": vendor_s, "date": _now()})
     info["calibration"] = calibration
+    results = cfg.export or (os.path.join(DEFAULT_OUT, name) if cfg.export_default else None)
+    exported, export_lines = [], []
+    if winner is not None and results:
+        t0 = time.perf_counter()
+        exported = _export(cfg, results, op, target, winner, vendor_s, mode, name, model, export_lines.append)
+        time_split["compile_s"] += time.perf_counter() - t0  # the winner again (a cache hit when compiled above)
+        time_split["compiles"] += 1
+    info["roofline"] = ("roofline.png: not written (no results folder; pass --export DIR)" if not results else
+                        outputs.write_roofline(os.path.join(results, "roofline.png"), op, target, finals, winner,
+                                               mode, _op_text(op)))
     text = _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s, time_split,
                    search_s, n_before, stats, mode, work, disp_unit, disp_scale, info)
     out(text)
-    exported = []
-    if winner is not None and cfg.export:
-        exported = _export(cfg, op, target, winner, vendor_s, mode, name, model, out)
+    for line in export_lines:
+        out(line)
+    json_paths = ([os.path.join(results, "report.json")] if results else []) + ([cfg.report_json] if cfg.report_json else [])
+    if json_paths:
+        header = {"tool": "python -m search.tune", "command": cfg.command, "date": _now(), "study": name,
+                  "storage": cfg.storage, "family": cfg.family, "op": op.to_dict(), "op_text": _op_text(op),
+                  "device": target.name, "arch": target.arch, "cost_model": model.label,
+                  "vendor": {"name": vendor_name(cfg.family, op), "measured_s": vendor_s},
+                  "roofline_bound_s": roofline_bound_s(op, target)[0],
+                  "counts_this_run": dict(stats), "time_s": {"search_wall": search_s, **time_split},
+                  "files": [str(p) for p in exported]}
+        for path in json_paths:
+            outputs.write_report_json(path, header, study, mode, finals, winner)
+    if results:
+        os.makedirs(results, exist_ok=True)
+        with open(os.path.join(results, "report.txt"), "w") as f:
+            f.write(text.lstrip("\n") + "\n")
+        names = sorted(os.listdir(results))
+        out(f"results in {results}{os.sep}: {', '.join(names)}"
+            + (f"; JSON report also at {cfg.report_json}" if cfg.report_json else ""))
+    elif cfg.report_json:
+        out(f"JSON report: {cfg.report_json}")
     return TuneResult(name, mode, winner.schedule if winner else None, winner.median_s if winner else None,
-                      vendor_s, asked, text, exported)
+                      vendor_s, asked, text, exported, results)
 
 
 def _now() -> str:
@@ -492,7 +581,7 @@ def _register_cap(op, s) -> int:
     return min(255, 65536 // (s.threads * max(mb, 1))) // 8 * 8
 
 
-def _model_only_finalists(study, space, target, cfg, model, op, out) -> tuple[list, Finalist | None, dict]:
+def _model_only_finalists(study, space, target, cfg, model, op, out, bar) -> tuple[list, Finalist | None, dict]:
     """``--model-only``: the best predicted schedule of each structure, the first ``--compile-top``
     compiled (ptxas registers, shared memory, spills) and re-predicted with the kernel.
 
@@ -520,8 +609,9 @@ def _model_only_finalists(study, space, target, cfg, model, op, out) -> tuple[li
             seen.add(struct)
             rows.append(t)
     rows = rows[:max(cfg.final_top, cfg.compile_top)]
-    info = {"compiled": 0, "clean": 0, "extra": 0, "skipped": 0, "fallback": None}
+    info = {"compiled": 0, "clean": 0, "extra": 0, "skipped": 0, "fallback": None, "compile_s": 0.0}
     compiled: dict[int, Finalist] = {}
+    bar.grow(min(cfg.compile_top, len(rows)))
 
     def compile_one(s, number, predicted_s, bound_by) -> Finalist:
         t0 = time.perf_counter()
@@ -533,8 +623,10 @@ def _model_only_finalists(study, space, target, cfg, model, op, out) -> tuple[li
             res = {"error": f"{type(exc).__name__}: {exc}"[:4000]}
             out(f"{'trial ' + str(number) if number is not None else 'the default schedule'} does not compile: "
                 f"{type(exc).__name__}")
+        info["compile_s"] += time.perf_counter() - t0
         info["compiled"] += 1
         info["clean"] += "error" not in res and not res.get("spill_bytes")
+        bar.update(1, f"{info['clean']} without spills")
         return Finalist(number, s, res.get("predicted_with_kernel_s") or predicted_s, 0.0, predicted_s, bound_by, res)
 
     def compile_trial(t) -> Finalist:
@@ -564,6 +656,7 @@ def _model_only_finalists(study, space, target, cfg, model, op, out) -> tuple[li
                     info["skipped"] += 1
                     continue
             info["extra"] += 1
+            bar.grow()
             f = compile_trial(t)
             if clean(f):
                 if t not in rows:
@@ -580,6 +673,7 @@ def _model_only_finalists(study, space, target, cfg, model, op, out) -> tuple[li
     # nothing compiled is free of spills: the library's default for this op
     default = family(cfg.family).default_schedule(op, target)
     ex = model.explain(op, default, target)
+    bar.grow()
     winner = compile_one(default, None, ex.get("predicted_s"), ex.get("bound_by"))
     worst = min((f for f in compiled.values() if "registers" in f.resources),
                 key=lambda f: f.resources["spill_bytes"], default=None)
@@ -603,9 +697,14 @@ def _finalists(study, space, target, cfg, worker, model, op, out) -> tuple[list[
     if not top:
         return [], None
     scheds = [st.from_dict(t.user_attrs["schedule"]) for t in top]
-    out(f"re-measuring the top {len(top)} interleaved with the vendor library (7 rounds)...")
-    r = worker.call({"cmd": "remeasure", "schedules": [s.to_dict() for s in scheds], "rounds": 7, "repeat": 20},
-                    timeout_s=600)
+    bar = _Progress(1, cfg.progress, f"re-measure the top {len(top)} and the vendor library, 7 interleaved rounds",
+                    "batch")
+    try:
+        r = worker.call({"cmd": "remeasure", "schedules": [s.to_dict() for s in scheds], "rounds": 7, "repeat": 20},
+                        timeout_s=600)
+        bar.update(1)
+    finally:
+        bar.close()
     if not r.get("ok"):
         out(f"final re-measurement failed ({r.get('error')}); using the search's own timings")
         return [Finalist(t.number, s, t.value, t.user_attrs.get("spread", 0.0), t.user_attrs.get("predicted_s"),
@@ -694,9 +793,10 @@ def _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s
         lines.append(f"statistical tie among trials {[c['number'] for c in tied]} (within max(1%, spread)); "
                      "the lowest trial number wins, deterministically")
     lines.append("")
-    lines.append(f"time: search {search_s:.1f} s wall; compile {split['compile_s']:.1f} s (CPU, summed over the "
-                 f"pool), verify {split['verify_s']:.1f} s, measure {split['measure_s']:.1f} s, "
-                 f"cost model {split['predict_s']:.2f} s")
+    lines.append(f"time: search {search_s:.1f} s wall; compile {split['compile_s']:.2f} s for {split['compiles']} "
+                 f"kernels ({'CPU, summed over the pool' if mode == 'measured' else 'the finalists and the export'}"
+                 f"; a kernel already in the compile cache costs ~0 s), verify {split['verify_s']:.1f} s, "
+                 f"measure {split['measure_s']:.1f} s, cost model {split['predict_s']:.2f} s")
     owned = _owned_complete(study)
     if mode == "measured":
         pairs = [(t.user_attrs["predicted_s"], t.value) for t in owned if t.user_attrs.get("predicted_s")]
@@ -724,30 +824,9 @@ def _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s
             reasons[rule] = reasons.get(rule, 0) + 1
     if reasons:
         lines.append("pruned by rule: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda x: -x[1])))
-    lines.append(_roofline_png(study, op, target, mode))
+    if info.get("roofline"):
+        lines.append(info["roofline"])
     return "\n".join(lines)
-
-
-def _roofline_png(study, op, target, mode) -> str:
-    import tiledsl
-
-    plot = getattr(tiledsl, "roofline_plot", None)
-    if plot is None:
-        return "roofline.png: not written (tiledsl.roofline_plot is not available in this tiledsl)"
-    if mode != "measured":
-        return "roofline.png: not written (model-only: no measured trial to plot)"
-    st = None
-    pts = []
-    from tiledsl.api import family_of
-
-    st = family_of(op).schedule_type
-    try:
-        for t in _owned_complete(study):
-            pts.append((tiledsl.explain(op, st.from_dict(t.user_attrs["schedule"]), device=target), t.value))
-        plot(pts, "roofline.png", device=target, title=f"{_op_text(op)}: every measured trial")
-    except Exception as exc:
-        return f"roofline.png: not written ({type(exc).__name__}: {exc})"
-    return "roofline.png: written"
 
 
 def _op_text(op) -> str:
@@ -764,7 +843,7 @@ def vendor_name(family: str, op) -> str:
     return get_family(family).bench(op).vendor_name
 
 
-def _export(cfg, op, target, winner: Finalist, vendor_s, mode, study_name, model, out) -> list:
+def _export(cfg, folder: str, op, target, winner: Finalist, vendor_s, mode, study_name, model, out) -> list:
     import cupy
 
     import tiledsl
@@ -785,7 +864,7 @@ def _export(cfg, op, target, winner: Finalist, vendor_s, mode, study_name, model
                       kernel={"name": k.name, "block": list(k.block), "dynamic_smem_bytes": k.dynamic_smem_bytes,
                               **k.resources()},
                       study=study_name, storage=cfg.storage, trial=winner.number, date=_now(), command=cfg.command)
-    files = export.write(cfg.export, cfg.family, op, winner.schedule, k, rec, target=target)
+    files = export.write(folder, cfg.family, op, winner.schedule, k, rec, target=target)
     out(f"exported: {', '.join(map(str, files))}")
     if mode == "measured":
         figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}
@@ -817,13 +896,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="family", required=True, metavar="OP", help="op family to tune")
     subparsers: dict[str, argparse.ArgumentParser] = {}
     for fam in SEARCH_FAMILIES.values():
-        g = sub.add_parser(fam.name, help=fam.help, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        g = sub.add_parser(fam.name, help=fam.help, formatter_class=HelpFormatter,
                            description=fam.description, epilog=f"Example: {fam.example}")
         fam.add_arguments(g)
         _common(g)
         subparsers[fam.name] = g
     p.set_defaults(_subparsers=subparsers)
     return p
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``(default: X)`` once per flag: never on required flags, flags whose default is None or False, or
+    flags whose help already states the default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (action.required or action.default is None or action.default is False
+                or action.default == argparse.SUPPRESS
+                or "default" in text.lower() or not action.option_strings):
+            return text
+        return super()._get_help_string(action)
 
 
 def _device(text: str) -> str:
@@ -879,13 +971,21 @@ def _common(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--study-name", default=None,
                     help="study name (default: op, shape, dtype, layout and device, plus -model for --model-only)")
     sp.add_argument("--export", default=None, metavar="DIR",
-                    help="write the best kernel as DIR/kernel.cu and DIR/schedule.json (DIR must not be an existing "
-                         "file); a measured winner is also stored where schedule=None finds it")
+                    help=f"results folder (default: {DEFAULT_OUT}/<study name>/, created): the best kernel as "
+                         "kernel.cu and schedule.json, report.json (every trial), report.txt and roofline.png "
+                         "(DIR must not be an existing file); a measured winner is also stored where schedule=None "
+                         "finds it")
+    sp.add_argument("--report-json", default=None, metavar="PATH",
+                    help="also write the JSON report (every trial's schedule, prediction, measurement and failure "
+                         "reason) to PATH (default: only DIR/report.json)")
     sp.add_argument("--model-only", action="store_true",
                     help="no GPU: rank candidates by the cost model for --device and compile the best for its arch")
-    sp.add_argument("--device", type=_device, default=None,
-                    help=f"GPU to model with --model-only (default {DEFAULT_DEVICE}; a name of tiledsl.Target.known); "
-                         "measured runs use the GPU present")
+    import tiledsl
+
+    known = tiledsl.Target.known_names()
+    sp.add_argument("--device", type=_device, default=None, metavar="{" + ",".join(known) + "}",
+                    help=f"GPU to model with --model-only (default: {DEFAULT_DEVICE}); one of {', '.join(known)} "
+                         "(also spelled 'NVIDIA H200', 'H100 SXM5', ...); measured runs use the GPU present")
     sp.add_argument("--jobs", type=positive_int, default=None, help="compile processes (default: CPUs - 1, at most 8)")
     sp.add_argument("--seed-top", type=_nonneg_int, default=8, help="cost-model predictions enqueued as first trials")
     sp.add_argument("--compile-top", type=positive_int, default=3,
@@ -905,6 +1005,7 @@ def config_from_args(args: argparse.Namespace, argv: list[str] | None = None) ->
     op = get_family(args.family).op_from_args(args)
     return TuneConfig(family=args.family, op=op, trials=args.trials, timeout_s=args.timeout, sampler=args.sampler,
                       seed=args.seed, storage=args.storage, study_name=args.study_name, export=args.export,
+                      export_default=args.export is None, report_json=args.report_json,
                       model_only=args.model_only, device=args.device, jobs=args.jobs, seed_top=args.seed_top,
                       compile_top=args.compile_top, final_top=args.final_top, ship=args.ship,
                       progress=not args.no_progress,
@@ -956,6 +1057,12 @@ def main(argv: list[str] | None = None) -> int:
         sub.error(why)
     if args.lookup:
         return _lookup(cfg)
+    from tiledsl.compile import nvrtc_problem
+
+    why = nvrtc_problem()  # before any search: every mode compiles its winner
+    if why is not None:
+        print(f"python -m search.tune: error: cannot compile kernels here: {why}", file=sys.stderr)
+        return 1
     res = run(cfg)
     return 0 if res.best_schedule is not None else 1
 

@@ -47,3 +47,14 @@ def rng():
     import numpy as np
 
     return np.random.default_rng()
+
+
+@pytest.fixture(autouse=True)
+def _tune_results_in_tmp(tmp_path, monkeypatch):
+    """``search.tune`` without ``--export`` writes into tune-out/ of the working directory: in tests, the
+    test's own tmp_path instead (never the checkout)."""
+    import sys
+
+    tune = sys.modules.get("search.tune")
+    if tune is not None:
+        monkeypatch.setattr(tune, "DEFAULT_OUT", str(tmp_path / "tune-out"))

@@ -11,12 +11,21 @@ from .api import compile, source  # noqa: A004
 from .calibrate import calibrate
 from .compile import Kernel, KernelSource
 from .costmodel import Report, explain, predict
-from .errors import CompileError, LaunchError, ResourceError, ScheduleError, SpecError, SpecTypeError, TiledslError
+from .errors import (
+    CompileError,
+    LaunchError,
+    ResourceError,
+    ScheduleError,
+    SpecError,
+    SpecTypeError,
+    TiledslError,
+    ToolchainError,
+)
 from .gemm import GEMM_RULES, GemmOp, GemmSchedule, gemm
 from .reduce import REDUCE_RULES, ReduceOp, ReduceSchedule, reduce  # noqa: A004
 from .registry import preset, presets
 from .roofline import roofline_plot
-from .target import Target, gpu_available
+from .target import Target, gpu_available, require_gpu
 from .transpose import TRANSPOSE_RULES, TransposeOp, TransposeSchedule, transpose
 
 __version__ = "0.1.0"
@@ -24,6 +33,7 @@ __version__ = "0.1.0"
 __all__ = [
     "GEMM_RULES", "CompileError", "GemmOp", "GemmSchedule", "Kernel", "KernelSource", "LaunchError",
     "Report", "ResourceError", "ScheduleError", "SpecError", "SpecTypeError", "Target", "TiledslError",
+    "ToolchainError", "require_gpu",
     "calibrate", "compile", "explain", "predict", "roofline_plot",
     "gemm", "gpu_available", "preset", "presets", "source",
     "REDUCE_RULES", "ReduceOp", "ReduceSchedule", "reduce",

@@ -1,8 +1,11 @@
 """CUDA C source → :class:`Kernel` through NVRTC (via CuPy), with an in-memory and an on-disk cache.
 
 Compiling needs only NVRTC, not a GPU: ``compile_source(src, name, arch="sm_90")`` works on a machine
-with no driver (see ``../shared/DESIGN.md``, "Compiling without a GPU"). The resource report
-(registers, shared memory, spills, stack frame) is read from ptxas's ``-v`` log.
+with no driver: CuPy's ``cupy.cuda.nvrtc`` binding loads ``libnvrtc.so`` from the NVRTC wheel
+(``nvidia-cuda-nvrtc-cu12`` or ``nvidia-cuda-nvrtc`` 13.x) without touching the CUDA runtime, and NVRTC
+runs ptxas itself when asked for a cubin (``-arch=sm_90``); see ``docs/design.md``, "Compiling without a
+GPU". A missing NVRTC raises :class:`~tiledsl.errors.ToolchainError` naming the wheel to install. The
+resource report (registers, shared memory, spills, stack frame) is read from ptxas's ``-v`` log.
 
 Cache keys hold everything that changes the binary: SHA-256 of the source, arch, options and the NVRTC
 version. Disk entries live under ``$TILEDSL_CACHE_DIR`` (default ``~/.cache/tiledsl``) and are written
@@ -20,7 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CompileError, LaunchError
+from .errors import CompileError, LaunchError, ToolchainError
 
 BASE_OPTIONS: tuple[str, ...] = ("--std=c++17", "--ptxas-options=-v", "-lineinfo")
 
@@ -93,11 +96,65 @@ class Kernel:
         return _load(self)
 
 
-def nvrtc_version() -> tuple[int, int]:
-    """NVRTC (major, minor) that CuPy uses."""
-    from cupy.cuda import nvrtc
+# The NVRTC wheel that matches each CuPy build's CUDA major version (``pip install`` spelling); the
+# 13.0 pin of the cuda13 extra is the compiler the shipped tuned schedules were measured with.
+NVRTC_PACKAGES = {12: "nvidia-cuda-nvrtc-cu12", 13: "nvidia-cuda-nvrtc==13.0.*"}
 
-    return tuple(nvrtc.getVersion())
+
+def cupy_cuda_major() -> int | None:
+    """The CUDA major version CuPy was built for (12 for cupy-cuda12x, 13 for cupy-cuda13x), read without
+    a GPU or driver; None when CuPy is missing or does not say."""
+    try:
+        from cupy_backends.cuda.api import runtime
+    except ImportError:
+        return None
+    try:
+        return int(runtime._getCUDAMajorVersion())
+    except Exception:  # an older CuPy without the private helper
+        return None
+
+
+def nvrtc_problem() -> str | None:
+    """Why NVRTC cannot compile here (one line naming the package to install), or None when it can.
+
+    Checks that CuPy imports and that it can load NVRTC (``nvrtc.getVersion()``); no GPU is needed.
+    """
+    try:
+        import cupy  # noqa: F401
+    except ImportError as exc:
+        return (f"CuPy is not installed ({exc}): pip install -e '.[cuda12]' (CUDA 12 driver) or "
+                "-e '.[cuda13]' (CUDA 13 driver), i.e. cupy-cuda12x or cupy-cuda13x plus its NVRTC wheel")
+    try:
+        from cupy.cuda import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as exc:
+        major = cupy_cuda_major()
+        pkg = NVRTC_PACKAGES.get(major, "the NVRTC wheel of your CUDA version")
+        return (f"NVRTC (libnvrtc.so{'.' + str(major) if major else ''}) cannot be loaded by CuPy "
+                f"{getattr(cupy, '__version__', '?')} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                f"install it: pip install '{pkg}'")
+    return None
+
+
+def nvrtc_version() -> tuple[int, int]:
+    """NVRTC (major, minor) that CuPy uses.
+
+    Raises:
+        ToolchainError: CuPy or NVRTC is missing (the message names the package to install).
+    """
+    global _NVRTC_VERSION
+    if _NVRTC_VERSION is None:
+        why = nvrtc_problem()
+        if why is not None:
+            raise ToolchainError(why)
+        from cupy.cuda import nvrtc
+
+        _NVRTC_VERSION = tuple(nvrtc.getVersion())
+    return _NVRTC_VERSION
+
+
+_NVRTC_VERSION: tuple[int, int] | None = None
 
 
 def cache_dir() -> Path:

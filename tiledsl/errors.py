@@ -53,3 +53,7 @@ class CompileError(TiledslError):
 
 class LaunchError(TiledslError, RuntimeError):
     """A kernel launch failed or no CUDA device is available."""
+
+
+class ToolchainError(TiledslError, RuntimeError):
+    """CuPy or NVRTC is missing or unusable; the message names the package to install."""

@@ -1,6 +1,6 @@
 """``roofline_plot``: the multi-level roofline of a device with kernels as points (matplotlib, lazy).
 
-Seed ``004_…`` §9.4.2: one horizontal roof (the FP32 rate π) and one slanted roof per memory level
+The multi-level roofline: one horizontal roof (the FP32 rate π) and one slanted roof per memory level
 (bandwidth β: performance = intensity × β), log-log axes. A kernel sits at the same FLOP/s on every
 level and at a different intensity per level; the distance between its points shows cache reuse.
 """
@@ -98,9 +98,11 @@ def roofline_plot(points: Iterable, path: str | Path, device: str | Target | Non
             ax.scatter([p["intensity"] for p in sel], [p["flops_per_s"] for p in sel], s=18,
                        facecolors=color if measured else "none", edgecolors=color, alpha=0.7,
                        label=f"kernels at {name} intensity ({'measured' if measured else 'predicted'})")
-    for p in pts:
-        if p["label"]:
-            ax.annotate(p["label"], (p["intensity"], p["flops_per_s"]), fontsize=7)
+    labelled = [p for p in pts if p["label"]]
+    for k, p in enumerate(labelled):  # staggered below each other: nearby kernels' names stay readable
+        ax.annotate(p["label"], (p["intensity"], p["flops_per_s"]), fontsize=7,
+                    xytext=(10, -8 - 11 * k) if len(labelled) > 1 else (4, 4), textcoords="offset points",
+                    arrowprops={"arrowstyle": "-", "lw": 0.4, "alpha": 0.6} if len(labelled) > 1 else None)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("performance (FLOP/s)")
     ax.set_title(title or f"roofline: {t.name} ({t.arch})")

@@ -175,8 +175,39 @@ class Target:
         except LaunchError:
             raise
         except Exception as exc:  # cupy missing, no driver, no device
-            raise LaunchError(f"no CUDA device available ({type(exc).__name__}: {exc}); to compile or model "
-                              f"without a GPU, pass arch='sm_90' or device='H200'") from exc
+            raise LaunchError(no_gpu_message(exc)) from exc
+
+    @staticmethod
+    def known_names() -> tuple[str, ...]:
+        """Names :meth:`known` accepts: the known GPUs ("H200", ...) and their arches ("sm_90", ...)."""
+        return (*_KNOWN, *sorted({t.arch for t in _KNOWN.values()}, reverse=True))
+
+
+def no_gpu_message(exc: BaseException) -> str:
+    """One message for "this machine cannot run kernels", from CuPy's exception ``exc``.
+
+    CuPy's ``cudaErrorInsufficientDriver`` ("CUDA driver version is insufficient") is also what a machine
+    with no NVIDIA driver at all reports; the message says so instead of pointing at a driver upgrade.
+    """
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ImportError):
+        why = f"CuPy is not installed ({exc}); pip install -e '.[cuda12]' or -e '.[cuda13]'"
+    elif "InsufficientDriver" in text or "NoDevice" in text or "no CUDA-capable device" in text:
+        why = ("no CUDA GPU or NVIDIA driver is present on this machine (CuPy: " + text + "; on a machine "
+               "that does have a GPU this means its driver is older than CuPy's CUDA version)")
+    else:
+        why = f"no usable CUDA GPU ({text})"
+    return (f"{why}. Running a kernel needs a GPU; without one, compile with tiledsl.compile(op, schedule, "
+            f"arch='sm_90') and model with tiledsl.explain(op, schedule, device='H200')")
+
+
+def require_gpu() -> Target:
+    """The current GPU as a :class:`Target`; call it first in a script that runs kernels.
+
+    Raises:
+        LaunchError: no CUDA GPU or driver is present (the message says how to compile without one).
+    """
+    return Target.current()
 
 
 def resolve(device: str | Target | None = None, arch: str | None = None) -> Target:
