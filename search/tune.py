@@ -321,10 +321,10 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
         cfg.model_only = True
     calibration = None
     if cfg.model_only:
-        from tiledsl.calibrate import calibration_path, load_calibration
+        from tiledsl.calibrate import cached_figures, calibration_path, load_calibration
 
         target = tiledsl.Target.known(cfg.device or DEFAULT_DEVICE)
-        if calibration_path(target).exists():  # figures tiledsl.calibrate measured on this device
+        if cached_figures(target) is not None:  # verified figures tiledsl.calibrate measured on this device
             calibration = str(calibration_path(target))
             target = load_calibration(target)
     else:

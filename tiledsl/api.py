@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -10,8 +9,10 @@ from .compile import Kernel, KernelSource, compile_source
 from .errors import SpecError, SpecTypeError
 from .gemm import GemmOp, GemmSchedule, emit_gemm
 from .gemm import default_schedule as gemm_default
+from .lru import LRU
 from .reduce import ReduceOp, ReduceSchedule, emit_reduce
 from .reduce import default_schedule as reduce_default
+from .spec import refuse_empty
 from .target import Target, resolve
 from .transpose import TransposeOp, TransposeSchedule, emit_transpose
 from .transpose import default_schedule as transpose_default
@@ -87,8 +88,8 @@ def compile(op, schedule=None, *, arch: str | None = None, device: str | Target 
     key = (op, schedule, arch, device)  # schedule=None: the default chosen the first time
     hit = _KERNELS.get(key)
     if hit is not None:
-        _KERNELS.move_to_end(key)
         return hit
+    refuse_empty(op, "compile")
     target = resolve(device, arch)
     if arch is not None and device is not None and target.arch != arch.lower():
         raise SpecError(f"device={target.name!r} is {target.arch}, but arch={arch!r} was asked for; "
@@ -99,9 +100,7 @@ def compile(op, schedule=None, *, arch: str | None = None, device: str | Target 
     schedule.validate(target)
     kernel = compile_source(fam.emit(op, schedule), target.arch, op=op, schedule=schedule)
     if arch is not None or device is not None:  # only keys that pin the binary (None follows the GPU)
-        _KERNELS[(op, requested, arch, device)] = kernel
-        if len(_KERNELS) > _KERNELS_MAX:
-            _KERNELS.popitem(last=False)
+        _KERNELS.put((op, requested, arch, device), kernel)
     return kernel
 
 
@@ -112,8 +111,8 @@ def clear_kernel_cache() -> None:
 
 # Explicit LRU cache: (op, schedule, arch, device) -> Kernel, so a repeated call costs a dict lookup
 # instead of emitting and hashing the source again (host overhead matters for small GEMMs).
-_KERNELS: OrderedDict[tuple, Kernel] = OrderedDict()
-_KERNELS_MAX = 4096
+# Thread-safe: tiledsl.lru.LRU holds a lock around every operation.
+_KERNELS: LRU = LRU(maxsize=4096)
 
 
 def source(op, schedule) -> str:

@@ -10,20 +10,28 @@ seed ``004_…`` §9.4.2: the roofs of the roofline are the platform's π and β
 * ``fma``: 8 independent FMA chains per thread → FP32 FLOP/s (and so the clock under load).
 
 Results are cached per device as JSON under ``$TILEDSL_CACHE_DIR/calibration`` (default
-``~/.cache/tiledsl/calibration``), written atomically; :func:`load_calibration` applies them to a Target,
-each figure marked "measured" with date and method (see :meth:`tiledsl.Target.ceilings`).
+``~/.cache/tiledsl/calibration``), written under a file lock and replaced atomically;
+:func:`load_calibration` applies them to a Target, each figure marked "measured" with date and method
+(see :meth:`tiledsl.Target.ceilings`). A cache file that fails :func:`calibration_problem` (truncated,
+wrong shape, a figure that is not a positive finite number, another device) is skipped with one
+:class:`~tiledsl.errors.BadFileWarning`, and :func:`calibrate` measures again.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import re
 from pathlib import Path
 
-from .compile import KernelSource, atomic_write, compile_source
+from .compile import KernelSource, compile_source
+from .filestore import atomic_write, locked, read_json, warn_bad
 from .target import Target
+
+# The figures a calibration file may hold (the keys of Target.ceilings()).
+FIGURES = ("fp32_flops_per_s", "hbm_bytes_per_s", "l2_bytes_per_s", "smem_bytes_per_s")
 
 _COPY = r'''
 extern "C" __global__ void tiledsl_cal_copy(const float4* __restrict__ in, float4* __restrict__ out, long long n4) {
@@ -95,16 +103,52 @@ def calibration_path(target: Target) -> Path:
     return cache_root() / "calibration" / f"{key}.json"
 
 
-def load_calibration(target: Target) -> Target:
-    """``target`` with its cached measured figures applied (unchanged when nothing is cached)."""
+def calibration_problem(data: object, target: Target) -> str | None:
+    """What makes ``data`` (a parsed calibration file) unusable for ``target`` (the schema check), or None."""
+    if not isinstance(data, dict):
+        return f"is a JSON {type(data).__name__}, not an object"
+    for k, want in (("device", target.name), ("arch", target.arch), ("sm_count", target.sm_count)):
+        if k in data and data[k] != want:
+            return f"was measured on {k} {data[k]!r}, this is {want!r}"
+    figs = data.get("figures")
+    if not isinstance(figs, dict) or not figs:
+        return "has no 'figures' object"
+    for k, v in figs.items():
+        if k not in FIGURES:
+            return f"figure {k!r} is not one of {', '.join(FIGURES)}"
+        if not isinstance(v, dict) or not isinstance(v.get("method"), str):
+            return f"figure {k!r} is not {{'value': number, 'method': text}}"
+        x = v.get("value")
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+            return f"figure {k!r} value {x!r} is not a positive finite number"
+    if not isinstance(data.get("date", ""), str):
+        return "field 'date' is not text"
+    return None
+
+
+def cached_figures(target: Target) -> dict | None:
+    """The verified cached calibration of ``target`` (the file's JSON), or None (missing, or bad: warned)."""
     path = calibration_path(target)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    data, problem = read_json(path, "calibration JSON")
+    if problem is None and data is not None:
+        problem = calibration_problem(data, target)
+    if problem is not None:
+        warn_bad(path, f"calibration cache {problem}", "not used (run tiledsl.calibrate() to measure again)")
+        return None
+    return data
+
+
+def load_calibration(target: Target) -> Target:
+    """``target`` with its cached measured figures applied (unchanged when nothing valid is cached)."""
+    data = cached_figures(target)
+    if data is None:
         return target
-    figs = {k: (float(v["value"]), f"{v['method']} ({data.get('date', '?')}, tiledsl.calibrate)")
-            for k, v in data.get("figures", {}).items()}
-    return target.with_measured(figs)
+    return target.with_measured(_notes(data))
+
+
+def _notes(data: dict) -> dict[str, tuple[float, str]]:
+    return {k: (float(v["value"]), f"{v['method']} ({data.get('date', '?')}, tiledsl.calibrate)")
+            for k, v in data["figures"].items()}
 
 
 def _bench_ms(kernel, grid: tuple[int, int, int], args: tuple, repeat: int) -> float:
@@ -187,15 +231,18 @@ def calibrate(force: bool = False, repeat: int = 10) -> Target:
     """
     t = Target.current()
     path = calibration_path(t)
-    if path.exists() and not force:
-        return load_calibration(t)
+    cached = None if force else cached_figures(t)
+    if cached is not None:
+        return t.with_measured(_notes(cached))
     figures = measure(t, repeat)
     data = {"device": t.name, "arch": t.arch, "sm_count": t.sm_count,
             "date": _dt.date.today().isoformat(), "figures": figures}
+    problem = calibration_problem(data, t)
+    if problem is not None:  # e.g. a timer that returned 0 ms: never cache (or use) a nonsense figure
+        raise RuntimeError(f"calibration of {t.name} measured nonsense: {problem}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps(data, indent=2))
-    except OSError:
-        pass  # read-only home: the result is still returned
-    return t.with_measured({k: (v["value"], f"{v['method']} ({data['date']}, tiledsl.calibrate)")
-                            for k, v in figures.items()})
+        with locked(path):
+            atomic_write(path, json.dumps(data, indent=2, allow_nan=False))
+    except Exception:
+        pass  # read-only home or a lock timeout: the result is still returned
+    return t.with_measured(_notes(data))

@@ -7,9 +7,13 @@ runs ptxas itself when asked for a cubin (``-arch=sm_90``); see ``docs/design.md
 GPU". A missing NVRTC raises :class:`~tiledsl.errors.ToolchainError` naming the wheel to install. The
 resource report (registers, shared memory, spills, stack frame) is read from ptxas's ``-v`` log.
 
-Cache keys hold everything that changes the binary: SHA-256 of the source, arch, options and the NVRTC
-version. Disk entries live under ``$TILEDSL_CACHE_DIR`` (default ``~/.cache/tiledsl``) and are written
-atomically (temporary file + ``os.replace``).
+Cache keys hold everything that changes the binary: SHA-256 of the source, arch, options, the NVRTC
+version and the cache format. Disk entries live under ``$TILEDSL_CACHE_DIR/kernels`` (default
+``~/.cache/tiledsl/kernels``): ``<key>.cubin`` (the binary) and ``<key>.log`` (JSON: the ptxas log, the
+kernel name and the cubin's SHA-256 and size). They are written under a per-entry ``filelock`` and
+replaced atomically; a reader checks the hash, the ELF header and that the log reports the kernel's
+registers, and recompiles (with one :class:`~tiledsl.errors.BadFileWarning`) when anything is off.
+The in-memory cache is a bounded, lock-protected LRU (:class:`tiledsl.lru.LRU`).
 """
 
 from __future__ import annotations
@@ -18,12 +22,12 @@ import hashlib
 import json
 import os
 import re
-import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CompileError, LaunchError, ToolchainError
+from .filestore import atomic_write, locked, warn_bad
+from .lru import LRU
 
 BASE_OPTIONS: tuple[str, ...] = ("--std=c++17", "--ptxas-options=-v", "-lineinfo")
 
@@ -162,13 +166,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TILEDSL_CACHE_DIR", Path.home() / ".cache" / "tiledsl")) / "kernels"
 
 
-_MEM_CACHE: dict[str, tuple[bytes, str]] = {}
-_LOCK = threading.Lock()
+# Bump when the disk entry's layout changes: entries of other formats are never read.
+CACHE_FORMAT = 2
+
+_MEM_CACHE: LRU = LRU(maxsize=1024)
 
 
 def compile_source(ks: KernelSource, arch: str, extra_options: tuple[str, ...] = (),
                    op: object = None, schedule: object = None) -> Kernel:
     """Compile ``ks`` for ``arch`` (e.g. "sm_90") with NVRTC; cached in memory and on disk.
+
+    A disk entry that fails its check (hash, ELF header, ptxas report) is recompiled and replaced.
 
     Raises:
         CompileError: NVRTC rejected the source (the error holds source, options and log).
@@ -176,21 +184,24 @@ def compile_source(ks: KernelSource, arch: str, extra_options: tuple[str, ...] =
     options = (*BASE_OPTIONS, f"-arch={arch}", *extra_options)
     ver = nvrtc_version()
     key = hashlib.sha256(
-        json.dumps([ks.source, ks.name, arch, options, ver]).encode()).hexdigest()[:32]
-    with _LOCK:
-        hit = _MEM_CACHE.get(key)
+        json.dumps([ks.source, ks.name, arch, options, ver, CACHE_FORMAT]).encode()).hexdigest()[:32]
+    hit = _MEM_CACHE.get(key)
     if hit is None:
-        hit = _disk_get(key)
-    if hit is None:
-        hit = _nvrtc(ks, options)
-        _disk_put(key, *hit)
-    with _LOCK:
-        _MEM_CACHE[key] = hit
+        hit = _disk_get(key, ks.name)
+        if hit is None:
+            hit = _nvrtc(ks, options)
+            _disk_put(key, ks.name, *hit)
+        _MEM_CACHE.put(key, hit)
     cubin, log = hit
     report = parse_ptxas_log(log, ks.name)
     return Kernel(name=ks.name, source=ks.source, block=ks.block,
                   dynamic_smem_bytes=ks.dynamic_smem_bytes, arch=arch, options=options,
                   cubin=cubin, log=log, op=op, schedule=schedule, **report)
+
+
+def clear_memory_cache() -> None:
+    """Forget the in-memory compiled binaries (the disk cache stays)."""
+    _MEM_CACHE.clear()
 
 
 def _nvrtc(ks: KernelSource, options: tuple[str, ...]) -> tuple[bytes, str]:
@@ -208,30 +219,74 @@ def _nvrtc(ks: KernelSource, options: tuple[str, ...]) -> tuple[bytes, str]:
         nvrtc.destroyProgram(prog)
 
 
-def _disk_get(key: str) -> tuple[bytes, str] | None:
-    d = cache_dir()
+def _entry_problem(meta: object, cubin: bytes, name: str) -> str | None:
+    """What is wrong with a disk entry (its ``.log`` JSON and ``.cubin`` bytes), or None."""
+    if not isinstance(meta, dict):
+        return f"the .log is not a JSON object of cache format {CACHE_FORMAT}"
+    if meta.get("format") != CACHE_FORMAT:
+        return f"cache format {meta.get('format')!r}, this tiledsl reads {CACHE_FORMAT}"
+    if meta.get("name") != name or not isinstance(meta.get("log"), str):
+        return "the .log names another kernel or holds no ptxas log"
+    if len(cubin) != meta.get("cubin_bytes") or hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256"):
+        return (f"the .cubin ({len(cubin)} bytes) does not match the SHA-256 and size recorded when it was "
+                f"written ({meta.get('cubin_bytes')} bytes): truncated or overwritten")
+    if not cubin.startswith(b"\x7fELF"):
+        return "the .cubin is not an ELF binary"
+    if _RE["registers"].search(meta["log"][max(meta["log"].find(f"'{name}'"), 0):]) is None:
+        return f"the ptxas log reports no register count for {name}"
+    return None
+
+
+def _disk_read(d: Path, key: str, name: str) -> tuple[tuple[bytes, str] | None, str | None]:
+    from .filestore import read_json
+
+    meta, problem = read_json(d / f"{key}.log", "kernel-cache .log (JSON)")
     try:
-        return (d / f"{key}.cubin").read_bytes(), (d / f"{key}.log").read_text()
-    except OSError:
-        return None
+        cubin = (d / f"{key}.cubin").read_bytes()
+    except FileNotFoundError:
+        cubin = None
+    except OSError as exc:
+        return None, f"the .cubin cannot be read ({exc})"
+    if meta is None and problem is None and cubin is None:
+        return None, None  # a plain miss
+    if problem is not None:
+        return None, problem
+    if cubin is None:
+        return None, "the .cubin is missing"
+    if meta is None:
+        return None, "the .log is missing"
+    problem = _entry_problem(meta, cubin, name)
+    return (None, problem) if problem else ((cubin, meta["log"]), None)
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, then ``os.replace``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
-
-
-def _disk_put(key: str, cubin: bytes, log: str) -> None:
+def _disk_get(key: str, name: str) -> tuple[bytes, str] | None:
+    """The verified (cubin, log) of ``key``, or None (a miss, or a bad entry: warned, then recompiled)."""
     d = cache_dir()
+    hit, problem = _disk_read(d, key, name)
+    if problem is None:
+        return hit
+    try:  # perhaps another process is writing this entry right now: look again once it is done
+        with locked(d / key):
+            hit, problem = _disk_read(d, key, name)
+    except Exception:
+        pass
+    if problem is None:
+        return hit
+    warn_bad(d / f"{key}.cubin", f"bad kernel-cache entry: {problem}", "recompiling it")
+    return None
+
+
+def _disk_put(key: str, name: str, cubin: bytes, log: str) -> None:
+    d = cache_dir()
+    meta = {"format": CACHE_FORMAT, "name": name, "log": log, "cubin_bytes": len(cubin),
+            "cubin_sha256": hashlib.sha256(cubin).hexdigest()}
     try:
         d.mkdir(parents=True, exist_ok=True)
-        atomic_write(d / f"{key}.log", log.encode())
-        atomic_write(d / f"{key}.cubin", cubin)
-    except OSError:
-        pass  # a read-only home is not an error: the in-memory cache still works
+        with locked(d / key):
+            atomic_write(d / f"{key}.cubin", cubin)
+            atomic_write(d / f"{key}.log", json.dumps(meta))
+    except Exception:
+        pass  # a read-only home or a lock timeout is not an error: the in-memory cache still works
 
 
 _RE = {
@@ -256,7 +311,7 @@ def parse_ptxas_log(log: str, name: str) -> dict:
             "spill_bytes": first("spill_store") + first("spill_load"), "stack_bytes": first("stack_bytes")}
 
 
-_LOADED: dict[tuple[int, str, int], object] = {}
+_LOADED: LRU = LRU(maxsize=4096)
 
 
 def _load(k: Kernel):
@@ -277,6 +332,6 @@ def _load(k: Kernel):
 
             driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                     k.dynamic_smem_bytes)
-        _LOADED[key] = (mod, fn)
+        _LOADED.put(key, (mod, fn))
         return fn
     return fn[1]

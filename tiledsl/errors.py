@@ -57,3 +57,9 @@ class LaunchError(TiledslError, RuntimeError):
 
 class ToolchainError(TiledslError, RuntimeError):
     """CuPy or NVRTC is missing or unusable; the message names the package to install."""
+
+
+class BadFileWarning(UserWarning):
+    """A file tiledsl reads (kernel cache, tuned-schedule store, calibration, shipped schedules) was bad:
+    truncated, corrupt, of the wrong shape or from another version. It was skipped (and, where it is a
+    cache, rebuilt); the message names the file and what was wrong."""

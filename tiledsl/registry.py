@@ -1,7 +1,8 @@
 """Shipped schedules: named presets per op family, read from the ``schedules`` package's JSON.
 
 ``schedules/<family>/presets.json`` maps a preset name to ``{"schedule": {...}, "note": "..."}``.
-Every preset is validated when loaded (a broken preset raises ScheduleError naming it).
+Every preset is validated when loaded; a broken file or preset is skipped with one
+:class:`~tiledsl.errors.BadFileWarning` naming the file, the preset and the rule it breaks.
 
 Tuned schedules (written by ``python -m search.tune``) are looked up with :func:`lookup`; see the
 section "tuned schedules" below.
@@ -11,26 +12,32 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
+import math
 import os
+import threading
 from importlib import resources
 from pathlib import Path
 
-from .compile import atomic_write
 from .errors import ScheduleError
+from .filestore import read_json, update_json, warn_bad
 
 
 @functools.cache
 def _raw(family: str) -> dict:
-    text = resources.files("schedules").joinpath(family, "presets.json").read_text()
-    return json.loads(text)
+    path = resources.files("schedules").joinpath(family, "presets.json")
+    data, problem = read_json(path, "presets JSON")
+    if problem is None and not isinstance(data, dict):
+        problem = f"holds a JSON {type(data).__name__}, not an object of presets"
+    if problem is not None:
+        warn_bad(path, problem, "no shipped presets of this family are used")
+        return {}
+    return data or {}
 
 
 def presets(family: str) -> dict:
     """Name -> schedule object for the op family ("gemm", ...), in file order.
 
-    Raises:
-        ScheduleError: a shipped preset breaks its rule table (names the preset).
+    A preset that is malformed or breaks its rule table is left out, with one BadFileWarning naming it.
     """
     from .api import family as get_family
 
@@ -38,9 +45,12 @@ def presets(family: str) -> dict:
     out = {}
     for name, entry in _raw(family).items():
         try:
+            if not isinstance(entry, dict) or not isinstance(entry.get("schedule"), dict):
+                raise ScheduleError("is not {\"schedule\": {...}}", "preset")
             out[name] = cls.from_dict(entry["schedule"])
-        except ScheduleError as exc:
-            raise ScheduleError(f"shipped preset {family}/{name}: {exc}", exc.rule) from exc
+        except (ScheduleError, TypeError, ValueError) as exc:
+            warn_bad(resources.files("schedules").joinpath(family, "presets.json"),
+                     f"preset {name!r}: {exc}", "this preset is left out")
     return out
 
 
@@ -63,6 +73,9 @@ def preset(family: str, name: str):
 # still validates for that op on that device. ``lookup_explain`` says why each record missed.
 
 _TUNED_CACHE: dict = {}
+_TUNED_LOCK = threading.Lock()
+_RECORD_STR_FIELDS = ("family", "arch", "device")
+_RECORD_DICT_FIELDS = ("op", "schedule")
 
 
 def user_store_dir() -> Path:
@@ -85,22 +98,90 @@ def device_tag(name: str) -> str:
     return name.upper().replace("NVIDIA", "").replace(" ", "").replace("-", "")
 
 
-def _read_records(path) -> list[dict]:
-    try:
-        stamp = path.stat().st_mtime_ns if isinstance(path, Path) else None
-        key = (str(path), stamp)
-        if key in _TUNED_CACHE:
-            return _TUNED_CACHE[key]
-        text = path.read_text()
-    except (OSError, FileNotFoundError):
+def record_problem(rec: object) -> str | None:
+    """What makes ``rec`` not a tuned record this tiledsl can read (the schema check), or None.
+
+    A record is an object with string ``family``, ``arch`` and ``device``, object ``op`` and ``schedule``,
+    an optional 64-hex-digit ``source_sha256``, an optional ``nvrtc`` [major, minor], and only finite
+    numbers anywhere (no NaN or infinity in its figures). Other fields are free.
+    """
+    if not isinstance(rec, dict):
+        return f"is a JSON {type(rec).__name__}, not an object"
+    for k in _RECORD_STR_FIELDS:
+        if not isinstance(rec.get(k), str):
+            return f"field {k!r} is {rec.get(k)!r}, not a string"
+    for k in _RECORD_DICT_FIELDS:
+        if not isinstance(rec.get(k), dict):
+            return f"field {k!r} is {type(rec.get(k)).__name__}, not an object"
+    sha = rec.get("source_sha256")
+    if sha is not None and not (isinstance(sha, str) and len(sha) == 64
+                                and all(c in "0123456789abcdef" for c in sha)):
+        return f"field 'source_sha256' is {sha!r}, not a SHA-256 in hex"
+    nv = rec.get("nvrtc")
+    if nv is not None and not (isinstance(nv, list) and len(nv) == 2
+                               and all(isinstance(x, int) and not isinstance(x, bool) for x in nv)):
+        return f"field 'nvrtc' is {nv!r}, not [major, minor]"
+    bad = _non_finite(rec)
+    if bad:
+        return f"field {bad!r} is not a finite number"
+    return None
+
+
+def _non_finite(x: object, where: str = "") -> str | None:
+    if isinstance(x, float) and not math.isfinite(x):
+        return where or "value"
+    if isinstance(x, dict):
+        for k, v in x.items():
+            got = _non_finite(v, f"{where}.{k}" if where else str(k))
+            if got:
+                return got
+    if isinstance(x, list):
+        for i, v in enumerate(x):
+            got = _non_finite(v, f"{where}[{i}]")
+            if got:
+                return got
+    return None
+
+
+def _file_records(path, data: object, problem: str | None) -> list:
+    """The raw record list of a store file's parsed ``data``, warning (once) when the file is bad."""
+    if problem is None and data is not None:
+        if not isinstance(data, dict) or not isinstance(data.get("records", []), list):
+            problem = 'is not {"records": [...]}'
+    if problem is not None:
+        warn_bad(path, f"tuned-schedule store {problem}", "its records are not used")
         return []
-    try:
-        data = json.loads(text)
-        records = list(data.get("records", [])) if isinstance(data, dict) else []
-    except (ValueError, AttributeError):
-        records = []
-    _TUNED_CACHE[key] = records
-    return records
+    return list((data or {}).get("records", []))
+
+
+def _read_records(path) -> list[tuple[int, dict]]:
+    """(index, record) of every record of the store file ``path`` that passes :func:`record_problem`.
+
+    A file that does not parse or has the wrong shape, and each bad record, is skipped with one
+    BadFileWarning naming the file (and the record's index) and what was wrong.
+    """
+    key = None
+    if isinstance(path, Path):
+        try:
+            st = path.stat()
+        except OSError:
+            return []
+        key = (str(path), st.st_mtime_ns, st.st_size)
+        with _TUNED_LOCK:
+            if key in _TUNED_CACHE:
+                return _TUNED_CACHE[key]
+    data, problem = read_json(path, "tuned-schedule JSON", allow_nan=True)
+    out = []
+    for i, rec in enumerate(_file_records(path, data, problem)):
+        why = record_problem(rec)
+        if why is None:
+            out.append((i, rec))
+        else:
+            warn_bad(path, f"record {i} {why}", "that record is skipped")
+    if key is not None:
+        with _TUNED_LOCK:
+            _TUNED_CACHE[key] = out
+    return out
 
 
 def _source_sha256(fam, op, schedule) -> str:
@@ -139,16 +220,23 @@ def store(family: str, op, target, schedule, *, path: Path | None = None, **figu
         The file written.
     """
     rec = make_record(family, op, target, schedule, **figures)
+    why = record_problem(rec)
+    if why is not None:
+        raise ValueError(f"tuned record of {family} {op} {why}; not stored")
     path = Path(path) if path is not None else user_store_path(family, target.arch)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        old = json.loads(path.read_text()).get("records", [])
-    except (OSError, ValueError, AttributeError):
-        old = []
-    keep = [r for r in old if not (r.get("op") == rec["op"] and r.get("arch") == rec["arch"]
-                                   and device_tag(str(r.get("device", ""))) == device_tag(target.name))]
-    text = json.dumps({"records": [*keep, rec]}, indent=1, sort_keys=True) + "\n"
-    atomic_write(path, text)
+
+    def add(old: object) -> dict:
+        keep = []
+        for i, r in enumerate(_file_records(path, old, None)):
+            if record_problem(r) is not None:
+                warn_bad(path, f"record {i} {record_problem(r)}", "that record is dropped on this write")
+                continue
+            if not (r.get("op") == rec["op"] and r.get("arch") == rec["arch"]
+                    and device_tag(r["device"]) == device_tag(target.name)):
+                keep.append(r)
+        return {"records": [*keep, rec]}
+
+    update_json(path, add, "tuned-schedule JSON", allow_nan=True)  # locked read-modify-write, atomic replace
     from .api import clear_kernel_cache
 
     clear_kernel_cache()  # schedule=None calls must see the new record
@@ -175,9 +263,12 @@ def _why_not(fam, rec: dict, op, target, nvrtc) -> str | object:
     try:
         sched = fam.schedule_type.from_dict(rec["schedule"])
         sched.validate(target)
-    except (ScheduleError, KeyError, TypeError) as exc:
+        if hasattr(sched, "check_op"):
+            sched.check_op(op)
+        sha = _source_sha256(fam, op, sched) if rec.get("source_sha256") else None
+    except (ScheduleError, KeyError, TypeError, ValueError, AttributeError) as exc:
         return f"stored schedule no longer validates: {exc}"
-    if rec.get("source_sha256") and rec["source_sha256"] != _source_sha256(fam, op, sched):
+    if sha is not None and rec["source_sha256"] != sha:
         return "the emitter's source for this schedule changed since tuning (SHA-256 differs)"
     return sched
 
@@ -199,7 +290,7 @@ def lookup_explain(family: str, op, target) -> tuple[object | None, list[str]]:
         if not records:
             reasons.append(f"{label} {path}: no records")
             continue
-        for i, rec in enumerate(records):
+        for i, rec in records:
             got = _why_not(fam, rec, op, target, nvrtc)
             if isinstance(got, str):
                 reasons.append(f"{label} {path} record {i}: {got}")

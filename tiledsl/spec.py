@@ -68,3 +68,30 @@ class ScheduleRecord:
     def short_hash(self) -> str:
         """8 hex digits identifying the schedule (SHA-256 of its sorted JSON)."""
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
+
+
+def empty_dims(op) -> str | None:
+    """The empty dimension(s) of ``op`` as text ("m=0"; "shape (0, 64)"), or None when it has work.
+
+    An empty op has no kernel: the public calls return numpy's result without launching one, and
+    ``compile``, ``explain``, ``predict`` and the default schedule refuse it with :func:`refuse_empty`.
+    """
+    if all(hasattr(op, d) for d in ("m", "n", "k")):
+        zero = [f"{d}=0" for d in ("m", "n", "k") if getattr(op, d) == 0]
+        return ", ".join(zero) or None
+    shape = getattr(op, "shape", None)
+    if shape is not None and 0 in tuple(shape):
+        return f"shape {tuple(shape)}"
+    return None
+
+
+def refuse_empty(op, action: str) -> None:
+    """Raise SpecError when ``op`` is empty: there is nothing to ``action`` ("compile", "model", ...).
+
+    Raises:
+        SpecError: names the op, its empty dimension and what the public call returns instead.
+    """
+    why = empty_dims(op)
+    if why is not None:
+        raise SpecError(f"{type(op).__name__} with {why} is empty: there is no kernel to {action} "
+                        "(tiledsl's array calls return numpy's result for empty inputs without a kernel)")

@@ -104,6 +104,7 @@ def explain(op, schedule=None, device: str | Target | None = None, kernel=None) 
     """
     _check_args(op, schedule, kernel)
     t = target_for(device)
+    _check_rules(op, schedule, t)
     kind = _kind(op)
     if kind == "gemm":
         if schedule is None:
@@ -143,6 +144,7 @@ def predict(op, schedule, device: str | Target | None = None, kernel=None) -> fl
     """
     _check_args(op, schedule, kernel, need_schedule=True)
     t = target_for(device)
+    _check_rules(op, schedule, t)
     if _kind(op) == "gemm":
         return predict_gemm(op, schedule, t, ceilings=_ceilings(t), kernel=kernel)
     return explain(op, schedule, t, kernel).predicted_s
@@ -152,7 +154,8 @@ def _check_args(op, schedule, kernel, need_schedule: bool = False) -> None:
     """Refuse a schedule of another family, a non-Kernel ``kernel`` and an empty GEMM, by name."""
     from ..api import FAMILIES
     from ..compile import Kernel
-    from ..errors import SpecError, SpecTypeError
+    from ..errors import SpecTypeError
+    from ..spec import refuse_empty
 
     for fam in FAMILIES:
         if isinstance(op, fam.op_type):
@@ -161,10 +164,23 @@ def _check_args(op, schedule, kernel, need_schedule: bool = False) -> None:
             if schedule is not None and not isinstance(schedule, fam.schedule_type):
                 raise SpecTypeError(f"schedule for {type(op).__name__} must be a {fam.schedule_type.__name__}, "
                                     f"got {type(schedule).__name__}")
-            if fam.name == "gemm" and 0 in (op.m, op.n, op.k):
-                raise SpecError(f"GemmOp(m={op.m}, n={op.n}, k={op.k}) has no work to model (an empty dimension)")
+            refuse_empty(op, "model")
     if kernel is not None and not isinstance(kernel, Kernel):
         raise SpecTypeError(f"kernel must be a tiledsl.Kernel (from tiledsl.compile), got {type(kernel).__name__}")
+
+
+def _check_rules(op, schedule, target: Target) -> None:
+    """The rules ``tiledsl.compile`` checks before emitting: the device's (``validate``) and the op's
+    (``check_op``), so a schedule compile refuses is refused here with the same error.
+
+    Raises:
+        ScheduleError / ResourceError: as ``tiledsl.compile`` raises them.
+    """
+    if schedule is None or not hasattr(schedule, "validate"):  # a StreamSchedule: no rule table
+        return
+    schedule.validate(target)
+    if hasattr(schedule, "check_op"):
+        schedule.check_op(op)
 
 
 @functools.lru_cache(maxsize=64)

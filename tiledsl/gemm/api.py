@@ -176,6 +176,9 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     :func:`tiledsl.registry.lookup_explain` for why a stored record was not used.
     """
     from ..registry import lookup, presets
+    from ..spec import refuse_empty
+
+    refuse_empty(op, "choose a schedule for")
 
     tuned = lookup("gemm", op, target)
     if tuned is not None:
@@ -186,7 +189,9 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     sm_flops = target.fp32_lanes_per_sm * 2 * target.clock_hz
     best, best_s = None, float("inf")
     for name, eff in DEFAULT_CANDIDATES.items():
-        base = table[name]
+        base = table.get(name)
+        if base is None:  # a shipped preset that failed its check (warned when the presets were read)
+            continue
         for split in (1, 2, 4, 8, 16, 32):
             kc = _ceil_div(_ceil_div(op.k, split), base.bk) * base.bk  # K per slice, whole bk tiles
             if split > 1 and kc * (split - 1) >= op.k:
@@ -201,7 +206,7 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
             est = max(compute_s, memory_s) + extra_s
             if est < best_s:
                 best, best_s = (base if split == 1 else replace(base, split_k=split)), est
-    return best
+    return best if best is not None else GemmSchedule()
 
 
 def _ceil_div(a: int, b: int) -> int:

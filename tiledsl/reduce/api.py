@@ -94,6 +94,9 @@ def default_schedule(op: ReduceOp, target: Target) -> ReduceSchedule:
     see :func:`tiledsl.registry.lookup_explain` for why a stored record was not used.
     """
     from ..registry import lookup, preset
+    from ..spec import refuse_empty
+
+    refuse_empty(op, "choose a schedule for")
 
     tuned = lookup("reduce", op, target)
     if tuned is not None:

@@ -115,6 +115,9 @@ def default_schedule(op: TransposeOp, target: Target) -> TransposeSchedule:
     :func:`tiledsl.registry.lookup_explain` for why a stored record was not used.
     """
     from ..registry import lookup, preset
+    from ..spec import refuse_empty
+
+    refuse_empty(op, "choose a schedule for")
 
     tuned = lookup("transpose", op, target)
     if tuned is not None:
