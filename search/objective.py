@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 
@@ -74,6 +75,57 @@ def roofline_bound_s(op, target) -> tuple[float, str]:
 # ---------------------------------------------------------------- duplicates across workers
 
 
+def warn_trial(study, number: int, problem: str) -> None:
+    """One RuntimeWarning per process for a malformed trial of a (possibly shared) study; it is skipped."""
+    key = (study.study_name, number, problem)
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    warnings.warn(f"study {study.study_name!r}: trial {number} is malformed ({problem}); skipped",
+                  RuntimeWarning, stacklevel=2)
+
+
+_WARNED: set = set()
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def trial_problem(t, schedule_type=None) -> str | None:
+    """What makes a COMPLETE trial unusable by the report and the finalists, or None.
+
+    Checked: a finite value; ``schedule`` an object that ``schedule_type.from_dict`` accepts;
+    ``predicted_s`` / ``spread`` absent, None or finite numbers.
+    """
+    if not _finite(t.value):
+        return f"value {t.value!r} is not a finite number"
+    sched = t.user_attrs.get("schedule")
+    if not isinstance(sched, dict):
+        return f"user attribute 'schedule' is {type(sched).__name__}, not an object"
+    for k in ("predicted_s", "spread"):
+        v = t.user_attrs.get(k)
+        if v is not None and not _finite(v):
+            return f"user attribute {k!r} is {v!r}, not a number"
+    if schedule_type is not None:
+        try:
+            schedule_type.from_dict(sched)
+        except Exception as exc:  # ScheduleError, TypeError, KeyError, ...: whatever a bad dict raises
+            return f"its schedule does not load: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _claim_of(study, t):
+    """``(key, time, number)`` of ``t``'s claim, or None (none, or malformed: warned)."""
+    c = t.user_attrs.get("claim")
+    if c is None:
+        return None
+    if not (isinstance(c, list) and len(c) == 3 and isinstance(c[0], str) and _finite(c[1]) and _finite(c[2])):
+        warn_trial(study, t.number, f"claim {c!r} is not [schedule key, time, trial number]")
+        return None
+    return c
+
+
 def claim(trial, key: str) -> None:
     """Mark ``trial`` as evaluating ``key`` (a user attribute, visible to every worker of the study)."""
     trial.set_user_attr("claim", [key, time.time(), trial.number])
@@ -83,14 +135,17 @@ def find_duplicate(study, trial, key: str):
     """The earlier trial that owns ``key``, or None when ``trial`` is the first to claim it.
 
     Claims are ordered by (claim time, trial number); the earliest claim owns the point, so two
-    workers that sample the same schedule at the same moment evaluate it once.
+    workers that sample the same schedule at the same moment evaluate it once. A FAIL trial without an
+    ``error`` attribute owns nothing: it was never evaluated (its worker was killed and the heartbeat
+    expired it, or the run was interrupted), so the point is evaluated again. A malformed claim is
+    skipped with a warning.
     """
     from optuna.trial import TrialState
 
     mine = None
     best = None
     for t in study.get_trials(deepcopy=False):
-        c = t.user_attrs.get("claim")
+        c = _claim_of(study, t)
         if not c or c[0] != key:
             continue
         if t.number == trial.number:
@@ -98,6 +153,8 @@ def find_duplicate(study, trial, key: str):
             continue
         if t.state == TrialState.WAITING:
             continue
+        if t.state == TrialState.FAIL and "error" not in t.user_attrs:
+            continue  # never evaluated (its worker died or was interrupted): it owns nothing
         order = (c[1], c[2])
         if best is None or order < best[0]:
             best = (order, t)

@@ -41,11 +41,22 @@ from . import outputs
 from . import report as R
 from .families import LAYOUTS, SEARCH_FAMILIES, gemm_op, positive_int
 from .families import get as get_family
-from .objective import Model, claim, find_duplicate, load_model, roofline_bound_s
+from .interrupt import EXIT_INTERRUPTED, DeferredInterrupt, ignore_in_child
+from .objective import Model, claim, find_duplicate, load_model, roofline_bound_s, trial_problem, warn_trial
 from .space import Rejection, Space, describe, schedule_key, space_for, tie_key
+from .storage import (
+    DEFAULT_STALE_AFTER_S,
+    Heartbeat,
+    expire_stale,
+    heartbeat_interval,
+    make_storage,
+    mask,
+    mask_text,
+    storage_problem,
+)
 
 __all__ = ["LAYOUTS", "SAMPLERS", "TuneConfig", "TuneResult", "build_parser", "config_from_args",
-           "default_study_name", "gemm_op", "main", "run"]
+           "default_study_name", "gemm_op", "main", "make_storage", "run", "storage_problem"]
 
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "qmc")
 DEFAULT_STORAGE = "sqlite:///tiledsl-tune.db"
@@ -81,6 +92,7 @@ class TuneConfig:
     progress: bool = True
     command: str = ""
     notes: list = field(default_factory=list)
+    stale_after_s: int = DEFAULT_STALE_AFTER_S
 
 
 def default_study_name(family: str, op, device_tag: str, model_only: bool) -> str:
@@ -119,6 +131,7 @@ class TuneResult:
     report: str
     exported: list = field(default_factory=list)
     results_dir: str | None = None
+    interrupted: bool = False
 
 
 def make_sampler(name: str, seed: int, space: Space):
@@ -148,96 +161,6 @@ def make_sampler(name: str, seed: int, space: Space):
             raise SystemExit("--sampler qmc needs scipy: pip install scipy") from None
         return optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
     raise SystemExit(f"unknown sampler {name!r}; choose from {', '.join(SAMPLERS)}")
-
-
-def make_storage(url: str):
-    """Optuna's RDB storage for ``url``; SQLite files get WAL journaling with synchronous=NORMAL.
-
-    Optuna commits every parameter and attribute separately; with SQLite's default rollback journal
-    each commit waits for an fsync (milliseconds). WAL with synchronous=NORMAL keeps the file
-    consistent after a crash of the process (the last commits may be lost on power failure) and
-    lets several worker processes read while one writes. Other URLs (PostgreSQL, MySQL) are passed
-    to Optuna unchanged.
-    """
-    import random
-
-    import optuna
-
-    kwargs: dict = {}
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        import sqlite3
-
-        path = url[len("sqlite:///"):]
-
-        def connect():
-            conn = sqlite3.connect(path, timeout=60, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            return conn
-
-        kwargs["engine_kwargs"] = {"creator": connect}
-    for attempt in range(5):  # workers started together race to create the schema: the loser retries
-        try:
-            return optuna.storages.RDBStorage(url, **kwargs)
-        except Exception as exc:  # sqlalchemy IntegrityError / OperationalError of the race only
-            race = type(exc).__name__ == "IntegrityError" or (
-                type(exc).__name__ == "OperationalError" and any(w in str(exc) for w in ("locked", "already exists")))
-            if attempt == 4 or "sqlalchemy" not in type(exc).__module__ or not race:
-                raise
-            time.sleep(0.2 + random.random())
-    raise AssertionError("unreachable")
-
-
-# pip packages of the SQLAlchemy database drivers (DBAPI modules) an Optuna storage URL may name
-DRIVER_PACKAGES = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg[binary]", "pg8000": "pg8000",
-                   "asyncpg": "asyncpg", "MySQLdb": "mysqlclient", "pymysql": "PyMySQL",
-                   "mysql.connector": "mysql-connector-python", "cx_Oracle": "cx_Oracle", "oracledb": "oracledb",
-                   "pyodbc": "pyodbc", "pymssql": "pymssql"}
-
-
-def driver_problem(url: str) -> str | None:
-    """The missing database driver of storage ``url``, named with the ``pip install`` that provides it
-    (``postgresql://`` without psycopg2 → ``pip install psycopg2-binary``), or None."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        dialect = make_url(url).get_dialect()
-    except Exception:  # not a URL SQLAlchemy knows: make_storage reports it
-        return None
-    try:
-        dialect.import_dbapi()
-    except ImportError as exc:
-        module = getattr(exc, "name", None) or ""
-        pkg = DRIVER_PACKAGES.get(module) or DRIVER_PACKAGES.get(module.split(".")[0]) or module or "its driver"
-        text = (f"the database driver of {make_url(url).drivername!r} is not installed (no module "
-                f"{module!r}): pip install '{pkg}'")
-        if module == "psycopg":  # SQLAlchemy 2.1's default PostgreSQL driver; psycopg2 needs its own spelling
-            text += " (or, with psycopg2: pip install psycopg2-binary and write postgresql+psycopg2://...)"
-        return text
-    return None
-
-
-def storage_problem(url: str) -> str | None:
-    """Why the Optuna storage ``url`` cannot be opened (one line), or None when it opens.
-
-    Opens it (creating the SQLite file and Optuna's tables when missing, as the run would) and closes it.
-    """
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        folder = os.path.dirname(os.path.abspath(url[len("sqlite:///"):]))
-        if not os.path.isdir(folder):
-            return f"the folder {folder} of the SQLite file does not exist"
-    why = driver_problem(url)
-    if why is not None:
-        return why
-    try:
-        st = make_storage(url)
-    except Exception as exc:
-        text = " ".join(str(exc).split("(Background on this error")[0].split()) or "no reason given"
-        return f"{type(exc).__name__}: {text}"
-    engine = getattr(st, "engine", None)
-    if engine is not None:
-        engine.dispose()
-    return None
 
 
 class _Progress:
@@ -302,9 +225,19 @@ def _predict_seeds(space: Space, model: Model, op, target, top: int, budget_s: f
 def run(cfg: TuneConfig, out=print) -> TuneResult:
     """Run (or resume) one study and print its report.
 
+    Ctrl-C (SIGINT) stops asking for trials: the step in hand finishes, trials not evaluated are told
+    FAIL, the report of what was measured is printed (no final re-measurement, no export) and the
+    result has ``interrupted=True`` (``main`` exits 130). A second Ctrl-C raises KeyboardInterrupt.
+    RUNNING trials of workers that stopped sending heartbeats for ``cfg.stale_after_s`` are failed.
+
     Raises:
         SystemExit: the study exists with a different op, device or mode.
     """
+    with DeferredInterrupt() as intr:
+        return _run(cfg, out, intr)
+
+
+def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     import optuna
     from optuna.trial import TrialState
 
@@ -334,18 +267,20 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
     mode = "model-only" if cfg.model_only else "measured"
     model = load_model()
     name = cfg.study_name or default_study_name(cfg.family, op, device_tag(target.name), cfg.model_only)
-    study = optuna.create_study(storage=make_storage(cfg.storage), study_name=name, direction="minimize",
+    storage = make_storage(cfg.storage, cfg.stale_after_s)
+    study = optuna.create_study(storage=storage, study_name=name, direction="minimize",
                                 sampler=make_sampler(cfg.sampler, cfg.seed, space), load_if_exists=True)
+    expire_stale(study)  # trials of workers that died (no heartbeat for cfg.stale_after_s) become FAIL
     meta = {"family": cfg.family, "op": op.to_dict(), "device": target.name, "arch": target.arch, "mode": mode}
     old = study.user_attrs.get("meta")
     if old is None:
         study.set_user_attr("meta", meta)
         study.set_user_attr("model", model.label)
     elif old != meta:
-        raise SystemExit(f"study {name!r} in {cfg.storage} was made for {old}, not {meta}; "
+        raise SystemExit(f"study {name!r} in {mask(cfg.storage)} was made for {old}, not {meta}; "
                          "pass another --study-name")
     n_before = len(study.trials)
-    out(f"study {name!r} in {cfg.storage}: {n_before} earlier trials"
+    out(f"study {name!r} in {mask(cfg.storage)}: {n_before} earlier trials"
         + (" (resuming)" if n_before else "") + f"; {mode} on {target.name} ({target.arch}); "
         f"sampler {cfg.sampler}; cost model: {model.label}")
 
@@ -372,7 +307,7 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
         from .measure import GpuWorker
 
         jobs = cfg.jobs or max(1, min(8, (os.cpu_count() or 2) - 1))
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"))
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=ignore_in_child)
         worker = GpuWorker(cfg.family, op.to_dict())
         v = worker.call({"cmd": "vendor"}, timeout_s=300)
         vendor_s = v["median_ms"] / 1e3 if v.get("ok") else None
@@ -390,6 +325,7 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
 
     def finish(trial, state, value=None, kind=None) -> None:
         study.tell(trial, value if state == TrialState.COMPLETE else None, state=state)
+        beat.release(trial)
         kind = kind or {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned", TrialState.FAIL: "fail"}[state]
         stats[kind] += 1
         if state == TrialState.COMPLETE and (best["s"] is None or value < best["s"]):
@@ -432,12 +368,18 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
     depth = (cfg.jobs or 4) + 2
     asked = evaluated = 0
     deadline = None if cfg.timeout_s is None else time.monotonic() + cfg.timeout_s
+    beat = Heartbeat(storage, heartbeat_interval(cfg.stale_after_s))
+    last_expiry = time.monotonic()
     try:
-        while True:
-            while (len(pending) < (1 if cfg.model_only else depth)
+        while not intr.requested:
+            while (len(pending) < (1 if cfg.model_only else depth) and not intr.requested
                    and stats["complete"] + stats["fail"] + stats["dup"] + len(pending) < cfg.trials
                    and asked < 20 * cfg.trials and (deadline is None or time.monotonic() < deadline)):
+                if time.monotonic() - last_expiry > heartbeat_interval(cfg.stale_after_s):
+                    expire_stale(study)
+                    last_expiry = time.monotonic()
                 trial = study.ask()
+                beat.hold(trial)
                 asked += 1
                 got = prepare(trial)
                 if got is None:
@@ -456,7 +398,7 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
 
                 fut = pool.submit(compile_job, cfg.family, op.to_dict(), sched.to_dict(), target.arch)
                 pending.append((trial, sched, fut))
-            if not pending:
+            if not pending or intr.requested:
                 break
             trial, sched, fut = pending.popleft()
             res = fut.result()
@@ -479,15 +421,22 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
             _attr(trial, time_s=t, throughput=work / t / disp_scale, throughput_unit=disp_unit,
                   spread=m["spread"], repeats=m["repeats"], timing=m["timing"], max_rel_err=m["max_rel_err"])
             finish(trial, TrialState.COMPLETE, t)
-    except KeyboardInterrupt:
-        out("interrupted: the trials so far are in the study; re-run the same command to resume")
-        for trial, _, fut in pending:
-            fut.cancel()
-            study.tell(trial, state=TrialState.FAIL)
+    except KeyboardInterrupt:  # a second Ctrl-C: stop at once
+        intr.requested = True
     finally:
         bar.close()
+        for _, _, fut in pending:
+            fut.cancel()
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        for trial in beat.held():  # asked but not evaluated: FAIL without "error", so they own nothing
+            try:
+                study.tell(trial, state=TrialState.FAIL)
+            except Exception:  # the storage refused (e.g. cut mid-commit): the heartbeat expiry will fail it
+                pass
+        beat.stop()
+    if intr.requested:
+        out("interrupted: the trials evaluated so far are in the study; re-run the same command to resume")
     search_s = time.perf_counter() - t_run
 
     # ---- finalists
@@ -495,13 +444,15 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
     if cfg.model_only:
         bar = _Progress(0, cfg.progress, f"compile finalists for {target.arch}", "kernel")
         try:
-            finals, winner, info = _model_only_finalists(study, space, target, cfg, model, op, out, bar)
+            finals, winner, info = _model_only_finalists(study, space, target, cfg, model, op, out, bar,
+                                                         compile_them=not intr.requested)
         finally:
             bar.close()
         time_split["compile_s"] += info["compile_s"]
         time_split["compiles"] += info["compiled"]
     else:
-        finals, vendor_final = _finalists(study, space, target, cfg, worker, model, op, out)
+        finals, vendor_final = _finalists(study, space, target, cfg, worker, model, op, out,
+                                          remeasure=not intr.requested)
         if vendor_final is not None:
             vendor_s = vendor_final
         worker.close()
@@ -515,7 +466,10 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
     info["calibration"] = calibration
     results = cfg.export or (os.path.join(DEFAULT_OUT, name) if cfg.export_default else None)
     exported, export_lines = [], []
-    if winner is not None and results:
+    if winner is not None and results and intr.requested:
+        export_lines.append(f"kernel not exported to {results}: the run was interrupted (re-run the same command "
+                            "to finish it)")
+    elif winner is not None and results:
         t0 = time.perf_counter()
         exported = _export(cfg, results, op, target, winner, vendor_s, mode, name, model, export_lines.append)
         time_split["compile_s"] += time.perf_counter() - t0  # the winner again (a cache hit when compiled above)
@@ -523,6 +477,7 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
     info["roofline"] = ("roofline.png: not written (no results folder; pass --export DIR)" if not results else
                         outputs.write_roofline(os.path.join(results, "roofline.png"), op, target, finals, winner,
                                                mode, _op_text(op)))
+    info["interrupted"] = intr.requested
     text = _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s, time_split,
                    search_s, n_before, stats, mode, work, disp_unit, disp_scale, info)
     out(text)
@@ -530,8 +485,8 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
         out(line)
     json_paths = ([os.path.join(results, "report.json")] if results else []) + ([cfg.report_json] if cfg.report_json else [])
     if json_paths:
-        header = {"tool": "python -m search.tune", "command": cfg.command, "date": _now(), "study": name,
-                  "storage": cfg.storage, "family": cfg.family, "op": op.to_dict(), "op_text": _op_text(op),
+        header = {"tool": "python -m search.tune", "command": mask_text(cfg.command), "date": _now(), "study": name,
+                  "storage": mask(cfg.storage), "family": cfg.family, "op": op.to_dict(), "op_text": _op_text(op),
                   "device": target.name, "arch": target.arch, "cost_model": model.label,
                   "vendor": {"name": vendor_name(cfg.family, op), "measured_s": vendor_s},
                   "roofline_bound_s": roofline_bound_s(op, target)[0],
@@ -549,7 +504,7 @@ def run(cfg: TuneConfig, out=print) -> TuneResult:
     elif cfg.report_json:
         out(f"JSON report: {cfg.report_json}")
     return TuneResult(name, mode, winner.schedule if winner else None, winner.median_s if winner else None,
-                      vendor_s, asked, text, exported, results)
+                      vendor_s, asked, text, exported, results, interrupted=intr.requested)
 
 
 def _now() -> str:
@@ -561,11 +516,30 @@ def _owned_complete(study, key=None) -> list:
     in ``key``'s order (a function of the schedule dict), else by trial number."""
     from optuna.trial import TrialState
 
-    trials = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-              if "duplicate_of" not in t.user_attrs and "schedule" in t.user_attrs]
+    st = _schedule_type(study)
+    trials = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if "duplicate_of" in t.user_attrs:
+            continue
+        why = trial_problem(t, st)
+        if why is None:
+            trials.append(t)
+        else:  # e.g. written by another version or by hand into a shared study
+            warn_trial(study, t.number, why)
     if key is None:
         return sorted(trials, key=lambda t: (t.value, t.number))
     return sorted(trials, key=lambda t: (t.value, key(t.user_attrs["schedule"]), t.number))
+
+
+def _schedule_type(study):
+    """The schedule class of the study's family (from its ``meta``), or None when unknown."""
+    meta = study.user_attrs.get("meta")
+    try:
+        from tiledsl.api import family
+
+        return family(meta["family"]).schedule_type
+    except Exception:
+        return None
 
 
 # --model-only: after the compiled candidates, at most this many more are compiled (by predicted rank)
@@ -581,7 +555,8 @@ def _register_cap(op, s) -> int:
     return min(255, 65536 // (s.threads * max(mb, 1))) // 8 * 8
 
 
-def _model_only_finalists(study, space, target, cfg, model, op, out, bar) -> tuple[list, Finalist | None, dict]:
+def _model_only_finalists(study, space, target, cfg, model, op, out, bar,
+                          compile_them: bool = True) -> tuple[list, Finalist | None, dict]:
     """``--model-only``: the best predicted schedule of each structure, the first ``--compile-top``
     compiled (ptxas registers, shared memory, spills) and re-predicted with the kernel.
 
@@ -638,6 +613,9 @@ def _model_only_finalists(study, space, target, cfg, model, op, out, bar) -> tup
     def clean(f: Finalist) -> bool:
         return "registers" in f.resources and not f.resources.get("spill_bytes")
 
+    if not compile_them:  # interrupted: the predictions as they are, nothing compiled, no winner
+        return [Finalist(t.number, st.from_dict(t.user_attrs["schedule"]), t.value, 0.0, t.value,
+                         t.user_attrs.get("bound_by"), {}) for t in rows], None, info
     for t in rows[:cfg.compile_top]:
         compile_trial(t)
     if not any(clean(f) for f in compiled.values()) and compiled:
@@ -688,8 +666,10 @@ def _model_only_finalists(study, space, target, cfg, model, op, out, bar) -> tup
     return finals + [winner], (winner if "error" not in winner.resources else None), info
 
 
-def _finalists(study, space, target, cfg, worker, model, op, out) -> tuple[list[Finalist], float | None]:
-    """Measured mode: the top ``--final-top`` re-measured interleaved with the vendor library."""
+def _finalists(study, space, target, cfg, worker, model, op, out,
+               remeasure: bool = True) -> tuple[list[Finalist], float | None]:
+    """Measured mode: the top ``--final-top`` re-measured interleaved with the vendor library
+    (``remeasure=False``, after Ctrl-C: the search's own timings)."""
     st = space.schedule_type()
     owned = _owned_complete(study)
     finals: list[Finalist] = []
@@ -697,14 +677,17 @@ def _finalists(study, space, target, cfg, worker, model, op, out) -> tuple[list[
     if not top:
         return [], None
     scheds = [st.from_dict(t.user_attrs["schedule"]) for t in top]
-    bar = _Progress(1, cfg.progress, f"re-measure the top {len(top)} and the vendor library, 7 interleaved rounds",
-                    "batch")
-    try:
-        r = worker.call({"cmd": "remeasure", "schedules": [s.to_dict() for s in scheds], "rounds": 7, "repeat": 20},
-                        timeout_s=600)
-        bar.update(1)
-    finally:
-        bar.close()
+    if not remeasure:
+        r = {"ok": False, "error": "interrupted: not re-measured"}
+    else:
+        bar = _Progress(1, cfg.progress, f"re-measure the top {len(top)} and the vendor library, 7 interleaved rounds",
+                        "batch")
+        try:
+            r = worker.call({"cmd": "remeasure", "schedules": [s.to_dict() for s in scheds], "rounds": 7,
+                             "repeat": 20}, timeout_s=600)
+            bar.update(1)
+        finally:
+            bar.close()
     if not r.get("ok"):
         out(f"final re-measurement failed ({r.get('error')}); using the search's own timings")
         return [Finalist(t.number, s, t.value, t.user_attrs.get("spread", 0.0), t.user_attrs.get("predicted_s"),
@@ -738,6 +721,8 @@ def _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s
             n_before, stats, mode, work, unit, scale, info=None) -> str:
     info = info or {}
     lines = ["", f"==== search.tune report: {cfg.family} {_op_text(op)} on {target.name} ({target.arch}), {mode} ===="]
+    if info.get("interrupted"):
+        lines.append("INTERRUPTED (Ctrl-C): the trials evaluated before it; no final re-measurement, compile or export")
     lines.append(f"trials this run: {sum(stats.values())} (complete {stats['complete']}, pruned by rules "
                  f"{stats['pruned']}, failed {stats['fail']}, duplicates not re-measured {stats['dup']}); "
                  f"study total {len(study.trials)} (earlier {n_before})")
@@ -821,7 +806,7 @@ def _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s
     for t in study.get_trials(deepcopy=False):
         rule = t.user_attrs.get("rule")
         if rule:
-            reasons[rule] = reasons.get(rule, 0) + 1
+            reasons[str(rule)] = reasons.get(str(rule), 0) + 1
     if reasons:
         lines.append("pruned by rule: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda x: -x[1])))
     if info.get("roofline"):
@@ -863,7 +848,8 @@ def _export(cfg, folder: str, op, target, winner: Finalist, vendor_s, mode, stud
                       compiler={"nvrtc": list(nvrtc_version()), "cupy": cupy.__version__, "options": list(k.options)},
                       kernel={"name": k.name, "block": list(k.block), "dynamic_smem_bytes": k.dynamic_smem_bytes,
                               **k.resources()},
-                      study=study_name, storage=cfg.storage, trial=winner.number, date=_now(), command=cfg.command)
+                      study=study_name, storage=mask(cfg.storage), trial=winner.number, date=_now(),
+                      command=mask_text(cfg.command))
     files = export.write(folder, cfg.family, op, winner.schedule, k, rec, target=target)
     out(f"exported: {', '.join(map(str, files))}")
     if mode == "measured":
@@ -943,6 +929,16 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
+SEED_MAX = 2**32 - 1  # numpy's RandomState, which Optuna's samplers seed, takes 0 .. 2**32 - 1
+
+
+def _seed(text: str) -> int:
+    v = _int(text)
+    if not 0 <= v <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer from 0 to {SEED_MAX}")
+    return v
+
+
 def _positive_seconds(text: str) -> float:
     import math
 
@@ -964,7 +960,7 @@ def _common(sp: argparse.ArgumentParser) -> None:
                     help="stop asking for new trials after this many seconds (> 0)")
     sp.add_argument("--sampler", default="tpe", choices=SAMPLERS,
                     help="Optuna sampler (cmaes needs the cmaes package, qmc needs scipy)")
-    sp.add_argument("--seed", type=int, default=0, help="sampler seed")
+    sp.add_argument("--seed", type=_seed, default=0, help=f"sampler seed (0 to {SEED_MAX})")
     sp.add_argument("--storage", default=DEFAULT_STORAGE,
                     help="Optuna RDB storage URL (SQLite file, or postgresql://... to share across machines); "
                          "opened before the search starts")
@@ -998,6 +994,9 @@ def _common(sp: argparse.ArgumentParser) -> None:
                     help="print which stored schedule schedule=None would use for this op (and every miss reason); "
                          "no search")
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sp.add_argument("--stale-after", type=positive_int, default=DEFAULT_STALE_AFTER_S, metavar="SECONDS",
+                    help="a RUNNING trial whose worker sent no heartbeat for this long (it was killed) is marked "
+                         "FAIL and its schedule evaluated again")
 
 
 def config_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> TuneConfig:
@@ -1008,8 +1007,8 @@ def config_from_args(args: argparse.Namespace, argv: list[str] | None = None) ->
                       export_default=args.export is None, report_json=args.report_json,
                       model_only=args.model_only, device=args.device, jobs=args.jobs, seed_top=args.seed_top,
                       compile_top=args.compile_top, final_top=args.final_top, ship=args.ship,
-                      progress=not args.no_progress,
-                      command="python -m search.tune " + " ".join(argv if argv is not None else sys.argv[1:]))
+                      progress=not args.no_progress, stale_after_s=args.stale_after,
+                      command=mask_text("python -m search.tune " + " ".join(argv if argv is not None else sys.argv[1:])))
 
 
 def _lookup(cfg: TuneConfig) -> int:
@@ -1027,14 +1026,50 @@ def _lookup(cfg: TuneConfig) -> int:
 
 def check_args(args: argparse.Namespace) -> str | None:
     """What is wrong with arguments the parser accepted, found before any search starts, or None:
-    ``--export`` names an existing file, ``--storage`` cannot be opened (URL and reason)."""
+    ``--export`` cannot be created or written (:func:`export_problem`), ``--storage`` cannot be parsed
+    or opened (URL, password masked, and reason)."""
     if args.lookup:
         return None
-    if args.export is not None and os.path.exists(args.export) and not os.path.isdir(args.export):
-        return f"--export {args.export}: is an existing file; give a folder (created when missing)"
+    if args.export is not None:
+        why = export_problem(args.export)
+        if why is not None:
+            return f"--export {args.export}: {why}"
     why = storage_problem(args.storage)
     if why is not None:
-        return f"--storage {args.storage}: cannot open it: {why}"
+        return f"--storage {mask(args.storage)}: cannot open it: {why}"
+    return None
+
+
+def export_problem(folder: str) -> str | None:
+    """Why ``--export folder`` cannot receive kernel.cu and schedule.json, or None.
+
+    The folder is created when missing (as the export would) and a temporary file is written in it and
+    removed; folders created here are removed again when the check fails.
+    """
+    import tempfile
+    from pathlib import Path
+
+    d = Path(folder)
+    if d.exists() and not d.is_dir():
+        return "is an existing file; give a folder (created when missing)"
+    for p in [d, *d.parents]:
+        if p.exists() and not p.is_dir():
+            return f"{p} is a file, so no folder can be created under it"
+    created = [p for p in [d, *d.parents] if not p.exists()]
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=d):
+            pass
+    except OSError as exc:
+        for p in created:  # deepest first
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        return f"cannot create or write the folder ({exc.strerror or exc})"
+    for name in ("kernel.cu", "schedule.json"):
+        if (d / name).is_dir():
+            return f"{d / name} is a folder; the export writes a file there"
     return None
 
 
@@ -1045,13 +1080,19 @@ def main(argv: list[str] | None = None) -> int:
         SystemExit: code 2 with an argparse-style message for bad arguments (checked before searching).
     """
     from tiledsl.errors import TiledslError
+    from tiledsl.spec import empty_dims
 
     args = build_parser().parse_args(argv)
     sub = args._subparsers[args.family]
     try:
         cfg = config_from_args(args, argv)
     except (TiledslError, ValueError) as exc:
-        sub.error(str(exc))
+        sub.error(mask_text(str(exc)))
+    empty = empty_dims(cfg.op)
+    if empty is not None:
+        flag = "--shape" if hasattr(cfg.op, "shape") else "--m/--n/--k"
+        sub.error(f"{flag}: the op is empty ({empty}): there is nothing to tune (tiledsl returns numpy's result "
+                  "for empty inputs without a kernel)")
     why = check_args(args)
     if why is not None:
         sub.error(why)
@@ -1063,7 +1104,13 @@ def main(argv: list[str] | None = None) -> int:
     if why is not None:
         print(f"python -m search.tune: error: cannot compile kernels here: {why}", file=sys.stderr)
         return 1
-    res = run(cfg)
+    try:
+        res = run(cfg)
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before the search started
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if res.interrupted:
+        return EXIT_INTERRUPTED
     return 0 if res.best_schedule is not None else 1
 
 
