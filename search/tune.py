@@ -960,7 +960,7 @@ def _common(sp: argparse.ArgumentParser) -> None:
                     help="stop asking for new trials after this many seconds (> 0)")
     sp.add_argument("--sampler", default="tpe", choices=SAMPLERS,
                     help="Optuna sampler (cmaes needs the cmaes package, qmc needs scipy)")
-    sp.add_argument("--seed", type=_seed, default=0, help=f"sampler seed (0 to {SEED_MAX})")
+    sp.add_argument("--seed", type=_seed, default=0, help="sampler seed")
     sp.add_argument("--storage", default=DEFAULT_STORAGE,
                     help="Optuna RDB storage URL (SQLite file, or postgresql://... to share across machines); "
                          "opened before the search starts")

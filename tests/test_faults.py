@@ -107,7 +107,8 @@ STORE_FAULTS = {
 
 
 @pytest.mark.parametrize("fault", list(STORE_FAULTS))
-def test_a_bad_tuned_schedule_store_is_skipped_with_a_warning(cache, fault, capsys):
+def test_a_bad_tuned_schedule_store_is_skipped_with_a_warning(cache, fault, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
     path = registry.store("gemm", OP, H200, S)
     good = json.loads(path.read_text())["records"][0]
     text = json.dumps(good)[:40] if STORE_FAULTS[fault] is None else json.dumps(STORE_FAULTS[fault](good))
@@ -158,9 +159,10 @@ CALIBRATION_FAULTS = {
 
 
 @pytest.mark.parametrize("fault", list(CALIBRATION_FAULTS))
-def test_a_bad_calibration_file_is_skipped_and_the_search_still_works(cache, fault, tmp_path, capsys):
+def test_a_bad_calibration_file_is_skipped_and_the_search_still_works(cache, fault, tmp_path, capsys, monkeypatch):
     from tiledsl.calibrate import calibration_path, load_calibration
 
+    monkeypatch.chdir(tmp_path)
     path = calibration_path(H200)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(CALIBRATION_FAULTS[fault]))  # json.dumps writes NaN as NaN
@@ -266,7 +268,7 @@ def test_a_killed_workers_running_trial_expires_and_its_schedule_is_evaluated_ag
     db = tmp_path / "t.db"
     running = []
     for _ in range(5):  # kill -9 a real worker until it dies holding a RUNNING trial
-        p = subprocess.Popen(_tune_cmd(db, "--trials", "100000", "--stale-after", "2"), cwd=ROOT, env=_env(cache),
+        p = subprocess.Popen(_tune_cmd(db, "--trials", "100000", "--stale-after", "2"), cwd=tmp_path, env=_env(cache),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _wait_for_trials(db, len(_trials(db)) + 20 if db.exists() else 20, p)
         p.send_signal(signal.SIGKILL)
@@ -276,7 +278,7 @@ def test_a_killed_workers_running_trial_expires_and_its_schedule_is_evaluated_ag
             break
     assert running, "the worker never died holding a trial"
     time.sleep(3)  # longer than --stale-after: its heartbeat is stale now
-    r = subprocess.run(_tune_cmd(db, "--trials", "5", "--stale-after", "2"), cwd=ROOT, env=_env(cache),
+    r = subprocess.run(_tune_cmd(db, "--trials", "5", "--stale-after", "2"), cwd=tmp_path, env=_env(cache),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     after = {t.number: t for t in _trials(db)}
@@ -291,8 +293,8 @@ def test_a_malformed_trial_in_a_shared_study_is_skipped_with_a_warning(cache, tm
     import optuna
 
     db = tmp_path / "t.db"
-    r = subprocess.run(_tune_cmd(db, "--trials", "4"), cwd=ROOT, env=_env(cache), capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(_tune_cmd(db, "--trials", "4"), cwd=tmp_path, env=_env(cache), capture_output=True,
+                       text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     study = optuna.load_study(study_name="s", storage=f"sqlite:///{db}")
     bad = [optuna.trial.create_trial(value=1e-12, user_attrs={"schedule": {"bm": "huge"}, "claim": "junk"}),
@@ -300,8 +302,8 @@ def test_a_malformed_trial_in_a_shared_study_is_skipped_with_a_warning(cache, tm
     for t in bad:
         study.add_trial(t)
     numbers = [t.number for t in study.trials[-2:]]
-    r = subprocess.run(_tune_cmd(db, "--trials", "4"), cwd=ROOT, env=_env(cache), capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(_tune_cmd(db, "--trials", "4"), cwd=tmp_path, env=_env(cache), capture_output=True,
+                       text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     for n in numbers:
         assert f"trial {n} is malformed" in r.stderr, r.stderr[-3000:]
@@ -312,7 +314,7 @@ def test_ctrl_c_reports_what_was_measured_leaves_a_consistent_study_and_exits_13
     from optuna.trial import TrialState
 
     db = tmp_path / "t.db"
-    p = subprocess.Popen(_tune_cmd(db, "--trials", "100000", "--export", str(tmp_path / "out")), cwd=ROOT,
+    p = subprocess.Popen(_tune_cmd(db, "--trials", "100000", "--export", str(tmp_path / "out")), cwd=tmp_path,
                          env=_env(cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_trials(db, 30, p)
     p.send_signal(signal.SIGINT)
@@ -382,26 +384,31 @@ SECRET = "s3cretPW"
 def test_a_password_in_the_storage_url_is_masked_in_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "search.tune", "gemm", "--m", "64", "--n", "64", "--k", "64",
                         "--model-only", "--storage", f"postgresql://user:{SECRET}@127.0.0.1:1/db"],
-                       cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+                       cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "--storage" in r.stderr
     assert SECRET not in r.stderr + r.stdout and "***" in r.stderr, r.stderr
 
 
-def test_a_password_is_never_written_into_schedule_json_or_printed(tmp_path, capsys):
-    from search.objective import load_model
+def test_a_password_is_never_written_into_any_file_or_printed(tmp_path, monkeypatch, capsys):
+    """A whole model-only run with a password in --storage (served by a SQLite file underneath): no file it
+    writes (kernel.cu, schedule.json, report.json, report.txt) and nothing it prints holds the password."""
+    from search import storage
 
+    real = storage.make_storage
+    monkeypatch.setattr(tune, "make_storage", lambda url, *a: real(f"sqlite:///{tmp_path / 't.db'}", *a))
+    monkeypatch.setattr(tune, "storage_problem", lambda url: None)
+    monkeypatch.chdir(tmp_path)
     url = f"postgresql://user:{SECRET}@db.example/tune"
-    argv = ["gemm", "--m", "256", "--n", "256", "--k", "256", "--storage", url, "--export", str(tmp_path / "x")]
-    args = tune.build_parser().parse_args(argv)
-    cfg = tune.config_from_args(args, argv)
-    assert SECRET not in cfg.command
-    s = GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=4)
-    winner = tune.Finalist(0, s, 1e-5, 0.0, 1e-5, "compute", {})
-    printed: list[str] = []
-    files = tune._export(cfg, cfg.op, H200, winner, None, "model-only", "s", load_model(), printed.append)
+    rc = tune.main(["gemm", "--m", "256", "--n", "256", "--k", "256", "--model-only", "--trials", "4",
+                    "--compile-top", "1", "--no-progress", "--storage", url, "--export", str(tmp_path / "x"),
+                    "--report-json", str(tmp_path / "r.json")])
+    assert rc == 0
+    printed = capsys.readouterr()
+    assert SECRET not in printed.out + printed.err and "user:***@db.example" in printed.out
+    files = [f for f in tmp_path.rglob("*") if f.is_file() and not f.name.startswith("t.db")]
+    assert any(f.name == "schedule.json" for f in files) and any(f.name == "r.json" for f in files)
     for f in files:
-        assert SECRET not in Path(f).read_text(), f
-    assert SECRET not in "\n".join(printed)
+        assert SECRET.encode() not in f.read_bytes(), f
 
 
 def test_storage_url_masking():

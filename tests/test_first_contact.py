@@ -65,10 +65,11 @@ def test_report_json_flag_writes_a_second_copy(tmp_path, cache):
 
 def test_report_counts_every_compile(tmp_path, cache, capsys, monkeypatch):
     from tiledsl import api
+    from tiledsl.lru import LRU
 
     C = importlib.import_module("tiledsl.compile")  # the module (tiledsl.compile is the function)
 
-    monkeypatch.setattr(C, "_MEM_CACHE", {})  # and a fresh disk cache (fixture): real NVRTC compiles
+    monkeypatch.setattr(C, "_MEM_CACHE", LRU(maxsize=1024))  # and a fresh disk cache (fixture): real NVRTC compiles
     api.clear_kernel_cache()
     assert _main(tmp_path) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("time: "))
