@@ -441,6 +441,9 @@ def _verify(bench, schedule) -> tuple[float, float]:
 
 
 def _worker_main(conn, family: str, op_dict: dict) -> None:  # pragma: no cover - runs on a GPU
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the tuner's to handle (search.interrupt)
     import cupy as cp
 
     import tiledsl

@@ -24,6 +24,10 @@ SQLITE_QUERY = {"timeout": float, "detect_types": int, "cached_statements": int}
 DEFAULT_SQLITE_TIMEOUT_S = 60.0
 # Seconds without a heartbeat after which a RUNNING trial is failed (--stale-after default).
 DEFAULT_STALE_AFTER_S = 120
+# A RUNNING trial started this long ago is failed whatever its heartbeat says: no step of a trial takes an
+# hour (the GPU worker's timeouts are minutes), and trials written without heartbeats (an older tiledsl, or
+# a worker killed between ask and its first beat) expire this way.
+CLAIM_TIMEOUT_S = 3600.0
 
 _CRED = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@\s]*)@")
 
@@ -209,15 +213,28 @@ def storage_problem(url: str) -> str | None:
     return None
 
 
-def expire_stale(study) -> None:
-    """Fail every RUNNING trial of ``study`` whose worker stopped sending heartbeats (Optuna's grace period)."""
+def expire_stale(study) -> list[int]:
+    """Fail every RUNNING trial of ``study`` whose worker stopped sending heartbeats (Optuna's grace period)
+    or that started more than :data:`CLAIM_TIMEOUT_S` ago; returns the numbers of the latter."""
+    import datetime as dt
     import warnings
 
     import optuna
+    from optuna.trial import TrialState
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
+    old = []
+    now = dt.datetime.now()
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if t.datetime_start is not None and (now - t.datetime_start).total_seconds() > CLAIM_TIMEOUT_S:
+            try:
+                study.tell(t.number, state=TrialState.FAIL)
+                old.append(t.number)
+            except Exception:  # another worker expired or finished it first
+                pass
+    return old
 
 
 class Heartbeat:

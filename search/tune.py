@@ -364,6 +364,36 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
         _attr(trial, predicted_s=ex.get("predicted_s"), bound_by=ex.get("bound_by"))
         return built, ex.get("predicted_s")
 
+    def evaluate(trial, sched, fut) -> None:
+        """Measured mode: the compile result of ``trial``, then verify and time it on the GPU worker."""
+        res = fut.result()
+        time_split["compile_s"] += res.get("compile_s", 0.0)
+        time_split["compiles"] += 1
+        if not res["ok"]:
+            _attr(trial, error=res["error"][:4000], stage="compile")
+            finish(trial, TrialState.FAIL)
+            return
+        _attr(trial, registers=res["registers"], smem_bytes=res["smem_bytes"], spill_bytes=res["spill_bytes"])
+        m = worker.call({"cmd": "measure", "schedule": sched.to_dict(),
+                         "best_ms": None if best["s"] is None else best["s"] * 1e3})
+        time_split["verify_s"] += m.get("verify_s", 0.0)
+        time_split["measure_s"] += m.get("measure_s", 0.0)
+        if not m.get("ok"):
+            _attr(trial, error=str(m.get("error"))[:4000], stage=m.get("stage"))
+            finish(trial, TrialState.FAIL)
+            return
+        t = m["median_ms"] / 1e3
+        _attr(trial, time_s=t, throughput=work / t / disp_scale, throughput_unit=disp_unit,
+              spread=m["spread"], repeats=m["repeats"], timing=m["timing"], max_rel_err=m["max_rel_err"])
+        finish(trial, TrialState.COMPLETE, t)
+
+    def lost(trial) -> None:
+        """Another worker failed ``trial`` as stale (no heartbeat) while this one held it: drop its result."""
+        beat.release(trial)
+        stats["fail"] += 1
+        out(f"warning: trial {trial.number} was marked FAIL by another worker (no heartbeat for "
+            f"{cfg.stale_after_s} s: was this process suspended?); its result is dropped")
+
     pending: deque = deque()
     depth = (cfg.jobs or 4) + 2
     asked = evaluated = 0
@@ -381,18 +411,23 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
                 trial = study.ask()
                 beat.hold(trial)
                 asked += 1
-                got = prepare(trial)
+                try:
+                    got = prepare(trial)
+                    if got is not None and cfg.model_only:
+                        if got[1] is None:
+                            _attr(trial, error="the cost model could not predict this schedule")
+                            finish(trial, TrialState.FAIL)
+                        else:
+                            _attr(trial, time_s=got[1])
+                            finish(trial, TrialState.COMPLETE, got[1])
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    lost(trial)
+                    continue
                 if got is None:
                     continue
                 evaluated += 1
                 sched, pred = got
                 if cfg.model_only:
-                    if pred is None:
-                        _attr(trial, error="the cost model could not predict this schedule")
-                        finish(trial, TrialState.FAIL)
-                    else:
-                        _attr(trial, time_s=pred)
-                        finish(trial, TrialState.COMPLETE, pred)
                     continue
                 from .measure import compile_job
 
@@ -401,26 +436,10 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
             if not pending or intr.requested:
                 break
             trial, sched, fut = pending.popleft()
-            res = fut.result()
-            time_split["compile_s"] += res.get("compile_s", 0.0)
-            time_split["compiles"] += 1
-            if not res["ok"]:
-                _attr(trial, error=res["error"][:4000], stage="compile")
-                finish(trial, TrialState.FAIL)
-                continue
-            _attr(trial, registers=res["registers"], smem_bytes=res["smem_bytes"], spill_bytes=res["spill_bytes"])
-            m = worker.call({"cmd": "measure", "schedule": sched.to_dict(),
-                             "best_ms": None if best["s"] is None else best["s"] * 1e3})
-            time_split["verify_s"] += m.get("verify_s", 0.0)
-            time_split["measure_s"] += m.get("measure_s", 0.0)
-            if not m.get("ok"):
-                _attr(trial, error=str(m.get("error"))[:4000], stage=m.get("stage"))
-                finish(trial, TrialState.FAIL)
-                continue
-            t = m["median_ms"] / 1e3
-            _attr(trial, time_s=t, throughput=work / t / disp_scale, throughput_unit=disp_unit,
-                  spread=m["spread"], repeats=m["repeats"], timing=m["timing"], max_rel_err=m["max_rel_err"])
-            finish(trial, TrialState.COMPLETE, t)
+            try:
+                evaluate(trial, sched, fut)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                lost(trial)
     except KeyboardInterrupt:  # a second Ctrl-C: stop at once
         intr.requested = True
     finally:

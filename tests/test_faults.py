@@ -289,6 +289,58 @@ def test_a_killed_workers_running_trial_expires_and_its_schedule_is_evaluated_ag
         "a later trial was skipped as a duplicate of the dead worker's trial"
 
 
+def test_a_suspended_worker_whose_trial_expired_carries_on(cache, tmp_path):
+    """SIGSTOP a worker past --stale-after, let another expire its trial, SIGCONT: it drops that trial's result
+    with a warning instead of dying on Optuna's UpdateFinishedTrialError."""
+    from optuna.trial import TrialState
+
+    db = tmp_path / "t.db"
+    a = subprocess.Popen(_tune_cmd(db, "--trials", "100000", "--stale-after", "2"), cwd=tmp_path, env=_env(cache),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(20):  # stop it while it holds a RUNNING trial
+            _wait_for_trials(db, len(_trials(db)) + 10 if db.exists() else 20, a)
+            a.send_signal(signal.SIGSTOP)
+            if [t for t in _trials(db) if t.state == TrialState.RUNNING]:
+                break
+            a.send_signal(signal.SIGCONT)
+        held = [t.number for t in _trials(db) if t.state == TrialState.RUNNING]
+        assert held, "never stopped holding a trial"
+        time.sleep(3)
+        r = subprocess.run(_tune_cmd(db, "--trials", "3", "--stale-after", "2"), cwd=tmp_path, env=_env(cache),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert all(t.state == TrialState.FAIL for t in _trials(db) if t.number in held)
+    finally:
+        a.send_signal(signal.SIGCONT)
+    time.sleep(2)
+    a.send_signal(signal.SIGINT)
+    out, err = a.communicate(timeout=120)
+    assert a.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert f"trial {held[0]} was marked FAIL by another worker" in out
+
+
+def test_a_running_trial_without_heartbeat_expires_after_the_claim_timeout(cache, tmp_path, monkeypatch):
+    """A trial left RUNNING by a worker that never beat (an older tiledsl, or killed right after ask)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from search import storage
+
+    db = tmp_path / "t.db"
+    monkeypatch.chdir(tmp_path)
+    study = optuna.create_study(study_name="s", storage=f"sqlite:///{db}")  # no heartbeat, like an old worker
+    dead = study.ask()
+    dead.set_user_attr("claim", ["whatever", time.time(), dead.number])
+    monkeypatch.setattr(storage, "CLAIM_TIMEOUT_S", 1.0)
+    time.sleep(1.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert tune.main(_tune_cmd(db, "--trials", "3")[3:]) == 0
+    states = {t.number: t.state for t in _trials(db)}
+    assert states[dead.number] == TrialState.FAIL and TrialState.RUNNING not in states.values()
+
+
 def test_a_malformed_trial_in_a_shared_study_is_skipped_with_a_warning(cache, tmp_path):
     import optuna
 
@@ -444,3 +496,50 @@ def test_explain_and_predict_refuse_what_compile_refuses_with_the_same_error(op,
         with pytest.raises(type(want.value)) as got:
             call()
         assert str(got.value) == str(want.value)
+
+
+# ---------------------------------------------------------------- on the GPU (run by the lead on the H200)
+
+
+@pytest.mark.gpu
+def test_gpu_a_damaged_cached_cubin_still_gives_the_right_answer(cache):
+    import cupy as cp
+
+    a = cp.random.rand(96, 80, dtype=cp.float32)
+    b = cp.random.rand(80, 72, dtype=cp.float32)
+    s = GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=4)
+    ref = a.get().astype("float64") @ b.get().astype("float64")
+    tiledsl.gemm(a, b, schedule=s)
+    for f in (cache / "kernels").glob("*.cubin"):
+        f.write_bytes(f.read_bytes()[:100])
+    _compile_mod()._MEM_CACHE.clear()
+    tiledsl.api.clear_kernel_cache()
+    with pytest.warns(BadFileWarning):
+        c = tiledsl.gemm(a, b, schedule=s)
+    assert float(abs(c.get() - ref).max()) < 1e-3
+
+
+@pytest.mark.gpu
+def test_gpu_ctrl_c_of_a_measured_run_exits_130_with_a_consistent_study(cache, tmp_path):
+    from optuna.trial import TrialState
+
+    db = tmp_path / "t.db"
+    cmd = [sys.executable, "-m", "search.tune", "gemm", "--m", "1024", "--n", "1024", "--k", "1024", "--trials", "500",
+           "--storage", f"sqlite:///{db}", "--study-name", "s", "--no-progress", "--export", str(tmp_path / "out")]
+    p = subprocess.Popen(cmd, cwd=tmp_path, env=_env(cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 300:
+        assert p.poll() is None, p.communicate()
+        try:
+            if sum(t.state == TrialState.COMPLETE for t in _trials(db)) >= 5:
+                break
+        except Exception:
+            pass
+        time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 130, (out[-2000:], err[-3000:])
+    assert "INTERRUPTED" in out and "Traceback" not in err, err[-3000:]
+    trials = _trials(db)
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    assert not [t for t in trials if "died" in str(t.user_attrs.get("error", ""))], "the GPU worker died of SIGINT"
