@@ -873,11 +873,15 @@ def _export(cfg, folder: str, op, target, winner: Finalist, vendor_s, mode, stud
     out(f"exported: {', '.join(map(str, files))}")
     if mode == "measured":
         figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}
-        path = store(cfg.family, op, target, winner.schedule, **figs)
-        out(f"stored for schedule=None: {path}")
-        if cfg.ship:
-            ship = store(cfg.family, op, target, winner.schedule, path=shipped_path(cfg.family, target.arch), **figs)
-            out(f"shipped: {ship}")
+        try:
+            path = store(cfg.family, op, target, winner.schedule, **figs)
+            out(f"stored for schedule=None: {path}")
+            if cfg.ship:
+                ship = store(cfg.family, op, target, winner.schedule, path=shipped_path(cfg.family, target.arch),
+                             **figs)
+                out(f"shipped: {ship}")
+        except Exception as exc:  # OSError, filelock.Timeout, a record failing its schema: the export stands
+            out(f"warning: the winner was exported but not stored for schedule=None: {type(exc).__name__}: {exc}")
     else:
         out("not stored for schedule=None: a model-only winner is a prediction, never measured")
     return files
@@ -1045,25 +1049,40 @@ def _lookup(cfg: TuneConfig) -> int:
 
 def check_args(args: argparse.Namespace) -> str | None:
     """What is wrong with arguments the parser accepted, found before any search starts, or None:
-    ``--export`` cannot be created or written (:func:`export_problem`), ``--storage`` cannot be parsed
-    or opened (URL, password masked, and reason)."""
+    ``--export`` (or the default results folder) cannot be created or written (:func:`export_problem`),
+    ``--report-json`` names a folder or a place no file can be written, ``--storage`` cannot be parsed or
+    opened (URL, password masked, and reason)."""
     if args.lookup:
         return None
     if args.export is not None:
         why = export_problem(args.export)
         if why is not None:
             return f"--export {args.export}: {why}"
+    else:
+        why = folder_problem(DEFAULT_OUT, create=False)
+        if why is not None:
+            return f"--export not given, and the default results folder {DEFAULT_OUT}/ cannot be made here: {why}"
+    report_json = getattr(args, "report_json", None)
+    if report_json is not None:
+        if os.path.isdir(report_json):
+            return f"--report-json {report_json}: is a folder; give a file path"
+        why = folder_problem(os.path.dirname(os.path.abspath(report_json)), create=False)
+        if why is not None:
+            return f"--report-json {report_json}: {why}"
     why = storage_problem(args.storage)
     if why is not None:
         return f"--storage {mask(args.storage)}: cannot open it: {why}"
     return None
 
 
-def export_problem(folder: str) -> str | None:
-    """Why ``--export folder`` cannot receive kernel.cu and schedule.json, or None.
+def folder_problem(folder: str, create: bool) -> str | None:
+    """Why files cannot be written into ``folder`` (created when missing), or None.
 
-    The folder is created when missing (as the export would) and a temporary file is written in it and
-    removed; folders created here are removed again when the check fails.
+    Args:
+        folder: the folder.
+        create: create it now (and write and remove a temporary file in it, removing the folders made
+            here again when that fails); False: only check that no file is in the way and that the
+            nearest existing folder above it is writable.
     """
     import tempfile
     from pathlib import Path
@@ -1071,9 +1090,14 @@ def export_problem(folder: str) -> str | None:
     d = Path(folder)
     if d.exists() and not d.is_dir():
         return "is an existing file; give a folder (created when missing)"
-    for p in [d, *d.parents]:
+    for p in d.parents:
         if p.exists() and not p.is_dir():
             return f"{p} is a file, so no folder can be created under it"
+    if not create:
+        base = next(p for p in [d, *d.absolute().parents] if p.exists())
+        if not os.access(base, os.W_OK | os.X_OK):
+            return f"{base} is not writable"
+        return None
     created = [p for p in [d, *d.parents] if not p.exists()]
     try:
         d.mkdir(parents=True, exist_ok=True)
@@ -1086,9 +1110,21 @@ def export_problem(folder: str) -> str | None:
             except OSError:
                 break
         return f"cannot create or write the folder ({exc.strerror or exc})"
-    for name in ("kernel.cu", "schedule.json"):
-        if (d / name).is_dir():
-            return f"{d / name} is a folder; the export writes a file there"
+    return None
+
+
+def export_problem(folder: str) -> str | None:
+    """Why ``--export folder`` cannot receive kernel.cu, schedule.json and the reports, or None.
+
+    The folder is created when missing (as the export would) and checked by writing a temporary file.
+    """
+    why = folder_problem(folder, create=True)
+    if why is not None:
+        return why
+    for name in ("kernel.cu", "schedule.json", "report.json", "report.txt", "roofline.png"):
+        p = os.path.join(folder, name)
+        if os.path.isdir(p):
+            return f"{p} is a folder; the export writes a file there"
     return None
 
 

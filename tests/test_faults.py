@@ -148,6 +148,38 @@ def test_sixteen_concurrent_tuner_processes_lose_no_record(cache, tmp_path):
     assert have == {(64 * (i + 1), 64 * (j + 1)) for i in range(16) for j in range(3)}, len(have)
 
 
+def test_two_bad_records_give_one_warning_naming_both(cache):
+    path = registry.store("gemm", OP, H200, S)
+    good = json.loads(path.read_text())["records"][0]
+    path.write_text(json.dumps({"records": [None, good, 7]}))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        assert registry.lookup("gemm", OP, H200) == S
+        assert registry.lookup("gemm", OP, H200) == S
+    bad = _bad_file_warnings(rec)
+    assert len(bad) == 1 and "record 0" in bad[0] and "record 2" in bad[0], bad
+
+
+def test_processes_compiling_the_same_kernel_at_once_share_one_good_cache_entry(cache, tmp_path):
+    go = tmp_path / "go"
+    script = (
+        "import os, time, warnings, tiledsl\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+        "with warnings.catch_warnings():\n"
+        "    warnings.simplefilter('error', tiledsl.errors.BadFileWarning)\n"
+        "    k = tiledsl.compile(tiledsl.TransposeOp(shape=(64, 96)), arch='sm_90')\n"
+        "print(k.registers, len(k.cubin))\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=_env(cache), cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    time.sleep(3)
+    go.write_text("go")
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    assert len({o for o, _ in outs}) == 1 and not outs[0][0].startswith("0 "), outs
+    assert len(list((cache / "kernels").glob("*.cubin"))) == 1
+
+
 CALIBRATION_FAULTS = {
     "NaN figure": {"figures": {"hbm_bytes_per_s": {"value": float("nan"), "method": "x"}}},
     "zero figure": {"figures": {"hbm_bytes_per_s": {"value": 0, "method": "x"}}},
@@ -402,6 +434,15 @@ def test_export_under_a_file_in_proc_or_onto_a_folder_named_kernel_cu_exits_2(tm
         code, err = _main_exit(_gemm(tmp_path, "--export", str(where)), monkeypatch, capsys)
         assert code == 2 and f"--export {where}:" in err and "Traceback" not in err, err
     assert not (afile.parent / "sub").exists()
+
+
+def test_report_json_onto_a_folder_and_reports_onto_folders_exit_2(tmp_path, monkeypatch, capsys):
+    (tmp_path / "rj").mkdir()
+    code, err = _main_exit(_gemm(tmp_path, "--report-json", str(tmp_path / "rj")), monkeypatch, capsys)
+    assert code == 2 and "--report-json" in err
+    (tmp_path / "exp" / "report.json").mkdir(parents=True)
+    code, err = _main_exit(_gemm(tmp_path, "--export", str(tmp_path / "exp")), monkeypatch, capsys)
+    assert code == 2 and "--export" in err and "report.json" in err
 
 
 @pytest.mark.parametrize("seed", ["-1", str(2**32), "x"])

@@ -10,7 +10,7 @@ resource report (registers, shared memory, spills, stack frame) is read from ptx
 Cache keys hold everything that changes the binary: SHA-256 of the source, arch, options, the NVRTC
 version and the cache format. Disk entries live under ``$TILEDSL_CACHE_DIR/kernels`` (default
 ``~/.cache/tiledsl/kernels``): ``<key>.cubin`` (the binary) and ``<key>.log`` (JSON: the ptxas log, the
-kernel name and the cubin's SHA-256 and size). They are written under a per-entry ``filelock`` and
+kernel name and the cubin's SHA-256 and size). They are written under one ``filelock`` (``.entries.lock``) and
 replaced atomically; a reader checks the hash, the ELF header and that the log reports the kernel's
 registers, and recompiles (with one :class:`~tiledsl.errors.BadFileWarning`) when anything is off.
 The in-memory cache is a bounded, lock-protected LRU (:class:`tiledsl.lru.LRU`).
@@ -266,7 +266,7 @@ def _disk_get(key: str, name: str) -> tuple[bytes, str] | None:
     if problem is None:
         return hit
     try:  # perhaps another process is writing this entry right now: look again once it is done
-        with locked(d / key):
+        with locked(d / ".entries"):
             hit, problem = _disk_read(d, key, name)
     except Exception:
         pass
@@ -282,7 +282,7 @@ def _disk_put(key: str, name: str, cubin: bytes, log: str) -> None:
             "cubin_sha256": hashlib.sha256(cubin).hexdigest()}
     try:
         d.mkdir(parents=True, exist_ok=True)
-        with locked(d / key):
+        with locked(d / ".entries"):
             atomic_write(d / f"{key}.cubin", cubin)
             atomic_write(d / f"{key}.log", json.dumps(meta))
     except Exception:

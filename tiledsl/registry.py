@@ -171,13 +171,15 @@ def _read_records(path) -> list[tuple[int, dict]]:
             if key in _TUNED_CACHE:
                 return _TUNED_CACHE[key]
     data, problem = read_json(path, "tuned-schedule JSON", allow_nan=True)
-    out = []
+    out, bad = [], []
     for i, rec in enumerate(_file_records(path, data, problem)):
         why = record_problem(rec)
         if why is None:
             out.append((i, rec))
         else:
-            warn_bad(path, f"record {i} {why}", "that record is skipped")
+            bad.append(f"record {i} {why}")
+    if bad:  # one warning per file, naming every bad record
+        warn_bad(path, "tuned-schedule store: " + "; ".join(bad), "those records are skipped")
     if key is not None:
         with _TUNED_LOCK:
             _TUNED_CACHE[key] = out
@@ -226,14 +228,16 @@ def store(family: str, op, target, schedule, *, path: Path | None = None, **figu
     path = Path(path) if path is not None else user_store_path(family, target.arch)
 
     def add(old: object) -> dict:
-        keep = []
+        keep, bad = [], []
         for i, r in enumerate(_file_records(path, old, None)):
             if record_problem(r) is not None:
-                warn_bad(path, f"record {i} {record_problem(r)}", "that record is dropped on this write")
+                bad.append(f"record {i} {record_problem(r)}")
                 continue
             if not (r.get("op") == rec["op"] and r.get("arch") == rec["arch"]
                     and device_tag(r["device"]) == device_tag(target.name)):
                 keep.append(r)
+        if bad:
+            warn_bad(path, "tuned-schedule store: " + "; ".join(bad), "those records are dropped on this write")
         return {"records": [*keep, rec]}
 
     update_json(path, add, "tuned-schedule JSON", allow_nan=True)  # locked read-modify-write, atomic replace
