@@ -69,7 +69,7 @@ def _check(got: np.ndarray, xh: np.ndarray, op: str, axis, in_dtype: str, out_dt
     g = got.astype(np.float64)
     assert not np.isnan(g).any(), "NaN left in the output (poison not overwritten?)"
     x = xh.astype(np.float64)
-    n = x.size if axis is None else x.shape[axis]
+    n = x.size if axis is None else int(np.prod([x.shape[a] for a in np.atleast_1d(axis)]))
     acc = "float64" if out_dtype == "float64" else "float32"
     r16 = ROUND16.get(out_dtype, 0.0)
     if op == "prod":
@@ -276,9 +276,8 @@ def test_torch_bfloat16_and_float32(op, rng):
         assert res is poison and res.dtype == torch.bfloat16
         _check(res.float().cpu().numpy(), ref_in, op, axis, "bfloat16", "bfloat16")
     r32 = tiledsl.reduce(torch.from_numpy(xh).cuda(), op, 1)
-    import cupy as cp
-
-    _check(cp.asnumpy(r32), xh, op, 1, "float32", "float32")
+    assert isinstance(r32, torch.Tensor) and r32.is_cuda  # torch in, torch out
+    _check(r32.cpu().numpy(), xh, op, 1, "float32", "float32")
 
 
 # ---- more than 2^31 elements (64-bit indexing); ~13 GB of GPU memory ----
@@ -304,3 +303,53 @@ def test_over_2_31_elements_rows():
     ref = cp.asnumpy(cp.sum(x, axis=1, dtype=cp.float64))
     assert np.all(np.abs(got - ref) <= 1e-5 * ref)
     assert cp.asnumpy(tiledsl.reduce(x, "max", axis=1))[2] == 5.0
+
+
+# ---- a tuple of axes (numpy semantics): one pass over their product, of a view or a transposed copy ----
+AXIS_TUPLES = [((6, 50, 70), (1, 2)), ((6, 50, 70), (0, 1)), ((6, 50, 70), (0, 2)), ((6, 50, 70), (-1, 0)),
+               ((6, 50, 70), (0, 1, 2)), ((6, 50, 70), ()), ((3, 4, 5, 66), (1, 3)), ((3, 4, 5, 66), (0, 2, 3)),
+               ((2, 3, 0, 4), (0, 3)), ((129, 257), (0, 1))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "float64"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("shape,axes", AXIS_TUPLES, ids=[f"{'x'.join(map(str, s))}-ax{a}" for s, a in AXIS_TUPLES])
+def test_axis_tuple_every_op(shape, axes, op, dtype, rng):
+    import cupy as cp
+
+    xh = _data(rng, shape, dtype, op)
+    if op in ("max", "min") and any(shape[a] == 0 for a in axes):
+        with pytest.raises(tiledsl.SpecError, match="zero-size array"):
+            tiledsl.reduce(cp.asarray(xh), op, axes)
+        return
+    for keepdims in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # mean of an empty slice, as numpy
+            want_shape = np.sum(np.zeros(shape), axis=axes, keepdims=keepdims).shape
+            out_dtype = tiledsl.ReduceOp(shape=(1,), op=op, dtype=dtype).out_dtype
+            out = _poisoned(want_shape, out_dtype)
+            res = tiledsl.reduce(cp.asarray(xh), op, axes, out=out, keepdims=keepdims)
+        assert res is out and res.shape == want_shape
+        got = cp.asnumpy(out).reshape(np.sum(np.zeros(shape), axis=axes).shape)
+        if 0 in shape:
+            continue
+        _check(got, xh, op, axes, dtype, out_dtype)
+
+
+def test_axis_tuple_of_a_strided_view_and_a_fresh_result(rng):
+    import cupy as cp
+
+    xh = _data(rng, (8, 40, 30), "float32", "sum")
+    x = cp.asarray(xh)[:, ::2, 1:]  # not contiguous
+    got = tiledsl.reduce(x, "mean", axis=(0, -1))
+    assert isinstance(got, cp.ndarray) and got.shape == (20,)  # CuPy in, CuPy out
+    np.testing.assert_allclose(cp.asnumpy(got), xh[:, ::2, 1:].astype(np.float64).mean(axis=(0, 2)), rtol=1e-5)
+
+
+def test_grid_auto_runs_like_grid_zero(rng):
+    import cupy as cp
+
+    xh = _data(rng, (1 << 20,), "float32", "sum")
+    a = tiledsl.reduce(cp.asarray(xh), "sum", schedule=ReduceSchedule(grid="auto"))
+    b = tiledsl.reduce(cp.asarray(xh), "sum", schedule=ReduceSchedule(grid=0))
+    assert float(a) == float(b)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import sys
+
 from .compile import Kernel
 from .errors import LaunchError, SpecError, SpecTypeError
 
@@ -115,3 +118,28 @@ def launch(kernel: Kernel, grid: tuple[int, int, int], args: tuple, stream=None)
         fn(grid, kernel.block, args, shared_mem=kernel.dynamic_smem_bytes, stream=stream)
     except Exception as exc:
         raise LaunchError(f"launch of {kernel.name} grid={grid} block={kernel.block} failed: {exc}") from exc
+
+
+def like_inputs(result, inputs: tuple):
+    """``result`` in the array library of the inputs: a torch tensor when an input is one.
+
+    A new CuPy result of a call that took a torch tensor is handed back as a torch tensor on the same
+    device, without a copy (DLPack); an output the caller passed in (one of ``inputs``) and every
+    result of a call without torch tensors come back unchanged (CuPy in, CuPy out).
+    """
+    torch = sys.modules.get("torch")  # no torch imported: no input can be a torch tensor
+    if torch is None or not type(result).__module__.startswith("cupy"):
+        return result
+    if any(r is result for r in inputs) or not any(isinstance(x, torch.Tensor) for x in inputs):
+        return result
+    return torch.from_dlpack(result)
+
+
+def returns_like_inputs(fn):
+    """Decorator of the public array functions: torch tensors in, torch tensors out (:func:`like_inputs`)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return like_inputs(fn(*args, **kwargs), (*args, *kwargs.values()))
+
+    return wrapper

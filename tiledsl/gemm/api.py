@@ -1,4 +1,4 @@
-"""``tiledsl.gemm``: arrays in, verified layout/alignment analysis, kernel launched, CuPy array out."""
+"""``tiledsl.gemm``: arrays in, verified layout/alignment analysis, kernel launched, an array of the input's library out."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ import numpy as np
 from .. import dtypes
 from ..compile import Kernel, compile_source
 from ..errors import SpecError
-from ..runtime import alignment_elems, as_cupy, as_gpu, check_no_overlap, element_strides, launch
+from ..runtime import alignment_elems, as_cupy, as_gpu, check_no_overlap, element_strides, launch, returns_like_inputs
 from ..target import Target
 from .emit import emit_splitk_reduce, grid
 from .op import GEMM_DTYPES, GemmOp
 from .schedule import GemmSchedule
 
 
+@returns_like_inputs
 def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
          schedule: GemmSchedule | None = None):
     """C = alpha · A @ B + beta · C on the GPU.
@@ -31,7 +32,9 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
         schedule: a :class:`GemmSchedule`; None picks one for the shape (:func:`default_schedule`).
 
     Returns:
-        The (M, N) CuPy array holding C (``c`` itself when given; a torch tensor for torch bfloat16).
+        The (M, N) array holding C: ``c`` itself when given, else a new array of the inputs' library (a
+        torch tensor on the same device when ``a`` or ``b`` is a torch tensor, for every dtype; a CuPy
+        array otherwise).
 
     Raises:
         SpecTypeError: an operand is a NumPy (host) array or not a GPU array.

@@ -1,4 +1,4 @@
-"""``tiledsl.reduce``: a GPU array in, numpy-semantics reduction out (CuPy array, or torch for bfloat16)."""
+"""``tiledsl.reduce``: a GPU array in, numpy-semantics reduction out (torch in, torch out; CuPy in, CuPy out)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,18 @@ import numpy as np
 from .. import dtypes
 from ..compile import Kernel
 from ..errors import SpecError
-from ..runtime import alignment_elems, as_cupy, launch
+from ..runtime import alignment_elems, as_cupy, launch, returns_like_inputs
 from ..target import Target
+from .axes import normalize_axes, plan_axes
 from .emit import acc_numpy_dtype, identity_value, plan
 from .op import ReduceOp
 from .schedule import ReduceSchedule
 
 
-def reduce(x, op: str = "sum", axis: int | None = None, *, schedule: ReduceSchedule | None = None,  # noqa: A001
-           out=None, dtype=None, keepdims: bool = False):
-    """Reduce ``x`` along ``axis`` (or all of it) with numpy's semantics.
+@returns_like_inputs
+def reduce(x, op: str = "sum", axis: int | tuple[int, ...] | None = None, *,  # noqa: A001
+           schedule: ReduceSchedule | None = None, out=None, dtype=None, keepdims: bool = False):
+    """Reduce ``x`` along ``axis`` (one axis, several, or all of it) with numpy's semantics.
 
     Args:
         x: GPU array (CuPy, ``__cuda_array_interface__`` or DLPack, e.g. a torch CUDA tensor) of float32,
@@ -26,21 +28,23 @@ def reduce(x, op: str = "sum", axis: int | None = None, *, schedule: ReduceSched
             Any shape; a non-contiguous array is first copied to C order.
         op: "sum", "mean", "max", "min", "prod" or "norm2" (sqrt of the sum of squares, as
             ``numpy.linalg.norm`` of the flattened axis).
-        axis: one axis (negative counts from the end) or None for all elements.
+        axis: one axis, a tuple of axes (negative counts from the end; ``()`` reduces nothing) or None
+            for all elements. Several axes are reduced in one pass over their product
+            (:mod:`tiledsl.reduce.axes`: a view when they are adjacent, else one transposing copy first).
         schedule: a :class:`ReduceSchedule` (e.g. ``tiledsl.preset("reduce", "v7_warp_shuffle_float4")``);
             None picks :func:`default_schedule`.
         out: optional GPU array of the result's shape and dtype, written in place.
         dtype: numpy's ``dtype=`` (accumulate and return in it) for sum, prod, mean, norm2.
-        keepdims: keep the reduced axis with size 1.
+        keepdims: keep the reduced axes with size 1.
 
     Returns:
-        A CuPy array of numpy's result shape and dtype (0-d for ``axis=None``): sum/prod of int32/int64
-        give int64, mean/norm2 of integers give float64; a torch tensor when the input is bfloat16;
-        ``out`` itself when given.
+        An array of numpy's result shape and dtype (0-d for ``axis=None``): sum/prod of int32/int64
+        give int64, mean/norm2 of integers give float64. A torch tensor on ``x``'s device when ``x`` is
+        a torch tensor (every dtype), a CuPy array otherwise; ``out`` itself when given.
 
     Raises:
         SpecTypeError: ``x`` is a NumPy (host) array or not a GPU array.
-        SpecError: unsupported op or dtype, axis out of range, max/min of an empty axis (numpy's
+        SpecError: unsupported op or dtype, an axis out of range or repeated, max/min of an empty axis (numpy's
             "zero-size array to reduction operation maximum which has no identity"), ``out`` of the
             wrong shape or dtype.
         ScheduleError / ResourceError: the schedule breaks a rule (e.g. a v1–v4 strategy for a strided
@@ -56,16 +60,28 @@ def reduce(x, op: str = "sum", axis: int | None = None, *, schedule: ReduceSched
     import cupy
 
     xc, in_dtype, torch_like = _input(x)
-    if axis is not None and not isinstance(axis, (int, np.integer)):
-        raise SpecError(f"axis={axis!r} must be one integer or None (one axis at a time)")
-    if not xc.flags.c_contiguous:
-        xc = cupy.ascontiguousarray(xc)
-    rop = ReduceOp(shape=tuple(int(d) for d in xc.shape), op=op, axis=axis,
-                   dtype=in_dtype, out_dtype=None if dtype is None else dtypes.dtype_name(dtype),
-                   keepdims=keepdims, align=alignment_elems(xc, 8))
-    out_c, result = _output(out, rop, torch_like)
+    axes = normalize_axes(axis, xc.ndim)
+    out_dtype = None if dtype is None else dtypes.dtype_name(dtype)
+    if axes is None or len(axes) == xc.ndim or len(axes) == 1:  # all axes, or one: the op sees x itself
+        if not xc.flags.c_contiguous:
+            xc = cupy.ascontiguousarray(xc)
+        rop = ReduceOp(shape=tuple(int(d) for d in xc.shape), op=op, axis=axes[0] if axes and len(axes) == 1 else None,
+                       dtype=in_dtype, out_dtype=out_dtype, keepdims=keepdims, align=alignment_elems(xc, 8))
+        out_shape = rop.out_shape
+    else:  # several axes (or none): one reduction over their product, of a view or a transposed copy
+        ap = plan_axes(tuple(int(d) for d in xc.shape), axes, keepdims)
+        if ap.perm is not None:
+            xc = cupy.ascontiguousarray(xc.transpose(ap.perm))
+        elif not xc.flags.c_contiguous:
+            xc = cupy.ascontiguousarray(xc)
+        xc = xc.reshape(ap.op_shape)
+        rop = ReduceOp(shape=ap.op_shape, op=op, axis=ap.op_axis, dtype=in_dtype, out_dtype=out_dtype,
+                       align=alignment_elems(xc, 8))
+        out_shape = ap.out_shape
+    out_c, result = _output(out, rop, torch_like, out_shape, axis, keepdims)
     if rop.out_size == 0:
         return result
+    out_c = out_c.reshape(rop.out_shape)  # a view: out_c is C-contiguous
     if rop.length == 0:  # numpy: empty sum 0, empty prod 1, empty mean NaN (with a warning)
         _fill(out_c, rop)
         return result
@@ -117,12 +133,12 @@ def _input(x):
     return xc, dtypes.dtype_name(xc.dtype), None
 
 
-def _output(out, op: ReduceOp, torch_like):
-    """(CuPy array written by the kernel, object returned to the caller); ``torch_like`` is the torch
-    bfloat16 input tensor or None."""
+def _output(out, op: ReduceOp, torch_like, shape: tuple[int, ...], axis, keepdims: bool):
+    """(CuPy array written by the kernel, object returned to the caller) of numpy's result ``shape``;
+    ``torch_like`` is the torch bfloat16 input tensor or None; ``axis`` and ``keepdims`` as the caller
+    gave them (for messages)."""
     import cupy
 
-    shape = op.out_shape
     if op.out_dtype == "bfloat16":
         if torch_like is None:
             raise SpecError("a bfloat16 result needs torch (CuPy has no bfloat16): pass a torch CUDA tensor")
@@ -141,8 +157,8 @@ def _output(out, op: ReduceOp, torch_like):
         return res, res
     oc = as_cupy(out, "out")
     if tuple(oc.shape) != shape:
-        raise SpecError(f"out.shape={tuple(oc.shape)} must be {shape} (the result of op={op.op!r}, axis={op.axis}, "
-                        f"keepdims={op.keepdims})")
+        raise SpecError(f"out.shape={tuple(oc.shape)} must be {shape} (the result of op={op.op!r}, axis={axis}, "
+                        f"keepdims={keepdims})")
     if dtypes.dtype_name(oc.dtype) != op.out_dtype:
         raise SpecError(f"out.dtype={oc.dtype} must be {op.out_dtype} (numpy's result dtype; pass dtype= to change it)")
     if not oc.flags.c_contiguous:

@@ -99,7 +99,8 @@ class ReduceSchedule(ScheduleRecord):
         items_per_thread: independent vector loads issued per thread before they are combined (1–16).
         strategy: one of :data:`STRATEGIES` (seed ladder v1–v6; v7 is ``warp_shuffle`` with vec=4).
         grid: blocks for a full reduction with a grid-stride strategy (for row/column reductions, the
-            blocks sharing the work, divided among outputs); 0 = auto, one wave of resident blocks.
+            blocks sharing the work, divided among outputs); 0 or "auto" (stored as 0) = one wave of
+            resident blocks.
         combine: "two_pass" (deterministic: fixed-order partials, the default) or "atomic".
         row_threads: threads per contiguous row: a power of two ≤ 32, ``block``, or 0 = auto.
         col_rows: threads of a block along the reduced axis of a strided reduction (1–32), 0 = auto.
@@ -117,7 +118,7 @@ class ReduceSchedule(ScheduleRecord):
     vec: int = 8
     items_per_thread: int = 4
     strategy: str = "warp_shuffle"
-    grid: int = 0
+    grid: int = 0  # or "auto", stored as 0
     combine: str = "two_pass"
     row_threads: int = 0
     col_rows: int = 0
@@ -131,6 +132,11 @@ class ReduceSchedule(ScheduleRecord):
             elif f.name == "combine":
                 if v not in COMBINES:
                     raise ScheduleError(f"ReduceSchedule.combine={v!r} must be one of {COMBINES}", "combine")
+            elif f.name == "grid" and isinstance(v, str):
+                if v != "auto":
+                    raise ScheduleError(f"ReduceSchedule.grid={v!r} must be an integer ≥ 0 or 'auto' (= 0: one "
+                                        "wave of resident blocks)", "type")
+                object.__setattr__(self, "grid", 0)
             else:
                 object.__setattr__(self, f.name, as_int(v, f"ReduceSchedule.{f.name}", schedule_error("type")))
         R.check(REDUCE_RULES, self.env(), ("schedule",), "ReduceSchedule")

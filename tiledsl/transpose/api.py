@@ -9,7 +9,7 @@ import numpy as np
 
 from ..compile import Kernel
 from ..errors import SpecError
-from ..runtime import alignment_elems, as_gpu, check_no_overlap, element_strides, launch
+from ..runtime import alignment_elems, as_gpu, check_no_overlap, element_strides, launch, returns_like_inputs
 from ..target import Target
 from .emit import grid
 from .op import MAX_ACCESS_BYTES, TRANSPOSE_DTYPES, TransposeOp, widest_vector
@@ -18,6 +18,7 @@ from .schedule import TransposeSchedule
 DEFAULT_PRESET = "padded_rows_vec_swizzle"
 
 
+@returns_like_inputs
 def transpose(x, *, out=None, schedule: TransposeSchedule | None = None):
     """Y = Xᵀ (the last two axes swapped) on the GPU, written to a new contiguous array or to ``out``.
 
@@ -30,8 +31,8 @@ def transpose(x, *, out=None, schedule: TransposeSchedule | None = None):
         schedule: a :class:`TransposeSchedule`; None picks :func:`default_schedule`.
 
     Returns:
-        The transposed array: ``out`` when given, else a new C-contiguous CuPy array (a torch tensor
-        for a torch bfloat16 input).
+        The transposed array: ``out`` when given, else a new C-contiguous array of the input's library
+        (a torch tensor on the same device for a torch input, every dtype; a CuPy array otherwise).
 
     Raises:
         SpecTypeError: ``x`` or ``out`` is a NumPy (host) array or not a GPU array.
