@@ -4,7 +4,7 @@ Run on a GPU::
 
     python benchmarks/costmodel_fit.py [--gemm 110] [--reduce 60] [--seed 0] [--out benchmarks/results]
 
-What it does (issue 4, item 7):
+What it does:
 
 1. ``tiledsl.calibrate(force=True)``: measure HBM, L2, shared-memory and FP32 ceilings on this GPU;
 2. sample random valid ``GemmSchedule``s for 4096³ float32 (invalid ones are skipped through
@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from gpu_check import gpu_or_exit
 
 import tiledsl
 from tiledsl.costmodel import predict
@@ -246,6 +247,7 @@ def main() -> int:
     ap.add_argument("--max-predicted-s", type=float, default=0.08, help="skip GEMM schedules predicted slower")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = ap.parse_args()
+    gpu_or_exit("benchmarks/costmodel_fit.py")
     import cupy
 
     t0 = time.time()

@@ -3,7 +3,7 @@
 Run on a GPU: ``python benchmarks/gemm.py [--quick] [--out benchmarks/results/gemm_h200.json]``.
 
 Shapes: 4096³ and 8192³ (with a sweep of hand-picked schedules at 4096³), rows of
-``../shared/data/deepbench_gemm.csv`` (cuBLAS column-major convention: C(m×n) = op(A)·op(B), a_t/b_t = 1
+``benchmarks/data/deepbench_gemm.csv`` (cuBLAS column-major convention: C(m×n) = op(A)·op(B), a_t/b_t = 1
 means transposed; reproduced with column-major views, so tiledsl runs them without copies) and
 ``llm_gemm.csv``. Every tiledsl result is verified against cuBLAS before it is timed.
 Timing: tiledsl.timing.time_gpu (CUDA events, warm-up, L2 flushed before each call, median).
@@ -20,12 +20,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from gpu_check import gpu_or_exit
 
 import tiledsl
 from tiledsl.compile import nvrtc_version
 from tiledsl.timing import time_gpu
 
-DATA = Path(__file__).resolve().parent / "data"  # copy of ../shared/data (see data/SOURCES.md)
+DATA = Path(__file__).resolve().parent / "data"  # workload shapes; provenance in data/SOURCES.md
 SWEEP = {
     "sgemm_128x128_8x8": {},
     "128x128x8 w64x32": dict(wm=64, wn=32),
@@ -79,6 +80,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer data-set rows")
     ap.add_argument("--out", default="benchmarks/results/gemm_h200.json")
     args = ap.parse_args()
+    gpu_or_exit("benchmarks/gemm.py")
     rng = np.random.default_rng(0)
     gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     rows = []

@@ -2,7 +2,7 @@
 
 Run on a GPU: ``python benchmarks/reduce.py [--no-csv] [--out benchmarks/results/reduce_h200.json]``.
 
-Workloads: the issue's two targets (full sum of 2^29 elements; row sum of 16384×16384), the column sum of
+Workloads: the two reduction targets (full sum of 2^29 elements; row sum of 16384×16384), the column sum of
 16384×16384, and every distinct (rows, cols, axis) of ``benchmarks/data/reductions.csv`` (layernorm /
 softmax rows, parameter sums; axis "all" = full reduction). A few schedules around the default are swept
 for the targets ("sweep" rows) so the table shows what the knobs buy. Inputs are uniform [0.5, 1.5)
@@ -16,6 +16,7 @@ import argparse
 import csv
 from pathlib import Path
 
+from gpu_check import gpu_or_exit
 from reduce_common import calls_for, environment, markdown, timed_ms, torch_or_none, write_json
 
 import tiledsl
@@ -123,6 +124,7 @@ def main() -> int:
                     help="skip CSV workloads with more elements (the >2^31 case is in the GPU tests)")
     ap.add_argument("--out", default="benchmarks/results/reduce_h200.json")
     args = ap.parse_args()
+    gpu_or_exit("benchmarks/reduce.py")
     sm = tiledsl.Target.current().sm_count
     torch = torch_or_none()
     rng = cp.random.default_rng(2)

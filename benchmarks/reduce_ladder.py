@@ -1,8 +1,8 @@
-"""The seed's reduction ladder v1…v7 on our GPU, beside cupy.sum (CUB) and torch.sum, in one run.
+"""The reduction ladder v1…v7 on our GPU, beside cupy.sum (CUB) and torch.sum, in one run.
 
 Run on a GPU: ``python benchmarks/reduce_ladder.py [--log2n 28] [--out benchmarks/results/reduce_ladder_h200.json]``.
 
-Reproduces the table of ``../shared/seeds/001_…`` ("小结": time, bandwidth, speed-up over v1) for a full
+Reproduces the ladder's reference table (``docs/reduce.md``: time, bandwidth, speed-up over v1) for a full
 float32 sum of 2^28 uniform random values (1 GiB, 17× the H200's L2). Presets: ``schedules/reduce/presets.json``.
 Every result is checked against a float64 sum (cupy.sum(x, dtype=float64)) before it is timed, within the
 bound of its longest sequential float32 chain (``_error_bound``): v1 adds every element into one float32
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from gpu_check import gpu_or_exit
 from reduce_common import calls_for, environment, markdown, timed_ms, torch_or_none, write_json
 
 import tiledsl
@@ -43,6 +44,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--out", default="benchmarks/results/reduce_ladder_h200.json")
     args = ap.parse_args()
+    gpu_or_exit("benchmarks/reduce_ladder.py")
     n = 1 << args.log2n
     x = cp.random.default_rng(1).random(n, dtype=cp.float32) + 0.5  # uniform [0.5, 1.5): no zeros
     nbytes = x.nbytes

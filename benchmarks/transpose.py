@@ -8,7 +8,7 @@ bit-exact against ``cupy.ascontiguousarray(x.T)`` before it is timed. Timing: ti
 work, warm-up, L2 flushed before each sample, median). Bandwidth counts read + write:
 GB/s = 2 · n² · itemsize / time. "copy" is the faster of ``y[...] = x`` (CuPy elementwise copy) and a
 device-to-device ``cudaMemcpyAsync`` of the same bytes, measured in the same run.
-Ladder: ``../shared/seeds/002_…`` §1 (presets in ``schedules/transpose/presets.json``).
+Ladder: ``docs/transpose.md`` (presets in ``schedules/transpose/presets.json``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+from gpu_check import gpu_or_exit
 
 import tiledsl
 from tiledsl.compile import nvrtc_version
@@ -56,6 +58,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--out", default="benchmarks/results/transpose_h200.json")
     args = ap.parse_args()
+    gpu_or_exit("benchmarks/transpose.py")
     n = args.n
     gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     x = cp.random.default_rng(0).random((n, n), dtype=cp.float32) + 0.5  # uniform [0.5, 1.5): no zeros

@@ -1,4 +1,4 @@
-"""Tune real workload shapes with ``python -m search.tune`` and collect one table (issue 5, item 10).
+"""Tune real workload shapes with ``python -m search.tune`` and collect one table.
 
 Run on a GPU: ``python benchmarks/tune_workloads.py --trials 40 --timeout 40 [--ship] --out DIR``.
 Each shape is tuned by its own ``search.tune`` process (the user's command; nothing else), exported to
@@ -16,6 +16,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from gpu_check import gpu_or_exit
 
 # DeepBench rows (benchmarks/data/deepbench_gemm.csv; cuBLAS column-major flags mapped to tiledsl's
 # row-major layout tag: a_t=1 -> A row-major "N", a_t=0 -> A column-major "T"), LLM rows
@@ -41,6 +43,7 @@ def main() -> int:
     ap.add_argument("--out", default="tune-out")
     ap.add_argument("--only", default="", help="comma-separated workload names")
     args = ap.parse_args()
+    gpu_or_exit("benchmarks/tune_workloads.py")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -378,7 +378,7 @@ _REDUCE_COMBINES = ("two_pass", "atomic")  # == tiledsl.reduce.COMBINES
 _REDUCE_GRID_BASE_LOG2 = 7  # grid_log2 = x > 0 means grid = 2^(x + 7) = 256 .. 4096 blocks
 
 _REDUCE_KNOBS = (
-    Knob("strategy", 0, 5, doc="index into tiledsl.reduce.STRATEGIES: the seed ladder v1 atomic .. v6/v7 warp_shuffle"),
+    Knob("strategy", 0, 5, doc="index into tiledsl.reduce.STRATEGIES: the reduction ladder v1 atomic .. v6/v7 warp_shuffle"),
     Knob("block_log2", 5, 10, doc="threads per block = 2^x (32..1024)"),
     Knob("vec_log2", 0, 3, doc="elements per load = 2^x (1..8; lowered to 16 bytes and the input's alignment)"),
     Knob("items_log2", 0, 4, doc="independent loads in flight per thread = 2^x (1..16)"),
@@ -419,7 +419,7 @@ def _reduce_params(s) -> dict | None:
 
 
 def _reduce_seeds(op, target) -> list:
-    """Presets (the seed ladder v1-v7 and the default) and grid-stride / warp-shuffle variants."""
+    """Presets (the reduction ladder v1-v7 and the default) and grid-stride / warp-shuffle variants."""
     cands = [dict(block=block, vec=vec, items_per_thread=ipt, strategy=strategy, combine=combine)
              for strategy in ("warp_shuffle", "grid_stride") for block in (128, 256, 512, 1024)
              for vec in (4, 8) for ipt in (1, 2, 4, 8) for combine in ("two_pass", "atomic")]
@@ -454,11 +454,11 @@ REDUCE_SPACE = Space("reduce", _REDUCE_KNOBS, _reduce_fields, _reduce_params, _r
 _TRANSPOSE_VARIANTS = ("shared", "naive_read", "naive_write")  # == tiledsl.transpose.schedule.VARIANTS
 
 _TRANSPOSE_KNOBS = (
-    Knob("variant", 0, 2, doc="0: shared-memory tile, 1: naive_read, 2: naive_write (notes 002 §1.1-1.4)"),
+    Knob("variant", 0, 2, doc="0: shared-memory tile, 1: naive_read, 2: naive_write (transpose ladder 1.1-1.4)"),
     Knob("tile_log2", 5, 6, doc="side of the square tile = 2^x (32, 64)"),
     Knob("rows_per_thread_log2", 0, 6, doc="tile rows each thread moves = 2^x (1..64; must divide tile)"),
     Knob("vec_log2", 0, 3, doc="elements per thread chunk = 2^x (1..8; accesses at most 16 bytes)"),
-    Knob("smem_pad", 0, 1, doc="padding element per shared-memory row (the notes' [TILE][TILE+1])"),
+    Knob("smem_pad", 0, 1, doc="padding element per shared-memory row ([TILE][TILE+1])"),
     Knob("swizzle_log2", 0, 4, doc="tile-rows per rasterization group = 2^x (1..16)"),
 )
 
@@ -479,7 +479,7 @@ def _transpose_params(s) -> dict | None:
 
 
 def _transpose_seeds(op, target) -> list:
-    """Presets (the notes' ladder) and padded shared-memory tiles with rows per thread, chunks, swizzle."""
+    """Presets (the transpose ladder) and padded shared-memory tiles with rows per thread, chunks, swizzle."""
     cands = [dict(tile=tile, rows_per_thread=rpt, vec=vec, smem_pad=pad, swizzle=sw)
              for tile in (64, 32) for vec in (4, 8, 2, 1) for rpt in (4, 8, 2, 1) for sw in (8, 4, 16, 1)
              for pad in (1, 0)]

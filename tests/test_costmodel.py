@@ -21,7 +21,7 @@ from tiledsl.target import Target
 H200 = Target.known("H200")
 
 
-# ---- memory-bound hand cases (seed 004 §9.4.2, 001) ----
+# ---- memory-bound hand cases (roofline and Little's law, docs/design.md) ----
 def test_vector_add_is_one_flop_per_12_bytes():
     # z = x + y, n = 2^20 float32: n FLOPs; reads 2·4·n, writes 4·n = 12·n bytes -> 1/12 FLOP/byte
     n = 1 << 20
@@ -56,7 +56,7 @@ def test_reduce_op_duck_typed_when_present():
     assert predict(op, v1, "H200") > 100 * r.predicted_s
 
 
-# ---- GEMM 4096³, bm = bn = 128, bk = 8, rm = rn = 8 (seed 002 GEMM tiling) ----
+# ---- GEMM 4096³, bm = bn = 128, bk = 8, rm = rn = 8 (GEMM tiling, docs/design.md) ----
 OP = tiledsl.GemmOp(4096, 4096, 4096, dtype="float32")
 S = tiledsl.GemmSchedule(bm=128, bn=128, bk=8, rm=8, rn=8)
 

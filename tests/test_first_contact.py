@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +21,7 @@ optuna = pytest.importorskip("optuna")
 from search import outputs, tune  # noqa: E402
 
 GEMM = ["gemm", "--m", "256", "--n", "256", "--k", "128"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -165,16 +170,26 @@ def test_missing_nvrtc_is_caught_before_the_search(tmp_path, monkeypatch, capsys
 
 
 def test_extras_name_an_nvrtc_for_each_cuda_major():
-    from pathlib import Path
-
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 
     from tiledsl.compile import NVRTC_PACKAGES
 
-    extras = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"][
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     assert NVRTC_PACKAGES[12] in extras["cuda12"] and NVRTC_PACKAGES[13] in extras["cuda13"]
     assert any(r.startswith("cupy-cuda13x") for r in extras["cuda13"])
+    assert set(extras["cuda12"]) <= set(extras["test"])  # the test suite's NVRTC compiles cover the cuda12 extra
+
+
+def test_the_installed_extra_compiles_every_family_for_sm_90(tmp_path):
+    """What .ci/run checks for each extra (cuda13 in a second venv), for the extra installed here."""
+    from tiledsl.compile import cupy_cuda_major
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TILEDSL_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, str(ROOT / ".ci" / "compile_check.py"), str(cupy_cuda_major())], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("for sm_90 in") == 3 and " 0 B spilled" in r.stdout
 
 
 # ---------------------------------------------------------------- no GPU: one clear tiledsl error
@@ -188,3 +203,38 @@ def test_no_gpu_error_says_no_gpu_and_how_to_compile():
     text = str(e.value)
     assert "no CUDA GPU or NVIDIA driver is present" in text and "arch='sm_90'" in text
     assert "insufficient" in text  # CuPy's own words are kept, after the explanation
+
+
+# ---------------------------------------------------------------- scripts without a GPU: one line, no traceback
+
+SCRIPTS = [["benchmarks/gemm.py"], ["benchmarks/reduce.py"], ["benchmarks/reduce_ladder.py"],
+           ["benchmarks/transpose.py"], ["benchmarks/costmodel_fit.py"], ["benchmarks/tune_workloads.py"],
+           ["examples/reduce.py"], ["examples/transpose.py"], ["examples/torch_mlp.py"],
+           ["examples/gemm_quickstart.py"]]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s[0] for s in SCRIPTS])
+def test_scripts_without_a_gpu_say_so_in_one_line(script, tmp_path):
+    if tiledsl.gpu_available():
+        pytest.skip("a GPU is present")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TILEDSL_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, str(ROOT / script[0])], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
+    err = r.stderr.strip().splitlines()
+    assert "Traceback" not in r.stderr and len(err) == 1, r.stderr[-2000:]
+    assert err[0].startswith(f"{script[0]}: ") and ("no GPU" in err[0] or "needs torch" in err[0]), err[0]
+
+
+def test_tuning_example_exports_and_reuses_without_a_gpu(tmp_path):
+    if tiledsl.gpu_available():
+        pytest.skip("a GPU is present: the example then runs the kernel (GPU command in the report)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TILEDSL_CACHE_DIR": str(tmp_path / "cache")}
+    out = tmp_path / "ex" / "example"
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "tune_and_reuse.py"), "--m", "256", "--n", "256",
+                        "--k", "128", "--trials", "6", "--out", str(out)], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"reused {out / 'schedule.json'} (model-only)" in r.stdout
+    assert r.stderr.strip().splitlines()[-1].startswith("examples/tune_and_reuse.py: no GPU: the tuned schedule was "
+                                                        "exported and compiled")
+    assert {p.name for p in out.iterdir()} >= {"kernel.cu", "schedule.json", "report.json", "roofline.png"}

@@ -218,7 +218,7 @@ def test_two_pass_is_bitwise_deterministic(shape, axis, rng):
                 tiledsl.Target.current().sm_count).split > 1  # blocks really were combined
 
 
-# ---- the seed ladder presets ----
+# ---- the reduction ladder presets ----
 @pytest.mark.parametrize("name", list(tiledsl.presets("reduce")))
 @pytest.mark.parametrize("shape,axis", [(((1 << 20) + 3,), None), ((64, 1000), 1), ((3, 300001), 1)])
 def test_presets(name, shape, axis, rng):

@@ -1,7 +1,7 @@
 """Measure the device's ceilings with microbenchmarks tiledsl generates itself, and cache them.
 
-Four kernels, emitted here as CUDA C and compiled with NVRTC like every tiledsl kernel (issue 4, item 3;
-seed ``004_…`` §9.4.2: the roofs of the roofline are the platform's π and β):
+Four kernels, emitted here as CUDA C and compiled with NVRTC like every tiledsl kernel (the roofs of the
+roofline are the platform's π and β; ``docs/design.md``, "Background"):
 
 * ``copy``: a float4 grid-stride copy of a buffer 8 × the L2 → HBM bytes/s (read + write);
 * ``l2_read``: every block reads a buffer a quarter of the L2 with ``ld.global.cg`` (L2 only, no L1) →

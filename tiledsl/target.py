@@ -284,7 +284,7 @@ _KNOWN: dict[str, Target] = {
     "H200": replace(_H100, name="H200", l2_bytes=60 * 1024 * 1024, hbm_bytes_per_s=4.8e12,
                     source="datasheet (H200 SXM) + CUDA guide cc 9.0",
                     measured=(("hbm_bytes_per_s", 4.22e12,
-                               "device-to-device copy on the project's H200, 2026-11-29 (DESIGN.md)"),)),
+                               "device-to-device copy on the project's H200, 2026-11-29 (docs/design.md)"),)),
     "H100": _H100,
     "A100": Target(
         name="A100", arch="sm_80", sm_count=108, smem_per_block_optin_bytes=163 * 1024,

@@ -1,6 +1,6 @@
 """CUDA-event timer: warm-up, L2 flushed outside the timed region, many repeats, median and spread.
 
-Method: ``../shared/DESIGN.md`` ("Honest timing") and the device notes (METHOD.md): events around each
+Method (``docs/design.md``, "Principles": honest timing): events around each
 call, warm-up first, median of many repeats, caches flushed with a buffer of at least twice the L2.
 """
 

@@ -6,9 +6,9 @@ Public entry points::
     tiledsl.explain(op, schedule, device=None, kernel=None) -> Report   # print(r), r.to_dict(), r.expr
     tiledsl.costmodel.predict(op, schedule, device=None) -> float        # seconds; cheap, for the search
 
-Sources: ``../shared/seeds/004_…`` §9.4.2 (kernel and multi-level roofline, instruction ceilings),
-``001_…`` (Little's law, bytes in flight), ``002_…`` (traffic of a bm×bn block tile and an rm×rn thread
-tile, bank conflicts); CUDA C++ Programming Guide (occupancy limits, shared-memory banks).
+Sources: the kernel and multi-level roofline with instruction ceilings, Little's law (bytes in flight),
+the traffic of a bm×bn block tile and an rm×rn thread tile and bank conflicts (``docs/design.md``,
+"Background"); CUDA C++ Programming Guide (occupancy limits, shared-memory banks).
 Formulas and a worked example: ``docs/costmodel.md``.
 """
 

@@ -1,6 +1,6 @@
 """GEMM cost model: traffic per memory level in sympy, and a per-SM pipeline model for the time.
 
-Traffic (``../shared/seeds/002_…``, GEMM tiling; ``004_…`` §9.4.2 multi-level roofline), for C (M×N) =
+Traffic (GEMM tiling and the multi-level roofline: ``docs/design.md``, "Background"), for C (M×N) =
 A (M×K) · B (K×N), element size e, block tile bm×bn×bk, thread tile rm×rn, T = ⌈M/bm⌉·⌈N/bn⌉ tiles and
 ⌈K/bk⌉ K steps:
 
@@ -15,8 +15,8 @@ Time: the largest of the L2 and HBM bounds and the SM pipeline time. The SM pipe
 block, in SM clock cycles) takes the largest of
 
 * instruction issue: warp-instructions / 4 schedulers (an FFMA warp-instruction per scheduler per clock
-  is the FP32 peak, so every LDS/LDG/STS/index instruction takes a slot from an FFMA: the seed's
-  instruction-level "ceilings", ``004_…`` §9.4.2 part 5);
+  is the FP32 peak, so every LDS/LDG/STS/index instruction takes a slot from an FFMA: the
+  instruction-level ceilings of the roofline);
 * shared-memory wavefronts (one 128-byte wavefront per clock per SM; broadcasts and bank conflicts
   simulated on the emitter's real index arithmetic for warp 0);
 * the critical path of one block: its own instructions on ≤ 4 schedulers plus the global-load latency,

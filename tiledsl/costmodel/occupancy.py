@@ -1,7 +1,6 @@
 """Occupancy and wave quantization.
 
-Blocks resident per SM are the smallest of four limits (seed ``004_…`` §9.1.2.1, "木桶理论": the
-shortest stave of the barrel): threads, registers, shared memory and the hardware block limit. The
+Blocks resident per SM are the smallest of four limits (the shortest stave of the barrel): threads, registers, shared memory and the hardware block limit. The
 arithmetic follows the CUDA Occupancy Calculator (``cuda_occupancy.h``) and the CUDA C++ Programming
 Guide, "Technical Specifications per Compute Capability" (cc 8.0 / 9.0):
 

@@ -8,7 +8,7 @@ from ..target import Target
 from .occupancy import Occupancy, Waves
 
 LEVELS = ("hbm", "l2", "smem", "registers")
-"""Memory levels of the multi-level roofline (seed ``004_…`` §9.4.2, 图3), slowest first."""
+"""Memory levels of the multi-level roofline (``docs/design.md``, "Background"), slowest first."""
 
 
 @dataclass(frozen=True)

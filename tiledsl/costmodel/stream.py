@@ -1,10 +1,10 @@
 """Memory-bound kernels: element-wise ops, reductions and transposes.
 
-Roofline (``../shared/seeds/004_…`` §9.4.2): a kernel whose intensity is under the device's
-I_max = π / β is bound by bandwidth: time ≥ bytes / β. The seed's vector add ``z = x + y`` reads
+Roofline (``docs/design.md``, "Background"): a kernel whose intensity is under the device's
+I_max = π / β is bound by bandwidth: time ≥ bytes / β. The vector add ``z = x + y`` reads
 8 bytes and writes 4 per FLOP: 1/12 FLOP/byte. A float32 sum reads 4 bytes per add: 1/4 FLOP/byte.
 
-Little's law (``001_…``): bandwidth = bytes in flight / latency. To run at β an SM must keep
+Little's law: bandwidth = bytes in flight / latency. To run at β an SM must keep
 β / SMs × latency bytes in flight; fewer resident threads, narrower loads (``vec``) or fewer
 independent loads per thread (``items_per_thread``) lower the achieved bandwidth in proportion.
 
@@ -63,7 +63,7 @@ class StreamSchedule:
         vec: elements per load (4 = 16-byte float4).
         items_per_thread: independent loads each thread keeps in flight.
         grid: blocks (0 = one per ``block·vec·items_per_thread`` items).
-        strategy: "stream" (plain), "atomic" (one global atomic per element, the seed's v1),
+        strategy: "stream" (plain), "atomic" (one global atomic per element, ladder rung v1),
             "tree" (shared-memory tree per block), "shuffle" (warp shuffles).
     """
 
@@ -299,7 +299,7 @@ def _reduce_launch(op, s, target: Target) -> tuple[int, int]:
 
 
 def explain_reduce(op, s, target: Target, kernel=None) -> Report:
-    """A ReduceOp / ReduceSchedule (``tiledsl.reduce``, read by attribute names) on the seed's ladder.
+    """A ReduceOp / ReduceSchedule (``tiledsl.reduce``, read by attribute names) on the reduction ladder v1–v7.
 
     Per SM (cycles), blocks run ``active`` at a time; a block's critical path is its load rounds
     (``HBM_LATENCY_CYCLES`` each: ``items_per_thread`` vector loads in flight per thread, Little's law) plus

@@ -168,7 +168,7 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """A sensible schedule for the shape, chosen among the shipped presets and split-K factors.
 
     Each candidate (preset in :data:`DEFAULT_CANDIDATES` × split_k in 1, 2, 4, …, 32) gets a quick
-    roofline estimate (``../shared/seeds/004_…`` §9.4.2): the larger of its compute time — waves of
+    roofline estimate: the larger of its compute time — waves of
     blocks (⌈blocks / (SMs · 2)⌉) times one block's 2·bm·bn·kc FLOP at its share of the SM's FP32 rate,
     scaled by the tile's measured efficiency — and its memory time — the A and B tiles every block
     reads, (bm + bn)·kc elements, at twice the HBM rate (L2 serves the re-reads) — plus, for

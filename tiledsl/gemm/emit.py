@@ -1,6 +1,6 @@
 """GEMM emitter: a pure function (GemmOp, GemmSchedule) -> KernelSource.
 
-Structure of the kernel (``../shared/seeds/002_…`` GEMM tiling; ``004_…`` §9.5.2):
+Structure of the kernel (GEMM tiling, ``docs/design.md``, "Background"; stage by stage in ``docs/gemm.md``):
 
 1. block → C tile: a 1-D grid, rasterized in groups of ``swizzle`` block-rows for L2 reuse;
 2. thread → fragment: each warp owns a wm×wn warp tile, each thread an rm×rn thread tile made of

@@ -1,6 +1,6 @@
 """GemmSchedule: how a GEMM is tiled onto the GPU, and its rule table.
 
-Tiling follows ``../shared/seeds/002_…`` (GEMM tiling): a bm×bn block tile in shared memory cuts global
+Tiling (``docs/design.md``, "Background"): a bm×bn block tile in shared memory cuts global
 traffic by ½(1/bm + 1/bn), an rm×rn thread tile in registers cuts shared-memory traffic by
 ½(1/rm + 1/rn). A warp tile wm×wn groups the 32 threads of a warp so their shared-memory reads broadcast.
 """

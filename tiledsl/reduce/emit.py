@@ -1,6 +1,6 @@
 """Reduction emitter: a pure function (ReduceOp, ReduceSchedule) -> KernelSource, and the launch plan.
 
-Two kernel shapes (``../shared/seeds/001_…``, "例子：优化 reduce" and "coalescing"):
+Two kernel shapes (the reduction ladder and coalescing, ``docs/design.md``, "Background"):
 
 * **contiguous** (``inner == 1``: full reductions and row reductions). A group of ``GROUP_THREADS``
   threads owns one segment (row): a sub-warp/warp per short row, or ``split`` blocks per long row / the
@@ -316,7 +316,7 @@ def _atomic_combine(w: Writer, op: str, acc_t: str) -> None:
 
 
 def _block_reduce(w: Writer, op: ReduceOp, s: ReduceSchedule) -> None:
-    """The strategy's combine of one value per thread into thread 0 (seed v2, v3, v4/v5, v6)."""
+    """The strategy's combine of one value per thread into thread 0 (ladder v2, v3, v4/v5, v6)."""
     st = s.strategy
     uses_shuffle = st == "warp_shuffle"
     if uses_shuffle:

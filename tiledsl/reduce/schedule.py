@@ -1,9 +1,9 @@
 """ReduceSchedule: how a reduction is mapped onto the GPU, and its rule table.
 
-The strategies are the reduction ladder of ``../shared/seeds/001_…`` ("例子：优化 reduce"):
+The strategies are the reduction ladder (``docs/design.md``, "Background"; measured in ``docs/reduce.md``):
 
 ======  ====================  ===================================================================
-seed    strategy              what a block does
+rung    strategy              what a block does
 ======  ====================  ===================================================================
 v1      ``atomic``            every element is combined into the result with a global atomic
 v2      ``smem_interleaved``  shared-memory tree, ``tid % (2·stride) == 0`` (divergent warps)
@@ -14,10 +14,9 @@ v6      ``warp_shuffle``      grid-stride, then ``__shfl_xor_sync`` inside warps
 v7      ``warp_shuffle``      v6 with ``vec=4`` (16-byte float4 loads)
 ======  ====================  ===================================================================
 
-v1–v4 launch one block per tile of ``block·vec·items_per_thread`` elements (the seed's kernels have no
+v1–v4 launch one block per tile of ``block·vec·items_per_thread`` elements (the classic kernels have no
 loop); v5–v7 launch ``grid`` blocks (0 = auto: one full wave, SMs × resident blocks per SM).
-``items_per_thread`` independent loads are issued before any is used (bytes in flight, Little's law,
-seed ``001_…`` "提高在飞字节数").
+``items_per_thread`` independent loads are issued before any is used (bytes in flight, Little's law).
 
 Blocks of one output are combined by ``combine``: ``two_pass`` writes one partial per block and the last
 block to finish (a ticket counter) reduces the partials in a fixed order (same bits run to run), or
@@ -97,7 +96,7 @@ class ReduceSchedule(ScheduleRecord):
         vec: requested elements per load (1, 2, 4, 8); lowered to at most 16 bytes and to what the input
             allows (4 for float32 = float4, 8 for float16/bfloat16, 2 for float64/int64).
         items_per_thread: independent vector loads issued per thread before they are combined (1–16).
-        strategy: one of :data:`STRATEGIES` (seed ladder v1–v6; v7 is ``warp_shuffle`` with vec=4).
+        strategy: one of :data:`STRATEGIES` (ladder v1–v6; v7 is ``warp_shuffle`` with vec=4).
         grid: blocks for a full reduction with a grid-stride strategy (for row/column reductions, the
             blocks sharing the work, divided among outputs); 0 or "auto" (stored as 0) = one wave of
             resident blocks.

@@ -1,4 +1,4 @@
-"""Transpose: op, schedule and rule table, emitter, user entry point (``../shared/seeds/002_…`` §1)."""
+"""Transpose: op, schedule and rule table, emitter, user entry point (``docs/transpose.md``)."""
 
 from .api import default_schedule, transpose
 from .emit import emit_transpose, grid

@@ -1,6 +1,6 @@
 """Transpose emitter: a pure function (TransposeOp, TransposeSchedule) -> KernelSource.
 
-Structure of the kernel (``../shared/seeds/002_…`` §1):
+Structure of the kernel (the transpose ladder of ``tiledsl.transpose.schedule``):
 
 1. block → tile: ``blockIdx.x`` walks the TILE×TILE tiles of one matrix in groups of ``swizzle``
    tile-rows (GEMM's grouped rasterization), ``blockIdx.y`` strides over the batch;
@@ -137,7 +137,7 @@ def emit_transpose(op: TransposeOp, s: TransposeSchedule) -> KernelSource:
 
 
 def _naive_read(w: Writer) -> None:
-    w("// ---- naive, read-coalesced (notes 1.1): a warp reads along a row of X, writes a column of Y ----",
+    w("// ---- naive, read-coalesced (ladder 1.1): a warp reads along a row of X, writes a column of Y ----",
       "#pragma unroll")
     with w.block("for (int i = 0; i < ROWS_PER_THREAD; ++i)"):
         w("const int r = r0 + ty + i * THREADS_Y;  // row of X",
@@ -146,7 +146,7 @@ def _naive_read(w: Writer) -> None:
 
 
 def _naive_write(w: Writer) -> None:
-    w("// ---- naive, write-coalesced (notes 1.2): a warp writes along a row of Y, reads a column of X ----",
+    w("// ---- naive, write-coalesced (ladder 1.2): a warp writes along a row of Y, reads a column of X ----",
       "#pragma unroll")
     with w.block("for (int i = 0; i < ROWS_PER_THREAD; ++i)"):
         w("const int yr = c0 + ty + i * THREADS_Y;  // row of Y = column of X",

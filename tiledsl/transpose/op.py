@@ -185,7 +185,7 @@ class TransposeOp:
         """Compulsory HBM traffic in bytes: 2 · size · itemsize (every element read once, written once).
 
         A transpose does no arithmetic, so its roofline bound is this traffic over the memory bandwidth
-        (``../shared/seeds/002_…`` §1; ``000_…`` roofline).
+        (``docs/design.md``, "Background").
         """
         return 2 * self.size * self.itemsize
 

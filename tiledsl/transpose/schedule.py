@@ -1,15 +1,15 @@
 """TransposeSchedule: how a transpose is tiled onto the GPU, and its rule table.
 
-The ladder follows ``../shared/seeds/002_…`` §1 (matrix transpose):
+The transpose ladder (``docs/design.md``, "Background"; measured in ``docs/transpose.md``):
 
 1.1 ``naive_read``  — each thread copies one element; a warp reads along a row of X (coalesced reads,
     strided writes);
 1.2 ``naive_write`` — a warp writes along a row of Y (coalesced writes, strided reads);
 1.3 ``shared``      — a TILE×TILE tile is staged through shared memory so both the read of X and the
     write of Y are coalesced; unpadded (``smem_pad=0``), the transposed read of the tile hits one bank;
-1.4 ``shared`` with ``smem_pad=1`` — the notes' ``smem[TILE][TILE+1]`` spreads a column over all banks.
+1.4 ``shared`` with ``smem_pad=1`` — ``smem[TILE][TILE+1]`` spreads a column over all banks.
 
-Beyond the notes: ``rows_per_thread`` (a TILE×(TILE/rows_per_thread) block where each thread moves
+Beyond the ladder: ``rows_per_thread`` (a TILE×(TILE/rows_per_thread) block where each thread moves
 several rows, more bytes in flight per thread, Little's law) and ``vec`` (each thread moves a chunk of
 ``vec`` consecutive elements with one 16-byte access where the layout allows).
 """
@@ -32,7 +32,7 @@ TRANSPOSE_RULES: tuple[R.Rule, ...] = (
     R.Rule("vec_width", "VEC == 1 or VEC == 2 or VEC == 4 or VEC == 8",
            "{cls}.vec={VEC} must be 1, 2, 4 or 8 elements per thread chunk"),
     R.Rule("smem_pad_0_or_1", "SMEM_PAD == 0 or SMEM_PAD == 1",
-           "{cls}.smem_pad={SMEM_PAD} must be 0 or 1 (the notes' [TILE][TILE+1])"),
+           "{cls}.smem_pad={SMEM_PAD} must be 0 or 1 ([TILE][TILE+1] padding)"),
     R.Rule("vec_divides_tile", "TILE % VEC == 0",
            "{cls}.vec={VEC} does not divide tile={TILE}"),
     R.Rule("rows_per_thread_divides_tile", "ROWS_PER_THREAD >= 1 and TILE % ROWS_PER_THREAD == 0",
@@ -74,18 +74,18 @@ class TransposeSchedule(ScheduleRecord):
     Attributes:
         variant: "shared" (tile staged through shared memory; reads and writes coalesced),
             "naive_read" (no shared memory, warps read rows of X) or "naive_write" (warps write rows
-            of Y). Seed notes ``002_…`` §1.1–1.4.
+            of Y). Ladder rungs 1.1–1.4 above.
         tile: side of the square tile, 32 or 64 elements.
         rows_per_thread: tile rows each thread moves (the classic 32×8 block is tile=32,
             rows_per_thread=4).
         vec: elements per thread chunk (1, 2, 4, 8). Each chunk moves with the widest access that
             the op's alignment allows, at most 16 bytes (``min(vec, op.align_in)`` on loads,
             ``min(vec, op.align_out)`` on stores).
-        smem_pad: 0 or 1 element of padding per shared-memory row (the notes' ``[TILE][TILE+1]``).
+        smem_pad: 0 or 1 element of padding per shared-memory row (``[TILE][TILE+1]``).
         swizzle: block rasterization group (as GemmSchedule.swizzle): consecutive blocks walk
             ``swizzle`` tile-rows before moving to the next tile-column, so the blocks resident at one
             time read a near-square region of X and write one of Y (long runs in each DRAM page on both
-            sides). 1 = row by row, the notes' plain 2-D grid.
+            sides). 1 = row by row, a plain 2-D grid.
 
     Raises:
         ScheduleError: a rule of :data:`TRANSPOSE_RULES` does not hold (the message names field,
