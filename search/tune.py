@@ -243,10 +243,12 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
 
     import tiledsl
     from tiledsl.registry import device_tag
+    from tiledsl.spec import refuse_empty
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t_run = time.perf_counter()
     op = cfg.op
+    refuse_empty(op, "tune")  # SpecError: tiledsl answers an empty op without a kernel
     space = space_for(cfg.family).for_op(op)
     if not cfg.model_only and not tiledsl.gpu_available():
         out(f"no CUDA GPU available here: running as --model-only for {cfg.device or DEFAULT_DEVICE} "

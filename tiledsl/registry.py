@@ -210,7 +210,11 @@ def make_record(family: str, op, target, schedule, **figures) -> dict:
 
 
 def store(family: str, op, target, schedule, *, path: Path | None = None, **figures) -> Path:
-    """Add (or replace) the record of ``op`` on ``target`` in the user store (atomic write).
+    """Add (or replace) the record of ``op`` on ``target`` in the user store.
+
+    The read-modify-write holds the file's ``filelock`` and replaces the file atomically, so concurrent
+    tuners never lose each other's records; records of the old file that fail :func:`record_problem` are
+    dropped (with one BadFileWarning), and a file that does not parse is kept as ``<file>.corrupt``.
 
     Args:
         family: op family name ("gemm").
@@ -220,6 +224,10 @@ def store(family: str, op, target, schedule, *, path: Path | None = None, **figu
 
     Returns:
         The file written.
+
+    Raises:
+        ValueError: the new record fails :func:`record_problem` (e.g. a NaN figure); nothing is written.
+        OSError / filelock.Timeout: the file cannot be written, or its lock stayed taken for a minute.
     """
     rec = make_record(family, op, target, schedule, **figures)
     why = record_problem(rec)
