@@ -104,8 +104,11 @@ def _dims(shape) -> str:
 # ---------------------------------------------------------------- GEMM
 
 
-def _align(x: int) -> int:
-    return 4 if x % 4 == 0 else 2 if x % 2 == 0 else 1
+def _align(x: int, widest: int = 4) -> int:
+    vec = widest
+    while vec > 1 and x % vec:
+        vec //= 2
+    return vec
 
 
 def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN"):
@@ -115,11 +118,13 @@ def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN"):
     and contiguous extent (row-major A: K; column-major A: M; row-major B: N; column-major B: K; C: N).
     """
     from tiledsl import GemmOp
+    from tiledsl.gemm.op import max_align
 
     la, lb = LAYOUTS[layout]
+    w = max_align(dtype)
     return GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b=lb,
-                  align_a=_align(k if la == "row" else m), align_b=_align(n if lb == "row" else k),
-                  align_c=_align(n))
+                  align_a=_align(k if la == "row" else m, w), align_b=_align(n if lb == "row" else k, w),
+                  align_c=_align(n, w))
 
 
 def _gemm_arguments(g: argparse.ArgumentParser) -> None:

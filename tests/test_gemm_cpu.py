@@ -33,6 +33,25 @@ FAILING = [
     ("warp_tile_positive", dict(wm=-32, wn=-64)),
     ("split_k_range", dict(split_k=0)),
     ("min_blocks_range", dict(min_blocks=-1)),
+    ("mma_kind", dict(mma="hmma")),
+    ("thread_tile_positive", dict(rm=0)),
+    ("thread_tile_bounded", dict(bm=256, rm=128)),
+    ("stages_range", dict(stages=9)),
+    ("fma_stages_at_most_2", dict(stages=3)),
+    ("mma_stages_at_least_2", dict(mma="mma_sync", bk=32, stages=1, smem_pad=8)),
+    ("mma_warp_tile_shape", dict(mma="mma_sync", bk=32, bm=48, wm=24, wn=64)),
+    ("mma_bk_multiple_of_16", dict(mma="mma_sync", bk=8)),
+    ("mma_accumulators_fit_registers", dict(mma="mma_sync", bk=32, bm=128, bn=256, wm=128, wn=64, smem_pad=8)),
+    ("mma_tile_copies_even", dict(mma="mma_sync", bm=32, bn=32, bk=16, wm=16, wn=16, smem_pad=8)),
+    ("mma_pad_16_bytes", dict(mma="mma_sync", bk=32, smem_pad=4)),
+    ("wgmma_block_rows", dict(mma="wgmma", bm=96, bn=128, bk=64, stages=4)),
+    ("wgmma_block_columns", dict(mma="wgmma", bm=128, bn=320, bk=64, stages=3)),
+    ("wgmma_bk_64", dict(mma="wgmma", bm=128, bn=128, bk=32, stages=4)),
+    ("wgmma_stages_at_least_3", dict(mma="wgmma", bm=128, bn=128, bk=64, stages=2)),
+    ("wgmma_copies_even", dict(mma="wgmma", bm=192, bn=256, bk=64, stages=3)),
+    ("wgmma_no_padding", dict(mma="wgmma", bm=128, bn=128, bk=64, stages=4, smem_pad=8)),
+    ("warp_specialize_needs_wgmma", dict(mma="mma_sync", bk=32, smem_pad=8, warp_specialize=True)),
+    ("warp_specialize_rows", dict(mma="wgmma", bm=256, bn=128, bk=64, stages=4, warp_specialize=True)),
 ]
 
 
@@ -58,8 +77,8 @@ def test_b_tile_load_even_alone():
 
 @pytest.mark.parametrize("kwargs,rule", [
     (dict(bm=4), "thread_tile_divides_block_m"), (dict(wm=64), "warp_tile_positive"),
-    (dict(rm=0), "positive_sizes"), (dict(bm=0), "positive_sizes"), (dict(vec=0), "vec_width"),
-    (dict(rm=2**31), "tile_sizes_bounded"), (dict(swizzle=2**32 + 8), "swizzle_range")])
+    (dict(rm=0), "thread_tile_positive"), (dict(bm=0), "positive_sizes"), (dict(vec=0), "vec_width"),
+    (dict(rm=2**31), "thread_tile_bounded"), (dict(swizzle=2**32 + 8), "swizzle_range")])
 def test_first_broken_rule_is_reported_never_a_zero_division(kwargs, rule):
     with pytest.raises(tiledsl.ScheduleError) as ei:
         GemmSchedule(**kwargs)
@@ -213,7 +232,9 @@ def test_shipped_presets_valid_and_compile():
     ps = tiledsl.presets("gemm")
     assert "sgemm_128x128_8x8" in ps and len(ps) >= 5
     for s in ps.values():
-        k = tiledsl.compile(GemmOp(512, 512, 512), s, arch="sm_90")
+        dtype, align = ("float32", 4) if s.mma == "fma" else ("float16", 8)
+        k = tiledsl.compile(GemmOp(512, 512, 512, dtype=dtype, align_a=align, align_b=align, align_c=align), s,
+                            arch="sm_90")
         assert k.spill_bytes == 0
 
 
@@ -294,3 +315,99 @@ def test_docs_carry_the_current_rule_table():
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "gemm.md").read_text()
     assert R.markdown(GEMM_RULES, "GemmSchedule rules") in doc
+
+
+# ---- tensor cores (mma="mma_sync"): every shipped tensor-core preset and a spread of tiles compile for
+# sm_80 and sm_90 with no spills, for every layout and alignment class ----
+TC_SCHEDULES = [dict(bm=128, bn=128, bk=32, stages=4), dict(bm=64, bn=64, bk=32, wm=32, wn=32, stages=3),
+                dict(bm=128, bn=256, bk=64, stages=3), dict(bm=64, bn=128, bk=64, wm=32, wn=64, stages=2),
+                dict(bm=128, bn=128, bk=32, stages=4, split_k=4)]
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("kw", TC_SCHEDULES, ids=lambda kw: "_".join(f"{k}{v}" for k, v in kw.items()))
+def test_tensor_core_kernels_compile_without_spills(arch, kw):
+    s = GemmSchedule(mma="mma_sync", smem_pad=8, **kw)
+    for dtype in ("float16", "bfloat16"):
+        for la, lb, align, read_c in (("row", "row", 8, False), ("col", "col", 8, True),
+                                      ("row", "col", 2, False), ("col", "row", 1, True)):
+            op = GemmOp(4096, 4096, 4096, dtype=dtype, layout_a=la, layout_b=lb, align_a=align,
+                        align_b=align, align_c=align, read_c=read_c)
+            k = tiledsl.compile(op, s, arch=arch)
+            assert k.spill_bytes == 0, (dtype, la, lb, align, k.registers)
+            assert f"mma.sync.aligned.m16n8k16.row.col.f32.{'f16' if dtype == 'float16' else 'bf16'}" in k.source
+            assert ("tdsl_ldmatrix_x4_trans(a_frag" in k.source) == (la == "col")  # M-contiguous A
+            assert ("tdsl_ldmatrix_x4_trans(r," in k.source) == (lb == "row")  # N-contiguous B
+            assert k.block == (s.threads, 1, 1) and k.dynamic_smem_bytes <= s.smem_bytes()
+
+
+def test_tensor_core_copies_follow_alignment():
+    s = GemmSchedule(mma="mma_sync", smem_pad=8, bm=64, bn=64, bk=32, wm=32, wn=32)
+    src = {al: tiledsl.source(GemmOp(64, 64, 64, dtype="float16", align_a=al, align_b=al, align_c=al), s)
+           for al in (8, 4, 2, 1)}
+    assert "tdsl_cp_async<16>(a_dst" in src[8] and "tdsl_cp_async<8>(a_dst" in src[4]
+    assert "tdsl_cp_async<4>(a_dst" in src[2]
+    assert "tdsl_cp_async<" not in src[1].split("auto load_stage")[1].split("};")[0]  # 2-byte: plain loads
+    assert "ushort2* const dst" in src[8] and "ushort2* const dst" not in src[1]
+
+
+def test_tensor_core_schedule_needs_16_bit_inputs():
+    s = GemmSchedule(mma="mma_sync", smem_pad=8, bk=32)
+    with pytest.raises(tiledsl.ScheduleError, match="mma_needs_16_bit_inputs"):
+        tiledsl.compile(GemmOp(64, 64, 64, dtype="float32"), s, arch="sm_90")
+
+
+def test_stages_and_double_buffer_agree():
+    assert GemmSchedule().stages == 2 and GemmSchedule(double_buffer=False).stages == 1
+    assert GemmSchedule(stages=1).double_buffer is False
+    s = GemmSchedule(mma="mma_sync", smem_pad=8, bk=32, stages=4)
+    assert s.double_buffer is True and s.threads == 128 and (s.wm, s.wn) == (64, 64)
+    assert GemmSchedule.from_dict(s.to_dict()) == s
+
+
+def test_default_schedule_picks_tensor_cores_for_16_bit():
+    from tiledsl.gemm.api import default_schedule
+
+    t = tiledsl.Target.known("H200")
+    for dtype, mma in (("float16", "mma_sync"), ("bfloat16", "mma_sync"), ("float32", "fma")):
+        for shape in ((4096, 4096, 4096), (35, 8457, 2560), (1, 4096, 4096), (7, 13, 5)):
+            assert default_schedule(GemmOp(*shape, dtype=dtype), t).mma == mma  # align 4: no wgmma
+    aligned = GemmOp(4096, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8)
+    assert default_schedule(aligned, t).mma == "wgmma"  # sm_90 and 16-byte operands
+    assert default_schedule(aligned, tiledsl.Target.known("sm_80")).mma == "mma_sync"  # no wgmma before Hopper
+
+
+WGMMA_SCHEDULES = [dict(bm=128, bn=256, stages=4), dict(bm=256, bn=128, stages=4), dict(bm=128, bn=128, stages=6),
+                   dict(bm=64, bn=64, stages=3), dict(bm=128, bn=128, stages=4, split_k=4),
+                   dict(bm=128, bn=256, stages=4, warp_specialize=True),
+                   dict(bm=64, bn=256, stages=4, warp_specialize=True)]
+
+
+@pytest.mark.parametrize("kw", WGMMA_SCHEDULES, ids=lambda kw: "_".join(f"{k}{v}" for k, v in kw.items()))
+def test_wgmma_kernels_compile_for_sm_90a_without_spills(kw):
+    s = GemmSchedule(mma="wgmma", bk=64, **kw)
+    for dtype in ("float16", "bfloat16"):
+        for la, lb, read_c in (("row", "row", False), ("row", "col", True), ("col", "row", True), ("col", "col", False)):
+            op = GemmOp(4096, 4096, 4096, dtype=dtype, layout_a=la, layout_b=lb, align_a=8, align_b=8, align_c=8,
+                        read_c=read_c)
+            k = tiledsl.compile(op, s, arch="sm_90")
+            assert k.arch == "sm_90a" and "-arch=sm_90a" in k.options
+            assert k.spill_bytes == 0, (dtype, la, lb, k.registers)
+            assert "serialized" not in k.log  # ptxas says so when wgmma cannot overlap
+            ptx = "f16" if dtype == "float16" else "bf16"
+            assert f"wgmma.mma_async.sync.aligned.m64n{s.bn}k16.f32.{ptx}.{ptx}" in k.source
+            trans = f"p, 1, 1, {int(la == 'col')}, {int(lb == 'row')};"  # MN-major operands read transposed
+            assert trans in k.source
+            assert k.dynamic_smem_bytes == s.smem_bytes() and k.block == (s.threads, 1, 1)
+            assert ("setmaxnreg.dec" in k.source) == s.warp_specialize
+
+
+def test_wgmma_rules_name_the_operands_and_the_device():
+    s = GemmSchedule(mma="wgmma", bm=128, bn=128, bk=64, stages=4)
+    with pytest.raises(tiledsl.ScheduleError, match="wgmma_16_byte_operands"):
+        tiledsl.compile(GemmOp(64, 64, 64, dtype="float16", align_a=4, align_b=8), s, arch="sm_90")
+    with pytest.raises(tiledsl.ScheduleError, match="wgmma_mn_major_b_in_64_blocks"):
+        tiledsl.compile(GemmOp(64, 64, 64, dtype="float16", align_a=8, align_b=8),
+                        GemmSchedule(mma="wgmma", bm=128, bn=96, bk=64, stages=4), arch="sm_90")
+    with pytest.raises(tiledsl.ResourceError, match="wgmma_needs_sm_90"):
+        tiledsl.compile(GemmOp(64, 64, 64, dtype="float16", align_a=8, align_b=8), s, arch="sm_80")

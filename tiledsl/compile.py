@@ -41,12 +41,15 @@ class KernelSource:
         source: CUDA C text.
         block: threads per block (x, y, z).
         dynamic_smem_bytes: dynamic shared memory per block.
+        arch_suffix: "a" when the kernel uses architecture-specific instructions (wgmma, setmaxnreg:
+            compiled for sm_90a instead of sm_90), else "".
     """
 
     name: str
     source: str
     block: tuple[int, int, int]
     dynamic_smem_bytes: int = 0
+    arch_suffix: str = ""
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,8 @@ def compile_source(ks: KernelSource, arch: str, extra_options: tuple[str, ...] =
     Raises:
         CompileError: NVRTC rejected the source (the error holds source, options and log).
     """
+    if ks.arch_suffix and not arch.endswith(ks.arch_suffix):
+        arch += ks.arch_suffix  # sm_90 -> sm_90a for wgmma
     options = (*BASE_OPTIONS, f"-arch={arch}", *extra_options)
     ver = nvrtc_version()
     key = hashlib.sha256(

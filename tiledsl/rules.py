@@ -35,6 +35,8 @@ class Rule:
         scope: "schedule" (the schedule alone; also a static_assert), "op" (needs the op),
             or "target" (needs the device limits).
         resource: a violation is a :class:`ResourceError` (needs more than the device has).
+        when: the condition under which the rule applies ("" = always), e.g. ``"MMA == 0"`` for a rule
+            of the FMA kernel only; a rule that does not apply holds.
     """
 
     name: str
@@ -42,15 +44,22 @@ class Rule:
     message: str
     scope: str = "schedule"
     resource: bool = False
+    when: str = ""
 
     def __post_init__(self) -> None:
-        if not _SAFE.match(self.expr.replace(" and ", " ").replace(" or ", " ").replace("not ", "")):
-            raise ValueError(f"rule {self.name}: unsupported characters in {self.expr!r}")
+        for text in (self.expr, self.when):
+            if text and not _SAFE.match(text.replace(" and ", " ").replace(" or ", " ").replace("not ", "")):
+                raise ValueError(f"rule {self.name}: unsupported characters in {text!r}")
+
+    def applies(self, env: Mapping[str, int]) -> bool:
+        """True when the rule's ``when`` condition holds for ``env`` (always, without one)."""
+        return not self.when or bool(eval(_code(self.when), {"__builtins__": {}}, dict(env)))  # noqa: S307
 
     def holds(self, env: Mapping[str, int]) -> bool:
-        """True when the rule's expression holds for ``env`` (a division by zero counts as broken)."""
+        """True when the rule does not apply or its expression holds for ``env`` (a division by zero
+        counts as broken)."""
         try:
-            return bool(eval(_code(self.expr), {"__builtins__": {}}, dict(env)))  # noqa: S307 - constant rule text
+            return not self.applies(env) or bool(eval(_code(self.expr), {"__builtins__": {}}, dict(env)))  # noqa: S307
         except ZeroDivisionError:
             return False
 
@@ -92,13 +101,23 @@ def check(rules: Sequence[Rule], env: Mapping[str, int], scopes: Sequence[str], 
             raise rule.error(env, cls)
 
 
-def static_asserts(rules: Sequence[Rule]) -> list[str]:
-    """``static_assert`` lines for the schedule-scope rules (names must be constexpr in the kernel)."""
-    return [f'static_assert({r.c_expr()}, "rule {r.name}");' for r in rules if r.scope == "schedule"]
+def static_asserts(rules: Sequence[Rule], env: Mapping[str, int] | None = None) -> list[str]:
+    """``static_assert`` lines for the schedule-scope rules (names must be constexpr in the kernel).
+
+    ``env``: the schedule's names; rules whose ``when`` does not hold for it are left out (a tensor-core
+    kernel has no thread tile RM×RN to check). None keeps the rules that apply always.
+    """
+    return [f'static_assert({r.c_expr()}, "rule {r.name}");' for r in rules
+            if r.scope == "schedule" and (r.applies(env) if env is not None else not r.when)]
+
 
 
 def markdown(rules: Sequence[Rule], title: str) -> str:
     """The rule table as Markdown (for the docs; regenerated, never hand-edited)."""
-    lines = [f"### {title}", "", "| rule | must hold | scope |", "| --- | --- | --- |"]
-    lines += [f"| `{r.name}` | `{r.expr}` | {r.scope} |" for r in rules]
+    if not any(r.when for r in rules):
+        lines = [f"### {title}", "", "| rule | must hold | scope |", "| --- | --- | --- |"]
+        lines += [f"| `{r.name}` | `{r.expr}` | {r.scope} |" for r in rules]
+        return "\n".join(lines) + "\n"
+    lines = [f"### {title}", "", "| rule | must hold | applies when | scope |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{r.name}` | `{r.expr}` | {f'`{r.when}`' if r.when else 'always'} | {r.scope} |" for r in rules]
     return "\n".join(lines) + "\n"

@@ -98,7 +98,7 @@ def element_strides(x, name: str) -> tuple[int, ...]:
 
 
 def alignment_elems(x, max_vec: int = 4) -> int:
-    """Largest power of two ≤ ``max_vec`` dividing the base address in elements (1, 2 or 4)."""
+    """Largest power of two ≤ ``max_vec`` dividing the base address in elements (1, 2, 4, ...)."""
     vec = max_vec
     while vec > 1 and x.data.ptr % (vec * x.itemsize):
         vec //= 2

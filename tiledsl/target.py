@@ -97,6 +97,14 @@ class Target:
         return self.sm_count * self.fp32_lanes_per_sm * 2 * self.clock_hz
 
     @property
+    def peak_tc16_flops(self) -> float:
+        """Peak dense float16/bfloat16 tensor-core FLOP/s (float32 accumulation) = SMs × FLOP per clock per
+        SM × clock, with 4096 FLOP/clock/SM on cc 9.x (H100 SXM datasheet: 989 TFLOP/s over 132 SMs at
+        1.83 GHz) and 2048 on cc 8.x (A100 datasheet: 312 TFLOP/s over 108 SMs at 1.41 GHz)."""
+        per_clock = 4096 if self.cc >= 90 else 2048 if self.cc >= 80 else 0
+        return self.sm_count * per_clock * self.clock_hz
+
+    @property
     def cc(self) -> int:
         """Compute capability as an integer, e.g. 90."""
         return int(self.arch.split("_")[1].rstrip("a"))

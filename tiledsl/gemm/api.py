@@ -8,12 +8,12 @@ import numpy as np
 
 from .. import dtypes
 from ..compile import Kernel, compile_source
-from ..errors import SpecError
+from ..errors import ScheduleError, SpecError
 from ..runtime import alignment_elems, as_cupy, as_gpu, check_no_overlap, element_strides, launch, returns_like_inputs
 from ..target import Target
 from .emit import emit_splitk_reduce, grid
 from .op import GEMM_DTYPES, GemmOp
-from .schedule import GemmSchedule
+from .schedule import MMA_DTYPES, GemmSchedule
 
 
 @returns_like_inputs
@@ -106,7 +106,7 @@ def _operand(x, name: str):
 
 
 def _align(x, ld: int, extent: int) -> int:
-    vec = alignment_elems(x, 4)
+    vec = alignment_elems(x, 16 // x.itemsize)  # = max_align(dtype): 16-byte vectors
     while vec > 1 and (ld % vec or extent % vec):
         vec //= 2
     return vec
@@ -167,6 +167,9 @@ _REDUCE_KERNELS: dict[tuple, Kernel] = {}
 def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """A sensible schedule for the shape, chosen among the shipped presets and split-K factors.
 
+    float16/bfloat16 on sm_80+ choose among the tensor-core presets (:data:`TC_DEFAULT_CANDIDATES`,
+    ``mma="mma_sync"``); float32 among the FMA presets (:data:`DEFAULT_CANDIDATES`).
+
     Each candidate (preset in :data:`DEFAULT_CANDIDATES` × split_k in 1, 2, 4, …, 32) gets a quick
     roofline estimate: the larger of its compute time — waves of
     blocks (⌈blocks / (SMs · 2)⌉) times one block's 2·bm·bn·kc FLOP at its share of the SM's FP32 rate,
@@ -189,9 +192,15 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
     table = presets("gemm")
     itemsize = dtypes.get(op.dtype).itemsize
-    sm_flops = target.fp32_lanes_per_sm * 2 * target.clock_hz
+    tensor_cores = op.dtype in MMA_DTYPES and target.cc >= 80
+    candidates = DEFAULT_CANDIDATES
+    if tensor_cores:  # wgmma where the device and the operands allow it (its rules decide), else mma.sync
+        candidates = {name: eff for name, eff in TC_DEFAULT_CANDIDATES.items()
+                      if name in table and _applies(table[name], op, target)}
+    peak = target.peak_tc16_flops if tensor_cores else target.peak_fp32_flops
+    sm_flops = peak / target.sm_count
     best, best_s = None, float("inf")
-    for name, eff in DEFAULT_CANDIDATES.items():
+    for name, eff in candidates.items():
         base = table.get(name)
         if base is None:  # a shipped preset that failed its check (warned when the presets were read)
             continue
@@ -212,6 +221,16 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     return best if best is not None else GemmSchedule()
 
 
+def _applies(s: GemmSchedule, op: GemmOp, target: Target) -> bool:
+    """True when ``s`` passes the op- and device-scope rules for ``op`` on ``target``."""
+    try:
+        s.check_op(op)
+        s.validate(target)
+    except ScheduleError:
+        return False
+    return True
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -222,3 +241,10 @@ def _ceil_div(a: int, b: int) -> int:
 DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sgemm_128x64_8x4": 0.57,
                       "sgemm_64x64_4x4": 0.47, "sgemm_32x64_2x4": 0.3, "skinny_n_64x16": 0.25,
                       "skinny_m_16x64": 0.25}
+# Tensor-core presets for float16/bfloat16 on sm_80+, with their fraction of the dense tensor-core peak
+# (Target.peak_tc16_flops, 1070 TFLOP/s for the H200 table entry): 128x128 measured 322 TFLOP/s at 4096³
+# (0.30; benchmarks/results/gemm_tc_h200.json, H200, 2026-12-01); the 64x64 figure is an estimate.
+# wgmma (sm_90a, 16-byte-aligned operands): 128x256 measured 509 TFLOP/s (0.475) and 128x128 s6 434 (0.405)
+# at 4096³ NN fp16 (benchmarks/results/gemm_tc_sweep_wgmma_h200.json).
+TC_DEFAULT_CANDIDATES = {"hgemm_wgmma_128x256x64_s4": 0.475, "hgemm_wgmma_128x128x64_s6": 0.405,
+                         "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}

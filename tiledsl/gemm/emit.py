@@ -23,29 +23,11 @@ from .. import rules as R
 from ..codegen.prelude import helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
+from .emit_common import COMPONENTS, VEC_TYPES, block_to_tile, kernel_name, kernel_name_reduce
+from .emit_mma import emit_gemm_mma
+from .emit_wgmma import emit_gemm_wgmma
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
-
-_VEC_TYPES = {  # (storage C type, width) -> CUDA vector type
-    ("float", 4): "float4", ("float", 2): "float2",
-    ("unsigned short", 4): "ushort4", ("unsigned short", 2): "ushort2",
-}
-_COMPONENTS = ("x", "y", "z", "w")
-
-
-def kernel_name(op: GemmOp, s: GemmSchedule) -> str:
-    """Deterministic name: op, dtypes (in, accumulate, out), layout, effective vector widths, hash."""
-    dt = dtypes.get(op.dtype).short
-    beta = "beta" if op.read_c else "nobeta"
-    split = f"_sk{s.split_k}" if s.split_k > 1 else ""
-    return (f"tiledsl_gemm_{dt}f32{dt}_{op.layout.lower()}_v{op.align_a}{op.align_b}{op.align_c}"
-            f"_{beta}_{s.bm}x{s.bn}x{s.bk}{split}_{s.short_hash()}")
-
-
-def kernel_name_reduce(op: GemmOp, s: GemmSchedule) -> str:
-    """Name of the split-K reduction kernel (depends on dtype, beta and split_k only)."""
-    beta = "beta" if op.read_c else "nobeta"
-    return f"tiledsl_gemm_splitk_reduce_{dtypes.get(op.dtype).short}_{beta}_sk{s.split_k}"
 
 
 def emit_splitk_reduce(op: GemmOp, s: GemmSchedule) -> KernelSource:
@@ -85,6 +67,11 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         KernelSource with ``block=(threads, 1, 1)`` and the dynamic shared memory the stages need.
         Launch on a 1-D grid of ceil(M/bm)·ceil(N/bn) blocks (see :func:`grid`).
     """
+    s.check_op(op)
+    if s.mma == "mma_sync":
+        return emit_gemm_mma(op, s)
+    if s.mma == "wgmma":
+        return emit_gemm_wgmma(op, s)
     dt = dtypes.get(op.dtype)
     t = dt.c_type
     va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
@@ -117,7 +104,8 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("SWIZZLE", s.swizzle, "swizzle: block-rows per rasterization group"),
         ("SPLIT_K", s.split_k, "split_k"),
         ("MIN_BLOCKS", s.min_blocks, "min_blocks: resident blocks per SM the registers must allow"),
-        ("STAGES", s.stages, "double_buffer -> 2 stages"),
+        ("STAGES", s.stages, "stages (double_buffer -> 2)"),
+        ("MMA", 0, "mma='fma': FP32 FMA units"),
         ("THREADS", s.threads, "(BM/RM)*(BN/RN)"),
         ("WARP_LANES", (s.wm // s.rm) * (s.wn // s.rn), "(WM/RM)*(WN/RN)"),
     ]
@@ -136,7 +124,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
       "constexpr int LOADS_A = BM * BK / (THREADS * VA);",
       "constexpr int LOADS_B = BK * BN / (THREADS * VB);",
       'static_assert(CN % VC == 0, "a C chunk splits into VC-wide stores");')
-    for line in R.static_asserts(GEMM_RULES):
+    for line in R.static_asserts(GEMM_RULES, s.env()):
         w(line)
     w.blank()
     beta_arg = ", float beta" if out_op.read_c else ""
@@ -153,7 +141,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     with w.block(f"{name}(const {t}* __restrict__ A, const {t}* __restrict__ B, {c_type}* __restrict__ C,\n"
                  f"    int M, int N, int K, long long lda, long long ldb, long long ldc, "
                  f"float alpha{beta_arg})"):
-        _block_to_tile(w)
+        block_to_tile(w)
         _thread_to_fragment(w)
         _shared_memory(w)
         w.blank()
@@ -218,17 +206,6 @@ def grid(op: GemmOp, s: GemmSchedule) -> tuple[int, int, int]:
     return (-(-op.m // s.bm) * -(-op.n // s.bn), s.split_k, 1)
 
 
-def _block_to_tile(w: Writer) -> None:
-    w("// ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----",
-      "const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;",
-      "const int group = SWIZZLE * tiles_n;",
-      "const int first_m = (blockIdx.x / group) * SWIZZLE;",
-      "const int group_rows = min(tiles_m - first_m, SWIZZLE);",
-      "const int tile_m = first_m + (blockIdx.x % group) % group_rows;",
-      "const int tile_n = (blockIdx.x % group) / group_rows;",
-      "const int block_m = tile_m * BM, block_n = tile_n * BN;")
-
-
 def _thread_to_fragment(w: Writer) -> None:
     w("// ---- thread -> fragment: warp tile WMxWN, thread tile RMxRN in CMxCN chunks strided by the warp ----",
       "const int tid = threadIdx.x;",
@@ -286,12 +263,12 @@ def _emit_vector_load(w: Writer, dt: dtypes.DType, vec: int, ptr: str, dst: str,
     if vec == 1:
         w(f"{dst}] = {cond} ? {dt.to_acc(f'*({ptr})')} : 0.f;")
         return
-    vt = _VEC_TYPES[(dt.c_type, vec)]
+    vt = VEC_TYPES[(dt.c_type, vec)]
     zero = f"make_{vt}({', '.join(['0'] * vec)})"
     w(f"{vt} v = {zero};",
       f"if ({cond}) v = *reinterpret_cast<const {vt}*>({ptr});")
     for e in range(vec):
-        w(f"{dst} + {e}] = {dt.to_acc(f'v.{_COMPONENTS[e]}')};")
+        w(f"{dst} + {e}] = {dt.to_acc(f'v.{COMPONENTS[e]}')};")
 
 
 def _store_shared(w: Writer, op: GemmOp, which: str, stage: str, vec: int) -> None:
@@ -361,7 +338,7 @@ def _epilogue(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int) -> None:
         with w.block("for (int s = 0; s < RN / CN; ++s)"):
             w("const int gn = block_n + frag_n + s * (LANES_N * CN);")
             if vc > 1:
-                vt = _VEC_TYPES[(t, vc)]
+                vt = VEC_TYPES[(t, vc)]
                 w("// a VC-wide piece is wholly in or out of range: N is a multiple of VC (op alignment)",
                   "#pragma unroll")
                 with w.block("for (int p = 0; p < CN; p += VC)"):
@@ -373,8 +350,8 @@ def _epilogue(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int) -> None:
                     for e in range(vc):
                         val = f"alpha * acc[i][s * CN + p + {e}]"
                         if op.read_c:
-                            val += f" + beta * {dt.to_acc(f'old.{_COMPONENTS[e]}')}"
-                        w(f"out.{_COMPONENTS[e]} = {dt.from_acc(val)};")
+                            val += f" + beta * {dt.to_acc(f'old.{COMPONENTS[e]}')}"
+                        w(f"out.{COMPONENTS[e]} = {dt.from_acc(val)};")
                     w("*dst = out;")
             else:
                 w("#pragma unroll")

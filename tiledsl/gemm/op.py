@@ -4,7 +4,7 @@ Layouts follow numpy/CuPy (row-major is C order). ``layout_a="row"`` means A's K
 (lda = A.strides[0]); ``"col"`` means A's M index has unit stride (lda = A.strides[1]); likewise B
 with K and N. C always has unit stride along N (a column-major C is computed as Cᵀ = Bᵀ·Aᵀ, no copy).
 
-``align_a``/``align_b``/``align_c`` are the widest vector (1, 2 or 4 elements) that the arrays' base
+``align_a``/``align_b``/``align_c`` are the widest vector (1, 2, 4 or, for 16-bit types, 8 elements) that the arrays' base
 address, leading dimension and contiguous extent allow; the emitter uses min(schedule.vec, align).
 """
 
@@ -20,6 +20,12 @@ LAYOUTS = ("row", "col")
 GEMM_DTYPES = ("float32", "float16", "bfloat16")
 
 
+def max_align(dtype: str) -> int:
+    """Widest vector, in elements, an operand's alignment may record: 16 bytes (8 for 16-bit types, 4
+    for float32), the width of one ``cp.async`` / ``ld.global.v4`` transaction."""
+    return 16 // dtypes.get(dtype).itemsize
+
+
 @dataclass(frozen=True)
 class GemmOp:
     """A GEMM problem.
@@ -28,7 +34,8 @@ class GemmOp:
         m, n, k: sizes (≥ 0; an empty product is handled by :func:`tiledsl.gemm` as numpy does).
         dtype: element type of A, B and C: float32, float16 or bfloat16 (accumulation is float32).
         layout_a, layout_b: "row" (row-major, C order) or "col" (column-major, e.g. a ``.T`` view).
-        align_a, align_b, align_c: widest vector width (1, 2, 4) the operands allow.
+        align_a, align_b, align_c: widest vector width (1, 2, 4; 8 for 16-bit dtypes) the operands allow:
+            it divides the base address (in elements), the leading dimension and the contiguous extent.
         read_c: True when beta ≠ 0 (C is read); False never reads C, so NaN in C cannot leak.
 
     Raises:
@@ -70,10 +77,13 @@ class GemmOp:
         for name in ("layout_a", "layout_b"):
             if getattr(self, name) not in LAYOUTS:
                 raise SpecError(f"GemmOp.{name}={getattr(self, name)!r} must be one of {LAYOUTS}")
+        widest = max_align(self.dtype)
+        allowed = tuple(v for v in (1, 2, 4, 8) if v <= widest)
         for name in ("align_a", "align_b", "align_c"):
             v = getattr(self, name)
-            if as_int(v, f"GemmOp.{name}") not in (1, 2, 4):
-                raise SpecError(f"GemmOp.{name}={v!r} must be the integer 1, 2 or 4")
+            if as_int(v, f"GemmOp.{name}") not in allowed:
+                raise SpecError(f"GemmOp.{name}={v!r} must be one of {allowed} for {self.dtype} "
+                                f"(at most 16 bytes)")
             object.__setattr__(self, name, int(v))
         if not isinstance(self.read_c, bool):
             raise SpecError(f"GemmOp.read_c={self.read_c!r} must be True or False")

@@ -15,49 +15,110 @@ from ..spec import ScheduleRecord, as_int, schedule_error
 from ..target import Target
 
 GEMM_RULES: tuple[R.Rule, ...] = (
-    R.Rule("positive_sizes", "BM >= 1 and BN >= 1 and BK >= 1 and RM >= 1 and RN >= 1",
-           "{cls} tile sizes must be ≥ 1 (bm={BM}, bn={BN}, bk={BK}, rm={RM}, rn={RN})"),
-    R.Rule("tile_sizes_bounded", "BM <= 1024 and BN <= 1024 and BK <= 1024 and RM <= 64 and RN <= 64",
-           "{cls} tile sizes must be ≤ 1024 (bm={BM}, bn={BN}, bk={BK}) and thread tiles ≤ 64 "
-           "(rm={RM}, rn={RN})"),
+    R.Rule("positive_sizes", "BM >= 1 and BN >= 1 and BK >= 1",
+           "{cls} tile sizes must be ≥ 1 (bm={BM}, bn={BN}, bk={BK})"),
+    R.Rule("thread_tile_positive", "RM >= 1 and RN >= 1",
+           "{cls} thread tile sizes must be ≥ 1 (rm={RM}, rn={RN})", when="MMA == 0"),
+    R.Rule("tile_sizes_bounded", "BM <= 1024 and BN <= 1024 and BK <= 1024",
+           "{cls} tile sizes must be ≤ 1024 (bm={BM}, bn={BN}, bk={BK})"),
+    R.Rule("thread_tile_bounded", "RM <= 64 and RN <= 64",
+           "{cls} thread tiles must be ≤ 64 (rm={RM}, rn={RN})", when="MMA == 0"),
     R.Rule("warp_tile_positive", "WM >= 1 and WN >= 1 and WM <= 4096 and WN <= 4096",
            "{cls} warp tile wm×wn={WM}×{WN} must be positive (give both, or 0 and 0 to choose automatically)"),
     R.Rule("vec_width", "VEC == 1 or VEC == 2 or VEC == 4",
-           "{cls}.vec={VEC} must be 1, 2 or 4 elements per global load"),
-    R.Rule("thread_tile_divides_block_m", "BM % RM == 0", "{cls}.bm={BM} is not a multiple of rm={RM}"),
-    R.Rule("thread_tile_divides_block_n", "BN % RN == 0", "{cls}.bn={BN} is not a multiple of rn={RN}"),
+           "{cls}.vec={VEC} must be 1, 2 or 4 elements per global load", when="MMA == 0"),
+    R.Rule("mma_kind", "MMA == 0 or MMA == 1 or MMA == 2",
+           "{cls}.mma must be 'fma', 'mma_sync' or 'wgmma'"),
+    R.Rule("stages_range", "STAGES >= 1 and STAGES <= 8", "{cls}.stages={STAGES} must be in 1..8"),
+    R.Rule("fma_stages_at_most_2", "STAGES <= 2",
+           "{cls}.stages={STAGES}: the FMA kernel pipelines at most 2 stages (register prefetch); "
+           "deeper cp.async pipelines need mma='mma_sync'", when="MMA == 0"),
+    R.Rule("mma_stages_at_least_2", "STAGES >= 2",
+           "{cls}.stages={STAGES} must be ≥ 2 with mma='mma_sync' (cp.async pipeline)", when="MMA == 1"),
+    R.Rule("wgmma_block_rows", "BM % 64 == 0 and BM <= 256",
+           "{cls}.bm={BM} must be 64, 128, 192 or 256 with mma='wgmma' (one warpgroup per 64 rows)",
+           when="MMA == 2"),
+    R.Rule("wgmma_block_columns", "BN % 16 == 0 and BN <= 256",
+           "{cls}.bn={BN} must be a multiple of 16 up to 256 with mma='wgmma' (m64nNk16, N/2 accumulators)",
+           when="MMA == 2"),
+    R.Rule("wgmma_bk_64", "BK == 64",
+           "{cls}.bk={BK} must be 64 with mma='wgmma' (one 128-byte swizzled row of 16-bit elements)",
+           when="MMA == 2"),
+    R.Rule("wgmma_stages_at_least_3", "STAGES >= 3",
+           "{cls}.stages={STAGES} must be ≥ 3 with mma='wgmma' (one stage in use by the tensor cores, one "
+           "being multiplied, one being filled)", when="MMA == 2"),
+    R.Rule("wgmma_copies_even", "(BM * 8) % LOADERS == 0 and (BN * 8) % LOADERS == 0",
+           "{cls} tiles bm×64={BM}×64 and bn×64={BN}×64 must split into 16-byte copies evenly over the "
+           "{LOADERS} threads that load them with mma='wgmma'", when="MMA == 2"),
+    R.Rule("wgmma_no_padding", "SMEM_PAD == 0",
+           "{cls}.smem_pad={SMEM_PAD} must be 0 with mma='wgmma' (the 128-byte swizzle keeps wgmma free of bank "
+           "conflicts)", when="MMA == 2"),
+    R.Rule("warp_specialize_needs_wgmma", "MMA == 2",
+           "{cls}.warp_specialize=True needs mma='wgmma' (a producer warpgroup feeds wgmma consumers)",
+           when="WARP_SPECIALIZE == 1"),
+    R.Rule("warp_specialize_rows", "WARP_SPECIALIZE == 0 or BM <= 128",
+           "{cls}.bm={BM} must be ≤ 128 with warp_specialize (two consumer warpgroups share the registers "
+           "the producer gives up)", when="MMA == 2"),
+    R.Rule("mma_warp_tile_shape", "WM % 16 == 0 and WN % 16 == 0",
+           "{cls} warp tile wm×wn={WM}×{WN} must be multiples of 16 with mma='mma_sync' (m16n8k16 "
+           "fragments, B loaded two n8 fragments at a time)", when="MMA == 1"),
+    R.Rule("mma_bk_multiple_of_16", "BK % 16 == 0",
+           "{cls}.bk={BK} must be a multiple of 16 with mma='mma_sync' (k16 steps)", when="MMA == 1"),
+    R.Rule("mma_accumulators_fit_registers", "WM * WN <= 4096",
+           "{cls} warp tile wm·wn={WM}·{WN} gives WM·WN/32 > 128 float32 accumulators per thread with "
+           "mma='mma_sync' (registers would spill)", when="MMA == 1"),
+    R.Rule("mma_tile_copies_even", "(BM * BK) % (THREADS * 8) == 0 and (BK * BN) % (THREADS * 8) == 0",
+           "{cls} tiles bm·bk={BM}·{BK} and bk·bn={BK}·{BN} must split into 16-byte copies (8 elements) "
+           "evenly over {THREADS} threads with mma='mma_sync'", when="MMA == 1"),
+    R.Rule("mma_pad_16_bytes", "SMEM_PAD % 8 == 0",
+           "{cls}.smem_pad={SMEM_PAD} must be a multiple of 8 elements (16 bytes) with mma='mma_sync' "
+           "(cp.async and ldmatrix rows are 16-byte aligned; 8 keeps ldmatrix free of bank conflicts)", when="MMA == 1"),
+    R.Rule("thread_tile_divides_block_m", "BM % RM == 0", "{cls}.bm={BM} is not a multiple of rm={RM}", when="MMA == 0"),
+    R.Rule("thread_tile_divides_block_n", "BN % RN == 0", "{cls}.bn={BN} is not a multiple of rn={RN}", when="MMA == 0"),
     R.Rule("fragment_width_m", "RM % 4 == 0 or RM == 1 or RM == 2",
-           "{cls}.rm={RM} must be 1, 2 or a multiple of 4 (fragments are read 4 wide)"),
+           "{cls}.rm={RM} must be 1, 2 or a multiple of 4 (fragments are read 4 wide)", when="MMA == 0"),
     R.Rule("fragment_width_n", "RN % 4 == 0 or RN == 1 or RN == 2",
-           "{cls}.rn={RN} must be 1, 2 or a multiple of 4 (fragments are read 4 wide)"),
+           "{cls}.rn={RN} must be 1, 2 or a multiple of 4 (fragments are read 4 wide)", when="MMA == 0"),
     R.Rule("warp_tile_divides_block", "BM % WM == 0 and BN % WN == 0",
            "{cls} warp tile wm×wn={WM}×{WN} must divide the block tile bm×bn={BM}×{BN}"),
     R.Rule("thread_tile_divides_warp", "WM % RM == 0 and WN % RN == 0",
-           "{cls} thread tile rm×rn={RM}×{RN} must divide the warp tile wm×wn={WM}×{WN}"),
+           "{cls} thread tile rm×rn={RM}×{RN} must divide the warp tile wm×wn={WM}×{WN}", when="MMA == 0"),
     R.Rule("warp_is_32_threads", "WARP_LANES == 32",
            "{cls} warp tile wm×wn={WM}×{WN} over thread tile rm×rn={RM}×{RN} gives {WARP_LANES} "
-           "threads, not 32"),
+           "threads, not 32", when="MMA == 0"),
     R.Rule("threads_at_most_1024", "THREADS <= 1024",
            "{cls} threads=(bm/rm)·(bn/rn)={THREADS} exceeds 1024 per block"),
     R.Rule("vec_divides_tile", "BM % VEC == 0 and BN % VEC == 0 and BK % VEC == 0",
-           "{cls}.vec={VEC} must divide bm={BM}, bn={BN} and bk={BK}"),
+           "{cls}.vec={VEC} must divide bm={BM}, bn={BN} and bk={BK}", when="MMA == 0"),
     R.Rule("a_tile_load_even", "(BM * BK) % (THREADS * VEC) == 0",
            "{cls} A tile bm·bk={BM}·{BK} does not split evenly into loads of vec={VEC} over "
-           "{THREADS} threads"),
+           "{THREADS} threads", when="MMA == 0"),
     R.Rule("b_tile_load_even", "(BK * BN) % (THREADS * VEC) == 0",
            "{cls} B tile bk·bn={BK}·{BN} does not split evenly into loads of vec={VEC} over "
-           "{THREADS} threads"),
+           "{THREADS} threads", when="MMA == 0"),
     R.Rule("unroll_divides_bk", "UNROLL >= 1 and BK % UNROLL == 0",
-           "{cls}.unroll={UNROLL} must be ≥ 1 and divide bk={BK}"),
+           "{cls}.unroll={UNROLL} must be ≥ 1 and divide bk={BK}", when="MMA == 0"),
     R.Rule("smem_pad_keeps_16_bytes", "SMEM_PAD >= 0 and SMEM_PAD <= 64 and SMEM_PAD % 4 == 0",
            "{cls}.smem_pad={SMEM_PAD} must be a multiple of 4 elements in 0..64 (keeps 16-byte shared "
            "accesses aligned)"),
     R.Rule("accumulators_fit_registers", "RM * RN <= 128",
-           "{cls} thread tile rm·rn={RM}·{RN} accumulators exceed 128 (registers would spill)"),
+           "{cls} thread tile rm·rn={RM}·{RN} accumulators exceed 128 (registers would spill)", when="MMA == 0"),
     R.Rule("swizzle_range", "SWIZZLE >= 1 and SWIZZLE <= 65535", "{cls}.swizzle={SWIZZLE} must be in 1..65535"),
     R.Rule("split_k_range", "SPLIT_K >= 1 and SPLIT_K <= 64", "{cls}.split_k={SPLIT_K} must be in 1..64"),
     R.Rule("min_blocks_range", "MIN_BLOCKS >= 1 and MIN_BLOCKS <= 32",
            "{cls}.min_blocks={MIN_BLOCKS} must be in 1..32 (or 0 for automatic)"),
+    R.Rule("mma_needs_16_bit_inputs", "MMA == 0 or DTYPE_16BIT == 1",
+           "{cls}.mma selects tensor cores, which need float16 or bfloat16 inputs here (float32 runs on mma='fma')", scope="op"),
+    R.Rule("wgmma_mn_major_b_in_64_blocks", "LAYOUT_B_COL == 1 or BN % 64 == 0",
+           "{cls}.bn={BN} must be a multiple of 64 with mma='wgmma' and a row-major B (its tile is stored in "
+           "64-column swizzled blocks)", scope="op", when="MMA == 2"),
+    R.Rule("wgmma_16_byte_operands", "ALIGN_A == 8 and ALIGN_B == 8",
+           "{cls}.mma='wgmma' copies 16-byte chunks: A and B need 8-element alignment of base address, leading "
+           "dimension and K (align_a={ALIGN_A}, align_b={ALIGN_B}); use mma='mma_sync'", scope="op",
+           when="MMA == 2"),
+    R.Rule("wgmma_needs_sm_90", "CC == 90",
+           "{cls}.mma='wgmma' needs an sm_90 GPU (Hopper; compiled for sm_90a), not cc {CC}",
+           scope="target", resource=True, when="MMA == 2"),
     R.Rule("min_blocks_fit_sm", "THREADS * MIN_BLOCKS <= MAX_THREADS_PER_SM",
            "{cls}.min_blocks={MIN_BLOCKS} blocks of {THREADS} threads exceed the device's "
            "{MAX_THREADS_PER_SM} threads per SM", scope="target", resource=True),
@@ -69,6 +130,13 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{SMEM_OPTIN_BYTES} bytes per block; lower bm/bn/bk, set double_buffer=False or smem_pad=0",
            scope="target", resource=True),
 )
+
+
+MMA_KINDS = ("fma", "mma_sync", "wgmma")
+"""Instructions doing the inner product: FP32 FMA units, tensor cores through mma.sync (sm_80+), or
+Hopper's warpgroup MMA reading shared memory through descriptors (sm_90a)."""
+MMA_DTYPES = ("float16", "bfloat16")
+"""Input dtypes the tensor-core kernel takes (float32 accumulation)."""
 
 
 def _auto_warp_lanes_n(bm: int, bn: int, rm: int, rn: int) -> int:
@@ -127,16 +195,33 @@ class GemmSchedule(ScheduleRecord):
     swizzle: int = 8
     split_k: int = 1
     min_blocks: int = 0
+    mma: str = "fma"
+    stages: int = 0
+    warp_specialize: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name == "double_buffer":
+            if f.name in ("double_buffer", "warp_specialize"):
                 if not isinstance(v, bool):
-                    raise ScheduleError(f"GemmSchedule.double_buffer={v!r} must be True or False",
-                                        "type")
+                    raise ScheduleError(f"GemmSchedule.{f.name}={v!r} must be True or False", "type")
+            elif f.name == "mma":
+                if v not in MMA_KINDS:
+                    raise ScheduleError(f"GemmSchedule.mma={v!r} must be one of {MMA_KINDS} (rule mma_kind)",
+                                        "mma_kind")
             else:  # numpy integers become plain ints
                 object.__setattr__(self, f.name, as_int(v, f"GemmSchedule.{f.name}", schedule_error("type")))
+        # stages: 0 = what double_buffer says (2 or 1); an explicit depth sets double_buffer to match
+        if self.stages == 0:
+            object.__setattr__(self, "stages", 2 if self.double_buffer else 1)
+        elif self.stages >= 1:
+            object.__setattr__(self, "double_buffer", self.stages >= 2)
+        if self.mma == "wgmma" and self.wm == 0 and self.wn == 0:  # warpgroup tile: 64 rows × bn
+            object.__setattr__(self, "wm", 64)
+            object.__setattr__(self, "wn", self.bn)
+        if self.mma != "fma" and self.wm == 0 and self.wn == 0:
+            object.__setattr__(self, "wm", min(self.bm, 64))
+            object.__setattr__(self, "wn", min(self.bn, 64))
         if self.wm == 0 and self.wn == 0 and min(self.rm, self.rn, self.bm, self.bn) > 0:
             lanes_n = _auto_warp_lanes_n(self.bm, self.bn, self.rm, self.rn)
             object.__setattr__(self, "wn", lanes_n * self.rn)
@@ -149,8 +234,13 @@ class GemmSchedule(ScheduleRecord):
     # ---- derived quantities (one place; used by validation, emitter, cost model) ----
     @property
     def threads(self) -> int:
-        """Threads per block = (bm/rm)·(bn/rn)."""
-        return (self.bm // self.rm) * (self.bn // self.rn)
+        """Threads per block: (bm/rm)·(bn/rn) on FMA units; 32·(bm/wm)·(bn/wn) (one warp per warp tile)
+        with tensor cores."""
+        if self.mma == "wgmma":  # one warpgroup per 64 rows (+ one producer warpgroup)
+            return 128 * (self.bm // 64 + int(self.warp_specialize))
+        if self.mma != "fma":
+            return 32 * (self.bm // max(self.wm, 1)) * (self.bn // max(self.wn, 1))
+        return (self.bm // max(self.rm, 1)) * (self.bn // max(self.rn, 1))
 
     @property
     def est_registers(self) -> int:
@@ -158,33 +248,56 @@ class GemmSchedule(ScheduleRecord):
         global tile (bm·bk + bk·bn)/threads + 2 per global load instruction (64-bit addresses) + 36 for
         indices (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%)."""
         threads = max(self.threads, 1)
+        if self.mma != "fma":  # wm·wn/32 accumulators + A/B fragments of one k16 step + addresses
+            return self.wm * self.wn // 32 + self.wm // 4 + self.wn // 4 + 40
         staged = (self.bm * self.bk + self.bk * self.bn) // threads
         return self.rm * self.rn + self.rm + self.rn + staged + 2 * (staged // max(self.vec, 1)) + 36
 
-    @property
-    def stages(self) -> int:
-        """Shared-memory stages: 2 with double buffering, else 1."""
-        return 2 if self.double_buffer else 1
+    def smem_bytes(self, smem_itemsize: int | None = None) -> int:
+        """Dynamic shared memory per block, bytes. FMA: stages · bk · ((bm + pad) + (bn + pad)) · 4 (tiles
+        stored k-major as float32). Tensor cores: stages · (A tile + B tile) · 2 with the padded contiguous
+        dimension; the layout decides which dimension that is, so this is the larger of the two (the
+        kernel allocates :func:`tiledsl.gemm.emit_mma.smem_tile_elems` for its own layout)."""
+        p = self.smem_pad
+        if self.mma == "wgmma":  # 128-byte swizzled tiles + one 1024-byte atom to align the base
+            barriers = 2 * 8 * self.stages if self.warp_specialize else 0  # full/empty mbarriers per stage
+            return self.stages * (self.bm + self.bn) * self.bk * 2 + 1024 + barriers
+        if self.mma != "fma":
+            e = 2 if smem_itemsize is None else smem_itemsize
+            a = max(self.bm * (self.bk + p), self.bk * (self.bm + p))
+            b = max(self.bn * (self.bk + p), self.bk * (self.bn + p))
+            return self.stages * (a + b) * e
+        e = 4 if smem_itemsize is None else smem_itemsize
+        return self.stages * self.bk * ((self.bm + p) + (self.bn + p)) * e
 
-    def smem_bytes(self, smem_itemsize: int = 4) -> int:
-        """Dynamic shared memory per block: stages · bk · ((bm + pad) + (bn + pad)) · 4 bytes."""
-        return self.stages * self.bk * ((self.bm + self.smem_pad) + (self.bn + self.smem_pad)) * smem_itemsize
-
-    def env(self, target: Target | None = None) -> dict[str, int]:
-        """Names the rule expressions use (upper-case fields and derived values)."""
+    def env(self, target: Target | None = None, op=None) -> dict[str, int]:
+        """Names the rule expressions use (upper-case fields and derived values; with ``op``, the op's)."""
         rm, rn = max(self.rm, 1), max(self.rn, 1)
-        env = {f.name.upper(): int(getattr(self, f.name)) for f in fields(self)}
+        env = {f.name.upper(): int(getattr(self, f.name)) for f in fields(self) if f.name != "mma"}
         env.update(
-            STAGES=self.stages,
-            THREADS=(self.bm // rm) * (self.bn // rn),
+            MMA=MMA_KINDS.index(self.mma) if self.mma in MMA_KINDS else -1,
+            THREADS=self.threads,
+            LOADERS=128 if self.warp_specialize else self.threads,
             WARP_LANES=(self.wm // rm) * (self.wn // rn),
             SMEM_BYTES=self.smem_bytes(),
         )
+        if op is not None:
+            env.update(DTYPE_16BIT=int(op.dtype in MMA_DTYPES), LAYOUT_A_ROW=int(op.layout_a == "row"),
+                       LAYOUT_B_COL=int(op.layout_b == "col"), ALIGN_A=op.align_a, ALIGN_B=op.align_b)
         if target is not None:
-            env.update(SMEM_OPTIN_BYTES=target.smem_per_block_optin_bytes,
+            env.update(CC=target.cc, SMEM_OPTIN_BYTES=target.smem_per_block_optin_bytes,
                        MAX_THREADS_PER_BLOCK=target.max_threads_per_block,
                        MAX_THREADS_PER_SM=target.max_threads_per_sm)
         return env
+
+    def check_op(self, op) -> GemmSchedule:
+        """Check the rules that need the op (the tensor-core kernel takes 16-bit inputs only).
+
+        Raises:
+            ScheduleError: a rule of scope "op" does not hold (rule ``mma_needs_16_bit_inputs``).
+        """
+        R.check(GEMM_RULES, self.env(op=op), ("op",), "GemmSchedule")
+        return self
 
     def validate(self, target: Target | None = None) -> GemmSchedule:
         """Check the device-dependent rules (shared memory, threads) against ``target``.

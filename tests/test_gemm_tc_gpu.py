@@ -1,0 +1,155 @@
+"""Tensor-core GEMM (mma="mma_sync") on the GPU against a float64 reference, output poisoned with NaN first.
+
+Inputs are float16 (CuPy) or bfloat16 (torch), products exact in float32, sums in float32; the output is
+rounded to the input dtype. Tolerance on ‖C − ref‖ / ‖ref‖, with the reference computed from the *rounded*
+inputs: the output rounding (2^-11 for float16, 2^-8 for bfloat16) plus float32 summation over K terms
+(≈ K·2^-24, far smaller for the K here): 2e-3 for float16, 8e-3 for bfloat16.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tiledsl
+
+pytestmark = pytest.mark.gpu
+
+TOL = {"float16": 2e-3, "bfloat16": 8e-3}
+SCHEDULES = {
+    "128x128x32 s4": dict(bm=128, bn=128, bk=32, stages=4),
+    "64x64x32 w32 s3": dict(bm=64, bn=64, bk=32, wm=32, wn=32, stages=3),
+    "128x256x64 s3": dict(bm=128, bn=256, bk=64, stages=3),
+    "64x128x64 w32x64 s2": dict(bm=64, bn=128, bk=64, wm=32, wn=64, stages=2),
+    "128x128x32 s4 split-K 3": dict(bm=128, bn=128, bk=32, stages=4, split_k=3),
+}
+SHAPES = [(1, 1, 1), (7, 13, 5), (127, 129, 65), (129, 127, 200), (16, 8, 7), (35, 845, 2560), (256, 256, 1000)]
+
+
+def _mma(**kw) -> tiledsl.GemmSchedule:
+    return tiledsl.GemmSchedule(mma="mma_sync", smem_pad=8, **kw)
+
+
+def _operands(dtype, m, n, k, la, lb, offset, rng):
+    """A (m×k) and B (k×n) in the given layouts, sliced by ``offset`` along K (misaligned views), and
+    their float64 values after rounding to ``dtype``."""
+    a64 = rng.uniform(-1, 1, (m, k + offset))
+    b64 = rng.uniform(-1, 1, (k + offset, n))
+    if dtype == "float16":
+        import cupy as cp
+
+        def dev(x, layout):
+            x = cp.asarray(x.astype(np.float16))
+            return cp.asfortranarray(x) if layout == "col" else x  # genuinely column-major
+        a, b = dev(a64, la)[:, offset:], dev(b64, lb)[offset:, :]
+        return a, b, cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)
+    import torch
+
+    def dev(x, layout):
+        t = torch.tensor(x, device="cuda").to(torch.bfloat16)
+        return t.t().contiguous().t() if layout == "col" else t
+    a, b = dev(a64, la)[:, offset:], dev(b64, lb)[offset:, :]
+    return a, b, a.double().cpu().numpy(), b.double().cpu().numpy()
+
+
+def _out(dtype, m, n, rng, poison: bool):
+    vals = rng.uniform(-1, 1, (m, n))
+    if dtype == "float16":
+        import cupy as cp
+
+        c = cp.full((m, n), cp.nan, cp.float16) if poison else cp.asarray(vals.astype(np.float16))
+        return c, (None if poison else cp.asnumpy(c).astype(np.float64))
+    import torch
+
+    c = (torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16) if poison
+         else torch.tensor(vals, device="cuda").to(torch.bfloat16))
+    return c, (None if poison else c.double().cpu().numpy())
+
+
+def _host(c) -> np.ndarray:
+    if type(c).__module__.startswith("torch"):
+        return c.double().cpu().numpy()
+    import cupy as cp
+
+    return cp.asnumpy(c).astype(np.float64)
+
+
+def _check(c, ref, dtype):
+    got = _host(c)
+    assert np.isfinite(got).all(), "output has NaN/Inf: an element was not written or NaN leaked"
+    err = float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300))
+    assert err < TOL[dtype], f"relative error {err:.2e} ≥ {TOL[dtype]}"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", list(SCHEDULES))
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+def test_shapes_layouts(dtype, name, m, n, k, layout, rng):
+    la, lb = ("row" if layout[0] == "N" else "col"), ("row" if layout[1] == "N" else "col")
+    a, b, ha, hb = _operands(dtype, m, n, k, la, lb, 0, rng)
+    c, _ = _out(dtype, m, n, rng, poison=True)
+    out = tiledsl.gemm(a, b, c, alpha=1.5, schedule=_mma(**SCHEDULES[name]))
+    _check(out, 1.5 * ha @ hb, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["128x128x32 s4", "128x128x32 s4 split-K 3"])
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+def test_alpha_beta_and_misaligned_views(dtype, name, layout, rng):
+    """beta ≠ 0 reads C; K sliced by one element makes every operand address odd (2-byte copies)."""
+    la, lb = ("row" if layout[0] == "N" else "col"), ("row" if layout[1] == "N" else "col")
+    m, n, k = 131, 97, 301
+    for offset in (0, 1):
+        a, b, ha, hb = _operands(dtype, m, n, k, la, lb, offset, rng)
+        c, hc = _out(dtype, m, n, rng, poison=False)
+        out = tiledsl.gemm(a, b, c, alpha=-0.75, beta=0.5, schedule=_mma(**SCHEDULES[name]))
+        _check(out, -0.75 * ha @ hb + 0.5 * hc, dtype)
+
+
+WGMMA_SCHEDULES = {
+    "wgmma 128x256x64 s4": dict(bm=128, bn=256, stages=4),
+    "wgmma 256x128x64 s4": dict(bm=256, bn=128, stages=4),
+    "wgmma 64x64x64 s3": dict(bm=64, bn=64, stages=3),
+    "wgmma 128x128x64 s6 split-K 3": dict(bm=128, bn=128, stages=6, split_k=3),
+    "wgmma 128x256x64 s4 producer warpgroup": dict(bm=128, bn=256, stages=4, warp_specialize=True),
+    "wgmma 64x128x64 s3 producer warpgroup split-K 2": dict(bm=64, bn=128, stages=3, warp_specialize=True,
+                                                            split_k=2),
+}
+WGMMA_SHAPES = [(8, 8, 8), (8, 24, 64), (128, 136, 72), (136, 128, 200), (40, 848, 2560), (256, 304, 1000)]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", list(WGMMA_SCHEDULES))
+@pytest.mark.parametrize("m,n,k", WGMMA_SHAPES)
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+def test_wgmma_shapes_layouts(dtype, name, m, n, k, layout, rng):
+    """sm_90a wgmma: every extent a multiple of 8 (16-byte copies along any contiguous dimension)."""
+    cp = pytest.importorskip("cupy")
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("wgmma needs an sm_90 GPU")
+    la, lb = ("row" if layout[0] == "N" else "col"), ("row" if layout[1] == "N" else "col")
+    a, b, ha, hb = _operands(dtype, m, n, k, la, lb, 0, rng)
+    c, hc = _out(dtype, m, n, rng, poison=False)
+    s = tiledsl.GemmSchedule(mma="wgmma", bk=64, **WGMMA_SCHEDULES[name])
+    out = tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=s)
+    _check(out, 1.5 * ha @ hb - 0.5 * hc, dtype)
+
+
+def test_wgmma_refuses_misaligned_operands_by_rule(rng):
+    a, b, _, _ = _operands("float16", 64, 64, 64, "row", "row", 1, rng)  # K sliced by one: odd addresses
+    with pytest.raises(tiledsl.ScheduleError, match="wgmma_16_byte_operands"):
+        tiledsl.gemm(a, b, schedule=tiledsl.GemmSchedule(mma="wgmma", bm=128, bn=128, bk=64, stages=4))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (35, 8457, 2560), (512, 512, 512), (1000, 1000, 1000)])
+def test_default_schedule_uses_tensor_cores(dtype, m, n, k, rng):
+    a, b, ha, hb = _operands(dtype, m, n, k, "row", "row", 0, rng)
+    c, _ = _out(dtype, m, n, rng, poison=True)
+    out = tiledsl.gemm(a, b, c)
+    _check(out, ha @ hb, dtype)
+    kernel = tiledsl.compile(tiledsl.GemmOp(m, n, k, dtype=dtype, align_a=8 if k % 8 == 0 else 1,
+                                            align_b=8 if n % 8 == 0 else 1, align_c=8 if n % 8 == 0 else 1))
+    assert kernel.schedule.mma in ("mma_sync", "wgmma")
+    assert "mma.sync.aligned.m16n8k16" in kernel.source or "wgmma.mma_async" in kernel.source

@@ -1,0 +1,41 @@
+"""Pieces shared by the GEMM emitters (FMA and tensor-core): kernel names, vector types, block rasterization."""
+
+from __future__ import annotations
+
+from .. import dtypes
+from ..codegen.writer import Writer
+from .op import GemmOp
+from .schedule import GemmSchedule
+
+VEC_TYPES = {  # (storage C type, width) -> CUDA vector type
+    ("float", 4): "float4", ("float", 2): "float2",
+    ("unsigned short", 4): "ushort4", ("unsigned short", 2): "ushort2",
+}
+COMPONENTS = ("x", "y", "z", "w")
+
+
+def kernel_name(op: GemmOp, s: GemmSchedule) -> str:
+    """Deterministic name: op, dtypes (in, accumulate, out), layout, effective vector widths, hash."""
+    dt = dtypes.get(op.dtype).short
+    beta = "beta" if op.read_c else "nobeta"
+    split = f"_sk{s.split_k}" if s.split_k > 1 else ""
+    return (f"tiledsl_gemm_{dt}f32{dt}_{op.layout.lower()}_v{op.align_a}{op.align_b}{op.align_c}"
+            f"_{beta}_{s.bm}x{s.bn}x{s.bk}{split}_{s.short_hash()}")
+
+
+def kernel_name_reduce(op: GemmOp, s: GemmSchedule) -> str:
+    """Name of the split-K reduction kernel (depends on dtype, beta and split_k only)."""
+    beta = "beta" if op.read_c else "nobeta"
+    return f"tiledsl_gemm_splitk_reduce_{dtypes.get(op.dtype).short}_{beta}_sk{s.split_k}"
+
+
+def block_to_tile(w: Writer) -> None:
+    """Emit the block -> C tile mapping: grouped rasterization of a 1-D grid (defines block_m, block_n)."""
+    w("// ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----",
+      "const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;",
+      "const int group = SWIZZLE * tiles_n;",
+      "const int first_m = (blockIdx.x / group) * SWIZZLE;",
+      "const int group_rows = min(tiles_m - first_m, SWIZZLE);",
+      "const int tile_m = first_m + (blockIdx.x % group) % group_rows;",
+      "const int tile_n = (blockIdx.x % group) / group_rows;",
+      "const int block_m = tile_m * BM, block_n = tile_n * BN;")

@@ -1,0 +1,364 @@
+"""Hopper tensor-core GEMM emitter (``GemmSchedule.mma == "wgmma"``, sm_90a): a pure function
+(GemmOp, GemmSchedule) -> KernelSource for float16 / bfloat16 inputs with float32 accumulation.
+
+Structure of the kernel (PTX ISA: ``cp.async``, ``wgmma.mma_async``, "Matrix Descriptor Format"):
+
+1. block → C tile: a 1-D grid, rasterized in groups of ``swizzle`` block-rows for L2 reuse;
+2. warpgroup → rows: ``bm/64`` warpgroups of 128 threads; warpgroup g owns rows [64g, 64g + 64) of the
+   block tile and all ``bn`` columns: one ``wgmma.mma_async.m64n{bn}k16`` per k16 step, accumulators in
+   registers (bn/2 float32 per thread);
+3. global → shared memory: A (bm×64) and B (bn×64) tiles, both K-major (A row-major, B column-major in
+   memory: the layout of ``x @ W.T`` with a row-major weight W), rows of 64 elements = 128 bytes stored
+   in the 128-byte swizzled layout that wgmma reads without bank conflicts: 16-byte chunk c of row r
+   lands at chunk c ^ (r % 8). ``cp.async`` 16-byte copies, zero-filled outside the matrix;
+   ``stages`` K tiles deep;
+4. a 64-bit shared-memory descriptor per operand (start address, stride 1024 bytes between 8-row
+   groups, 128-byte swizzle); the k16 steps inside a 64-wide row advance its start address by 32 bytes;
+5. the pipeline: copies of tile kt+stages−2 are issued while wgmma multiplies tile kt;
+   ``wgmma.wait_group 1`` keeps one group of products in flight, so the stage read two iterations ago
+   is free when the next barrier passes;
+6. epilogue: C = alpha·acc (+ beta·C), two adjacent columns per thread (wgmma's accumulator layout).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from .. import dtypes
+from .. import rules as R
+from ..codegen.prelude import helpers_for
+from ..codegen.writer import Writer
+from ..compile import KernelSource
+from .emit_common import VEC_TYPES, block_to_tile, kernel_name, kernel_name_reduce
+from .op import GemmOp
+from .schedule import GEMM_RULES, GemmSchedule
+
+WGMMA_PTX_TYPE = {"float16": "f16", "bfloat16": "bf16"}
+SWIZZLE_BYTES = 1024  # one 128-byte-swizzle atom: 8 rows × 128 bytes; tiles start on this alignment
+
+_HELPERS = r"""// ---- Hopper helpers (PTX ISA: cp.async, fence.proxy.async, wgmma) ----
+__device__ __forceinline__ unsigned tdsl_smem_addr(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+// 16 bytes global -> shared without staging in registers; in_range = false writes zeros
+__device__ __forceinline__ void tdsl_cp_async16(unsigned smem, const void* gmem, bool in_range) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem), "l"(gmem), "r"(in_range ? 16 : 0));
+}
+__device__ __forceinline__ void tdsl_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int PENDING>
+__device__ __forceinline__ void tdsl_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
+// shared memory written through the generic proxy (cp.async) is read next by wgmma (async proxy)
+__device__ __forceinline__ void tdsl_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void tdsl_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void tdsl_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void tdsl_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(PENDING) : "memory");
+}
+// mbarriers (producer/consumer hand-off of shared-memory stages)
+__device__ __forceinline__ void tdsl_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void tdsl_mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+// arrive on `bar` once this thread's earlier cp.async copies have landed
+__device__ __forceinline__ void tdsl_cp_async_arrive(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tdsl_mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  }
+}
+// matrix descriptor of a tile in the 128-byte swizzled layout: start address >> 4 (bits 0-13), leading
+// byte offset >> 4 (bits 16-29), stride byte offset >> 4 (bits 32-45), swizzle mode 1 = 128 bytes (62-63)
+template <unsigned LBO, unsigned SBO>
+__device__ __forceinline__ unsigned long long tdsl_wgmma_desc(unsigned smem) {
+  return (unsigned long long)((smem & 0x3FFFF) >> 4) | ((unsigned long long)(LBO >> 4) << 16)
+       | ((unsigned long long)(SBO >> 4) << 32) | (1ull << 62);
+}
+"""
+
+
+# Shared-memory layouts of an operand tile (rows = its M or N extent, 64 K elements), 128-byte swizzle:
+# K-major  (A row-major, B column-major): row r = 64 K elements = 128 bytes; 8-row groups 1024 bytes apart
+#          (stride byte offset); the leading byte offset is unused; a k16 step moves 32 bytes along the row.
+# MN-major (A column-major, B row-major): blocks of 64 M/N elements; in a block, row k = 64 M/N elements
+#          = 128 bytes, 8-row (k) groups 1024 bytes apart (stride byte offset), blocks 8192 bytes apart
+#          (leading byte offset); a k16 step moves 2 groups = 2048 bytes. wgmma reads it transposed
+#          (imm-trans = 1).
+MN_MAJOR_LBO_SBO = (8192, 1024)
+K_MAJOR_LBO_SBO = (16, 1024)
+
+
+def _k_major(op: GemmOp, which: str) -> bool:
+    return (op.layout_a == "row") if which == "A" else (op.layout_b == "col")
+
+
+def _wgmma_fn(ptx: str, n: int, trans_a: int, trans_b: int) -> str:
+    """``tdsl_wgmma(d, desc_a, desc_b)``: d (n/2 float32 per thread) += A (64×16) · B (16×n) from shared memory."""
+    regs = n // 2
+    outs = ", ".join(f"%{i}" for i in range(regs))
+    binds = ",\n      ".join(", ".join(f'"+f"(d[{i + j}])' for j in range(8)) for i in range(0, regs, 8))
+    return (f"// D[64x{n}] += A[64x16] * B[16x{n}] on the tensor cores, both operands read from shared memory\n"
+            f"__device__ __forceinline__ void tdsl_wgmma(float (&d)[{regs}], unsigned long long desc_a, "
+            "unsigned long long desc_b) {\n"
+            "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + str(regs + 2) + ", 0;\\n\"\n"
+            f"    \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} \"\n"
+            f"    \"{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, {trans_a}, {trans_b};\\n}}\\n\"\n"
+            f"    : {binds}\n"
+            "    : \"l\"(desc_a), \"l\"(desc_b), \"r\"(1));  // scale-d = 1: D += A·B\n"
+            "}\n")
+
+
+def wgmma_smem_bytes(s: GemmSchedule) -> int:
+    """Dynamic shared memory: :meth:`GemmSchedule.smem_bytes` (stages × (bm + bn) × 64 × 2 bytes, one atom
+    for aligning the base, and the mbarriers of a warp-specialized kernel)."""
+    return s.smem_bytes()
+
+
+def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
+    """Emit the Hopper (``wgmma``) GEMM kernel for ``op`` tiled by ``s``. Pure: same inputs, same text.
+
+    Returns:
+        KernelSource with ``block=(128·bm/64, 1, 1)``, ``arch_suffix="a"`` (sm_90a) and the stages'
+        dynamic shared memory. Launch on the grid of :func:`tiledsl.gemm.emit.grid`.
+    """
+    dt = dtypes.get(op.dtype)
+    t = dt.c_type
+    ptx = WGMMA_PTX_TYPE[op.dtype]
+    if s.split_k > 1:
+        out_dt, out_op, vc = dtypes.get("float32"), replace(op, read_c=False), 2 if op.n % 2 == 0 else 1
+    else:
+        out_dt, out_op, vc = dt, op, min(2, op.align_c)
+    (lbo_a, sbo_a), step_a = (K_MAJOR_LBO_SBO, 32) if _k_major(op, "A") else (MN_MAJOR_LBO_SBO, 2048)
+    (lbo_b, sbo_b), step_b = (K_MAJOR_LBO_SBO, 32) if _k_major(op, "B") else (MN_MAJOR_LBO_SBO, 2048)
+    name = kernel_name(op, s)
+    w = Writer()
+    w(f"// tiledsl GEMM on Hopper tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]{' + beta * C' if op.read_c else ''}",
+      f"// {op.dtype} inputs, wgmma.mma_async m64n{s.bn}k16 with float32 accumulation; A {op.layout_a}-major, "
+      f"B {op.layout_b}-major, C row-major",
+      f"// schedule: {json.dumps(s.to_dict(), sort_keys=True)}")
+    ka, kb = _k_major(op, "A"), _k_major(op, "B")
+    w(helpers_for(op.dtype).rstrip("\n"), _HELPERS.rstrip("\n"),
+      _wgmma_fn(ptx, s.bn, int(not ka), int(not kb)).rstrip("\n"))
+    w.blank()
+    w("// ---- schedule (tiledsl.GemmSchedule) ----")
+    consts = [
+        ("BM", s.bm, "bm: block tile rows of C (64 per warpgroup)"), ("BN", s.bn, "bn: block tile columns of C"),
+        ("BK", s.bk, "bk: K depth of one stage (64 elements = one 128-byte swizzled row)"),
+        ("WM", s.wm, "wm: warpgroup tile rows (one wgmma is 64 rows)"),
+        ("WN", s.wn, "wn: warpgroup tile columns (= bn)"),
+        ("STAGES", s.stages, "stages: K tiles in shared memory"),
+        ("SMEM_PAD", s.smem_pad, "smem_pad: 0, the swizzle replaces padding"),
+        ("MIN_BLOCKS", s.min_blocks, "min_blocks: resident blocks per SM the registers must allow"),
+        ("SWIZZLE", s.swizzle, "swizzle: block-rows per rasterization group"),
+        ("SPLIT_K", s.split_k, "split_k"),
+        ("MMA", 2, "mma='wgmma': Hopper warpgroup MMA"),
+        ("WARP_SPECIALIZE", int(s.warp_specialize), "warp_specialize: a producer warpgroup issues the copies"),
+    ]
+    width = max(len(f"constexpr int {n} = {v};") for n, v, _ in consts)
+    for n, v, doc in consts:
+        w(f"{f'constexpr int {n} = {v};':<{width}}  // {doc}")
+    w("// derived",
+      "constexpr int CONSUMERS = BM / 64;            // warpgroups running wgmma, 64 rows each",
+      ("constexpr int THREADS = 128 * (CONSUMERS + 1);  // + one producer warpgroup issuing the copies"
+       if s.warp_specialize else "constexpr int THREADS = 128 * CONSUMERS;"),
+      ("constexpr int LOADERS = 128;                 // the producer warpgroup's threads"
+       if s.warp_specialize else "constexpr int LOADERS = THREADS;              // every thread copies"),
+      "constexpr int ACC = BN / 2;                    // float32 accumulators per thread",
+      "constexpr int ROW_BYTES = BK * 2;              // one tile row: 128 bytes",
+      "constexpr int STAGE_A_BYTES = BM * ROW_BYTES, STAGE_B_BYTES = BN * ROW_BYTES;",
+      "constexpr int COPIES_A = BM * BK / 8 / LOADERS;   // 16-byte copies per loading thread per stage",
+      "constexpr int COPIES_B = BN * BK / 8 / LOADERS;",
+      'static_assert(COPIES_A * LOADERS * 8 == BM * BK && COPIES_B * LOADERS * 8 == BN * BK, '
+      '"tiles split evenly into 16-byte copies");',
+      f'static_assert(STAGE_A_BYTES % {SWIZZLE_BYTES} == 0 && STAGE_B_BYTES % {SWIZZLE_BYTES} == 0, '
+      '"stages start on a swizzle atom");')
+    for line in R.static_asserts(GEMM_RULES, s.env()):
+        w(line)
+    w.blank()
+    beta_arg = ", float beta" if out_op.read_c else ""
+    if s.split_k > 1:
+        w(f"// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; {kernel_name_reduce(op, s)} sums it")
+    if s.warp_specialize:
+        consumer_regs = min(240, (65536 // 128 - PRODUCER_REGS) // (s.bm // 64) // 8 * 8)
+        w(f"constexpr int PRODUCER_REGS = {PRODUCER_REGS}, CONSUMER_REGS = {consumer_regs};  "
+          "// setmaxnreg: registers move from the producer to the consumers")
+    w('extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)')
+    with w.block(f"{name}(const {t}* __restrict__ A, const {t}* __restrict__ B, {out_dt.c_type}* __restrict__ C,\n"
+                 f"    int M, int N, int K, long long lda, long long ldb, long long ldc, float alpha{beta_arg})"):
+        block_to_tile(w)
+        w("// ---- thread -> warpgroup rows; lane -> accumulator rows/columns (wgmma m64nNk16 D layout) ----",
+          "const int tid = threadIdx.x;",
+          "const int wg = tid / 128, warp_in_wg = (tid % 128) / 32, lane = tid % 32;",
+          "const int frag_row = lane / 4, frag_col = lane % 4;")
+        w.blank()
+        w(f"// ---- shared memory: STAGES x (A tile [BM][BK], B tile [BN][BK]), 128-byte swizzled, base aligned "
+          f"to {SWIZZLE_BYTES} bytes ----",
+          "extern __shared__ float4 smem_raw[];",
+          f"const unsigned smem_base = (tdsl_smem_addr(smem_raw) + {SWIZZLE_BYTES - 1}) & ~{SWIZZLE_BYTES - 1}u;",
+          "const unsigned As = smem_base;                          // shared addresses (bytes)",
+          "const unsigned Bs = smem_base + STAGES * STAGE_A_BYTES;")
+        if s.warp_specialize:
+            w("// full[st]: the producer's copies of a tile have landed; empty[st]: the consumers are done with it",
+              "const unsigned full = Bs + STAGES * STAGE_B_BYTES, empty = full + 8 * STAGES;",
+              "if (tid == 0) {",
+              "  for (int st = 0; st < STAGES; ++st) {",
+              "    tdsl_mbar_init(full + 8 * st, LOADERS);          // one cp.async arrival per producer thread",
+              "    tdsl_mbar_init(empty + 8 * st, 128 * CONSUMERS);  // one arrival per consumer thread",
+              "  }",
+              "}",
+              "__syncthreads();")
+        w.blank()
+        if s.split_k > 1:
+            w("// split-K: blockIdx.y owns K range [k_begin, k_end); partial sums go to its workspace slice",
+              "const int k_per_split = (int)((K + SPLIT_K * (long long)BK - 1) / (SPLIT_K * BK) * BK);",
+              "const int k_begin = (int)min((long long)K, (long long)blockIdx.y * k_per_split);",
+              "const int k_end = (int)min((long long)K, (long long)k_begin + k_per_split);",
+              "C += (long long)blockIdx.y * M * ldc;")
+        else:
+            w("const int k_begin = 0, k_end = K;      // one block covers all of K")
+        w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
+        w.blank()
+        w("// global -> shared: one K tile of A and B into stage `st`, 16-byte chunks along the contiguous dim;",
+          "// chunk c of a 128-byte row r goes to chunk c ^ (r % 8) (the 128-byte swizzle); zero-filled outside",
+          "// the matrix (the contiguous extent is a multiple of 8 elements)")
+        with w.block("auto load_stage = [&](int st, int k0)", "};"):
+            for which, rows, limit, ld, base in (("A", "BM", "M", "lda", "block_m"), ("B", "BN", "N", "ldb", "block_n")):
+                w("#pragma unroll 4  // the producer keeps few registers" if s.warp_specialize else "#pragma unroll")
+                with w.block(f"for (int i = 0; i < COPIES_{which}; ++i)"):
+                    w("const int idx = tid + i * LOADERS;")
+                    if _k_major(op, which):
+                        w(f"const int r = idx / 8, c = idx % 8;   // tile row r ({'M' if which == 'A' else 'N'}), "
+                          "K chunk c",
+                          f"const bool in_range = {base} + r < {limit} && k0 + c * 8 < k_end;",
+                          f"const {t}* const src = in_range ? {which} + (long long)({base} + r) * {ld} + k0 + c * 8 "
+                          f": {which};",
+                          "const unsigned dst = r * 128 + ((c ^ (r % 8)) * 16);")
+                    else:
+                        w(f"const int k = idx / ({rows} / 8), mn = (idx % ({rows} / 8)) * 8;  // K row, first "
+                          f"{'M' if which == 'A' else 'N'} element",
+                          f"const bool in_range = k0 + k < k_end && {base} + mn < {limit};",
+                          f"const {t}* const src = in_range ? {which} + (long long)(k0 + k) * {ld} + {base} + mn "
+                          f": {which};",
+                          "const unsigned dst = (mn / 64) * 8192 + k * 128 + ((((mn % 64) / 8) ^ (k % 8)) * 16);")
+                    w(f"tdsl_cp_async16({which}s + st * STAGE_{which}_BYTES + dst, src, in_range);")
+        w.blank()
+        if s.warp_specialize:
+            _warp_specialized_loop(w, lbo_a, sbo_a, step_a, lbo_b, sbo_b, step_b,
+                                   lambda: _epilogue(w, out_op, out_dt, vc, "wg - 1"))
+        else:
+            w("float acc[ACC];                         // this thread's part of the warpgroup's 64 x BN tile",
+              "#pragma unroll",
+              "for (int i = 0; i < ACC; ++i) acc[i] = 0.f;")
+            w.blank()
+            w("// ---- prologue: request K tiles 0 .. STAGES-3 (one commit group per tile, empty past the end) ----",
+              "#pragma unroll",
+              "for (int st = 0; st < STAGES - 2; ++st) {",
+              "  if (st < k_tiles) load_stage(st, k_begin + st * BK);",
+              "  tdsl_cp_async_commit();",
+              "}")
+            w.blank()
+            w("// ---- main loop over K tiles ----")
+            with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
+                w("tdsl_cp_async_wait<STAGES - 3>();   // this thread's copies of tile kt have landed",
+                  "tdsl_fence_proxy_async();            // ... and are visible to wgmma (async proxy)",
+                  "__syncthreads();                     // everyone's; the products of tile kt-2 are complete",
+                  "const int next = kt + STAGES - 2;    // refill the stage tile kt-2 was read from",
+                  "if (next < k_tiles) load_stage(next % STAGES, k_begin + next * BK);",
+                  "tdsl_cp_async_commit();",
+                  "const int cur = kt % STAGES;",
+                  "const unsigned a_tile = As + cur * STAGE_A_BYTES + wg * 8192;  // this warpgroup's 64 rows of A",
+                  "const unsigned b_tile = Bs + cur * STAGE_B_BYTES;",
+                  "tdsl_wgmma_fence();",
+                  "#pragma unroll",
+                  f"for (int kk = 0; kk < BK / 16; ++kk)  // k16 steps: {step_a} bytes into A, {step_b} into B",
+                  f"  tdsl_wgmma(acc, tdsl_wgmma_desc<{lbo_a}, {sbo_a}>(a_tile + kk * {step_a}), "
+                  f"tdsl_wgmma_desc<{lbo_b}, {sbo_b}>(b_tile + kk * {step_b}));",
+                  "tdsl_wgmma_commit();",
+                  "tdsl_wgmma_wait<1>();                // keep one group of products in flight")
+            w("tdsl_wgmma_wait<0>();",
+              "tdsl_cp_async_wait<0>();  // no copy may be left in flight when the block exits")
+            w.blank()
+            _epilogue(w, out_op, out_dt, vc, "wg")
+    return KernelSource(name=name, source=w.text(), block=(s.threads, 1, 1),
+                        dynamic_smem_bytes=wgmma_smem_bytes(s), arch_suffix="a")
+
+
+PRODUCER_REGS = 40
+"""Registers the producer warpgroup keeps after ``setmaxnreg.dec`` (it only computes copy addresses)."""
+
+
+def _warp_specialized_loop(w: Writer, lbo_a, sbo_a, step_a, lbo_b, sbo_b, step_b, epilogue) -> None:
+    """Producer warpgroup 0 copies K tiles into free stages; consumer warpgroups 1.. multiply them and
+    run ``epilogue``."""
+    with w.block("if (wg == 0)"):
+        w("// ---- producer: tile kt goes to stage kt % STAGES once the consumers released that stage ----",
+          'asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\\n" :: "n"(PRODUCER_REGS));')
+        with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
+            w("const int st = kt % STAGES;",
+              "if (kt >= STAGES) tdsl_mbar_wait(empty + 8 * st, (kt / STAGES - 1) & 1);  // tile kt-STAGES done",
+              "load_stage(st, k_begin + kt * BK);",
+              "tdsl_cp_async_arrive(full + 8 * st);  // full[st] completes when these copies land")
+        w("tdsl_cp_async_wait<0>();")
+    with w.block("else"):
+        w("// ---- consumers: wait for tile kt, multiply it, release the stage of tile kt-1 ----",
+          'asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\\n" :: "n"(CONSUMER_REGS));',
+          "float acc[ACC];                       // this thread's part of its warpgroup's 64 x BN tile",
+          "#pragma unroll",
+          "for (int i = 0; i < ACC; ++i) acc[i] = 0.f;")
+        with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
+            w("const int cur = kt % STAGES;",
+              "tdsl_mbar_wait(full + 8 * cur, (kt / STAGES) & 1);",
+              "tdsl_fence_proxy_async();            // the copies are visible to wgmma (async proxy)",
+              "const unsigned a_tile = As + cur * STAGE_A_BYTES + (wg - 1) * 8192;  // this warpgroup's 64 rows",
+              "const unsigned b_tile = Bs + cur * STAGE_B_BYTES;",
+              "tdsl_wgmma_fence();",
+              "#pragma unroll",
+              f"for (int kk = 0; kk < BK / 16; ++kk)  // k16 steps: {step_a} bytes into A, {step_b} into B",
+              f"  tdsl_wgmma(acc, tdsl_wgmma_desc<{lbo_a}, {sbo_a}>(a_tile + kk * {step_a}), "
+              f"tdsl_wgmma_desc<{lbo_b}, {sbo_b}>(b_tile + kk * {step_b}));",
+              "tdsl_wgmma_commit();",
+              "tdsl_wgmma_wait<1>();                // tile kt-1's products are complete ...",
+              "if (kt > 0) tdsl_mbar_arrive(empty + 8 * ((kt - 1) % STAGES));  // ... so its stage is free")
+        w("tdsl_wgmma_wait<0>();")
+        w.blank()
+        epilogue()
+
+
+def _epilogue(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, row_group: str) -> None:
+    t = dt.c_type
+    w("// ---- epilogue: C = alpha * acc" + (" + beta * C" if op.read_c else " (C is never read)")
+      + "; accumulators 4j..4j+3 hold rows frag_row and frag_row+8 of warp rows 16*warp_in_wg, columns "
+      "8j + 2*frag_col + {0, 1} ----")
+    w(f"const int row0 = block_m + ({row_group}) * 64 + warp_in_wg * 16 + frag_row;")
+    w("#pragma unroll")
+    with w.block("for (int h = 0; h < 2; ++h)"):
+        w("const int gm = row0 + h * 8;",
+          "if (gm >= M) continue;",
+          f"{t}* const c_row = C + (long long)gm * ldc;",
+          "#pragma unroll")
+        with w.block("for (int j = 0; j < BN / 8; ++j)"):
+            w("const int gn = block_n + j * 8 + 2 * frag_col;")
+            vals = [f"alpha * acc[4 * j + 2 * h + {e}]" for e in range(2)]
+            if vc == 2:
+                vt = VEC_TYPES[(t, 2)]
+                w("if (gn >= N) continue;   // N is even (C alignment): the pair is wholly in or out",
+                  f"{vt}* const dst = reinterpret_cast<{vt}*>(c_row + gn);")
+                if op.read_c:
+                    w(f"const {vt} old = *dst;")
+                    vals = [v + f" + beta * {dt.to_acc(f'old.{c}')}" for v, c in zip(vals, "xy", strict=True)]
+                w(f"{vt} out;", f"out.x = {dt.from_acc(vals[0])};", f"out.y = {dt.from_acc(vals[1])};", "*dst = out;")
+            else:
+                w("#pragma unroll")
+                with w.block("for (int e = 0; e < 2; ++e)"):
+                    w("if (gn + e >= N) break;")
+                    val = "alpha * acc[4 * j + 2 * h + e]"
+                    if op.read_c:
+                        val += f" + beta * {dt.to_acc('c_row[gn + e]')}"
+                    w(f"c_row[gn + e] = {dt.from_acc(val)};")
