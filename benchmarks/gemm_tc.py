@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -183,6 +184,37 @@ def sweep_wgmma(rng) -> list[dict]:
 SWEEP_8192 = ("wgmma 128x256x64 s4", "wgmma 256x128x64 s4", "wgmma 128x256x64 s4 producer")
 
 
+def triton_rows() -> list[dict]:
+    """Triton's autotuned matmul (benchmarks/triton_matmul.py) beside cuBLAS and tiledsl's default, same run:
+    bfloat16 and float16, NN and NT, 4096³. torch tensors throughout."""
+    import torch
+
+    from triton_matmul import triton_matmul
+
+    rows = []
+    size = 4096
+    flop = 2.0 * size ** 3
+    for dtype in (torch.bfloat16, torch.float16):
+        for layout in ("NN", "NT"):
+            a = torch.empty((size, size), device="cuda", dtype=dtype).uniform_(-1, 1)
+            b = torch.empty((size, size), device="cuda", dtype=dtype).uniform_(-1, 1)
+            b = b.t() if layout == "NT" else b
+            c = torch.empty((size, size), device="cuda", dtype=dtype)
+            ref = a.float() @ b.float()
+            for name, fn in (("tiledsl schedule=None", lambda a=a, b=b, c=c: tiledsl.gemm(a, b, c)),
+                             ("Triton autotuned", lambda a=a, b=b, c=c: triton_matmul(a, b, c)),
+                             ("cuBLAS (torch.matmul)", lambda a=a, b=b, c=c: torch.matmul(a, b, out=c))):
+                c.fill_(float("nan"))
+                fn()
+                err = float((c.float() - ref).norm() / ref.norm())
+                ms = time_gpu(fn).median_ms
+                rows.append(dict(size=size, dtype=str(dtype), layout=layout, impl=name, ms=ms,
+                                 tflops=flop / ms / 1e9, rel_err=err))
+                print(f"{size}³ {str(dtype):15s} {layout} {name:24s} {flop / ms / 1e9:7.1f} TFLOP/s  "
+                      f"rel err {err:.1e}", flush=True)
+    return rows
+
+
 def sweep(rng) -> list[dict]:
     import cupy as cp
     import torch
@@ -229,6 +261,7 @@ def main() -> int:
     p.add_argument("--check", action="store_true")
     p.add_argument("--sweep", action="store_true")
     p.add_argument("--hopper", action="store_true", help="the wgmma (sm_90a) kernels: check and/or sweep")
+    p.add_argument("--triton", action="store_true", help="tiledsl's default vs Triton's autotuned matmul vs cuBLAS")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     if not tiledsl.gpu_available():
@@ -248,6 +281,9 @@ def main() -> int:
         result["check_failures"] = fails
     if args.sweep:
         result["rows"] = sweep_wgmma(rng) if args.hopper else sweep(rng)
+    if args.triton:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        result["triton"] = triton_rows()
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
