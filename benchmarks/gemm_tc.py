@@ -188,7 +188,6 @@ def triton_rows() -> list[dict]:
     """Triton's autotuned matmul (benchmarks/triton_matmul.py) beside cuBLAS and tiledsl's default, same run:
     bfloat16 and float16, NN and NT, 4096³. torch tensors throughout."""
     import torch
-
     from triton_matmul import triton_matmul
 
     rows = []
