@@ -204,3 +204,23 @@ def test_roofline_plot_writes_png(tmp_path):
     out = tiledsl.roofline_plot([r, (r, 3e-3), {"intensity": 0.25, "flops_per_s": 1e12, "label": "sum"}],
                                 tmp_path / "roof.png", device="H200")
     assert out.stat().st_size > 10_000
+
+
+def test_tensor_core_traffic_and_roof():
+    """wgmma 128×256×64 at 4096³ bf16: 512 tiles × 64 K steps.
+    L2: copies 512·64·64·(128+256)·2 = 1 610 612 736 + C 4096²·2 = 33 554 432 → 1 644 167 168.
+    smem: copies + reads 512·64·(128·256·64·2)·(1/256 + 1/64) = 2 684 354 560 → 4 294 967 296."""
+    import tiledsl
+    from tiledsl.costmodel.gemm_tc import traffic_tc
+
+    op = tiledsl.GemmOp(4096, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8)
+    s = tiledsl.GemmSchedule(mma="wgmma", bm=128, bn=256, bk=64, stages=4)
+    tr = traffic_tc(op, s)
+    assert tr["l2"] == 1_644_167_168 and tr["smem"] == 4_294_967_296
+    r = tiledsl.explain(op, s, device="H200")
+    assert r.compute_unit == "dense 16-bit tensor-core rate"
+    assert r.compute_ceiling_flops_per_s == tiledsl.Target.known("H200").peak_tc16_flops
+    assert r.occupancy.blocks_per_sm == 1 and r.predicted_s > r.flops / r.compute_ceiling_flops_per_s
+    assert tiledsl.predict(op, s, "H200") == r.predicted_s
+    fma = tiledsl.explain(tiledsl.GemmOp(4096, 4096, 4096), tiledsl.GemmSchedule(), device="H200")
+    assert fma.compute_unit == "peak FP32 FMA rate"

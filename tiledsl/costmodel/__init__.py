@@ -19,6 +19,7 @@ import functools
 from ..errors import SpecTypeError
 from ..target import Target, resolve
 from .gemm import estimate_registers, explain_gemm, predict_gemm
+from .gemm_tc import explain_gemm_tc, predict_gemm_tc
 from .occupancy import Occupancy, Waves, occupancy, waves
 from .report import LEVELS, Level, Report
 from .stream import (
@@ -111,6 +112,8 @@ def explain(op, schedule=None, device: str | Target | None = None, kernel=None) 
             from ..gemm import default_schedule
 
             schedule = default_schedule(op, t)
+        if schedule.mma != "fma":
+            return explain_gemm_tc(op, schedule, t, kernel)
         return explain_gemm(op, schedule, t, kernel)
     if kind == "stream":
         return explain_stream(op, schedule if isinstance(schedule, StreamSchedule) else StreamSchedule(), t,
@@ -146,6 +149,8 @@ def predict(op, schedule, device: str | Target | None = None, kernel=None) -> fl
     t = target_for(device)
     _check_rules(op, schedule, t)
     if _kind(op) == "gemm":
+        if schedule.mma != "fma":
+            return predict_gemm_tc(op, schedule, t, kernel=kernel)
         return predict_gemm(op, schedule, t, ceilings=_ceilings(t), kernel=kernel)
     return explain(op, schedule, t, kernel).predicted_s
 

@@ -63,6 +63,7 @@ class Report:
         terms: the named times (seconds) the prediction took the largest of, and the correction factors.
         expr: sympy expressions in the op's sizes and the schedule's knobs (``flops`` and one per level).
         notes: lines of explanation printed under the table.
+        compute_unit: what the compute roof is ("peak FP32 FMA rate", "dense 16-bit tensor-core rate").
     """
 
     op_name: str
@@ -81,6 +82,7 @@ class Report:
     terms: dict[str, float] = field(default_factory=dict)
     expr: dict = field(default_factory=dict, repr=False)
     notes: tuple[str, ...] = ()
+    compute_unit: str = "peak FP32 FMA rate"
 
     @property
     def predicted_flops_per_s(self) -> float:
@@ -114,7 +116,7 @@ class Report:
             rows.append((lv.name, _bytes(lv.bytes), _num(lv.intensity), _rate(lv.ceiling_bytes_per_s, "B/s"),
                          _time(lv.time_s), lv.note))
         rows.append(("compute", f"{_num(self.flops)} FLOP", "", _rate(self.compute_ceiling_flops_per_s, "FLOP/s"),
-                     _time(self.compute_time_s), "peak FP32 FMA rate"))
+                     _time(self.compute_time_s), self.compute_unit))
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         table = ["  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r[:5], widths, strict=True)))
                  + ("  " + r[5] if r[5] else "") for r in rows]

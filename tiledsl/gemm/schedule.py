@@ -248,6 +248,8 @@ class GemmSchedule(ScheduleRecord):
         global tile (bm·bk + bk·bn)/threads + 2 per global load instruction (64-bit addresses) + 36 for
         indices (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%)."""
         threads = max(self.threads, 1)
+        if self.mma == "wgmma":  # 64×bn accumulators over a warpgroup's 128 threads + descriptors, addresses
+            return self.bn // 2 + 40
         if self.mma != "fma":  # wm·wn/32 accumulators + A/B fragments of one k16 step + addresses
             return self.wm * self.wn // 32 + self.wm // 4 + self.wn // 4 + 40
         staged = (self.bm * self.bk + self.bk * self.bn) // threads
