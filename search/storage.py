@@ -213,9 +213,14 @@ def storage_problem(url: str) -> str | None:
     return None
 
 
-def expire_stale(study) -> list[int]:
-    """Fail every RUNNING trial of ``study`` whose worker stopped sending heartbeats (Optuna's grace period)
-    or that started more than :data:`CLAIM_TIMEOUT_S` ago; returns the numbers of the latter."""
+def expire_stale(study, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> list[int]:
+    """Fail the RUNNING trials of ``study`` whose worker is gone; returns the numbers failed here.
+
+    * a heartbeat older than the storage's grace period: ``optuna.storages.fail_stale_trials``;
+    * no ``claim`` yet and started more than ``stale_after_s`` ago: the worker died between ``ask`` and its
+      first steps (a live worker claims its trial, after its first heartbeat, within milliseconds);
+    * started more than :data:`CLAIM_TIMEOUT_S` ago, whatever else (trials of workers without heartbeats).
+    """
     import datetime as dt
     import warnings
 
@@ -228,7 +233,8 @@ def expire_stale(study) -> list[int]:
     old = []
     now = dt.datetime.now()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if t.datetime_start is not None and (now - t.datetime_start).total_seconds() > CLAIM_TIMEOUT_S:
+        age = (now - t.datetime_start).total_seconds() if t.datetime_start is not None else 0.0
+        if age > CLAIM_TIMEOUT_S or ("claim" not in t.user_attrs and age > stale_after_s):
             try:
                 study.tell(t.number, state=TrialState.FAIL)
                 old.append(t.number)

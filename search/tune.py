@@ -272,7 +272,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     storage = make_storage(cfg.storage, cfg.stale_after_s)
     study = optuna.create_study(storage=storage, study_name=name, direction="minimize",
                                 sampler=make_sampler(cfg.sampler, cfg.seed, space), load_if_exists=True)
-    expire_stale(study)  # trials of workers that died (no heartbeat for cfg.stale_after_s) become FAIL
+    expire_stale(study, cfg.stale_after_s)  # trials of workers that died (no heartbeat for cfg.stale_after_s) become FAIL
     meta = {"family": cfg.family, "op": op.to_dict(), "device": target.name, "arch": target.arch, "mode": mode}
     old = study.user_attrs.get("meta")
     if old is None:
@@ -408,7 +408,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
                    and stats["complete"] + stats["fail"] + stats["dup"] + len(pending) < cfg.trials
                    and asked < 20 * cfg.trials and (deadline is None or time.monotonic() < deadline)):
                 if time.monotonic() - last_expiry > heartbeat_interval(cfg.stale_after_s):
-                    expire_stale(study)
+                    expire_stale(study, cfg.stale_after_s)
                     last_expiry = time.monotonic()
                 trial = study.ask()
                 beat.hold(trial)
