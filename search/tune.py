@@ -445,7 +445,6 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     except KeyboardInterrupt:  # a second Ctrl-C: stop at once
         intr.requested = True
     finally:
-        bar.close()
         for _, _, fut in pending:
             fut.cancel()
         if pool is not None:
@@ -456,6 +455,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
             except Exception:  # the storage refused (e.g. cut mid-commit): the heartbeat expiry will fail it
                 pass
         beat.stop()
+        bar.close()  # after the clean-up: its seconds stay on the search's bar
     if intr.requested:
         out("interrupted: the trials evaluated so far are in the study; re-run the same command to resume")
     search_s = time.perf_counter() - t_run
@@ -487,6 +487,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     info["calibration"] = calibration
     results = cfg.export or (os.path.join(DEFAULT_OUT, name) if cfg.export_default else None)
     exported, export_lines = [], []
+    steps = _Progress(3, cfg.progress, "export, roofline, report", "step")
     if winner is not None and results and intr.requested:
         export_lines.append(f"kernel not exported to {results}: the run was interrupted (re-run the same command "
                             "to finish it)")
@@ -495,12 +496,16 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
         exported = _export(cfg, results, op, target, winner, vendor_s, mode, name, model, export_lines.append)
         time_split["compile_s"] += time.perf_counter() - t0  # the winner again (a cache hit when compiled above)
         time_split["compiles"] += 1
+    steps.update(1)
     info["roofline"] = ("roofline.png: not written (no results folder; pass --export DIR)" if not results else
                         outputs.write_roofline(os.path.join(results, "roofline.png"), op, target, finals, winner,
                                                mode, _op_text(op)))
+    steps.update(1)
     info["interrupted"] = intr.requested
     text = _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s, time_split,
                    search_s, n_before, stats, mode, work, disp_unit, disp_scale, info)
+    steps.update(1)
+    steps.close()
     out(text)
     for line in export_lines:
         out(line)
