@@ -1,4 +1,4 @@
-"""Faults and bad files (issue 12): caches, stores and studies that never lie and never wedge (CPU only).
+"""Faults and bad files: caches, stores and studies that never lie and never wedge (CPU only).
 
 One section per class of fault: 1. every file tiledsl reads may be bad (kernel disk cache, tuned-schedule
 store, calibration, shipped presets) and concurrent writers must not lose records (16 real processes);
