@@ -15,6 +15,8 @@ import json
 import re
 from pathlib import Path
 
+from .families import get
+
 
 def kernel_params(source: str, name: str) -> list[tuple[str, str]]:
     """(declaration, name) of each parameter of kernel ``name`` in ``source``.
@@ -48,8 +50,6 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
     if family == "gemm":
         grid = "dim3 grid((unsigned)(((M + BM - 1) / BM) * ((N + BN - 1) / BN)), 1, 1);  // one block per BMxBN tile"
     else:
-        from .families import get
-
         fam = get(family)
         if target is None:
             import tiledsl

@@ -1,6 +1,7 @@
-"""The op families ``python -m search.tune`` tunes: one table row per family.
+"""The op families ``python -m search.tune`` tunes: the search's part of each tiledsl family record.
 
-Each :class:`SearchFamily` ties together what the tuner needs for one family of ``tiledsl.api.FAMILIES``:
+Each :class:`SearchFamily` is attached to its :class:`tiledsl.family.Family` record (``extensions["search"]``)
+and ties together what the tuner needs for that family:
 its search space (``search.space``), the bench its GPU worker verifies and times with
 (``search.measure``), its sub-command's arguments and the op they build, how the op is named in study
 names and reports, and the launch configuration the exported host launcher uses. The tuner itself
@@ -12,6 +13,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import tiledsl
+from tiledsl import GemmOp
+from tiledsl.gemm.op import max_align
+from tiledsl import family as tiledsl_family
+from tiledsl.reduce import OPS, ReduceOp
+from tiledsl.reduce.kernel_plan import acc_numpy_dtype, identity_value
+from tiledsl.transpose import TransposeOp
 
 from . import measure
 from .space import GEMM_SPACE, REDUCE_SPACE, TRANSPOSE_SPACE, Space
@@ -117,9 +126,6 @@ def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN"):
     Alignment follows ``tiledsl.gemm``: the widest vector dividing the operand's leading dimension
     and contiguous extent (row-major A: K; column-major A: M; row-major B: N; column-major B: K; C: N).
     """
-    from tiledsl import GemmOp
-    from tiledsl.gemm.op import max_align
-
     la, lb = LAYOUTS[layout]
     w = max_align(dtype)
     return GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b=lb,
@@ -149,14 +155,10 @@ def _gemm_op(args: argparse.Namespace):
 
 def reduce_op(shape: tuple[int, ...], op: str = "sum", axis: int | None = None, dtype: str = "float32"):
     """The ReduceOp ``tiledsl.reduce(x, op, axis)`` builds for a fresh contiguous ``x`` (align 8)."""
-    from tiledsl.reduce import ReduceOp
-
     return ReduceOp(shape=tuple(shape), op=op, axis=axis, dtype=dtype)
 
 
 def _reduce_arguments(g: argparse.ArgumentParser) -> None:
-    from tiledsl.reduce import OPS
-
     g.add_argument("--shape", type=parse_shape, required=True, metavar="D0xD1x...",
                    help="shape of the C-contiguous input, e.g. 16384x16384")
     g.add_argument("--axis", type=parse_axis, default=None, metavar="AXIS",
@@ -179,20 +181,13 @@ def _reduce_text(op) -> str:
     return f"{op.op} over {where} of {_dims(op.shape)} {op.dtype} -> {op.out_dtype} ({op.kind})"
 
 
-def _reduce_plan(op, s, target):
-    from tiledsl.reduce import plan
-
-    return plan(op, s, target.sm_count, target.max_threads_per_sm)
-
-
-def _reduce_grid(op, s, target) -> tuple[int, int, int]:
-    return (_reduce_plan(op, s, target).grid, 1, 1)
+def _grid(op, s, target) -> tuple[int, int, int]:
+    """The grid of the kernel's plan on ``target``."""
+    return tiledsl.plan(op, s, device=target).grid
 
 
 def _reduce_notes(op, s, target) -> list[str]:
-    from tiledsl.reduce.emit import acc_numpy_dtype, identity_value
-
-    p = _reduce_plan(op, s, target)
+    p = tiledsl.plan(op, s, device=target).detail  # the reduction's launch plan
     segments = op.outer if op.kind == "contiguous" else op.outer * p.col_tiles
     notes = [f"arguments for the tuned op ({op.op}, shape {_dims(op.shape)}, axis {op.axis}) on {target.name}: "
              f"segments={segments}, length={op.length}, inner={op.inner}, col_tiles={p.col_tiles}, split={p.split}"]
@@ -211,8 +206,6 @@ def _reduce_notes(op, s, target) -> list[str]:
 
 def transpose_op(shape: tuple[int, ...], dtype: str = "float32"):
     """The TransposeOp ``tiledsl.transpose(x)`` builds for a fresh contiguous ``x`` and output."""
-    from tiledsl.transpose import TransposeOp
-
     return TransposeOp(shape=tuple(shape), dtype=dtype)
 
 
@@ -232,12 +225,6 @@ def _transpose_study(op) -> str:
 
 def _transpose_text(op) -> str:
     return f"{_dims(op.shape)} {op.dtype} -> {_dims(op.out_shape)}"
-
-
-def _transpose_grid(op, s, target) -> tuple[int, int, int]:
-    from tiledsl.transpose import grid
-
-    return tuple(grid(op, s))
 
 
 def _transpose_notes(op, s, target) -> list[str]:
@@ -268,31 +255,34 @@ SEARCH_FAMILIES: dict[str, SearchFamily] = {
         "Tune a reduction of one axis (or all) of a C-contiguous array, against cupy.<op> (CUB) in the same run.",
         "python -m search.tune reduce --shape 16384x16384 --axis 1 --op sum --trials 100",
         REDUCE_SPACE, measure.ReduceBench, _reduce_arguments, _reduce_op, _reduce_study, _reduce_text,
-        _reduce_grid, _reduce_notes),
+        _grid, _reduce_notes),
     "transpose": SearchFamily(
         "transpose", "Y = X.T of a 2-D (or the last two axes of a 3-D) array",
         "Tune a transpose of a C-contiguous array into a C-contiguous output, against "
         "cupy.ascontiguousarray(x.T) in the same run.",
         "python -m search.tune transpose --shape 16384x16384 --dtype float32 --trials 100",
         TRANSPOSE_SPACE, measure.TransposeBench, _transpose_arguments, _transpose_op, _transpose_study,
-        _transpose_text, _transpose_grid, _transpose_notes),
+        _transpose_text, _grid, _transpose_notes),
 }
 
 
+for _sf in SEARCH_FAMILIES.values():  # the search's part of each family record
+    tiledsl_family.get(_sf.name).attach("search", _sf)
+
+
 def get(name: str) -> SearchFamily:
-    """The table row of family ``name``.
+    """The search's part of the family record ``name`` (attached as ``extensions["search"]``).
 
     Raises:
         KeyError: the tuner has no such family (the message lists those it has).
     """
-    if name not in SEARCH_FAMILIES:
-        raise KeyError(f"search.tune has no op family {name!r}; families: {sorted(SEARCH_FAMILIES)}")
-    return SEARCH_FAMILIES[name]
+    try:
+        return tiledsl_family.get(name).extensions["search"]
+    except (tiledsl.SpecTypeError, KeyError):
+        raise KeyError(f"search.tune has no op family {name!r}; families: {sorted(SEARCH_FAMILIES)}") from None
 
 
 def family_of_op(op) -> SearchFamily:
-    """The table row of ``op``'s family (via ``tiledsl.api.family_of``)."""
-    from tiledsl.api import family_of
-
-    return get(family_of(op).name)
+    """The search's part of ``op``'s family record."""
+    return get(tiledsl_family.of(op).name)
 

@@ -66,6 +66,8 @@ class Bench:
     ``vendor_name`` is what the report prints.
     """
 
+    family: str = ""  # the op family this bench measures (make_bench looks it up)
+
     vendor_name = "the vendor library"
 
     def __init__(self, op) -> None:
@@ -118,6 +120,7 @@ def _gemm_matrix(rows: int, cols: int, layout: str, align: int, dtype, fill=None
 
 
 class GemmBench(Bench):
+    family = "gemm"
     """GEMM inputs, public call, reference and vendor call for one :class:`tiledsl.GemmOp`.
 
     The inputs are built from the op, so the public call builds this very op: A and B in the op's
@@ -184,6 +187,7 @@ class GemmBench(Bench):
 
 
 class ReduceBench(Bench):
+    family = "reduce"
     """``tiledsl.reduce`` of one :class:`tiledsl.ReduceOp` against numpy's semantics.
 
     Inputs are uniform in [-1, 1) (prod: in 1 ± min(1/2, 1/length), so the products neither vanish nor
@@ -278,6 +282,7 @@ class ReduceBench(Bench):
 
 
 class TransposeBench(Bench):
+    family = "transpose"
     """``tiledsl.transpose(x, out=y)`` of one :class:`tiledsl.TransposeOp` (contiguous x and y).
 
     The reference and the vendor call are ``cupy.ascontiguousarray(x.swapaxes(-1, -2))`` (for 2-D x:
@@ -326,10 +331,15 @@ class TransposeBench(Bench):
 
 
 def make_bench(family: str, op) -> Bench:
-    """The bench of an op family (``search.families.SEARCH_FAMILIES[family].bench``)."""
-    from .families import get
+    """The bench of an op family: the :class:`Bench` subclass whose ``family`` is ``family``.
 
-    return get(family).bench(op)
+    Raises:
+        KeyError: no bench for that family.
+    """
+    for cls in Bench.__subclasses__():
+        if cls.family == family:
+            return cls(op)
+    raise KeyError(f"no bench for op family {family!r}; benches: {[c.family for c in Bench.__subclasses__()]}")
 
 
 # ---------------------------------------------------------------- worker process

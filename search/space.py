@@ -283,23 +283,13 @@ def _gemm_seeds(op, target) -> list:
     return out
 
 
-def _gemm_canonical(s, op):
-    """The schedule emitting the same GEMM kernel for ``op`` with ``vec`` no wider than the op allows.
+def _plan_canonical(s, op):
+    """The schedule emitting the same kernel for ``op``: the plan's ``canonical`` (GEMM: ``vec`` clamped
+    to what the operands allow, ``min_blocks`` 1 where the emitter ignores it; see
+    ``tiledsl.gemm.kernel_plan.canonical``). Schedules with the same plan key are duplicates."""
+    from tiledsl import family
 
-    ``tiledsl.gemm.emit`` loads A and B ``min(vec, align_a)`` / ``min(vec, align_b)`` elements wide
-    and keeps ``min_blocks`` only when both equal ``vec`` (else ``__launch_bounds__(THREADS, 1)``).
-    So every ``vec`` ≥ max(align_a, align_b) gives the same loads: clamp it there, and set
-    ``min_blocks`` to 1 where the emitter ignores it (``tests/test_search_space.py`` checks that the
-    emitted kernels are the same).
-    """
-    from dataclasses import replace
-
-    va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
-    vec = min(s.vec, max(op.align_a, op.align_b))
-    min_blocks = s.min_blocks if (va, vb) == (s.vec, s.vec) else 1
-    if (vec, min_blocks) == (s.vec, s.min_blocks):
-        return s
-    return replace(s, vec=vec, min_blocks=min_blocks)
+    return family.of(op).plan(op, s, None).canonical
 
 
 def _gemm_work(op) -> tuple[float, str, str, float]:
@@ -307,7 +297,7 @@ def _gemm_work(op) -> tuple[float, str, str, float]:
 
 
 GEMM_SPACE = Space("gemm", _GEMM_KNOBS, _gemm_fields, _gemm_params, _gemm_seeds, _gemm_work,
-                   structure_ignore=("wm", "wn", "swizzle", "smem_pad", "unroll"), canonical=_gemm_canonical)
+                   structure_ignore=("wm", "wn", "swizzle", "smem_pad", "unroll"), canonical=_plan_canonical)
 
 
 def _bytes_work(op) -> tuple[float, str, str, float]:

@@ -37,12 +37,21 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+<<<<<<< HEAD
 from . import outputs
+=======
+from . import export
+>>>>>>> 72dee4a (Kernel plans and a fast launch path (issue 9, CPU side): one frozen Plan per (op, schedule, target) (vector widths, block, grid, smem, register cap and launch bounds, typed parameter list) behind tiledsl.plan(); emitters render signatures from it (golden sources unchanged), launchers pack arguments from it, the cost model and the search read it; one family record per op family registered once (tiledsl.family / tiledsl.families), the search attaches its part to it; no import cycles and no function-level imports within a package (tests/test_imports.py); one cache module (tiledsl.cache) invalidated by registry.store; launch-plan cache keyed by the call signature (CuPy arrays and torch CUDA tensors); scratch buffers per (device, stream); golden sources under tests/golden; CPU tests of packing, caching and invalidation on a fake device)
 from . import report as R
-from .families import LAYOUTS, SEARCH_FAMILIES, gemm_op, positive_int
+from .families import LAYOUTS, SEARCH_FAMILIES, family_of_op, gemm_op, positive_int
 from .families import get as get_family
+<<<<<<< HEAD
 from .interrupt import EXIT_INTERRUPTED, DeferredInterrupt, ignore_in_child
 from .objective import Model, claim, find_duplicate, load_model, roofline_bound_s, trial_problem, warn_trial
+=======
+from .measure import GpuWorker, compile_job
+from .objective import Model, claim, find_duplicate, load_model, roofline_bound_s
+>>>>>>> 72dee4a (Kernel plans and a fast launch path (issue 9, CPU side): one frozen Plan per (op, schedule, target) (vector widths, block, grid, smem, register cap and launch bounds, typed parameter list) behind tiledsl.plan(); emitters render signatures from it (golden sources unchanged), launchers pack arguments from it, the cost model and the search read it; one family record per op family registered once (tiledsl.family / tiledsl.families), the search attaches its part to it; no import cycles and no function-level imports within a package (tests/test_imports.py); one cache module (tiledsl.cache) invalidated by registry.store; launch-plan cache keyed by the call signature (CuPy arrays and torch CUDA tensors); scratch buffers per (device, stream); golden sources under tests/golden; CPU tests of packing, caching and invalidation on a fake device)
 from .space import Rejection, Space, describe, schedule_key, space_for, tie_key
 from .storage import (
     DEFAULT_STALE_AFTER_S,
@@ -306,8 +315,6 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
         from concurrent.futures import ProcessPoolExecutor
         from multiprocessing import get_context
 
-        from .measure import GpuWorker
-
         jobs = cfg.jobs or max(1, min(8, (os.cpu_count() or 2) - 1))
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=ignore_in_child)
         worker = GpuWorker(cfg.family, op.to_dict())
@@ -431,8 +438,6 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
                 sched, pred = got
                 if cfg.model_only:
                     continue
-                from .measure import compile_job
-
                 fut = pool.submit(compile_job, cfg.family, op.to_dict(), sched.to_dict(), target.arch)
                 pending.append((trial, sched, fut))
             if not pending or intr.requested:
@@ -574,11 +579,12 @@ SPILL_SEARCH_COMPILES = 12
 SPILL_SEARCH_S = 90.0
 
 
-def _register_cap(op, s) -> int:
-    """Registers per thread the GEMM emitter's ``__launch_bounds__`` allows (``tiledsl.gemm.emit``:
-    min_blocks is kept only when neither operand forces narrower loads)."""
-    mb = s.min_blocks if (min(s.vec, op.align_a), min(s.vec, op.align_b)) == (s.vec, s.vec) else 1
-    return min(255, 65536 // (s.threads * max(mb, 1))) // 8 * 8
+def _registers(op, s) -> tuple[int, int]:
+    """(estimated registers per thread, the cap ``__launch_bounds__`` sets) from the kernel's plan."""
+    from tiledsl import family
+
+    p = family.of(op).plan(op, s, None)
+    return p.est_registers, p.max_registers
 
 
 def _model_only_finalists(study, space, target, cfg, model, op, out, bar,
@@ -654,9 +660,9 @@ def _model_only_finalists(study, space, target, cfg, model, op, out, bar,
                 continue
             s = st.from_dict(t.user_attrs["schedule"])
             if hasattr(s, "est_registers"):
-                spilled = [(f.schedule.est_registers, _register_cap(op, f.schedule)) for f in compiled.values()
-                           if f.resources.get("spill_bytes")]
-                if any(s.est_registers >= e and _register_cap(op, s) <= c for e, c in spilled):
+                spilled = [_registers(op, f.schedule) for f in compiled.values() if f.resources.get("spill_bytes")]
+                want, cap = _registers(op, s)
+                if any(want >= e and cap <= c for e, c in spilled):
                     info["skipped"] += 1
                     continue
             info["extra"] += 1
@@ -841,8 +847,6 @@ def _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s
 
 
 def _op_text(op) -> str:
-    from .families import family_of_op
-
     try:
         return family_of_op(op).op_text(op)
     except (KeyError, TypeError, ValueError):
@@ -861,7 +865,6 @@ def _export(cfg, folder: str, op, target, winner: Finalist, vendor_s, mode, stud
     from tiledsl.compile import nvrtc_version
     from tiledsl.registry import make_record, shipped_path, store
 
-    from . import export
 
     k = tiledsl.compile(op, winner.schedule, arch=target.arch)
     measured = None

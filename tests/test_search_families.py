@@ -279,14 +279,13 @@ def test_transpose_default_schedule_uses_a_stored_schedule(cache):
     from tiledsl.transpose import default_schedule
 
     op = TransposeOp(shape=(4096, 4097))
-    default_schedule.cache_clear()
     base = default_schedule(op, H200)
+    assert tiledsl.plan(op, device=H200).schedule == base  # memoized per (op, device) in a process
     tuned = TransposeSchedule(tile=32, rows_per_thread=8, vec=1, smem_pad=1, swizzle=4)
     assert base != tuned
     registry.store("transpose", op, H200, tuned)
-    default_schedule.cache_clear()  # memoized per (op, device) in a process
     assert default_schedule(op, H200) == tuned
-    default_schedule.cache_clear()
+    assert tiledsl.plan(op, device=H200).schedule == tuned  # the store forgot the memoized choice
 
 
 # ---------------------------------------------------------------- benches and launcher notes

@@ -4,10 +4,11 @@ Public API::
 
     tiledsl.GemmOp, tiledsl.GemmSchedule, tiledsl.gemm(a, b, c=None, alpha=1.0, beta=0.0, schedule=None)
     tiledsl.compile(op, schedule=None, arch=None)      # arch="sm_90" compiles with no GPU present
+    tiledsl.plan(op, schedule=None, arch=None)         # every derived fact of the kernel; print() it
     tiledsl.Target, tiledsl.presets(family), tiledsl.preset(family, name)
 """
 
-from .api import compile, source  # noqa: A004
+from .api import compile, plan, source  # noqa: A004
 from .calibrate import calibrate
 from .compile import Kernel, KernelSource
 from .costmodel import Report, explain, predict
@@ -22,6 +23,7 @@ from .errors import (
     ToolchainError,
 )
 from .gemm import GEMM_RULES, GemmOp, GemmSchedule, gemm
+from .planning import Param, Plan
 from .reduce import REDUCE_RULES, ReduceOp, ReduceSchedule, reduce  # noqa: A004
 from .registry import preset, presets
 from .roofline import roofline_plot
@@ -32,9 +34,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GEMM_RULES", "CompileError", "GemmOp", "GemmSchedule", "Kernel", "KernelSource", "LaunchError",
+<<<<<<< HEAD
     "Report", "ResourceError", "ScheduleError", "SpecError", "SpecTypeError", "Target", "TiledslError",
     "ToolchainError", "require_gpu",
     "calibrate", "compile", "explain", "predict", "roofline_plot",
+=======
+    "Param", "Plan", "Report", "ResourceError", "ScheduleError", "SpecError", "SpecTypeError", "Target", "TiledslError",
+    "calibrate", "compile", "explain", "plan", "predict", "roofline_plot",
+>>>>>>> 72dee4a (Kernel plans and a fast launch path (issue 9, CPU side): one frozen Plan per (op, schedule, target) (vector widths, block, grid, smem, register cap and launch bounds, typed parameter list) behind tiledsl.plan(); emitters render signatures from it (golden sources unchanged), launchers pack arguments from it, the cost model and the search read it; one family record per op family registered once (tiledsl.family / tiledsl.families), the search attaches its part to it; no import cycles and no function-level imports within a package (tests/test_imports.py); one cache module (tiledsl.cache) invalidated by registry.store; launch-plan cache keyed by the call signature (CuPy arrays and torch CUDA tensors); scratch buffers per (device, stream); golden sources under tests/golden; CPU tests of packing, caching and invalidation on a fake device)
     "gemm", "gpu_available", "preset", "presets", "source",
     "REDUCE_RULES", "ReduceOp", "ReduceSchedule", "reduce",
     "TRANSPOSE_RULES", "TransposeOp", "TransposeSchedule", "transpose",

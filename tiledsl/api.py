@@ -1,62 +1,51 @@
-"""``tiledsl.compile``: one entry point for every op family, dispatching on the op's type."""
+"""``tiledsl.compile``, ``tiledsl.plan`` and ``tiledsl.source``: one entry point for every op family,
+dispatching on the op's type through the family records (``tiledsl.families``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from .compile import Kernel, KernelSource, compile_source
+from . import cache
+from . import family as _family
+from .compile import Kernel
 from .errors import SpecError, SpecTypeError
-from .gemm import GemmOp, GemmSchedule, emit_gemm
-from .gemm import default_schedule as gemm_default
-from .lru import LRU
-from .reduce import ReduceOp, ReduceSchedule, emit_reduce
-from .reduce import default_schedule as reduce_default
+from .families import FAMILIES
+from .family import Family
+from .launch import build, plan_for, resolve_schedule
+from .planning import Plan
 from .spec import refuse_empty
 from .target import Target, resolve
-from .transpose import TransposeOp, TransposeSchedule, emit_transpose
-from .transpose import default_schedule as transpose_default
+
+OpFamily = Family  # the former name of the record
+__all__ = ["FAMILIES", "OpFamily", "clear_kernel_cache", "compile", "family", "family_of", "plan", "source"]
 
 
-@dataclass(frozen=True)
-class OpFamily:
-    """How one kind of op is scheduled and emitted.
-
-    Attributes:
-        name: "gemm", "reduce", "transpose" (also the folder under ``schedules/``).
-        op_type, schedule_type: the frozen dataclasses.
-        emit: pure function (op, schedule) -> KernelSource.
-        default_schedule: (op, target) -> schedule for ``schedule=None``.
-    """
-
-    name: str
-    op_type: type
-    schedule_type: type
-    emit: Callable[[object, object], KernelSource]
-    default_schedule: Callable[[object, Target], object]
+def family_of(op) -> Family:
+    """The :class:`~tiledsl.family.Family` of an op instance, or SpecTypeError."""
+    return _family.of(op)
 
 
-FAMILIES: tuple[OpFamily, ...] = (
-    OpFamily("gemm", GemmOp, GemmSchedule, emit_gemm, gemm_default),
-    OpFamily("reduce", ReduceOp, ReduceSchedule, emit_reduce, reduce_default),
-    OpFamily("transpose", TransposeOp, TransposeSchedule, emit_transpose, transpose_default),
-)
+def family(name: str) -> Family:
+    """The :class:`~tiledsl.family.Family` called ``name`` ("gemm", "reduce", "transpose"), or SpecTypeError."""
+    return _family.get(name)
 
 
-def family_of(op) -> OpFamily:
-    """The :class:`OpFamily` of an op instance, or SpecTypeError."""
-    for fam in FAMILIES:
-        if isinstance(op, fam.op_type):
-            return fam
-    raise SpecTypeError(f"op must be one of {[f.op_type.__name__ for f in FAMILIES]}, got {type(op).__name__}")
+def _check(op, schedule, arch, device) -> Family:
+    fam = _family.of(op)
+    if schedule is not None and not isinstance(schedule, fam.schedule_type):
+        raise SpecTypeError(f"schedule for {type(op).__name__} must be a {fam.schedule_type.__name__}, "
+                            f"got {type(schedule).__name__}")
+    if arch is not None and not isinstance(arch, str):
+        raise SpecTypeError(f"arch must be a string such as 'sm_90', got {arch!r}")
+    if device is not None and not isinstance(device, (str, Target)):
+        raise SpecTypeError(f"device must be a GPU name such as 'H200' or a tiledsl.Target, got {device!r}")
+    return fam
 
 
-def family(name: str) -> OpFamily:
-    """The :class:`OpFamily` called ``name`` ("gemm", "reduce", "transpose"), or SpecTypeError."""
-    for fam in FAMILIES:
-        if fam.name == name:
-            return fam
-    raise SpecTypeError(f"unknown op family {name!r}; known: {[f.name for f in FAMILIES]}")
+def _target(arch, device) -> Target:
+    target = resolve(device, arch)
+    if arch is not None and device is not None and target.arch != arch.lower():
+        raise SpecError(f"device={target.name!r} is {target.arch}, but arch={arch!r} was asked for; "
+                        f"give one of them, or a matching pair")
+    return target
 
 
 def compile(op, schedule=None, *, arch: str | None = None, device: str | Target | None = None) -> Kernel:  # noqa: A001
@@ -77,42 +66,41 @@ def compile(op, schedule=None, *, arch: str | None = None, device: str | Target 
         CompileError: NVRTC rejected the source (holds source, options and log).
         LaunchError: ``arch`` and ``device`` are None and no GPU is present.
     """
-    fam = family_of(op)
-    if schedule is not None and not isinstance(schedule, fam.schedule_type):
-        raise SpecTypeError(f"schedule for {type(op).__name__} must be a {fam.schedule_type.__name__}, "
-                            f"got {type(schedule).__name__}")
-    if arch is not None and not isinstance(arch, str):
-        raise SpecTypeError(f"arch must be a string such as 'sm_90', got {arch!r}")
-    if device is not None and not isinstance(device, (str, Target)):
-        raise SpecTypeError(f"device must be a GPU name such as 'H200' or a tiledsl.Target, got {device!r}")
-    key = (op, schedule, arch, device)  # schedule=None: the default chosen the first time
-    hit = _KERNELS.get(key)
-    if hit is not None:
-        return hit
+    fam = _check(op, schedule, arch, device)
     refuse_empty(op, "compile")
-    target = resolve(device, arch)
-    if arch is not None and device is not None and target.arch != arch.lower():
-        raise SpecError(f"device={target.name!r} is {target.arch}, but arch={arch!r} was asked for; "
-                        f"give one of them, or a matching pair")
-    requested = schedule
-    if schedule is None:
-        schedule = fam.default_schedule(op, target)
-    schedule.validate(target)
-    kernel = compile_source(fam.emit(op, schedule), target.arch, op=op, schedule=schedule)
-    if arch is not None or device is not None:  # only keys that pin the binary (None follows the GPU)
-        _KERNELS.put((op, requested, arch, device), kernel)
-    return kernel
+    target = _target(arch, device)
+    return build(fam, op, resolve_schedule(fam, op, schedule, target), target).kernel
+
+
+def plan(op, schedule=None, arch: str | None = None, *, device: str | Target | None = None) -> Plan:
+    """The :class:`~tiledsl.planning.Plan` of ``op`` under ``schedule``: every derived fact of its kernel
+    (vector widths, block, grid, shared memory, register cap, parameter list); ``print()`` it.
+
+    Args:
+        op: a GemmOp, ReduceOp or TransposeOp.
+        schedule: its schedule; None picks the default for the shape and device.
+        arch: "sm_90", ...: plan for the known GPU of that arch (no GPU needed). None: the current GPU.
+        device: a known GPU name ("H200") or Target.
+
+    Raises:
+        SpecTypeError: ``op`` or ``schedule`` is of the wrong type.
+        ScheduleError / ResourceError: the schedule breaks a rule or exceeds the device.
+        LaunchError: ``arch`` and ``device`` are None and no GPU is present.
+
+    Example:
+        >>> print(tiledsl.plan(tiledsl.GemmOp(4096, 4096, 4096), arch="sm_90"))  # doctest: +SKIP
+    """
+    fam = _check(op, schedule, arch, device)
+    refuse_empty(op, "plan")
+    target = _target(arch, device)
+    s = resolve_schedule(fam, op, schedule, target)
+    s.validate(target)
+    return plan_for(fam, op, s, target)
 
 
 def clear_kernel_cache() -> None:
-    """Forget memoized (op, schedule) -> Kernel choices (called when a tuned schedule is stored)."""
-    _KERNELS.clear()
-
-
-# Explicit LRU cache: (op, schedule, arch, device) -> Kernel, so a repeated call costs a dict lookup
-# instead of emitting and hashing the source again (host overhead matters for small GEMMs).
-# Thread-safe: tiledsl.lru.LRU holds a lock around every operation.
-_KERNELS: LRU = LRU(maxsize=4096)
+    """Forget memoized schedules, kernels and launches (``tiledsl.cache``)."""
+    cache.clear_all()
 
 
 def source(op, schedule) -> str:
@@ -121,7 +109,7 @@ def source(op, schedule) -> str:
     Raises:
         SpecTypeError: ``op`` is not an op, or ``schedule`` is not that op's schedule type.
     """
-    fam = family_of(op)
+    fam = _family.of(op)
     if not isinstance(schedule, fam.schedule_type):
         raise SpecTypeError(f"schedule for {type(op).__name__} must be a {fam.schedule_type.__name__}, "
                             f"got {type(schedule).__name__} (tiledsl.compile(op).source uses the default)")

@@ -28,7 +28,9 @@ from pathlib import Path
 
 from .compile import KernelSource, compile_source
 from .filestore import atomic_write, locked, read_json, warn_bad
+from .runtime import launch
 from .target import Target
+from .timing import time_gpu
 
 # The figures a calibration file may hold (the keys of Target.ceilings()).
 FIGURES = ("fp32_flops_per_s", "hbm_bytes_per_s", "l2_bytes_per_s", "smem_bytes_per_s")
@@ -153,9 +155,6 @@ def _notes(data: dict) -> dict[str, tuple[float, str]]:
 
 def _bench_ms(kernel, grid: tuple[int, int, int], args: tuple, repeat: int) -> float:
     """Median milliseconds of one launch (no L2 flush: the L2 and shared-memory tests want warm data)."""
-    from .runtime import launch
-    from .timing import time_gpu
-
     return time_gpu(lambda: launch(kernel, grid, args), warmup=2, repeat=repeat, flush=False).median_ms
 
 

@@ -18,6 +18,9 @@ import threading
 from importlib import resources
 from pathlib import Path
 
+from . import cache
+from . import family as families
+from .compile import nvrtc_version
 from .errors import ScheduleError
 from .filestore import read_json, update_json, warn_bad
 
@@ -34,14 +37,14 @@ def _raw(family: str) -> dict:
     return data or {}
 
 
-def presets(family: str) -> dict:
-    """Name -> schedule object for the op family ("gemm", ...), in file order.
+def presets(family) -> dict:
+    """Name -> schedule object for the op family ("gemm", ... or its :class:`~tiledsl.family.Family`),
+    in file order.
 
     A preset that is malformed or breaks its rule table is left out, with one BadFileWarning naming it.
     """
-    from .api import family as get_family
-
-    cls = get_family(family).schedule_type
+    fam = families.get(family)
+    family, cls = fam.name, fam.schedule_type
     out = {}
     for name, entry in _raw(family).items():
         try:
@@ -54,8 +57,9 @@ def presets(family: str) -> dict:
     return out
 
 
-def preset(family: str, name: str):
+def preset(family, name: str):
     """One named preset. Raises ScheduleError listing the names when ``name`` is unknown."""
+    family = families.get(family).name
     table = presets(family)
     if name not in table:
         raise ScheduleError(f"no {family} preset {name!r}; presets: {', '.join(table)}", "preset")
@@ -192,24 +196,20 @@ def _source_sha256(fam, op, schedule) -> str:
 
 def _nvrtc() -> list[int] | None:
     try:
-        from .compile import nvrtc_version
-
         return list(nvrtc_version())
     except Exception:
         return None
 
 
-def make_record(family: str, op, target, schedule, **figures) -> dict:
+def make_record(family, op, target, schedule, **figures) -> dict:
     """A tuned record for ``schedule`` on ``op`` / ``target`` (figures: measured_s, predicted_s, ...)."""
-    from .api import family as get_family
-
-    fam = get_family(family)
-    return {"family": family, "arch": target.arch, "device": target.name, "op": op.to_dict(),
+    fam = families.get(family)
+    return {"family": fam.name, "arch": target.arch, "device": target.name, "op": op.to_dict(),
             "schedule": schedule.to_dict(), "source_sha256": _source_sha256(fam, op, schedule),
             "nvrtc": _nvrtc(), **figures}
 
 
-def store(family: str, op, target, schedule, *, path: Path | None = None, **figures) -> Path:
+def store(family, op, target, schedule, *, path: Path | None = None, **figures) -> Path:
     """Add (or replace) the record of ``op`` on ``target`` in the user store.
 
     The read-modify-write holds the file's ``filelock`` and replaces the file atomically, so concurrent
@@ -229,6 +229,7 @@ def store(family: str, op, target, schedule, *, path: Path | None = None, **figu
         ValueError: the new record fails :func:`record_problem` (e.g. a NaN figure); nothing is written.
         OSError / filelock.Timeout: the file cannot be written, or its lock stayed taken for a minute.
     """
+    family = families.get(family).name
     rec = make_record(family, op, target, schedule, **figures)
     why = record_problem(rec)
     if why is not None:
@@ -249,16 +250,12 @@ def store(family: str, op, target, schedule, *, path: Path | None = None, **figu
         return {"records": [*keep, rec]}
 
     update_json(path, add, "tuned-schedule JSON", allow_nan=True)  # locked read-modify-write, atomic replace
-    from .api import clear_kernel_cache
-
-    clear_kernel_cache()  # schedule=None calls must see the new record
+    cache.invalidate_tuned()  # schedule=None calls (and every launch planned with the old choice) see it
     return path
 
 
 def _why_not(fam, rec: dict, op, target, nvrtc) -> str | object:
     """The schedule of ``rec`` if it applies to ``op`` on ``target``, else the reason as a string."""
-    from .errors import ScheduleError
-
     if rec.get("family") != fam.name:
         return f"family {rec.get('family')!r} is not {fam.name!r}"
     if rec.get("arch") != target.arch:
@@ -285,14 +282,13 @@ def _why_not(fam, rec: dict, op, target, nvrtc) -> str | object:
     return sched
 
 
-def lookup_explain(family: str, op, target) -> tuple[object | None, list[str]]:
+def lookup_explain(family, op, target) -> tuple[object | None, list[str]]:
     """The tuned schedule for ``op`` on ``target`` (or None) and why every record was not used.
 
     The user store is searched before the shipped JSON; the first record that applies wins.
     """
-    from .api import family as get_family
-
-    fam = get_family(family)
+    fam = families.get(family)
+    family = fam.name
     nvrtc = _nvrtc()
     reasons: list[str] = []
     sources = [("user store", user_store_path(family, target.arch)),
@@ -311,7 +307,7 @@ def lookup_explain(family: str, op, target) -> tuple[object | None, list[str]]:
     return None, reasons
 
 
-def lookup(family: str, op, target):
+def lookup(family, op, target):
     """The tuned schedule stored for ``op`` on ``target``, validated, or None.
 
     Called by the families' ``default_schedule`` on the ``schedule=None`` path. Print the reasons

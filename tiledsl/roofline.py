@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from .costmodel import target_for
 from .target import Target
 
 _LEVEL_STYLE = {"hbm": ("HBM", "tab:red"), "l2": ("L2", "tab:orange"), "smem": ("shared memory", "tab:green"),
@@ -63,8 +64,6 @@ def roofline_plot(points: Iterable, path: str | Path, device: str | Target | Non
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from .costmodel import target_for
 
     t = target_for(device)
     c = t.ceilings()

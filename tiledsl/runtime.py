@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 
+from . import dtypes
 from .compile import Kernel
 from .errors import LaunchError, SpecError, SpecTypeError
 
@@ -51,8 +52,6 @@ def as_gpu(x, name: str, supported: tuple[str, ...], op_name: str):
         SpecTypeError: ``x`` is a host array or not a GPU array.
         SpecError: the dtype is not in ``supported``.
     """
-    from . import dtypes
-
     if type(x).__module__.startswith("torch") and str(getattr(x, "dtype", "")) == "torch.bfloat16":
         import torch
 
@@ -103,6 +102,72 @@ def alignment_elems(x, max_vec: int = 4) -> int:
     while vec > 1 and x.data.ptr % (vec * x.itemsize):
         vec //= 2
     return vec
+
+
+_CUPY: list = []
+
+
+def _cupy():
+    if not _CUPY:
+        import cupy
+
+        _CUPY.append(cupy)
+    return _CUPY[0]
+
+
+def cupy_ndarray() -> type:
+    """``cupy.ndarray`` (imported on first use: CuPy is an optional dependency)."""
+    return _cupy().ndarray
+
+
+_TORCH_TENSOR: list = []
+
+
+def array_sig(x) -> tuple[tuple, int] | None:
+    """(signature, device pointer) of a CuPy array or a torch CUDA tensor, read without converting it.
+
+    The signature holds what a launch depends on besides the pointer: shape, strides, dtype (and the
+    device of a torch tensor). None for anything else (NumPy arrays, other GPU arrays, torch bfloat16,
+    CPU tensors): those take the checked, converting path.
+    """
+    t = type(x)
+    if t is cupy_ndarray():
+        return (x.shape, x.strides, x.dtype), x.data.ptr
+    if not _TORCH_TENSOR:
+        if t.__name__ != "Tensor" or t.__module__ != "torch":
+            return None
+        _TORCH_TENSOR.append(t)
+    if t is not _TORCH_TENSOR[0] or not x.is_cuda or x.dtype is sys.modules["torch"].bfloat16:
+        return None
+    return (x.shape, x.stride(), x.dtype, x.device.index), x.data_ptr()
+
+
+def cupy_empty(shape: tuple[int, ...], dtype):
+    """``cupy.empty(shape, dtype)``."""
+    return _cupy().empty(shape, dtype)
+
+
+def device_id() -> int:
+    """The current CUDA device's ordinal."""
+    return _cupy().cuda.runtime.getDevice()
+
+
+def byte_extent(x) -> tuple[int, int]:
+    """[lo, hi) byte offsets of an array's elements from its data pointer (empty: (0, 0))."""
+    lo = hi = 0
+    for d, s in zip(x.shape, x.strides, strict=True):
+        if d == 0:
+            return 0, 0
+        if s < 0:
+            lo += (d - 1) * s
+        else:
+            hi += (d - 1) * s
+    return lo, hi + x.itemsize
+
+
+def may_overlap(pa: int, ea: tuple[int, int], pb: int, eb: tuple[int, int]) -> bool:
+    """True when the byte ranges ``pa + ea`` and ``pb + eb`` (from :func:`byte_extent`) intersect."""
+    return pa + ea[0] < pb + eb[1] and pb + eb[0] < pa + ea[1] and ea[0] != ea[1] and eb[0] != eb[1]
 
 
 def launch(kernel: Kernel, grid: tuple[int, int, int], args: tuple, stream=None) -> None:

@@ -10,6 +10,8 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .target import Target
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -38,8 +40,6 @@ _FLUSH: dict[int, object] = {}
 def flush_l2() -> None:
     """Overwrite a buffer of 2 × the device's L2 size, evicting earlier data from L2."""
     import cupy
-
-    from .target import Target
 
     dev = cupy.cuda.Device().id
     buf = _FLUSH.get(dev)

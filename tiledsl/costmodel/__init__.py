@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import functools
 
+from .. import family as families
+from ..calibrate import load_calibration
+from ..compile import Kernel
 from ..errors import SpecTypeError
+from ..spec import refuse_empty
 from ..target import Target, resolve
 from .gemm import estimate_registers, explain_gemm, predict_gemm
 from .gemm_tc import explain_gemm_tc, predict_gemm_tc
@@ -29,7 +33,6 @@ from .stream import (
     explain_reduce,
     explain_stream,
     explain_transpose,
-    from_reduce,
     vector_add,
 )
 
@@ -58,22 +61,18 @@ def target_for(device: str | Target | None = None) -> Target:
         return device
     if isinstance(device, str):
         return _known_with_cache(device)
-    from ..calibrate import load_calibration
-
     return load_calibration(resolve(None))
 
 
 def _kind(op) -> str:
-    name = type(op).__name__
-    if name == "GemmOp" or all(hasattr(op, a) for a in ("m", "n", "k", "layout_a")):
-        return "gemm"
+    """"stream" for a :class:`StreamOp`, else the name of the op's registered family."""
     if isinstance(op, StreamOp):
         return "stream"
-    if name == "ReduceOp" or (hasattr(op, "axis") and hasattr(op, "n")):
-        return "reduce"
-    if name == "TransposeOp" or (hasattr(op, "bytes_moved") and hasattr(op, "rows")):
-        return "transpose"
-    raise SpecTypeError(f"the cost model knows GemmOp, ReduceOp, TransposeOp and StreamOp, got {name}")
+    try:
+        return families.of(op).name
+    except SpecTypeError:
+        raise SpecTypeError(f"the cost model knows GemmOp, ReduceOp, TransposeOp and StreamOp, got "
+                            f"{type(op).__name__}") from None
 
 
 def explain(op, schedule=None, device: str | Target | None = None, kernel=None) -> Report:
@@ -81,7 +80,8 @@ def explain(op, schedule=None, device: str | Target | None = None, kernel=None) 
     waves, predicted time and what bounds it.
 
     Args:
-        op: a GemmOp, a ReduceOp / TransposeOp (read by duck typing), or a :class:`StreamOp`
+        op: a GemmOp, ReduceOp or TransposeOp (its family's plan gives threads, vector widths, grid and
+            register cap), or a :class:`StreamOp`
             (``vector_add(n)``, ``array_sum(n)``).
         schedule: its schedule (GemmSchedule, ReduceSchedule, TransposeSchedule, StreamSchedule);
             None picks the family's default (GEMM: :func:`tiledsl.gemm.default_schedule`).
@@ -107,30 +107,20 @@ def explain(op, schedule=None, device: str | Target | None = None, kernel=None) 
     t = target_for(device)
     _check_rules(op, schedule, t)
     kind = _kind(op)
-    if kind == "gemm":
-        if schedule is None:
-            from ..gemm import default_schedule
-
-            schedule = default_schedule(op, t)
-        if schedule.mma != "fma":
-            return explain_gemm_tc(op, schedule, t, kernel)
-        return explain_gemm(op, schedule, t, kernel)
     if kind == "stream":
         return explain_stream(op, schedule if isinstance(schedule, StreamSchedule) else StreamSchedule(), t,
                               kernel=kernel)
-    if kind == "transpose":
-        return explain_transpose(op, schedule, t, kernel)
-    if schedule is not None and hasattr(schedule, "strategy") and hasattr(op, "n"):
-        return explain_reduce(op, schedule, t, kernel)
+    fam = families.of(op)
     if schedule is None:
-        try:
-            from ..reduce.api import default_schedule as reduce_default
-
-            return explain_reduce(op, reduce_default(op, t), t, kernel)
-        except ImportError:
-            pass
-    sop, ss = from_reduce(op, schedule)
-    return explain_stream(sop, ss, t, op=op, schedule=schedule, kernel=kernel)
+        schedule = fam.default_schedule(op, t)
+    if kind == "gemm":
+        if schedule.mma != "fma":
+            return explain_gemm_tc(op, schedule, t, kernel)
+        return explain_gemm(op, schedule, t, kernel)
+    plan = fam.plan(op, schedule, t)
+    if kind == "transpose":
+        return explain_transpose(op, schedule, t, kernel, plan)
+    return explain_reduce(op, schedule, t, kernel, plan)
 
 
 def predict(op, schedule, device: str | Target | None = None, kernel=None) -> float:
@@ -157,12 +147,7 @@ def predict(op, schedule, device: str | Target | None = None, kernel=None) -> fl
 
 def _check_args(op, schedule, kernel, need_schedule: bool = False) -> None:
     """Refuse a schedule of another family, a non-Kernel ``kernel`` and an empty GEMM, by name."""
-    from ..api import FAMILIES
-    from ..compile import Kernel
-    from ..errors import SpecTypeError
-    from ..spec import refuse_empty
-
-    for fam in FAMILIES:
+    for fam in families.registered():
         if isinstance(op, fam.op_type):
             if schedule is None and need_schedule:
                 raise SpecTypeError(f"schedule=None: pass a {fam.schedule_type.__name__}")

@@ -34,8 +34,11 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from .. import dtypes
+from ..gemm.kernel_plan import plan_gemm
 from ..target import Target
 from .occupancy import Occupancy, Waves, occupancy, waves
+from .report import Level, Report
 
 # ---- model constants (cycles); documented in docs/costmodel.md ----
 ISSUE_PER_CLOCK = 4
@@ -50,8 +53,6 @@ ALU_PER_GLOBAL_LOAD = 4
 """Index, bounds and predicate instructions per global vector load in the emitted load loop."""
 STEP_FIXED_INSTR = 12
 """Per thread per K step: loop counter, has_next, stage pointer, barrier."""
-REG_OVERHEAD = 28
-"""Registers beyond the tile, fragments and staging (indices, pointers, loop state): an estimate."""
 
 # ---- sympy symbols ----
 M, N, K = sp.symbols("M N K", positive=True, integer=True)
@@ -90,8 +91,6 @@ def _numeric():
 
 
 def _values(op, s) -> tuple:
-    from .. import dtypes
-
     return (op.m, op.n, op.k, s.bm, s.bn, s.bk, s.rm, s.rn, dtypes.get(op.dtype).itemsize, int(op.read_c))
 
 
@@ -157,8 +156,9 @@ def _store_wavefronts(op, s, which: str, vec: int) -> tuple[int, int]:
 @functools.cache
 def _per_step(op, s) -> dict[str, float]:
     """Per thread per K step: instruction counts; per warp per K step: shared-memory wavefronts."""
-    va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
-    cm, cn = min(4, s.rm), min(4, s.rn)
+    p = plan_gemm(op, s)
+    va, vb = p.width("A"), p.width("B")
+    cm, cn = p.detail.cm, p.detail.cn
     lanes_m, lanes_n = s.wm // s.rm, s.wn // s.rn
     loads_a = s.bm * s.bk // (s.threads * va)
     loads_b = s.bk * s.bn // (s.threads * vb)
@@ -178,23 +178,15 @@ def _per_step(op, s) -> dict[str, float]:
         "sts": sts_a + sts_b,
         "wf_lds": s.bk * (frag_a * wf_frag_a + frag_b * wf_frag_b),
         "wf_sts": wf_sts_a + wf_sts_b,
-        "staging_regs": loads_a * va + loads_b * vb,
     }
 
 
 def estimate_registers(op, s) -> tuple[int, int]:
-    """(registers per thread, spill bytes) estimated without compiling.
-
-    Accumulators rm·rn + fragments rm + rn + staging registers + ``REG_OVERHEAD``, capped by what
-    ``__launch_bounds__(threads)`` lets the compiler use (65536 / threads, at most 255); the excess
-    spills (8 bytes of spill traffic per spilled register: a store and a load).
-    """
-    p = _per_step(op, s)
-    want = s.rm * s.rn + s.rm + s.rn + int(p["staging_regs"]) + REG_OVERHEAD
-    cap = min(255, (65536 // s.threads) // 8 * 8)
-    if want <= cap:
-        return -(-want // 8) * 8 if want > 0 else 8, 0
-    return cap, (want - cap) * 8
+    """(registers per thread, spill bytes) estimated without compiling: the plan's estimate, capped by
+    what its ``__launch_bounds__(threads, min_blocks)`` lets the compiler use; the excess spills (8 bytes
+    of spill traffic per spilled register: a store and a load). See ``tiledsl.gemm.kernel_plan``."""
+    p = plan_gemm(op, s)
+    return min(p.max_registers, -(-p.est_registers // 8) * 8), p.detail.spill_bytes
 
 
 @dataclass(frozen=True)
@@ -283,8 +275,6 @@ def _kernel_resources(kernel) -> dict:
 
 def explain_gemm(op, s, target: Target, kernel=None):
     """The :class:`~tiledsl.costmodel.report.Report` of a GEMM."""
-    from .report import Level, Report
-
     c = target.ceilings()
     g = gemm_times(op, s, target, ceilings=c, **_kernel_resources(kernel))
     ex = traffic(op, s, exact=True)

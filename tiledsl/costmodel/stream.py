@@ -8,8 +8,8 @@ Little's law: bandwidth = bytes in flight / latency. To run at β an SM must kee
 β / SMs × latency bytes in flight; fewer resident threads, narrower loads (``vec``) or fewer
 independent loads per thread (``items_per_thread``) lower the achieved bandwidth in proportion.
 
-Reductions and transposes come from ``tiledsl.reduce`` / ``tiledsl.transpose`` when those exist; they are
-read by duck typing (attributes, type names), so this module imports neither.
+Reductions and transposes are priced from their :class:`~tiledsl.planning.Plan` (effective vector width,
+grid, threads, shared memory), which ``tiledsl.costmodel.explain`` builds through the op's family record.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .. import dtypes
+from ..planning import Plan
 from ..target import Target
 from .occupancy import occupancy, waves
 from .report import Level, Report
@@ -95,60 +96,7 @@ def stream_expressions() -> dict[str, sp.Expr]:
     return {"flops": n_sym * f_sym, "hbm": n_sym * (r_sym + w_sym) + w0_sym}
 
 
-# ---- duck typing of tiledsl.reduce / tiledsl.transpose ----
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= int(x)
-    return out
-
-
-def from_reduce(op, schedule) -> tuple[StreamOp, StreamSchedule]:
-    """A ReduceOp/ReduceSchedule (read by attribute names) as a streaming kernel.
-
-    Reads ``op.shape`` (or ``op.n``/``op.size``), ``op.dtype``, ``op.axis`` and, on the schedule, ``block``,
-    ``vec``, ``items_per_thread``, ``strategy``, ``grid`` — whichever exist.
-    """
-    e = dtypes.get(getattr(op, "dtype", "float32")).itemsize
-    shape = getattr(op, "shape", None)
-    if shape is None:
-        n = int(getattr(op, "n", getattr(op, "size", 0)))
-        out_elems = 1
-    else:
-        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-        n = _prod(shape)
-        axis = getattr(op, "axis", None)
-        if axis is None:
-            out_elems = 1
-        else:
-            axes = (axis,) if isinstance(axis, int) else tuple(axis)
-            axes = tuple(a % len(shape) for a in axes)
-            out_elems = _prod(s for i, s in enumerate(shape) if i not in axes)
-    out_e = e
-    out_dtype = getattr(op, "out_dtype", None)
-    if isinstance(out_dtype, str):
-        try:
-            out_e = dtypes.get(out_dtype).itemsize
-        except Exception:
-            out_e = e
-    sop = StreamOp("reduce", n, 1.0, float(e), 0.0, write_bytes=out_elems * out_e)
-    return sop, _stream_schedule(schedule)
-
-
-def _stream_schedule(schedule) -> StreamSchedule:
-    if schedule is None:
-        return StreamSchedule()
-    if isinstance(schedule, StreamSchedule):
-        return schedule
-    block = getattr(schedule, "block", 256)
-    if isinstance(block, (tuple, list)):
-        block = _prod(block)
-    strategy = str(getattr(schedule, "strategy", "stream") or "stream")
-    return StreamSchedule(int(block), int(getattr(schedule, "vec", 1) or 1),
-                          int(getattr(schedule, "items_per_thread", 1) or 1), int(getattr(schedule, "grid", 0) or 0),
-                          strategy)
-
-
+# ---- reductions and transposes ----
 def _strategy_kind(strategy: str) -> str:
     s = strategy.lower()
     if "atomic" in s and ("global" in s or s in ("atomic", "v1")):
@@ -228,23 +176,21 @@ def explain_stream(sop: StreamOp, ss: StreamSchedule, target: Target, op=None, s
                   occ, wv, predicted, bound, terms, ex, notes)
 
 
-def explain_transpose(op, schedule, target: Target, kernel=None) -> Report:
-    """A TransposeOp/TransposeSchedule (read by attribute names): bytes_moved over HBM, Little's law,
-    sector waste of the naive variants and bank conflicts of the unpadded shared tile (``002_…`` §1)."""
+def explain_transpose(op, schedule, target: Target, kernel=None, plan: Plan | None = None) -> Report:
+    """A TransposeOp/TransposeSchedule with its plan (``plan``: threads, load width, shared memory,
+    grid): bytes_moved over HBM, Little's law, sector waste of the naive variants and bank conflicts of
+    the unpadded shared tile (``002_…`` §1)."""
     c = target.ceilings()
-    e = int(getattr(op, "itemsize", 4))
-    size = int(getattr(op, "size", 0))
-    hbm_b = int(getattr(op, "bytes_moved", 2 * size * e))
-    variant = str(getattr(schedule, "variant", "shared")) if schedule is not None else "shared"
-    tile = int(getattr(schedule, "tile", 32)) if schedule is not None else 32
-    vec = int(getattr(schedule, "vec", 1)) if schedule is not None else 1
-    rows = int(getattr(schedule, "rows_per_thread", 1)) if schedule is not None else 1
-    pad = int(getattr(schedule, "smem_pad", 1)) if schedule is not None else 1
-    threads = int(getattr(schedule, "threads", 256)) if schedule is not None else 256
-    smem = int(kernel.smem_bytes) if kernel is not None else (tile * (tile + pad) * e if variant == "shared" else 0)
+    e = op.itemsize
+    size = op.size
+    hbm_b = op.bytes_moved
+    variant, tile, rows, pad = schedule.variant, schedule.tile, schedule.rows_per_thread, schedule.smem_pad
+    vec = plan.width("x")
+    threads = plan.threads
+    smem = int(kernel.smem_bytes) if kernel is not None else plan.smem_bytes
     regs = int(kernel.registers) if kernel is not None else 32
     occ = occupancy(target, threads, regs, smem, "ptxas" if kernel is not None else "estimate")
-    blocks = max(1, -(-size // (tile * tile)))
+    blocks = max(1, plan.blocks)
     wv = waves(blocks, target.sm_count, max(occ.blocks_per_sm, 1))
     # a strided (uncoalesced) side moves one 32-byte sector per element-chunk between L2 and the SM
     l2_b = hbm_b
@@ -282,24 +228,10 @@ def explain_transpose(op, schedule, target: Target, kernel=None) -> Report:
                   {"hbm": sp.Symbol("bytes_moved")}, notes)
 
 
-def _reduce_launch(op, s, target: Target) -> tuple[int, int]:
-    """(effective vector width, blocks) of a ReduceOp/ReduceSchedule, from tiledsl.reduce when present."""
-    e = dtypes.get(op.dtype).itemsize
-    try:
-        from ..reduce.emit import plan, vec_width
-
-        return int(vec_width(op, s)), int(plan(op, s, target.sm_count, target.max_threads_per_sm).grid)
-    except Exception:  # tiledsl.reduce absent or different: the schedule's own knobs
-        v = max(1, min(int(getattr(s, "vec", 1)), 16 // e))
-        per_block = s.block * v * s.items_per_thread
-        tiles = max(1, -(-int(getattr(op, "n", 0)) // per_block))
-        if str(s.strategy) in ("grid_stride", "warp_shuffle"):
-            return v, int(getattr(s, "grid", 0)) or target.sm_count * max(1, target.max_threads_per_sm // s.block)
-        return v, tiles
-
-
-def explain_reduce(op, s, target: Target, kernel=None) -> Report:
-    """A ReduceOp / ReduceSchedule (``tiledsl.reduce``, read by attribute names) on the reduction ladder v1–v7.
+def explain_reduce(op, s, target: Target, kernel=None, plan: Plan | None = None) -> Report:
+    """A ReduceOp / ReduceSchedule (``tiledsl.reduce``) on the reduction ladder v1–v7, with its
+    plan's vector
+    width and grid (``plan``: the :class:`~tiledsl.planning.Plan` for ``target``).
 
     Per SM (cycles), blocks run ``active`` at a time; a block's critical path is its load rounds
     (``HBM_LATENCY_CYCLES`` each: ``items_per_thread`` vector loads in flight per thread, Little's law) plus
@@ -312,11 +244,11 @@ def explain_reduce(op, s, target: Target, kernel=None) -> Report:
     n = int(op.n)
     hbm_b = int(getattr(op, "bytes_moved", n * e))
     flops = n
-    v, grid = _reduce_launch(op, s, target)
+    v, grid = plan.width("x"), plan.blocks
     strategy = str(s.strategy)
     tree = strategy.startswith("smem") or strategy == "grid_stride"
     acc_e = 8 if e == 8 else 4
-    regs = int(kernel.registers) if kernel is not None else 32 + v * s.items_per_thread
+    regs = int(kernel.registers) if kernel is not None else plan.est_registers
     smem = int(kernel.smem_bytes) if kernel is not None else (s.block * acc_e if tree else 32 * acc_e)
     occ = occupancy(target, s.block, regs, smem, "ptxas" if kernel is not None else "estimate")
     bps = max(occ.blocks_per_sm, 1)

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-import numpy as np
-
-from .. import dtypes
-from ..compile import Kernel, compile_source
-from ..errors import ScheduleError, SpecError
-from ..runtime import alignment_elems, as_cupy, as_gpu, check_no_overlap, element_strides, launch, returns_like_inputs
+from .. import cache, runtime
+from ..errors import SpecError
+from ..launch import Built, Launcher, build, resolve_schedule, workspace
+from ..runtime import (
+    alignment_elems,
+    as_cupy,
+    as_gpu,
+    byte_extent,
+    check_no_overlap,
+    element_strides,
+    may_overlap,
+    returns_like_inputs,
+)
 from ..target import Target
-from .emit import emit_splitk_reduce, grid
+from .family import GEMM, default_schedule
 from .op import GEMM_DTYPES, GemmOp
-from .schedule import MMA_DTYPES, GemmSchedule
+from .schedule import GemmSchedule
+
+__all__ = ["default_schedule", "gemm"]
 
 
 @returns_like_inputs
@@ -46,6 +53,80 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
         >>> c = tiledsl.gemm(cupy.random.rand(512, 256, dtype="float32"),
         ...                  cupy.random.rand(256, 128, dtype="float32"))  # doctest: +SKIP
     """
+    key = _call_key(a, b, c, beta, schedule)
+    if key is not None:
+        call = cache.LAUNCHES.get(key[0])
+        if call is not None:
+            out = call.run(key[1], key[2], key[3], c, alpha, beta)
+            if out is not None:
+                return out
+    return _gemm_slow(a, b, c, alpha, beta, schedule, None if key is None else key[0])
+
+
+def _call_key(a, b, c, beta, schedule) -> tuple | None:
+    """(launch-cache key, pointer of a, of b, of c or None) of a call on CuPy arrays or torch CUDA tensors;
+    None for other operands (they take the checked, converting path). The key holds the operands' shapes,
+    strides and dtypes, their pointer alignment class (address mod 16), beta ≠ 0, the schedule and the
+    device."""
+    sa, sb = runtime.array_sig(a), runtime.array_sig(b)
+    if sa is None or sb is None:
+        return None
+    if c is None:
+        sc, pc = None, None
+    else:
+        got = runtime.array_sig(c)
+        if got is None:
+            return None
+        sc, pc = (got[0], got[1] & 15), got[1]
+    try:
+        read_c = beta != 0
+        key = ("gemm", sa[0], sa[1] & 15, sb[0], sb[1] & 15, sc, bool(read_c), schedule, runtime.device_id())
+        hash(key)
+    except (TypeError, ValueError):
+        return None
+    return key, sa[1], sb[1], pc
+
+
+class _GemmCall:
+    """A cached GEMM call: launchers packed for one call signature; a repeated call fills the pointers and
+    alpha/beta and launches (no allocation when ``c`` is given: split-K's workspace is per stream)."""
+
+    __slots__ = ("dtype", "extents", "followup", "main", "shape", "swap", "ws")
+
+    def __init__(self, built: Built, swap: bool, shape: tuple[int, int], dtype, extents, fixed: dict) -> None:
+        p = built.plan
+        self.main = Launcher(built.kernel, p, fixed)
+        self.followup = Launcher(built.followup, p.followup, fixed) if p.followup is not None else None
+        self.ws = p.workspace[0] if p.workspace else None
+        self.swap, self.shape, self.dtype, self.extents = swap, shape, dtype, extents
+
+    def launch(self, a, b, c, alpha, beta) -> None:
+        """Launch on operands given as arrays or device pointers (a and b as the caller passed them)."""
+        if self.swap:
+            a, b = b, a
+        vals = {"a": a, "b": b, "c": c, "alpha": alpha, "beta": beta}
+        if self.ws is not None:
+            vals["workspace"] = workspace(self.ws)
+        self.main(vals)
+        if self.followup is not None:
+            self.followup(vals)
+
+    def run(self, pa: int, pb: int, pc: int | None, c, alpha, beta):
+        """Launch on the pointers and return C (``c``, or a new array); None, with nothing launched, when
+        ``c`` may overlap ``a`` or ``b`` (the checked path then decides)."""
+        if c is None:
+            c = runtime.cupy_empty(self.shape, self.dtype)
+            pc = c.data.ptr
+        else:
+            ea, eb, ec = self.extents
+            if may_overlap(pc, ec, pa, ea) or may_overlap(pc, ec, pb, eb):
+                return None
+        self.launch(pa, pb, pc, alpha, beta)
+        return c
+
+
+def _gemm_slow(a, b, c, alpha, beta, schedule, key):
+    """Validate, convert and launch; store the launch in the cache under ``key`` when it can be replayed."""
     import cupy
 
     a, dt_a, torch_a = as_gpu(a, "a", GEMM_DTYPES, "GEMM")
@@ -59,8 +140,10 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
     if dt_a != dt_b:
         raise SpecError(f"a.dtype={dt_a} and b.dtype={dt_b} differ; cast one (mixed dtypes are not supported)")
     result = None
+    given_c = c is not None
     if c is not None:
-        c, dt_c, result = as_gpu(c, "c", GEMM_DTYPES, "GEMM")
+        result = c  # returned as given (a torch tensor stays a torch tensor)
+        c, dt_c, _ = as_gpu(c, "c", GEMM_DTYPES, "GEMM")
         if c.shape != (m, n):
             raise SpecError(f"c.shape={c.shape} must be (M, N)=({m}, {n})")
         if dt_c != dt_a:
@@ -83,11 +166,11 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
     if k == 0:  # numpy: an empty sum is 0 (beta·C stays)
         if beta != 0:
             _gemm_into(cupy.zeros((m, 1), a.dtype), cupy.zeros((1, n), a.dtype), out, 0.0, float(beta),
-                       None, dt_a)
+                       None, dt_a, None, given_c)
         else:
             out.fill(0)
         return result
-    _gemm_into(a, b, out, float(alpha), float(beta), schedule, dt_a)
+    _gemm_into(a, b, out, float(alpha), float(beta), schedule, dt_a, key, given_c)
     return result
 
 
@@ -112,139 +195,37 @@ def _align(x, ld: int, extent: int) -> int:
     return vec
 
 
-def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None, dtype: str) -> None:
+def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None, dtype: str,
+               key: tuple | None, given_c: bool, swap: bool = False) -> None:
     import cupy
 
     m, n = c.shape
     sr, sc = element_strides(c, "c")
     if not (sc == 1 or n == 1) and (sr == 1 or m == 1):
         # column-major C: compute Cᵀ = Bᵀ·Aᵀ into the row-major view c.T, no copy
-        _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype)
+        _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype, key, given_c, not swap)
         return
     if not (sc == 1 or n == 1):  # C has no unit stride: work in a contiguous copy
         tmp = cupy.ascontiguousarray(c)
-        _gemm_into(a, b, tmp, alpha, beta, schedule, dtype)
+        _gemm_into(a, b, tmp, alpha, beta, schedule, dtype, None, given_c, swap)
         c[...] = tmp
         return
     ldc = sr if m > 1 else n
+    a0, b0 = a, b
     a, layout_a, lda, ext_a = _operand(a, "a")
     b, layout_b, ldb, ext_b = _operand(b, "b")
+    if a is not a0 or b is not b0:
+        key = None  # an operand was copied: nothing to replay
     op = GemmOp(m, n, a.shape[1], dtype=dtype, layout_a=layout_a, layout_b=layout_b,
                 align_a=_align(a, lda, ext_a), align_b=_align(b, ldb, ext_b), align_c=_align(c, ldc, n),
                 read_c=beta != 0)
     target = Target.current()
-    from ..api import compile as compile_op
-
-    kernel: Kernel = compile_op(op, schedule, arch=target.arch)
-    s = kernel.schedule
-    head = [a, b]
-    dims = [np.int32(m), np.int32(n), np.int32(op.k), np.int64(lda), np.int64(ldb)]
-    if s.split_k == 1:
-        tail = [np.float32(alpha)] + ([np.float32(beta)] if op.read_c else [])
-        launch(kernel, grid(op, s), tuple(head + [c] + dims + [np.int64(ldc)] + tail))
-        return
-    # split-K: float32 partial products per K slice, then a deterministic reduction applying alpha/beta
-    work = cupy.empty((s.split_k, m, n), dtype=cupy.float32)
-    launch(kernel, grid(op, s), tuple(head + [work] + dims + [np.int64(n), np.float32(1.0)]))
-    red = _reduce_kernel(op, s, target.arch)
-    tail = [np.float32(alpha)] + ([np.float32(beta)] if op.read_c else [])
-    launch(red, (-(-(m * n) // 256), 1, 1), tuple([work, c, np.int32(m), np.int32(n), np.int64(ldc)] + tail))
-
-
-def _reduce_kernel(op: GemmOp, s: GemmSchedule, arch: str) -> Kernel:
-    key = (op.dtype, op.read_c, s.split_k, arch)
-    k = _REDUCE_KERNELS.get(key)
-    if k is None:
-        k = compile_source(emit_splitk_reduce(op, s), arch)
-        _REDUCE_KERNELS[key] = k
-    return k
-
-
-# Explicit cache of split-K reduction kernels: (dtype, read_c, split_k, arch) -> Kernel
-_REDUCE_KERNELS: dict[tuple, Kernel] = {}
-
-
-def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
-    """A sensible schedule for the shape, chosen among the shipped presets and split-K factors.
-
-    float16/bfloat16 on sm_80+ choose among the tensor-core presets (:data:`TC_DEFAULT_CANDIDATES`,
-    ``mma="mma_sync"``); float32 among the FMA presets (:data:`DEFAULT_CANDIDATES`).
-
-    Each candidate (preset in :data:`DEFAULT_CANDIDATES` × split_k in 1, 2, 4, …, 32) gets a quick
-    roofline estimate: the larger of its compute time — waves of
-    blocks (⌈blocks / (SMs · 2)⌉) times one block's 2·bm·bn·kc FLOP at its share of the SM's FP32 rate,
-    scaled by the tile's measured efficiency — and its memory time — the A and B tiles every block
-    reads, (bm + bn)·kc elements, at twice the HBM rate (L2 serves the re-reads) — plus, for
-    split-K, the workspace written and read back and a second launch. The smallest estimate wins.
-
-    A schedule tuned for exactly this op on this device (``python -m search.tune … --export``, stored
-    in the user store or shipped under ``schedules/gemm/``) is used first, after it validates; see
-    :func:`tiledsl.registry.lookup_explain` for why a stored record was not used.
-    """
-    from ..registry import lookup, presets
-    from ..spec import refuse_empty
-
-    refuse_empty(op, "choose a schedule for")
-
-    tuned = lookup("gemm", op, target)
-    if tuned is not None:
-        return tuned
-
-    table = presets("gemm")
-    itemsize = dtypes.get(op.dtype).itemsize
-    tensor_cores = op.dtype in MMA_DTYPES and target.cc >= 80
-    candidates = DEFAULT_CANDIDATES
-    if tensor_cores:  # wgmma where the device and the operands allow it (its rules decide), else mma.sync
-        candidates = {name: eff for name, eff in TC_DEFAULT_CANDIDATES.items()
-                      if name in table and _applies(table[name], op, target)}
-    peak = target.peak_tc16_flops if tensor_cores else target.peak_fp32_flops
-    sm_flops = peak / target.sm_count
-    best, best_s = None, float("inf")
-    for name, eff in candidates.items():
-        base = table.get(name)
-        if base is None:  # a shipped preset that failed its check (warned when the presets were read)
-            continue
-        for split in (1, 2, 4, 8, 16, 32):
-            kc = _ceil_div(_ceil_div(op.k, split), base.bk) * base.bk  # K per slice, whole bk tiles
-            if split > 1 and kc * (split - 1) >= op.k:
-                break  # an empty K slice: no more splitting
-            tiles = -(-op.m // base.bm) * -(-op.n // base.bn)
-            blocks = tiles * split
-            waves = -(-blocks // (target.sm_count * 2))
-            per_block_rate = sm_flops / min(2, -(-blocks // target.sm_count)) * eff
-            compute_s = waves * 2 * base.bm * base.bn * kc / per_block_rate
-            memory_s = blocks * (base.bm + base.bn) * kc * itemsize / (2 * target.hbm_bytes_per_s)
-            extra_s = 0.0 if split == 1 else (2 * split + 1) * op.m * op.n * 4 / target.hbm_bytes_per_s + 4e-6
-            est = max(compute_s, memory_s) + extra_s
-            if est < best_s:
-                best, best_s = (base if split == 1 else replace(base, split_k=split)), est
-    return best if best is not None else GemmSchedule()
-
-
-def _applies(s: GemmSchedule, op: GemmOp, target: Target) -> bool:
-    """True when ``s`` passes the op- and device-scope rules for ``op`` on ``target``."""
-    try:
-        s.check_op(op)
-        s.validate(target)
-    except ScheduleError:
-        return False
-    return True
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-# Presets the default may pick, with their measured fraction of the FP32 peak (67 TFLOP/s) at 4096³
-# (benchmarks/results/gemm_h200.json, H200, 2026-11-29; e.g. 128x128: 44.8 TFLOP/s = 0.67); the
-# small and skinny tiles' figures are estimates, not measurements.
-DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sgemm_128x64_8x4": 0.57,
-                      "sgemm_64x64_4x4": 0.47, "sgemm_32x64_2x4": 0.3, "skinny_n_64x16": 0.25,
-                      "skinny_m_16x64": 0.25}
-# Tensor-core presets for float16/bfloat16 on sm_80+, with their fraction of the dense tensor-core peak
-# (Target.peak_tc16_flops, 1070 TFLOP/s for the H200 table entry): 128x128 measured 322 TFLOP/s at 4096³
-# (0.30; benchmarks/results/gemm_tc_h200.json, H200, 2026-12-01); the 64x64 figure is an estimate.
-# wgmma (sm_90a, 16-byte-aligned operands): 128x256 measured 509 TFLOP/s (0.475) and 128x128 s6 434 (0.405)
-# at 4096³ NN fp16 (benchmarks/results/gemm_tc_sweep_wgmma_h200.json).
-TC_DEFAULT_CANDIDATES = {"hgemm_wgmma_128x256x64_s4": 0.475, "hgemm_wgmma_128x128x64_s6": 0.405,
-                         "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}
+    s = resolve_schedule(GEMM, op, schedule, target)
+    built = build(GEMM, op, s, target)
+    fixed = {"m": m, "n": n, "k": op.k, "lda": lda, "ldb": ldb, "ldc": ldc, "one": 1.0}
+    first, second = (b0, a0) if swap else (a0, b0)
+    call = _GemmCall(built, swap, (c.shape[1], c.shape[0]) if swap else c.shape, c.dtype,
+                     (byte_extent(first), byte_extent(second), byte_extent(c)), fixed)
+    call.launch(*((b, a) if swap else (a, b)), c, alpha, beta)
+    if key is not None and (given_c or not swap):
+        cache.LAUNCHES.put(key, call)

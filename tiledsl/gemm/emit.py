@@ -23,11 +23,15 @@ from .. import rules as R
 from ..codegen.prelude import helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
-from .emit_common import COMPONENTS, VEC_TYPES, block_to_tile, kernel_name, kernel_name_reduce
+from ..planning import render_params
+from .emit_common import COMPONENTS, VEC_TYPES, block_to_tile
 from .emit_mma import emit_gemm_mma
 from .emit_wgmma import emit_gemm_wgmma
+from .kernel_plan import grid, kernel_name, kernel_name_reduce, plan_gemm, splitk_reduce_plan
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
+
+__all__ = ["emit_gemm", "emit_splitk_reduce", "grid", "kernel_name", "kernel_name_reduce"]
 
 
 def emit_splitk_reduce(op: GemmOp, s: GemmSchedule) -> KernelSource:
@@ -43,12 +47,10 @@ def emit_splitk_reduce(op: GemmOp, s: GemmSchedule) -> KernelSource:
     if prelude:
         w(prelude.rstrip("\n"))
     w(f"constexpr int SPLIT_K = {s.split_k};  // GemmSchedule.split_k")
-    name = kernel_name_reduce(op, s)
-    beta_arg = ", float beta" if op.read_c else ""
-    w('extern "C" __global__ void __launch_bounds__(256)')
-    with w.block(f"{name}(const float* __restrict__ W, {t}* __restrict__ C, int M, int N, long long ldc, "
-                 f"float alpha{beta_arg})"):
-        w("const long long idx = blockIdx.x * 256LL + threadIdx.x;   // element of C, row-major",
+    p = splitk_reduce_plan(op, s, None)
+    w(f'extern "C" __global__ void __launch_bounds__({p.threads})')
+    with w.block(f"{p.kernel_name}({render_params(p.params)})"):
+        w(f"const long long idx = blockIdx.x * {p.threads}LL + threadIdx.x;   // element of C, row-major",
           "const long long mn = (long long)M * N;",
           "if (idx >= mn) return;",
           "float sum = 0.f;",
@@ -57,7 +59,7 @@ def emit_splitk_reduce(op: GemmOp, s: GemmSchedule) -> KernelSource:
           f"{t}* const c = C + (idx / N) * ldc + idx % N;")
         val = "alpha * sum" + (f" + beta * {dt.to_acc('*c')}" if op.read_c else "")
         w(f"*c = {dt.from_acc(val)};")
-    return KernelSource(name=name, source=w.text(), block=(256, 1, 1))
+    return KernelSource(name=p.kernel_name, source=w.text(), block=p.block)
 
 
 def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
@@ -72,17 +74,13 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         return emit_gemm_mma(op, s)
     if s.mma == "wgmma":
         return emit_gemm_wgmma(op, s)
+    p = plan_gemm(op, s)
     dt = dtypes.get(op.dtype)
-    t = dt.c_type
-    va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
-    cm, cn = min(4, s.rm), min(4, s.rn)
-    vc = min(op.align_c, cn)
-    if s.split_k > 1:  # the main kernel writes float32 partial sums; emit_splitk_reduce finishes C
-        ws_align = 4 if op.n % 4 == 0 else 2 if op.n % 2 == 0 else 1
-        out_dt, out_op, vc = dtypes.get("float32"), replace(op, read_c=False), min(ws_align, cn)
-    else:
-        out_dt, out_op = dt, op
-    name = kernel_name(op, s)
+    va, vb, vc = p.width("A"), p.width("B"), p.width("C")
+    cm, cn = p.detail.cm, p.detail.cn
+    out_dt = dtypes.get(p.detail.out_dtype)
+    out_op = replace(op, read_c=False) if s.split_k > 1 else op  # split-K: emit_splitk_reduce finishes C
+    name = p.kernel_name
     w = Writer()
     w(f"// tiledsl GEMM: C[M,N] = alpha * A[M,K] @ B[K,N]{' + beta * C' if op.read_c else ''}",
       f"// dtype {op.dtype} in/out, float32 accumulation; A {op.layout_a}-major, B {op.layout_b}-major, "
@@ -127,20 +125,14 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     for line in R.static_asserts(GEMM_RULES, s.env()):
         w(line)
     w.blank()
-    beta_arg = ", float beta" if out_op.read_c else ""
-    c_type = out_dt.c_type
     if s.split_k > 1:
         w(f"// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; {kernel_name_reduce(op, s)} sums it")
     # narrower loads than the schedule planned for need more address registers: drop the occupancy
     # target to 1 block rather than spill
-    min_blocks = s.min_blocks if (va, vb) == (s.vec, s.vec) else 1
-    cap = min(255, 65536 // (s.threads * min_blocks)) // 8 * 8
-    w(f'extern "C" __global__ void __launch_bounds__(THREADS, {min_blocks})  '
-      f'// registers capped near {cap} per thread' + ('' if min_blocks == s.min_blocks else
-                                                        ' (MIN_BLOCKS lowered: operands force narrower loads)'))
-    with w.block(f"{name}(const {t}* __restrict__ A, const {t}* __restrict__ B, {c_type}* __restrict__ C,\n"
-                 f"    int M, int N, int K, long long lda, long long ldb, long long ldc, "
-                 f"float alpha{beta_arg})"):
+    w(f'extern "C" __global__ void __launch_bounds__(THREADS, {p.min_blocks})  '
+      f'// registers capped near {p.max_registers} per thread' + ('' if p.min_blocks == s.min_blocks else
+                                                                  ' (MIN_BLOCKS lowered: operands force narrower loads)'))
+    with w.block(f"{name}({render_params(p.params, breaks=(3,))})"):
         block_to_tile(w)
         _thread_to_fragment(w)
         _shared_memory(w)
@@ -197,13 +189,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
                     w("__syncthreads();")
         w.blank()
         _epilogue(w, out_op, out_dt, vc)
-    return KernelSource(name=name, source=w.text(), block=(s.threads, 1, 1),
-                        dynamic_smem_bytes=s.smem_bytes())
-
-
-def grid(op: GemmOp, s: GemmSchedule) -> tuple[int, int, int]:
-    """One block per bm×bn tile of C (x), times split_k slices of K (y)."""
-    return (-(-op.m // s.bm) * -(-op.n // s.bn), s.split_k, 1)
+    return KernelSource(name=name, source=w.text(), block=p.block, dynamic_smem_bytes=p.dynamic_smem_bytes)
 
 
 def _thread_to_fragment(w: Writer) -> None:

@@ -149,6 +149,23 @@ def _auto_warp_lanes_n(bm: int, bn: int, rm: int, rn: int) -> int:
     return min(tn, 32)
 
 
+def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
+    """Registers per thread before compiling (the one estimate: schedule default, plan, cost model).
+
+    Accumulators rm·rn + fragments rm + rn + the staged global tile (bm·bk + bk·bn)/threads + 2 per
+    global load instruction (64-bit addresses; A loads ``va`` wide, B ``vb`` wide) + 36 for indices
+    (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%).
+    """
+    threads = max(s.threads, 1)
+    if s.mma == "wgmma":  # 64×bn accumulators over a warpgroup's 128 threads + descriptors, addresses
+        return s.bn // 2 + 40
+    if s.mma != "fma":  # wm·wn/32 accumulators + A/B fragments of one k16 step + addresses
+        return s.wm * s.wn // 32 + s.wm // 4 + s.wn // 4 + 40
+    staged = (s.bm * s.bk + s.bk * s.bn) // threads
+    loads = s.bm * s.bk // (threads * max(va, 1)) + s.bk * s.bn // (threads * max(vb, 1))
+    return s.rm * s.rn + s.rm + s.rn + staged + 2 * loads + 36
+
+
 @dataclass(frozen=True)
 class GemmSchedule(ScheduleRecord):
     """How to tile a GEMM. Frozen, hashable, JSON round-trips through ``to_dict``/``from_dict``.
@@ -244,16 +261,8 @@ class GemmSchedule(ScheduleRecord):
 
     @property
     def est_registers(self) -> int:
-        """Registers per thread before compiling: accumulators rm·rn + fragments rm + rn + the staged
-        global tile (bm·bk + bk·bn)/threads + 2 per global load instruction (64-bit addresses) + 36 for
-        indices (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%)."""
-        threads = max(self.threads, 1)
-        if self.mma == "wgmma":  # 64×bn accumulators over a warpgroup's 128 threads + descriptors, addresses
-            return self.bn // 2 + 40
-        if self.mma != "fma":  # wm·wn/32 accumulators + A/B fragments of one k16 step + addresses
-            return self.wm * self.wn // 32 + self.wm // 4 + self.wn // 4 + 40
-        staged = (self.bm * self.bk + self.bk * self.bn) // threads
-        return self.rm * self.rn + self.rm + self.rn + staged + 2 * (staged // max(self.vec, 1)) + 36
+        """Registers per thread before compiling, with ``vec``-wide loads (:func:`estimate_registers`)."""
+        return estimate_registers(self, self.vec, self.vec)
 
     def smem_bytes(self, smem_itemsize: int | None = None) -> int:
         """Dynamic shared memory per block, bytes. FMA: stages · bk · ((bm + pad) + (bn + pad)) · 4 (tiles

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
-
-from .. import dtypes
-from ..compile import Kernel
+from .. import cache, dtypes, runtime
 from ..errors import SpecError
-from ..runtime import alignment_elems, as_cupy, launch, returns_like_inputs
+from ..launch import Built, Launcher, build, resolve_schedule, workspace
+from ..runtime import alignment_elems, as_cupy, returns_like_inputs
 from ..target import Target
 from .axes import normalize_axes, plan_axes
-from .emit import acc_numpy_dtype, identity_value, plan
+from .family import REDUCE, default_schedule
 from .op import ReduceOp
 from .schedule import ReduceSchedule
+
+__all__ = ["default_schedule", "reduce"]
 
 
 @returns_like_inputs
@@ -57,6 +57,59 @@ def reduce(x, op: str = "sum", axis: int | tuple[int, ...] | None = None, *,  # 
         >>> tiledsl.reduce(cupy.arange(10, dtype="float32"), "sum")  # doctest: +SKIP
         array(45., dtype=float32)
     """
+    key = _call_key(x, op, axis, schedule, out, dtype, keepdims)
+    if key is not None:
+        call = cache.LAUNCHES.get(key[0])
+        if call is not None:
+            return call.run(key[1], key[2], out)
+    return _reduce_slow(x, op, axis, schedule, out, dtype, keepdims, None if key is None else key[0])
+
+
+def _call_key(x, op, axis, schedule, out, dtype, keepdims) -> tuple | None:
+    """(launch-cache key, pointer of x, pointer of out or None) of a call on a CuPy array or torch CUDA
+    tensor (shape, strides, dtype, 64-byte alignment class, op, axis, dtype, keepdims, ``out``'s layout,
+    schedule, device); None for other inputs (they take the checked, converting path)."""
+    sx = runtime.array_sig(x)
+    if sx is None:
+        return None
+    so, po = None, None
+    if out is not None:
+        got = runtime.array_sig(out)
+        if got is None:
+            return None
+        so, po = got
+    key = ("reduce", sx[0], sx[1] & 63, op, axis, dtype, keepdims, so, schedule, runtime.device_id())
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key, sx[1], po
+
+
+class _ReduceCall:
+    """A cached reduction: the launcher packed for one call signature, and its scratch buffers (per stream)."""
+
+    __slots__ = ("dtype", "launcher", "shape", "ws")
+
+    def __init__(self, built: Built, shape: tuple[int, ...], dtype) -> None:
+        self.launcher = Launcher(built.kernel, built.plan)
+        self.ws = built.plan.workspace
+        self.shape, self.dtype = shape, dtype
+
+    def run(self, x, out_ptr, out):
+        """Launch on ``x`` (an array or a device pointer) into ``out`` (pointer ``out_ptr``; a new array when
+        None) and return the result."""
+        if out is None:
+            out = out_ptr = runtime.cupy_empty(self.shape, self.dtype)
+        vals = {"x": x, "out": out_ptr}
+        for ws in self.ws:
+            vals[ws.name] = workspace(ws)
+        self.launcher(vals)
+        return out
+
+
+def _reduce_slow(x, op, axis, schedule, out, dtype, keepdims, key):
+    """Validate, convert and launch; store the launch in the cache under ``key`` when it can be replayed."""
     import cupy
 
     xc, in_dtype, torch_like = _input(x)
@@ -65,11 +118,14 @@ def reduce(x, op: str = "sum", axis: int | tuple[int, ...] | None = None, *,  # 
     if axes is None or len(axes) == xc.ndim or len(axes) == 1:  # all axes, or one: the op sees x itself
         if not xc.flags.c_contiguous:
             xc = cupy.ascontiguousarray(xc)
+            key = None  # a copy: nothing to replay
         rop = ReduceOp(shape=tuple(int(d) for d in xc.shape), op=op, axis=axes[0] if axes and len(axes) == 1 else None,
                        dtype=in_dtype, out_dtype=out_dtype, keepdims=keepdims, align=alignment_elems(xc, 8))
         out_shape = rop.out_shape
     else:  # several axes (or none): one reduction over their product, of a view or a transposed copy
         ap = plan_axes(tuple(int(d) for d in xc.shape), axes, keepdims)
+        if ap.perm is not None or not xc.flags.c_contiguous:
+            key = None  # a copy: nothing to replay
         if ap.perm is not None:
             xc = cupy.ascontiguousarray(xc.transpose(ap.perm))
         elif not xc.flags.c_contiguous:
@@ -86,38 +142,12 @@ def reduce(x, op: str = "sum", axis: int | tuple[int, ...] | None = None, *,  # 
         _fill(out_c, rop)
         return result
     target = Target.current()
-    key = (rop, schedule, target.name, target.arch)
-    kernel = _KERNELS.get(key)
-    if kernel is None:  # the compile cache hashes the source; this keeps repeated calls cheap on the CPU
-        from ..api import compile as compile_op
-
-        kernel = compile_op(rop, schedule or default_schedule(rop, target), arch=target.arch)
-        _KERNELS[key] = kernel
-    _launch(kernel, rop, xc, out_c, target)
+    s = resolve_schedule(REDUCE, rop, schedule, target)
+    call = _ReduceCall(build(REDUCE, rop, s, target), out_shape, out_c.dtype)
+    call.run(xc, out_c, out_c)
+    if key is not None:  # x and out (if given) are CuPy arrays or torch CUDA tensors (runtime.array_sig)
+        cache.LAUNCHES.put(key, call)
     return result
-
-
-_KERNELS: dict[tuple, Kernel] = {}
-
-
-def default_schedule(op: ReduceOp, target: Target) -> ReduceSchedule:
-    """The schedule for ``schedule=None``: the shipped preset ``"default"`` (warp shuffle, 16-byte
-    loads, 4 loads in flight, one wave of blocks, deterministic two-pass combine); the row/column
-    mapping inside it is chosen from the shape by the emitter (``row_threads=0``, ``col_rows=0``).
-
-    A schedule tuned for exactly this op on this device (``python -m search.tune reduce … --export``,
-    stored in the user store or shipped under ``schedules/reduce/``) is used first, after it validates;
-    see :func:`tiledsl.registry.lookup_explain` for why a stored record was not used.
-    """
-    from ..registry import lookup, preset
-    from ..spec import refuse_empty
-
-    refuse_empty(op, "choose a schedule for")
-
-    tuned = lookup("reduce", op, target)
-    if tuned is not None:
-        return tuned
-    return preset("reduce", "default")
 
 
 def _input(x):
@@ -176,22 +206,3 @@ def _fill(out_c, op: ReduceOp) -> None:
         out_c.fill({0: 0, 1: 0x3F80}.get(value, 0x7FC0))
     else:
         out_c.fill(value)
-
-
-def _launch(kernel: Kernel, op: ReduceOp, x, out_c, target: Target) -> None:
-    import cupy
-
-    p = plan(op, kernel.schedule, target.sm_count, target.max_threads_per_sm)
-    acc = acc_numpy_dtype(op)
-    if p.partials:
-        partials = (cupy.full(p.partials, identity_value(op), dtype=acc) if p.fill_identity
-                    else cupy.empty(p.partials, dtype=acc))
-    else:
-        partials = None
-    tickets = cupy.zeros(p.tickets, dtype=np.uint32) if p.tickets else None
-    null = np.uint64(0)
-    segments = op.outer if op.kind == "contiguous" else op.outer * p.col_tiles
-    args = (x, out_c, partials if partials is not None else null, tickets if tickets is not None else null,
-            np.int64(segments), np.int64(op.length), np.int64(op.inner), np.int64(p.col_tiles),
-            np.int32(p.split))
-    launch(kernel, (p.grid, 1, 1), args)

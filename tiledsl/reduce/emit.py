@@ -21,152 +21,30 @@ elements work.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from .. import dtypes
 from .. import rules as R
 from ..codegen.prelude import helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
+from ..planning import render_params
+from .kernel_plan import (
+    LaunchPlan,
+    acc_numpy_dtype,
+    column_threads,
+    group_threads,
+    identity_value,
+    kernel_name,
+    launch_plan,
+    min_blocks,
+    plan_reduce,
+)
 from .op import ReduceOp
-from .schedule import GRID_STRIDE, REDUCE_RULES, STRATEGIES, ReduceSchedule
+from .schedule import REDUCE_RULES, STRATEGIES, ReduceSchedule, vec_width
+
+plan = launch_plan  # the former name of launch_plan
 
 _IDX32_LIMIT = 1 << 30  # below it, loop indices along the reduced axis (plus strides) fit in an int
-_ACC_NUMPY = {"float": "float32", "double": "float64", "long long": "int64"}
-
-
-# ---- resolved mapping (pure functions of op and schedule; shared by emitter and launcher) ----
-def _pow2_ceil(x: int) -> int:
-    p = 1
-    while p < x:
-        p *= 2
-    return p
-
-
-def vec_width(op: ReduceOp, s: ReduceSchedule) -> int:
-    """Effective elements per load: ≤ s.vec, ≤ 16 bytes; strided also ≤ op.align and dividing inner."""
-    v = min(s.vec, 16 // dtypes.get(op.dtype).itemsize)
-    if op.kind == "strided":
-        v = min(v, op.align)
-        while v > 1 and op.inner % v:
-            v //= 2
-    return max(v, 1)
-
-
-def group_threads(op: ReduceOp, s: ReduceSchedule) -> int:
-    """Threads reducing one contiguous segment: ``s.row_threads`` or, when 0, chosen by row length.
-
-    A full reduction (one segment) or a non-shuffle strategy uses the whole block; rows of ≥ 4096
-    elements a block each; shorter rows a warp (or fewer lanes for rows under 2 vectors per lane).
-    """
-    if op.outer <= 1 or s.strategy != "warp_shuffle":
-        return s.block
-    if s.row_threads:
-        return s.row_threads
-    if op.length >= 4096:
-        return s.block
-    v = vec_width(op, s)
-    return min(32, s.block, _pow2_ceil(max(1, -(-op.length // (2 * v)))))
-
-
-def column_threads(op: ReduceOp, s: ReduceSchedule) -> tuple[int, int]:
-    """(TX, TY) of a strided reduction: TX threads across columns, TY along the reduced axis."""
-    if s.col_rows:
-        return s.block // s.col_rows, s.col_rows
-    v = vec_width(op, s)
-    tx = min(32, _pow2_ceil(max(1, -(-op.inner // v))), s.block // v)
-    tx = max(tx, s.block // 32)
-    return tx, s.block // tx
-
-
-def min_blocks(op: ReduceOp, s: ReduceSchedule) -> int:
-    """``__launch_bounds__``'s minimum resident blocks per SM, which caps registers at 65536 / (blocks · block).
-
-    1024 resident threads (64 registers each) while a thread keeps at most 128 bytes of loads in flight
-    (``items_per_thread · V · itemsize``, 32 registers); above that 512 threads (128 registers), so the
-    loads, one accumulator per load (8 bytes each for float64/int64) and the indices fit without spilling
-    (a 16 × 16-byte thread needs ~100 registers; at 64 it spilled up to 1 KiB). A block of 1024 threads
-    can never have more than 64 registers a thread: rule ``loads_fit_registers`` refuses it there.
-    """
-    threads = 1024 if s.items_per_thread * vec_width(op, s) * dtypes.get(op.dtype).itemsize <= 128 else 512
-    return max(1, threads // s.block)
-
-
-@dataclass(frozen=True)
-class LaunchPlan:
-    """How one call is launched.
-
-    Attributes:
-        grid: blocks (1-D).
-        split: blocks sharing one output group (1 = no cross-block combine).
-        partials: accumulator slots needed (partials for two_pass, per-output accumulators for atomic).
-        tickets: ticket counters needed (zeroed before the launch), 0 when none.
-        fill_identity: the partials must start at the op's identity (atomic combine).
-        col_tiles: column tiles per outer index (strided only; 0 otherwise).
-    """
-
-    grid: int
-    split: int
-    partials: int
-    tickets: int
-    fill_identity: bool
-    col_tiles: int = 0
-
-
-def plan(op: ReduceOp, s: ReduceSchedule, sm_count: int, max_threads_per_sm: int = 2048) -> LaunchPlan:
-    """The launch of ``op`` under ``s`` on a device with ``sm_count`` SMs.
-
-    grid = 0 (auto) is one wave: ``sm_count · (max_threads_per_sm // block)`` blocks, a multiple of the
-    SM count. v1–v4 launch one block per tile (``block·vec·items_per_thread`` elements).
-    """
-    v, ipt = vec_width(op, s), s.items_per_thread
-    wave = s.grid or sm_count * max(1, max_threads_per_sm // s.block)
-    atomic = s.combine == "atomic"
-    if op.kind == "contiguous":
-        segs, length = op.outer, op.length
-        gt = group_threads(op, s)
-        if gt < s.block:
-            return LaunchPlan(-(-segs // (s.block // gt)), 1, 0, 0, False)
-        tiles = max(1, -(-length // (s.block * v * ipt)))
-        if s.strategy_index < GRID_STRIDE:
-            split = tiles
-        elif segs == 1 and s.grid:
-            split = s.grid
-        else:
-            split = max(1, min(-(-wave // segs), tiles))
-        needs = split > 1 or s.strategy == "atomic"
-        slots = (segs if atomic else segs * split) if needs else 0
-        return LaunchPlan(segs * split, split, slots, segs if needs else 0, needs and atomic)
-    tx, ty = column_threads(op, s)
-    col_tiles = -(-op.inner // (tx * v))
-    groups = op.outer * col_tiles
-    split = max(1, min(-(-wave // groups), -(-op.length // (ty * ipt * 4))))
-    needs = split > 1
-    slots = (op.out_size if atomic else groups * split * tx * v) if needs else 0
-    return LaunchPlan(groups * split, split, slots, groups if needs else 0, needs and atomic, col_tiles)
-
-
-def kernel_name(op: ReduceOp, s: ReduceSchedule) -> str:
-    """Deterministic name: op, dtypes (in, out), kind, vector width, strategy, schedule hash."""
-    din, dout = dtypes.get(op.dtype).short, dtypes.get(op.out_dtype).short
-    return f"tiledsl_reduce_{op.op}_{din}{dout}_{op.kind}_v{vec_width(op, s)}_{s.strategy}_{s.short_hash()}"
-
-
-def acc_numpy_dtype(op: ReduceOp) -> str:
-    """numpy name of the accumulator type (the type of partials)."""
-    return _ACC_NUMPY[dtypes.get(op.acc_dtype).acc_c_type]
-
-
-def identity_value(op: ReduceOp) -> float | int:
-    """The identity of ``op.op`` in the accumulator type (for atomic accumulators)."""
-    acc = acc_numpy_dtype(op)
-    if op.op in ("sum", "mean", "norm2"):
-        return 0
-    if op.op == "prod":
-        return 1
-    if acc == "int64":
-        return -(2**63) if op.op == "max" else 2**63 - 1
-    return float("-inf") if op.op == "max" else float("inf")
 
 
 # ---- emitter ----
@@ -174,16 +52,17 @@ def emit_reduce(op: ReduceOp, s: ReduceSchedule) -> KernelSource:
     """Emit the CUDA C of ``op`` mapped by ``s``. Pure: same inputs, same text.
 
     Kernel arguments: ``(const T* x, OUT* out, ACC* partials, unsigned* tickets, long long segments,
-    long long length, long long inner, long long col_tiles, int split)``; launch with :func:`plan`.
+    long long length, long long inner, long long col_tiles, int split)`` (:attr:`Plan.params`); launch
+    with :func:`~tiledsl.reduce.kernel_plan.plan_reduce`.
 
     Raises:
         ScheduleError: ``s`` breaks a rule that needs the op (rule ``strided_needs_loop``).
     """
-    s.check_op(op)
+    p = plan_reduce(op, s)  # checks the op-scope rules
     din, dout, dacc = dtypes.get(op.dtype), dtypes.get(op.out_dtype), dtypes.get(op.acc_dtype)
     acc_t = dacc.acc_c_type
-    v = vec_width(op, s)
-    name = kernel_name(op, s)
+    v = p.width("x")
+    name = p.kernel_name
     w = Writer()
     what = {"sum": "sum", "mean": "mean", "max": "max (NaN propagates)", "min": "min (NaN propagates)",
             "prod": "product", "norm2": "sqrt of the sum of squares"}[op.op]
@@ -198,15 +77,12 @@ def emit_reduce(op: ReduceOp, s: ReduceSchedule) -> KernelSource:
     w.blank()
     _functions(w, op, s, din, dout, acc_t, v)
     w.blank()
-    args = (f"const {din.c_type}* __restrict__ x, {dout.c_type}* __restrict__ out, "
-            f"acc_t* __restrict__ partials,\n    unsigned int* __restrict__ tickets, long long segments, "
-            f"long long length, long long inner, long long col_tiles, int split")
-    mb = min_blocks(op, s)
+    mb = p.min_blocks
     w(f"// at least {mb} resident blocks per SM ({mb * s.block} threads: bytes in flight), registers up to "
-      f"{min(255, 65536 // (mb * s.block))} per thread ({s.items_per_thread * v * din.itemsize} bytes of "
+      f"{p.max_registers} per thread ({s.items_per_thread * v * din.itemsize} bytes of "
       "loads in flight per thread)")
     w(f'extern "C" __global__ void __launch_bounds__({s.block}, {mb})')
-    with w.block(f"{name}({args})"):
+    with w.block(f"{name}({render_params(p.params, breaks=(3,))})"):
         if op.kind == "contiguous":
             _contiguous_body(w, op, s)
         else:
@@ -554,4 +430,4 @@ def _strided_body(w: Writer, op: ReduceOp, s: ReduceSchedule) -> None:
 
 
 __all__ = ["LaunchPlan", "acc_numpy_dtype", "column_threads", "emit_reduce", "group_threads", "identity_value",
-           "kernel_name", "min_blocks", "plan", "vec_width"]
+           "kernel_name", "launch_plan", "min_blocks", "plan", "plan_reduce", "vec_width"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from .. import dtypes
 from .. import rules as R
 from ..errors import ScheduleError
 from ..spec import ScheduleRecord, as_int, schedule_error
@@ -158,9 +159,6 @@ class ReduceSchedule(ScheduleRecord):
         if target is not None:
             env.update(MAX_THREADS_PER_BLOCK=target.max_threads_per_block)
         if op is not None:
-            from .. import dtypes
-            from .emit import vec_width
-
             v, itemsize = vec_width(op, self), dtypes.get(op.dtype).itemsize
             env.update(INNER=op.inner, V=v, ITEMSIZE=itemsize, LOAD_BYTES=self.items_per_thread * v * itemsize)
         return env
@@ -185,4 +183,11 @@ class ReduceSchedule(ScheduleRecord):
         return self
 
 
-
+def vec_width(op, s: ReduceSchedule) -> int:
+    """Effective elements per load: ≤ s.vec, ≤ 16 bytes; strided also ≤ op.align and dividing inner."""
+    v = min(s.vec, 16 // dtypes.get(op.dtype).itemsize)
+    if op.kind == "strided":
+        v = min(v, op.align)
+        while v > 1 and op.inner % v:
+            v //= 2
+    return max(v, 1)

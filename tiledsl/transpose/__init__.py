@@ -1,9 +1,11 @@
-"""Transpose: op, schedule and rule table, emitter, user entry point (``docs/transpose.md``)."""
+"""Transpose: op, schedule and rule table, plan, emitter, family record, user entry point (``docs/transpose.md``)."""
 
-from .api import default_schedule, transpose
-from .emit import emit_transpose, grid
+from .api import transpose
+from .emit import emit_transpose
+from .family import TRANSPOSE, default_schedule
+from .kernel_plan import grid, plan_transpose
 from .op import TRANSPOSE_DTYPES, TransposeOp
 from .schedule import TRANSPOSE_RULES, TransposeSchedule
 
-__all__ = ["TRANSPOSE_DTYPES", "TRANSPOSE_RULES", "TransposeOp", "TransposeSchedule", "default_schedule",
-           "emit_transpose", "grid", "transpose"]
+__all__ = ["TRANSPOSE", "TRANSPOSE_DTYPES", "TRANSPOSE_RULES", "TransposeOp", "TransposeSchedule",
+           "default_schedule", "emit_transpose", "grid", "plan_transpose", "transpose"]

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import functools
-from dataclasses import replace
-
-import numpy as np
-
-from ..compile import Kernel
+from .. import cache, runtime
 from ..errors import SpecError
-from ..runtime import alignment_elems, as_gpu, check_no_overlap, element_strides, launch, returns_like_inputs
+from ..launch import Built, Launcher, build, resolve_schedule
+from ..runtime import (
+    alignment_elems,
+    as_gpu,
+    byte_extent,
+    check_no_overlap,
+    element_strides,
+    may_overlap,
+    returns_like_inputs,
+)
 from ..target import Target
-from .emit import grid
+from .family import DEFAULT_PRESET, TRANSPOSE, default_schedule
 from .op import MAX_ACCESS_BYTES, TRANSPOSE_DTYPES, TransposeOp, widest_vector
 from .schedule import TransposeSchedule
 
-DEFAULT_PRESET = "padded_rows_vec_swizzle"
+__all__ = ["DEFAULT_PRESET", "default_schedule", "transpose"]
 
 
 @returns_like_inputs
@@ -45,6 +49,54 @@ def transpose(x, *, out=None, schedule: TransposeSchedule | None = None):
         >>> y.shape                                                                # doctest: +SKIP
         (3000, 1000)
     """
+    key = _call_key(x, out, schedule)
+    if key is not None:
+        call = cache.LAUNCHES.get(key[0])
+        if call is not None:
+            y = call.run(key[1], key[2], out)
+            if y is not None:
+                return y
+    return _transpose_slow(x, out, schedule, None if key is None else key[0])
+
+
+def _call_key(x, out, schedule) -> tuple | None:
+    """(launch-cache key, pointer of x, pointer of out or None) of a call on CuPy arrays or torch CUDA
+    tensors (shapes, strides, dtypes, 16-byte alignment classes, schedule, device); None for other inputs."""
+    sx = runtime.array_sig(x)
+    if sx is None:
+        return None
+    so, po = None, None
+    if out is not None:
+        got = runtime.array_sig(out)
+        if got is None:
+            return None
+        so, po = (got[0], got[1] & 15), got[1]
+    return ("transpose", sx[0], sx[1] & 15, so, schedule, runtime.device_id()), sx[1], po
+
+
+class _TransposeCall:
+    """A cached transpose: the launcher packed for one call signature."""
+
+    __slots__ = ("dtype", "extents", "launcher", "shape")
+
+    def __init__(self, built: Built, shape: tuple[int, ...], dtype, extents) -> None:
+        self.launcher = Launcher(built.kernel, built.plan)
+        self.shape, self.dtype, self.extents = shape, dtype, extents
+
+    def run(self, px: int, py: int | None, out):
+        """Launch and return Y (``out``, or a new array); None, with nothing launched, when ``out`` may
+        overlap ``x``."""
+        if out is None:
+            out = runtime.cupy_empty(self.shape, self.dtype)
+            py = out.data.ptr
+        elif may_overlap(py, self.extents[1], px, self.extents[0]):
+            return None
+        self.launcher({"x": px, "y": py})
+        return out
+
+
+def _transpose_slow(x, out, schedule, key):
+    """Validate, convert and launch; store the launch in the cache under ``key`` when it can be replayed."""
     import cupy
 
     x, x_name, torch_like = _as_gpu(x, "x")
@@ -74,20 +126,12 @@ def transpose(x, *, out=None, schedule: TransposeSchedule | None = None):
         in_strides=element_strides(x, "x"), out_strides=element_strides(y, "out"),
         align_in=_align(x), align_out=_align(y))
     target = Target.current()
-    kernel = _kernel(op, schedule or default_schedule(op, target), target)
-    pad = (0,) * (3 - x.ndim)  # a 2-D op is a batch of one: its batch stride is never used
-    args = (x, y, np.int32(op.rows), np.int32(op.cols), np.int32(op.batch),
-            *(np.int64(s) for s in pad + op.in_strides), *(np.int64(s) for s in pad + op.out_strides))
-    launch(kernel, grid(op, kernel.schedule), args)
+    s = resolve_schedule(TRANSPOSE, op, schedule, target)
+    call = _TransposeCall(build(TRANSPOSE, op, s, target), out_shape, y.dtype, (byte_extent(x), byte_extent(y)))
+    call.launcher({"x": x, "y": y})
+    if key is not None:  # x and out (if given) are CuPy arrays or torch CUDA tensors (runtime.array_sig)
+        cache.LAUNCHES.put(key, call)
     return result
-
-
-@functools.lru_cache(maxsize=512)
-def _kernel(op: TransposeOp, schedule: TransposeSchedule, target: Target) -> Kernel:
-    """The compiled kernel of (op, schedule) for ``target``, memoized: a repeated call costs a dict lookup."""
-    from ..api import compile as compile_op
-
-    return compile_op(op, schedule, device=target, arch=target.arch)
 
 
 def _as_gpu(x, name: str):
@@ -100,34 +144,3 @@ def _align(a) -> int:
     shape, strides = tuple(a.shape), element_strides(a, "array")
     base = alignment_elems(a, MAX_ACCESS_BYTES // a.itemsize)
     return widest_vector(shape, strides, a.itemsize, base_align=base)
-
-
-@functools.lru_cache(maxsize=512)
-def default_schedule(op: TransposeOp, target: Target) -> TransposeSchedule:
-    """The shipped schedule ``padded_rows_vec_swizzle``, its chunk widened to 16 bytes for the op's dtype.
-
-    vec = 16 / itemsize (4 for 32-bit, 2 for 64-bit, 8 for 16-bit elements) and rows_per_thread
-    chosen to keep the preset's thread count, so every dtype gets 16-byte loads and stores where the
-    layout allows.
-
-    A schedule tuned for exactly this op on this device (``python -m search.tune transpose … --export``,
-    stored in the user store or shipped under ``schedules/transpose/``) is used first, after it
-    validates (looked up once per op and device in a process); see
-    :func:`tiledsl.registry.lookup_explain` for why a stored record was not used.
-    """
-    from ..registry import lookup, preset
-    from ..spec import refuse_empty
-
-    refuse_empty(op, "choose a schedule for")
-
-    tuned = lookup("transpose", op, target)
-    if tuned is not None:
-        return tuned
-
-    base: TransposeSchedule = preset("transpose", DEFAULT_PRESET)
-    vec = MAX_ACCESS_BYTES // op.itemsize
-    if vec == base.vec:
-        return base
-    # keep threads = (tile/vec)·(tile/rows_per_thread) fixed: rows_per_thread scales with 1/vec
-    rows = max(1, min(base.tile, base.rows_per_thread * base.vec // vec))
-    return replace(base, vec=vec, rows_per_thread=rows)

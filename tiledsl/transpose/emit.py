@@ -23,10 +23,13 @@ from __future__ import annotations
 from .. import rules as R
 from ..codegen.writer import Writer
 from ..compile import KernelSource
+from ..planning import render_params
+from .kernel_plan import effective_widths, grid, kernel_name, plan_transpose
 from .op import TransposeOp
 from .schedule import TRANSPOSE_RULES, TransposeSchedule
 
-_WORD = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
+__all__ = ["effective_widths", "emit_transpose", "grid", "kernel_name"]
+
 _COMPONENTS = ("x", "y", "z", "w")
 
 
@@ -41,26 +44,6 @@ def _vector(itemsize: int, width: int) -> tuple[str, int]:
     return table[(itemsize, width)], 1
 
 
-def kernel_name(op: TransposeOp, s: TransposeSchedule) -> str:
-    """Deterministic name: dtype, variant, tile, effective load/store widths, schedule hash."""
-    from .. import dtypes
-
-    vi, vo = effective_widths(op, s)
-    return (f"tiledsl_transpose_{dtypes.get(op.dtype).short}_{s.variant}_t{s.tile}_v{vi}{vo}"
-            f"_{s.short_hash()}")
-
-
-def effective_widths(op: TransposeOp, s: TransposeSchedule) -> tuple[int, int]:
-    """(VI, VO): elements per load of X and per store of Y = min(vec, op.align_in / op.align_out)."""
-    return min(s.vec, op.align_in), min(s.vec, op.align_out)
-
-
-def grid(op: TransposeOp, s: TransposeSchedule) -> tuple[int, int, int]:
-    """(tiles of one matrix, min(batch, 65535), 1); the kernel strides over a larger batch."""
-    tiles = -(-op.rows // s.tile) * -(-op.cols // s.tile)
-    return (max(tiles, 1), max(min(op.batch, 65535), 1), 1)
-
-
 def emit_transpose(op: TransposeOp, s: TransposeSchedule) -> KernelSource:
     """Emit the CUDA C of ``op`` under ``s``. Pure: same inputs, same text.
 
@@ -72,10 +55,10 @@ def emit_transpose(op: TransposeOp, s: TransposeSchedule) -> KernelSource:
         with arguments ``(x, y, rows, cols, batch, x_batch, x_row, x_col, y_batch, y_row, y_col)``
         (int32 sizes, int64 element strides).
     """
-    s.check_op(op)
+    p = plan_transpose(op, s)  # checks the op-scope rules
     vi, vo = effective_widths(op, s)
-    word = _WORD[op.itemsize]
-    name = kernel_name(op, s)
+    word = p.detail
+    name = p.kernel_name
     w = Writer()
     w(f"// tiledsl transpose: Y[b][j][i] = X[b][i][j]; X is {'B x ' if len(op.shape) == 3 else ''}R x C "
       "(any strides), Y is C x R",
@@ -108,9 +91,7 @@ def emit_transpose(op: TransposeOp, s: TransposeSchedule) -> KernelSource:
     w("// min 1 block per SM: registers are capped only by the thread count (ptxas otherwise may trade",
       "// registers for occupancy and spill)",
       'extern "C" __global__ void __launch_bounds__(THREADS, 1)')
-    with w.block(f"{name}(const word* __restrict__ x, word* __restrict__ y, int rows, int cols, int batch,\n"
-                 "    long long x_batch, long long x_row, long long x_col,\n"
-                 "    long long y_batch, long long y_row, long long y_col)"):
+    with w.block(f"{name}({render_params(p.params, breaks=(5, 8))})"):
         w("// ---- block -> tile: blockIdx.x walks the tiles of one matrix in groups of SWIZZLE tile-rows",
           "//      (down a group's tile-rows first, then along its tile-columns) ----",
           "const int tiles_r = (rows + TILE - 1) / TILE, tiles_c = (cols + TILE - 1) / TILE;",

@@ -1,0 +1,268 @@
+// tiledsl GEMM: C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C
+// dtype float32 in/out, float32 accumulation; A row-major, B row-major, C row-major
+// schedule: {"bk": 16, "bm": 64, "bn": 64, "double_buffer": true, "min_blocks": 2, "rm": 4, "rn": 4, "smem_pad": 4, "split_k": 4, "swizzle": 8, "unroll": 16, "vec": 4, "wm": 16, "wn": 32}
+
+// ---- schedule (tiledsl.GemmSchedule) ----
+constexpr int BM = 64;          // bm: block tile rows of C
+constexpr int BN = 64;          // bn: block tile columns of C
+constexpr int BK = 16;          // bk: K depth of one shared-memory tile
+constexpr int RM = 4;           // rm: thread tile rows
+constexpr int RN = 4;           // rn: thread tile columns
+constexpr int WM = 16;          // wm: warp tile rows
+constexpr int WN = 32;          // wn: warp tile columns
+constexpr int VEC = 4;          // vec: requested elements per global load
+constexpr int UNROLL = 16;      // unroll: inner-k unroll
+constexpr int SMEM_PAD = 4;     // smem_pad: padding elements per shared row
+constexpr int SWIZZLE = 8;      // swizzle: block-rows per rasterization group
+constexpr int SPLIT_K = 4;      // split_k
+constexpr int MIN_BLOCKS = 2;   // min_blocks: resident blocks per SM the registers must allow
+constexpr int STAGES = 2;       // double_buffer -> 2 stages
+constexpr int THREADS = 256;    // (BM/RM)*(BN/RN)
+constexpr int WARP_LANES = 32;  // (WM/RM)*(WN/RN)
+// derived
+constexpr int WARPS_N = BN / WN;              // warps along N
+constexpr int LANES_N = WN / RN;              // threads of a warp along N
+constexpr int LANES_M = WM / RM;              // threads of a warp along M
+constexpr int CM = 4, CN = 4;               // fragment chunk widths (contiguous rows / cols)
+constexpr int VA = 4, VB = 4, VC = 4;      // effective vector widths of A, B, C (op alignment 4/4/4)
+constexpr int LDS_A = BM + SMEM_PAD;          // shared row pitch of A (k-major)
+constexpr int LDS_B = BN + SMEM_PAD;          // shared row pitch of B (k-major)
+constexpr int LOADS_A = BM * BK / (THREADS * VA);
+constexpr int LOADS_B = BK * BN / (THREADS * VB);
+static_assert(CN % VC == 0, "a C chunk splits into VC-wide stores");
+static_assert(BM >= 1 && BN >= 1 && BK >= 1 && RM >= 1 && RN >= 1, "rule positive_sizes");
+static_assert(BM <= 1024 && BN <= 1024 && BK <= 1024 && RM <= 64 && RN <= 64, "rule tile_sizes_bounded");
+static_assert(WM >= 1 && WN >= 1 && WM <= 4096 && WN <= 4096, "rule warp_tile_positive");
+static_assert(VEC == 1 || VEC == 2 || VEC == 4, "rule vec_width");
+static_assert(BM % RM == 0, "rule thread_tile_divides_block_m");
+static_assert(BN % RN == 0, "rule thread_tile_divides_block_n");
+static_assert(RM % 4 == 0 || RM == 1 || RM == 2, "rule fragment_width_m");
+static_assert(RN % 4 == 0 || RN == 1 || RN == 2, "rule fragment_width_n");
+static_assert(BM % WM == 0 && BN % WN == 0, "rule warp_tile_divides_block");
+static_assert(WM % RM == 0 && WN % RN == 0, "rule thread_tile_divides_warp");
+static_assert(WARP_LANES == 32, "rule warp_is_32_threads");
+static_assert(THREADS <= 1024, "rule threads_at_most_1024");
+static_assert(BM % VEC == 0 && BN % VEC == 0 && BK % VEC == 0, "rule vec_divides_tile");
+static_assert((BM * BK) % (THREADS * VEC) == 0, "rule a_tile_load_even");
+static_assert((BK * BN) % (THREADS * VEC) == 0, "rule b_tile_load_even");
+static_assert(UNROLL >= 1 && BK % UNROLL == 0, "rule unroll_divides_bk");
+static_assert(SMEM_PAD >= 0 && SMEM_PAD <= 64 && SMEM_PAD % 4 == 0, "rule smem_pad_keeps_16_bytes");
+static_assert(RM * RN <= 128, "rule accumulators_fit_registers");
+static_assert(SWIZZLE >= 1 && SWIZZLE <= 65535, "rule swizzle_range");
+static_assert(SPLIT_K >= 1 && SPLIT_K <= 64, "rule split_k_range");
+static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
+
+// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; tiledsl_gemm_splitk_reduce_f32_beta_sk4 sums it
+extern "C" __global__ void __launch_bounds__(THREADS, 2)  // registers capped near 128 per thread
+tiledsl_gemm_f32f32f32_nn_v444_beta_64x64x16_sk4_fb9f3697(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+    int M, int N, int K, long long lda, long long ldb, long long ldc, float alpha) {
+  // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  const int group = SWIZZLE * tiles_n;
+  const int first_m = (blockIdx.x / group) * SWIZZLE;
+  const int group_rows = min(tiles_m - first_m, SWIZZLE);
+  const int tile_m = first_m + (blockIdx.x % group) % group_rows;
+  const int tile_n = (blockIdx.x % group) / group_rows;
+  const int block_m = tile_m * BM, block_n = tile_n * BN;
+  // ---- thread -> fragment: warp tile WMxWN, thread tile RMxRN in CMxCN chunks strided by the warp ----
+  const int tid = threadIdx.x;
+  const int warp_id = tid / 32, lane = tid % 32;
+  const int frag_m = (warp_id / WARPS_N) * WM + (lane / LANES_N) * CM;  // first row of chunk 0
+  const int frag_n = (warp_id % WARPS_N) * WN + (lane % LANES_N) * CN;  // first column of chunk 0
+  // ---- shared memory: STAGES x (As[BK][LDS_A], Bs[BK][LDS_B]), k-major ----
+  extern __shared__ float4 smem_raw[];
+  float* const As = reinterpret_cast<float*>(smem_raw);
+  float* const Bs = As + STAGES * BK * LDS_A;
+
+  float acc[RM][RN];                      // the thread tile, in registers
+  #pragma unroll
+  for (int i = 0; i < RM; ++i)
+    #pragma unroll
+    for (int j = 0; j < RN; ++j) acc[i][j] = 0.f;
+
+  // registers staging one K tile on its way from global to shared memory
+  alignas(16) float a_stage[LOADS_A * VA];
+  alignas(16) float b_stage[LOADS_B * VB];
+
+  // split-K: blockIdx.y owns K range [k_begin, k_end); partial sums go to its workspace slice
+  const int k_per_split = (int)((K + SPLIT_K * (long long)BK - 1) / (SPLIT_K * BK) * BK);
+  const int k_begin = (int)min((long long)K, (long long)blockIdx.y * k_per_split);
+  const int k_end = (int)min((long long)K, (long long)k_begin + k_per_split);
+  C += (long long)blockIdx.y * M * ldc;
+  const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);
+  // ---- prologue: K tile 0 -> shared stage 0 ----
+  // global -> registers: A tile (row-major), VA-wide loads along its contiguous dim, zero outside the matrix
+  {
+    const int k0 = k_begin;
+    #pragma unroll
+    for (int i = 0; i < LOADS_A; ++i) {
+      const int idx = tid + i * THREADS;
+      const int r = idx / (BK / VA);              // strided index
+      const int c = (idx % (BK / VA)) * VA;  // contiguous index
+      const bool in_range = block_m + r < M && k0 + c < k_end;
+      float4 v = make_float4(0, 0, 0, 0);
+      if (in_range) v = *reinterpret_cast<const float4*>(A + (long long)(block_m + r) * lda + (k0 + c));
+      a_stage[i * VA + 0] = v.x;
+      a_stage[i * VA + 1] = v.y;
+      a_stage[i * VA + 2] = v.z;
+      a_stage[i * VA + 3] = v.w;
+    }
+  }
+  // global -> registers: B tile (row-major), VB-wide loads along its contiguous dim, zero outside the matrix
+  {
+    const int k0 = k_begin;
+    #pragma unroll
+    for (int i = 0; i < LOADS_B; ++i) {
+      const int idx = tid + i * THREADS;
+      const int r = idx / (BN / VB);              // strided index
+      const int c = (idx % (BN / VB)) * VB;  // contiguous index
+      const bool in_range = k0 + r < k_end && block_n + c < N;
+      float4 v = make_float4(0, 0, 0, 0);
+      if (in_range) v = *reinterpret_cast<const float4*>(B + (long long)(k0 + r) * ldb + (block_n + c));
+      b_stage[i * VB + 0] = v.x;
+      b_stage[i * VB + 1] = v.y;
+      b_stage[i * VB + 2] = v.z;
+      b_stage[i * VB + 3] = v.w;
+    }
+  }
+  // registers -> shared: A tile, transposed to k-major
+  {
+    float* const dst = As;
+    #pragma unroll
+    for (int i = 0; i < LOADS_A; ++i) {
+      const int idx = tid + i * THREADS;
+      const int r = idx / (BK / VA);
+      const int c = (idx % (BK / VA)) * VA;
+      #pragma unroll
+      for (int e = 0; e < VA; ++e) dst[(c + e) * LDS_A + r] = a_stage[i * VA + e];
+    }
+  }
+  // registers -> shared: B tile, k-major as loaded
+  {
+    float* const dst = Bs;
+    #pragma unroll
+    for (int i = 0; i < LOADS_B; ++i) {
+      const int idx = tid + i * THREADS;
+      const int r = idx / (BN / VB);
+      const int c = (idx % (BN / VB)) * VB;
+      *reinterpret_cast<float4*>(&dst[r * LDS_B + c]) = *reinterpret_cast<const float4*>(&b_stage[i * 4]);
+    }
+  }
+  __syncthreads();
+
+  // ---- main loop over K tiles ----
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int cur = kt & 1;
+    const bool has_next = kt + 1 < k_tiles;
+    // prefetch K tile kt+1 into registers while tile kt is multiplied
+    if (has_next) {
+      // global -> registers: A tile (row-major), VA-wide loads along its contiguous dim, zero outside the matrix
+      {
+        const int k0 = k_begin + (kt + 1) * BK;
+        #pragma unroll
+        for (int i = 0; i < LOADS_A; ++i) {
+          const int idx = tid + i * THREADS;
+          const int r = idx / (BK / VA);              // strided index
+          const int c = (idx % (BK / VA)) * VA;  // contiguous index
+          const bool in_range = block_m + r < M && k0 + c < k_end;
+          float4 v = make_float4(0, 0, 0, 0);
+          if (in_range) v = *reinterpret_cast<const float4*>(A + (long long)(block_m + r) * lda + (k0 + c));
+          a_stage[i * VA + 0] = v.x;
+          a_stage[i * VA + 1] = v.y;
+          a_stage[i * VA + 2] = v.z;
+          a_stage[i * VA + 3] = v.w;
+        }
+      }
+      // global -> registers: B tile (row-major), VB-wide loads along its contiguous dim, zero outside the matrix
+      {
+        const int k0 = k_begin + (kt + 1) * BK;
+        #pragma unroll
+        for (int i = 0; i < LOADS_B; ++i) {
+          const int idx = tid + i * THREADS;
+          const int r = idx / (BN / VB);              // strided index
+          const int c = (idx % (BN / VB)) * VB;  // contiguous index
+          const bool in_range = k0 + r < k_end && block_n + c < N;
+          float4 v = make_float4(0, 0, 0, 0);
+          if (in_range) v = *reinterpret_cast<const float4*>(B + (long long)(k0 + r) * ldb + (block_n + c));
+          b_stage[i * VB + 0] = v.x;
+          b_stage[i * VB + 1] = v.y;
+          b_stage[i * VB + 2] = v.z;
+          b_stage[i * VB + 3] = v.w;
+        }
+      }
+    }
+    // compute: rank-1 updates of the RMxRN thread tile from shared-memory fragments
+    {
+      const float* const as = As + (cur) * BK * LDS_A;
+      const float* const bs = Bs + (cur) * BK * LDS_B;
+      #pragma unroll UNROLL
+      for (int kk = 0; kk < BK; ++kk) {
+        alignas(16) float a_frag[RM];  // read 4 at a time from shared memory
+        alignas(16) float b_frag[RN];
+        #pragma unroll
+        for (int s = 0; s < RM / CM; ++s) {
+          *reinterpret_cast<float4*>(&a_frag[s * CM]) = *reinterpret_cast<const float4*>(&as[kk * LDS_A + frag_m + s * LANES_M * CM]);
+        }
+        #pragma unroll
+        for (int s = 0; s < RN / CN; ++s) {
+          *reinterpret_cast<float4*>(&b_frag[s * CN]) = *reinterpret_cast<const float4*>(&bs[kk * LDS_B + frag_n + s * LANES_N * CN]);
+        }
+        #pragma unroll
+        for (int i = 0; i < RM; ++i)
+          #pragma unroll
+          for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+      }
+    }
+    // publish the prefetched tile into the other stage
+    if (has_next) {
+      // registers -> shared: A tile, transposed to k-major
+      {
+        float* const dst = As + (cur ^ 1) * BK * LDS_A;
+        #pragma unroll
+        for (int i = 0; i < LOADS_A; ++i) {
+          const int idx = tid + i * THREADS;
+          const int r = idx / (BK / VA);
+          const int c = (idx % (BK / VA)) * VA;
+          #pragma unroll
+          for (int e = 0; e < VA; ++e) dst[(c + e) * LDS_A + r] = a_stage[i * VA + e];
+        }
+      }
+      // registers -> shared: B tile, k-major as loaded
+      {
+        float* const dst = Bs + (cur ^ 1) * BK * LDS_B;
+        #pragma unroll
+        for (int i = 0; i < LOADS_B; ++i) {
+          const int idx = tid + i * THREADS;
+          const int r = idx / (BN / VB);
+          const int c = (idx % (BN / VB)) * VB;
+          *reinterpret_cast<float4*>(&dst[r * LDS_B + c]) = *reinterpret_cast<const float4*>(&b_stage[i * 4]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // ---- epilogue: C = alpha * acc (C is never read), VC-wide stores ----
+  #pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int gm = block_m + frag_m + (i / CM) * (LANES_M * CM) + i % CM;
+    if (gm >= M) continue;
+    float* const c_row = C + (long long)gm * ldc;
+    #pragma unroll
+    for (int s = 0; s < RN / CN; ++s) {
+      const int gn = block_n + frag_n + s * (LANES_N * CN);
+      // a VC-wide piece is wholly in or out of range: N is a multiple of VC (op alignment)
+      #pragma unroll
+      for (int p = 0; p < CN; p += VC) {
+        if (gn + p >= N) break;
+        float4* const dst = reinterpret_cast<float4*>(c_row + gn + p);
+        float4 out;
+        out.x = alpha * acc[i][s * CN + p + 0];
+        out.y = alpha * acc[i][s * CN + p + 1];
+        out.z = alpha * acc[i][s * CN + p + 2];
+        out.w = alpha * acc[i][s * CN + p + 3];
+        *dst = out;
+      }
+    }
+  }
+}

@@ -1,0 +1,71 @@
+"""Golden emitted sources: representative kernels of every family, compared as text.
+
+Every emitter change shows up as a diff of CUDA C under ``tests/golden/``. After a deliberate change,
+regenerate the files and review the diff::
+
+    TILEDSL_UPDATE_GOLDEN=1 PYTHONPATH=$PWD python -m pytest -q tests/test_golden.py
+    git diff tests/golden/
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tiledsl import GemmOp, GemmSchedule, ReduceOp, ReduceSchedule, TransposeOp, TransposeSchedule
+from tiledsl.api import source
+from tiledsl.gemm.emit import emit_splitk_reduce
+from tiledsl.registry import preset
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _cases() -> dict[str, str]:
+    """file name -> emitted source."""
+    sgemm = preset("gemm", "sgemm_128x128_8x8")
+    split = replace(preset("gemm", "sgemm_64x64_4x4"), split_k=4)
+    splitk_op = GemmOp(16, 512, 40000, dtype="float32", read_c=True)
+    tn_half = GemmOp(1000, 998, 333, dtype="float16", layout_a="col", layout_b="row",
+                     align_a=4, align_b=2, align_c=2, read_c=True)
+    row_sum = ReduceOp(shape=(128, 4096), op="sum", axis=1, dtype="float32", align=8)
+    full_sum = ReduceOp(shape=(1 << 29,), op="sum", axis=None, dtype="float32", align=8)
+    col_max = ReduceOp(shape=(64, 1000, 96), op="max", axis=1, dtype="float16", align=8)
+    t64 = TransposeOp(shape=(64, 64), dtype="float32")
+    t3 = TransposeOp(shape=(3, 100, 98), dtype="float16")
+    return {
+        "gemm_f32_nn_4096_128x128.cu": source(GemmOp(4096, 4096, 4096), sgemm),
+        "gemm_f16_tn_odd_beta_64x64_v2.cu": source(tn_half, GemmSchedule(bm=64, bn=64, bk=8, rm=4, rn=4, vec=2)),
+        "gemm_f32_splitk4_main.cu": source(splitk_op, split),
+        "gemm_f32_splitk4_reduce.cu": emit_splitk_reduce(splitk_op, split).source,
+        "reduce_sum_rows_128x4096_default.cu": source(row_sum, preset("reduce", "default")),
+        "reduce_sum_full_2e29_default.cu": source(full_sum, preset("reduce", "default")),
+        "reduce_max_strided_f16_default.cu": source(col_max, preset("reduce", "default")),
+        "reduce_sum_full_v1_atomic.cu": source(full_sum, ReduceSchedule(strategy="atomic", combine="atomic",
+                                                                         vec=1, items_per_thread=1)),
+        "transpose_f32_64x64_default.cu": source(t64, preset("transpose", "padded_rows_vec_swizzle")),
+        "transpose_f16_batch_naive_read.cu": source(t3, TransposeSchedule(variant="naive_read", tile=32, vec=1,
+                                                                           rows_per_thread=4, smem_pad=0)),
+    }
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_emitted_source_matches_golden(name):
+    path = GOLDEN / name
+    text = CASES[name]
+    if os.environ.get("TILEDSL_UPDATE_GOLDEN"):
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"{path} is missing: run with TILEDSL_UPDATE_GOLDEN=1 to create it"
+    assert text == path.read_text(), (f"emitted source of {name} differs from {path}; if the change is "
+                                      f"deliberate, regenerate with TILEDSL_UPDATE_GOLDEN=1 and review git diff")
+
+
+def test_golden_folder_has_no_stale_files():
+    stale = sorted(p.name for p in GOLDEN.glob("*.cu") if p.name not in CASES)
+    assert not stale, f"golden files no test produces: {stale}"

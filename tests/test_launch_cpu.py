@@ -1,0 +1,199 @@
+"""The call path without a GPU: plans, argument packing from the parameter list, the launch-plan cache and
+its invalidation, checked on a fake device.
+
+CuPy arrays over unowned (never dereferenced) addresses stand in for device memory; ``Kernel.function``
+returns a recorder instead of a loaded kernel. Kernels are really emitted and compiled (NVRTC needs no
+GPU). The packed arguments are compared with what each launcher passed before plans existed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import cupy
+import numpy as np
+import pytest
+
+import tiledsl
+from tiledsl import cache, registry, runtime
+from tiledsl.compile import Kernel
+from tiledsl.gemm import api as gemm_api
+from tiledsl.reduce import api as reduce_api
+from tiledsl.target import Target
+
+H200 = Target.known("H200")
+
+
+class _Recorder:
+    def __init__(self, name: str, log: list) -> None:
+        self.name, self.log = name, log
+
+    def __call__(self, grid, block, args, shared_mem=0, stream=None):
+        self.log.append({"name": self.name, "grid": tuple(grid), "block": tuple(block), "args": args,
+                         "smem": shared_mem})
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """Launches recorded in a list; arrays are CuPy views of fake, 16 MiB-apart, 256-byte-aligned addresses."""
+    log: list = []
+    addresses = itertools.count(1 << 40, 1 << 24)
+
+    def empty(shape, dtype=np.float32, order="C"):
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
+        dt = np.dtype(dtype)
+        nbytes = max(1, int(np.prod(shape, dtype=np.int64))) * dt.itemsize
+        mem = cupy.cuda.UnownedMemory(next(addresses), nbytes, None, device_id=0)
+        return cupy.ndarray(shape, dt, cupy.cuda.MemoryPointer(mem, 0))
+
+    def workspace(ws):
+        log.append({"workspace": ws.name, "count": ws.count, "init": ws.init})
+        return empty((ws.count,), ws.dtype)
+
+    monkeypatch.setattr(Target, "current", staticmethod(lambda: H200))
+    monkeypatch.setattr(runtime, "device_id", lambda: 0)
+    monkeypatch.setattr(runtime, "cupy_empty", empty)
+    monkeypatch.setattr(cupy, "empty", empty)
+    monkeypatch.setattr(Kernel, "function", lambda self: _Recorder(self.name, log))
+    monkeypatch.setattr(gemm_api, "workspace", workspace)
+    monkeypatch.setattr(reduce_api, "workspace", workspace)
+    cache.clear_all()
+    log.append(empty)  # the allocator, for the tests
+    yield log
+    cache.clear_all()
+
+
+def _launches(log):
+    return [e for e in log if isinstance(e, dict) and "name" in e]
+
+
+def _check_args(args, expected):
+    assert len(args) == len(expected)
+    for got, want in zip(args, expected, strict=True):
+        if isinstance(want, cupy.ndarray):
+            ptr = got.data.ptr if isinstance(got, cupy.ndarray) else int(got)
+            assert isinstance(got, (cupy.ndarray, np.uint64)) and ptr == want.data.ptr
+        else:
+            assert type(got) is type(want) and got == want, (got, want)
+
+
+def test_gemm_args_match_the_parameter_list_and_repeat_from_the_cache(fake_gpu):
+    empty = fake_gpu.pop()
+    a, b = empty((64, 64)), empty((64, 64))
+    c = tiledsl.gemm(a, b)
+    c2 = tiledsl.gemm(a, b, alpha=2.0)
+    runs = _launches(fake_gpu)
+    assert len(runs) == 2 and c.shape == (64, 64) and c2.shape == (64, 64) and c2 is not c
+    op = tiledsl.GemmOp(64, 64, 64)
+    p = tiledsl.plan(op, device=H200)
+    for run, out, alpha in ((runs[0], c, 1.0), (runs[1], c2, 2.0)):
+        assert run["grid"] == p.grid and run["block"] == p.block and run["smem"] == p.dynamic_smem_bytes
+        _check_args(run["args"], [a, b, out, np.int32(64), np.int32(64), np.int32(64), np.int64(64), np.int64(64),
+                                  np.int64(64), np.float32(alpha)])
+    assert cache.LAUNCHES.hits >= 1
+
+
+def test_gemm_beta_transposed_views_and_column_major_c(fake_gpu):
+    empty = fake_gpu.pop()
+    a, b = empty((40, 24)), empty((40, 32))           # A = a.T is (24, 40) column-major
+    c = empty((32, 24)).T                              # column-major C: computed as C^T = B^T A^T
+    for _ in range(2):
+        assert tiledsl.gemm(a.T, b, c, alpha=1.5, beta=0.5) is c
+    runs = _launches(fake_gpu)
+    assert len(runs) == 2 and runs[0]["args"][0] is not None
+    for run in runs:  # the kernel's A is b^T (row-major (32, 40) view of b), its B is a (row-major (40, 24))
+        _check_args(run["args"], [b, a, c, np.int32(32), np.int32(24), np.int32(40), np.int64(32), np.int64(24),
+                                  np.int64(24), np.float32(1.5), np.float32(0.5)])
+
+
+def test_gemm_split_k_uses_the_workspace_and_the_followup_plan(fake_gpu):
+    empty = fake_gpu.pop()
+    m, n, k = 16, 64, 8192
+    s = replace(tiledsl.registry.preset("gemm", "sgemm_64x64_4x4"), split_k=4)
+    a, b, c = empty((m, k)), empty((k, n)), empty((m, n))
+    for _ in range(2):
+        tiledsl.gemm(a, b, c, schedule=s, alpha=3.0, beta=1.0)
+    runs = _launches(fake_gpu)
+    ws = [e for e in fake_gpu if isinstance(e, dict) and "workspace" in e]
+    assert len(runs) == 4 and len(ws) == 2 and ws[0]["count"] == 4 * m * n
+    main, red = runs[2], runs[3]
+    assert main["grid"] == (-(-m // 64) * -(-n // 64), 4, 1)
+    assert red["grid"] == (-(-(m * n) // 256), 1, 1) and red["block"] == (256, 1, 1)
+    assert main["args"][3:] == (np.int32(m), np.int32(n), np.int32(k), np.int64(k), np.int64(n), np.int64(n),
+                                np.float32(1.0))
+    assert all(type(x) is type(y) for x, y in zip(main["args"][3:], (np.int32(1),) * 3 + (np.int64(1),) * 3
+                                                  + (np.float32(1),), strict=True))
+    assert red["args"][2:] == (np.int32(m), np.int32(n), np.int64(n), np.float32(3.0), np.float32(1.0))
+    assert int(red["args"][1]) == c.data.ptr
+
+
+def test_reduce_args_match_the_launch_plan(fake_gpu):
+    empty = fake_gpu.pop()
+    x = empty((128, 4096))
+    r1 = tiledsl.reduce(x, "sum", axis=1)
+    r2 = tiledsl.reduce(x, "sum", axis=1)
+    assert r1.shape == (128,) and r2 is not r1
+    op = tiledsl.ReduceOp(shape=(128, 4096), op="sum", axis=1)
+    p = tiledsl.plan(op, device=H200)
+    lp = p.detail
+    runs = _launches(fake_gpu)
+    assert len(runs) == 2
+    for run, out in zip(runs, (r1, r2), strict=True):
+        assert run["grid"] == (lp.grid, 1, 1)
+        _check_args(run["args"], [x, out, np.uint64(0), np.uint64(0), np.int64(128), np.int64(4096), np.int64(1),
+                                  np.int64(lp.col_tiles), np.int32(lp.split)])
+
+
+def test_reduce_full_sum_takes_partials_and_zeroed_tickets_from_the_workspace(fake_gpu):
+    empty = fake_gpu.pop()
+    x = empty((1 << 22,))
+    out = empty(())
+    for _ in range(2):
+        assert tiledsl.reduce(x, "sum", out=out) is out
+    ws = [e for e in fake_gpu if isinstance(e, dict) and "workspace" in e]
+    lp = tiledsl.plan(tiledsl.ReduceOp(shape=(1 << 22,)), device=H200).detail
+    assert lp.split > 1
+    assert [(w["workspace"], w["count"], w["init"]) for w in ws] == [("partials", lp.partials, "none"),
+                                                                      ("tickets", 1, "zero")] * 2
+    run = _launches(fake_gpu)[1]
+    assert int(run["args"][1]) == out.data.ptr and run["args"][4:] == (np.int64(1), np.int64(1 << 22), np.int64(1),
+                                                                        np.int64(0), np.int32(lp.split))
+
+
+def test_transpose_args_and_cache(fake_gpu):
+    empty = fake_gpu.pop()
+    x = empty((64, 64))
+    y = empty((64, 64))
+    for _ in range(2):
+        assert tiledsl.transpose(x, out=y) is y
+    runs = _launches(fake_gpu)
+    assert len(runs) == 2
+    for run in runs:
+        _check_args(run["args"], [x, y, np.int32(64), np.int32(64), np.int32(1), np.int64(0), np.int64(64),
+                                  np.int64(1), np.int64(0), np.int64(64), np.int64(1)])
+    assert runs[1]["grid"] == tiledsl.plan(tiledsl.TransposeOp(shape=(64, 64)), device=H200).grid
+
+
+def test_storing_a_tuned_schedule_replans_the_next_call(fake_gpu):
+    empty = fake_gpu.pop()
+    x = empty((64, 96))
+    tiledsl.transpose(x)
+    op = tiledsl.TransposeOp(shape=(64, 96))
+    tuned = tiledsl.TransposeSchedule(tile=32, rows_per_thread=8, vec=1, smem_pad=1, swizzle=4)
+    assert tiledsl.plan(op, device=H200).schedule != tuned
+    registry.store("transpose", op, H200, tuned)
+    tiledsl.transpose(x)
+    runs = _launches(fake_gpu)
+    assert runs[0]["name"] != runs[1]["name"]
+    assert runs[1]["name"] == tiledsl.plan(op, tuned, device=H200).kernel_name
+    assert runs[1]["block"] == tuned.block
+
+
+def test_an_overlapping_output_is_not_replayed(fake_gpu):
+    empty = fake_gpu.pop()
+    x = empty((64, 64))
+    y = empty((64, 64))
+    tiledsl.transpose(x, out=y)
+    with pytest.raises(tiledsl.SpecError, match="shares memory"):
+        tiledsl.transpose(x, out=x)  # same call signature as (x, y): the cached launch must not run

@@ -1,0 +1,101 @@
+"""The GEMM family record: op, schedule, rule table, plan, emitter and the default schedule."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import dtypes, registry
+from ..errors import ScheduleError
+from ..family import Family
+from ..spec import refuse_empty
+from ..target import Target
+from .emit import emit_gemm, emit_splitk_reduce
+from .kernel_plan import plan_gemm
+from .op import GemmOp
+from .schedule import GEMM_RULES, MMA_DTYPES, GemmSchedule
+
+
+def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
+    """A sensible schedule for the shape, chosen among the shipped presets and split-K factors.
+
+    float16/bfloat16 on sm_80+ choose among the tensor-core presets (:data:`TC_DEFAULT_CANDIDATES`,
+    ``mma="mma_sync"``); float32 among the FMA presets (:data:`DEFAULT_CANDIDATES`).
+
+    Each candidate (preset in :data:`DEFAULT_CANDIDATES` × split_k in 1, 2, 4, …, 32) gets a quick
+    roofline estimate: the larger of its compute time — waves of
+    blocks (⌈blocks / (SMs · 2)⌉) times one block's 2·bm·bn·kc FLOP at its share of the SM's FP32 rate,
+    scaled by the tile's measured efficiency — and its memory time — the A and B tiles every block
+    reads, (bm + bn)·kc elements, at twice the HBM rate (L2 serves the re-reads) — plus, for
+    split-K, the workspace written and read back and a second launch. The smallest estimate wins.
+
+    A schedule tuned for exactly this op on this device (``python -m search.tune … --export``, stored
+    in the user store or shipped under ``schedules/gemm/``) is used first, after it validates; see
+    :func:`tiledsl.registry.lookup_explain` for why a stored record was not used.
+    """
+    refuse_empty(op, "choose a schedule for")
+    tuned = registry.lookup(GEMM, op, target)
+    if tuned is not None:
+        return tuned
+
+    table = registry.presets(GEMM)
+    itemsize = dtypes.get(op.dtype).itemsize
+    tensor_cores = op.dtype in MMA_DTYPES and target.cc >= 80
+    candidates = DEFAULT_CANDIDATES
+    if tensor_cores:  # wgmma where the device and the operands allow it (its rules decide), else mma.sync
+        candidates = {name: eff for name, eff in TC_DEFAULT_CANDIDATES.items()
+                      if name in table and _applies(table[name], op, target)}
+    peak = target.peak_tc16_flops if tensor_cores else target.peak_fp32_flops
+    sm_flops = peak / target.sm_count
+    best, best_s = None, float("inf")
+    for name, eff in candidates.items():
+        base = table.get(name)
+        if base is None:  # a shipped preset that failed its check (warned when the presets were read)
+            continue
+        for split in (1, 2, 4, 8, 16, 32):
+            kc = _ceil_div(_ceil_div(op.k, split), base.bk) * base.bk  # K per slice, whole bk tiles
+            if split > 1 and kc * (split - 1) >= op.k:
+                break  # an empty K slice: no more splitting
+            cand = base if split == 1 else replace(base, split_k=split)
+            blocks = plan_gemm(op, cand, target).blocks  # tiles of C times K slices
+            waves = -(-blocks // (target.sm_count * 2))
+            per_block_rate = sm_flops / min(2, -(-blocks // target.sm_count)) * eff
+            compute_s = waves * 2 * base.bm * base.bn * kc / per_block_rate
+            memory_s = blocks * (base.bm + base.bn) * kc * itemsize / (2 * target.hbm_bytes_per_s)
+            extra_s = 0.0 if split == 1 else (2 * split + 1) * op.m * op.n * 4 / target.hbm_bytes_per_s + 4e-6
+            est = max(compute_s, memory_s) + extra_s
+            if est < best_s:
+                best, best_s = cand, est
+    return best if best is not None else GemmSchedule()
+
+
+def _applies(s: GemmSchedule, op: GemmOp, target: Target) -> bool:
+    """True when ``s`` passes the op- and device-scope rules for ``op`` on ``target``."""
+    try:
+        s.check_op(op)
+        s.validate(target)
+    except ScheduleError:
+        return False
+    return True
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# Presets the default may pick, with their measured fraction of the FP32 peak (67 TFLOP/s) at 4096³
+# (benchmarks/results/gemm_h200.json, H200, 2026-11-29; e.g. 128x128: 44.8 TFLOP/s = 0.67); the
+# small and skinny tiles' figures are estimates, not measurements.
+DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sgemm_128x64_8x4": 0.57,
+                      "sgemm_64x64_4x4": 0.47, "sgemm_32x64_2x4": 0.3, "skinny_n_64x16": 0.25,
+                      "skinny_m_16x64": 0.25}
+# Tensor-core presets for float16/bfloat16 on sm_80+, with their fraction of the dense tensor-core peak
+# (Target.peak_tc16_flops, 1070 TFLOP/s for the H200 table entry): 128x128 measured 322 TFLOP/s at 4096³
+# (0.30; benchmarks/results/gemm_tc_h200.json, H200, 2026-12-01); the 64x64 figure is an estimate.
+# wgmma (sm_90a, 16-byte-aligned operands): 128x256 measured 509 TFLOP/s (0.475) and 128x128 s6 434 (0.405)
+# at 4096³ NN fp16 (benchmarks/results/gemm_tc_sweep_wgmma_h200.json).
+TC_DEFAULT_CANDIDATES = {"hgemm_wgmma_128x256x64_s4": 0.475, "hgemm_wgmma_128x128x64_s6": 0.405,
+                         "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}
+
+
+GEMM = Family("gemm", GemmOp, GemmSchedule, GEMM_RULES, plan_gemm, emit_gemm, default_schedule,
+              emit_followup=emit_splitk_reduce)

@@ -1,0 +1,142 @@
+"""GEMM plan: the facts of one (GemmOp, GemmSchedule, target) kernel, computed once.
+
+The emitter (``tiledsl.gemm.emit``), the launcher (``tiledsl.gemm.api``), the cost model
+(``tiledsl.costmodel.gemm``) and the search read them from here; nothing else computes an effective
+vector width, a register cap or the kernel's parameter list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .. import dtypes
+from ..planning import Param, Plan, Workspace, register_cap
+from ..target import Target
+from .emit_common import kernel_name, kernel_name_reduce
+from .emit_mma import smem_tile_elems
+from .op import GemmOp
+from .schedule import GemmSchedule, estimate_registers
+
+__all__ = ["GemmDetail", "canonical", "grid", "kernel_name", "kernel_name_reduce", "plan_gemm", "splitk_reduce_plan",
+           "workspace_align"]
+
+SPLITK_REDUCE_THREADS = 256  # threads per block of the split-K reduction (one per element of C)
+
+
+@dataclass(frozen=True)
+class GemmDetail:
+    """GEMM-specific resolved facts.
+
+    Attributes:
+        cm, cn: fragment chunk widths (contiguous rows / columns of a thread's piece of C).
+        out_dtype: dtype the main kernel writes ("float32" for split-K's workspace).
+        min_blocks_lowered: the schedule's ``min_blocks`` was lowered to 1 because an operand forces
+            narrower loads than ``vec`` (more address registers; 1 block rather than spills).
+        spill_bytes: estimated spill traffic per thread and K step (8 bytes per register over the cap).
+    """
+
+    cm: int
+    cn: int
+    out_dtype: str
+    min_blocks_lowered: bool
+    spill_bytes: int
+
+
+def grid(op: GemmOp, s: GemmSchedule) -> tuple[int, int, int]:
+    """One block per bm×bn tile of C (x), times split_k slices of K (y)."""
+    return (-(-op.m // s.bm) * -(-op.n // s.bn), s.split_k, 1)
+
+
+def workspace_align(n: int) -> int:
+    """Widest vector (1, 2, 4) of the split-K float32 workspace, whose rows are N elements long."""
+    return 4 if n % 4 == 0 else 2 if n % 2 == 0 else 1
+
+
+def canonical(op: GemmOp, s: GemmSchedule) -> GemmSchedule:
+    """The schedule emitting the same machine code for ``op`` with ``vec`` no wider than the op allows.
+
+    A and B are loaded ``min(vec, align_a)`` / ``min(vec, align_b)`` wide, and ``min_blocks`` is kept
+    only when both equal ``vec`` (else ``__launch_bounds__(THREADS, 1)``). So every ``vec`` ≥
+    max(align_a, align_b) gives the same loads: clamp it there, and set ``min_blocks`` to 1 where the
+    emitter ignores it.
+    """
+    va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
+    vec = min(s.vec, max(op.align_a, op.align_b))
+    min_blocks = s.min_blocks if (va, vb) == (s.vec, s.vec) else 1
+    if (vec, min_blocks) == (s.vec, s.min_blocks):
+        return s
+    return replace(s, vec=vec, min_blocks=min_blocks)
+
+
+def splitk_reduce_plan(op: GemmOp, s: GemmSchedule, target: Target | None) -> Plan:
+    """The plan of the split-K reduction kernel (one thread per element of C)."""
+    t = dtypes.get(op.dtype).c_type
+    params = [Param("W", "const float* __restrict__", "workspace"), Param("C", f"{t}* __restrict__", "c"),
+              Param("M", "int", "m"), Param("N", "int", "n"), Param("ldc", "long long", "ldc"),
+              Param("alpha", "float", "alpha")]
+    if op.read_c:
+        params.append(Param("beta", "float", "beta"))
+    threads = SPLITK_REDUCE_THREADS
+    return Plan(
+        family="gemm", op=op, schedule=s, canonical=s, arch=target and target.arch,
+        device=target and target.name, kernel_name=kernel_name_reduce(op, s), block=(threads, 1, 1),
+        grid=(-(-(op.m * op.n) // threads), 1, 1), grid_rule=f"(ceil(M·N / {threads}), 1, 1)",
+        dynamic_smem_bytes=0, static_smem_bytes=0, vec=(("W", 1), ("C", 1)), min_blocks=1,
+        max_registers=register_cap(threads, 1), est_registers=16, params=tuple(params))
+
+
+def _dynamic_smem(op: GemmOp, s: GemmSchedule) -> int:
+    """Dynamic shared memory the emitter allocates (mma.sync: the tile layout of this op's operands)."""
+    if s.mma == "mma_sync":
+        a_elems, b_elems = smem_tile_elems(op, s)
+        return s.stages * (a_elems + b_elems) * dtypes.get(op.dtype).itemsize
+    return s.smem_bytes()
+
+
+def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan:
+    """The :class:`~tiledsl.plan.Plan` of ``op`` tiled by ``s`` (on ``target``; None: device-free).
+
+    The kernel is shape-generic (M, N, K and the leading dimensions are parameters); the grid is that of
+    ``op``'s sizes. With ``split_k`` > 1 the main kernel writes float32 partial products to a
+    (split_k, M, N) workspace and :attr:`Plan.followup` sums them into C.
+    """
+    dt = dtypes.get(op.dtype)
+    tensor_cores = s.mma != "fma"
+    if tensor_cores:  # 16-byte copies where the operands' alignment allows (tiledsl.gemm.emit_mma)
+        vmax = 16 // dt.itemsize
+        va, vb = min(vmax, op.align_a), min(vmax, op.align_b)
+    else:
+        va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
+    cm, cn = min(4, s.rm), min(4, s.rn)
+    c_max = 2 if tensor_cores else cn  # mma.sync fragments hold 2 adjacent columns of C
+    if s.split_k > 1:  # the main kernel writes float32 partial sums; the followup finishes C
+        out_dtype, vc, read_c = "float32", min(workspace_align(op.n), c_max), False
+    else:
+        out_dtype, vc, read_c = op.dtype, min(op.align_c, c_max), op.read_c
+    lowered = not tensor_cores and (va, vb) != (s.vec, s.vec)
+    min_blocks = 1 if lowered else s.min_blocks
+    cap = register_cap(s.threads, min_blocks) // 8 * 8
+    want = estimate_registers(s, va, vb)
+    spill = max(0, want - cap) * 8
+    t = dt.c_type
+    params = [Param("A", f"const {t}* __restrict__", "a"), Param("B", f"const {t}* __restrict__", "b"),
+              Param("C", f"{dtypes.get(out_dtype).c_type}* __restrict__", "workspace" if s.split_k > 1 else "c"),
+              Param("M", "int", "m"), Param("N", "int", "n"), Param("K", "int", "k"),
+              Param("lda", "long long", "lda"), Param("ldb", "long long", "ldb"),
+              Param("ldc", "long long", "n" if s.split_k > 1 else "ldc"),
+              Param("alpha", "float", "one" if s.split_k > 1 else "alpha")]
+    if read_c:
+        params.append(Param("beta", "float", "beta"))
+    workspace: tuple[Workspace, ...] = ()
+    followup = None
+    if s.split_k > 1:
+        workspace = (Workspace("workspace", "float32", s.split_k * op.m * op.n),)
+        followup = splitk_reduce_plan(op, s, target)
+    return Plan(
+        family="gemm", op=op, schedule=s, canonical=canonical(op, s), arch=target and target.arch,
+        device=target and target.name, kernel_name=kernel_name(op, s), block=(s.threads, 1, 1),
+        grid=grid(op, s), grid_rule=f"(ceil(M/{s.bm})·ceil(N/{s.bn}), split_k={s.split_k}, 1)",
+        dynamic_smem_bytes=_dynamic_smem(op, s), static_smem_bytes=0,
+        vec=(("A", va), ("B", vb), ("C", vc)), min_blocks=min_blocks, max_registers=cap, est_registers=want,
+        params=tuple(params), workspace=workspace, followup=followup,
+        detail=GemmDetail(cm=cm, cn=cn, out_dtype=out_dtype, min_blocks_lowered=lowered, spill_bytes=spill))
