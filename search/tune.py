@@ -37,21 +37,13 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-<<<<<<< HEAD
-from . import outputs
-=======
-from . import export
->>>>>>> 72dee4a (Kernel plans and a fast launch path (issue 9, CPU side): one frozen Plan per (op, schedule, target) (vector widths, block, grid, smem, register cap and launch bounds, typed parameter list) behind tiledsl.plan(); emitters render signatures from it (golden sources unchanged), launchers pack arguments from it, the cost model and the search read it; one family record per op family registered once (tiledsl.family / tiledsl.families), the search attaches its part to it; no import cycles and no function-level imports within a package (tests/test_imports.py); one cache module (tiledsl.cache) invalidated by registry.store; launch-plan cache keyed by the call signature (CuPy arrays and torch CUDA tensors); scratch buffers per (device, stream); golden sources under tests/golden; CPU tests of packing, caching and invalidation on a fake device)
+from . import export, outputs
 from . import report as R
 from .families import LAYOUTS, SEARCH_FAMILIES, family_of_op, gemm_op, positive_int
 from .families import get as get_family
-<<<<<<< HEAD
 from .interrupt import EXIT_INTERRUPTED, DeferredInterrupt, ignore_in_child
-from .objective import Model, claim, find_duplicate, load_model, roofline_bound_s, trial_problem, warn_trial
-=======
 from .measure import GpuWorker, compile_job
-from .objective import Model, claim, find_duplicate, load_model, roofline_bound_s
->>>>>>> 72dee4a (Kernel plans and a fast launch path (issue 9, CPU side): one frozen Plan per (op, schedule, target) (vector widths, block, grid, smem, register cap and launch bounds, typed parameter list) behind tiledsl.plan(); emitters render signatures from it (golden sources unchanged), launchers pack arguments from it, the cost model and the search read it; one family record per op family registered once (tiledsl.family / tiledsl.families), the search attaches its part to it; no import cycles and no function-level imports within a package (tests/test_imports.py); one cache module (tiledsl.cache) invalidated by registry.store; launch-plan cache keyed by the call signature (CuPy arrays and torch CUDA tensors); scratch buffers per (device, stream); golden sources under tests/golden; CPU tests of packing, caching and invalidation on a fake device)
+from .objective import Model, claim, find_duplicate, load_model, roofline_bound_s, trial_problem, warn_trial
 from .space import Rejection, Space, describe, schedule_key, space_for, tie_key
 from .storage import (
     DEFAULT_STALE_AFTER_S,

@@ -34,14 +34,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GEMM_RULES", "CompileError", "GemmOp", "GemmSchedule", "Kernel", "KernelSource", "LaunchError",
-<<<<<<< HEAD
-    "Report", "ResourceError", "ScheduleError", "SpecError", "SpecTypeError", "Target", "TiledslError",
-    "ToolchainError", "require_gpu",
-    "calibrate", "compile", "explain", "predict", "roofline_plot",
-=======
-    "Param", "Plan", "Report", "ResourceError", "ScheduleError", "SpecError", "SpecTypeError", "Target", "TiledslError",
+    "Param", "Plan", "Report", "ResourceError", "ScheduleError", "SpecError", "SpecTypeError", "Target",
+    "TiledslError", "ToolchainError", "require_gpu",
     "calibrate", "compile", "explain", "plan", "predict", "roofline_plot",
->>>>>>> 72dee4a (Kernel plans and a fast launch path (issue 9, CPU side): one frozen Plan per (op, schedule, target) (vector widths, block, grid, smem, register cap and launch bounds, typed parameter list) behind tiledsl.plan(); emitters render signatures from it (golden sources unchanged), launchers pack arguments from it, the cost model and the search read it; one family record per op family registered once (tiledsl.family / tiledsl.families), the search attaches its part to it; no import cycles and no function-level imports within a package (tests/test_imports.py); one cache module (tiledsl.cache) invalidated by registry.store; launch-plan cache keyed by the call signature (CuPy arrays and torch CUDA tensors); scratch buffers per (device, stream); golden sources under tests/golden; CPU tests of packing, caching and invalidation on a fake device)
     "gemm", "gpu_available", "preset", "presets", "source",
     "REDUCE_RULES", "ReduceOp", "ReduceSchedule", "reduce",
     "TRANSPOSE_RULES", "TransposeOp", "TransposeSchedule", "transpose",

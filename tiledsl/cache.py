@@ -15,48 +15,35 @@ Caches:
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
+
+from . import lru as _lru
 
 _MISSING = object()
 
 
-class LRU:
-    """A bounded least-recently-used map, safe to share between threads.
+class LRU(_lru.LRU):
+    """A :class:`tiledsl.lru.LRU` (bounded, thread-safe) with a name, hit counts and a tuned-store flag.
 
     Args:
-        name: for :func:`stats` and error messages.
+        name: for :func:`stats`.
         maxsize: entries kept (the least recently used is dropped beyond it).
         tuned: True when entries depend on the tuned-schedule store (cleared by :func:`invalidate_tuned`).
     """
 
     def __init__(self, name: str, maxsize: int, tuned: bool) -> None:
-        if maxsize < 1:
-            raise ValueError(f"cache {name!r}: maxsize={maxsize} must be ≥ 1")
-        self.name, self.maxsize, self.tuned = name, maxsize, tuned
-        self._data: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(maxsize)
+        self.name, self.tuned = name, tuned
         self.hits = self.misses = 0
 
     def get(self, key: Hashable, default=None):
         """The value of ``key`` (marked recently used), or ``default``."""
-        with self._lock:
-            value = self._data.get(key, _MISSING)
-            if value is _MISSING:
-                self.misses += 1
-                return default
-            self._data.move_to_end(key)
-            self.hits += 1
-            return value
-
-    def put(self, key: Hashable, value) -> None:
-        """Store ``value`` under ``key``, dropping the least recently used entry beyond ``maxsize``."""
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+        value = super().get(key, _MISSING)
+        if value is _MISSING:
+            self.misses += 1
+            return default
+        self.hits += 1
+        return value
 
     def get_or_make(self, key: Hashable, make: Callable[[], object]):
         """The value of ``key``, made with ``make()`` (outside the lock) and stored on a miss."""
@@ -65,13 +52,6 @@ class LRU:
             value = make()
             self.put(key, value)
         return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 _CACHES: list[LRU] = []

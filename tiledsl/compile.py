@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CompileError, LaunchError, ToolchainError
-from .filestore import atomic_write, locked, warn_bad
+from .filestore import atomic_write, locked, read_json, warn_bad
 from .lru import LRU
 
 BASE_OPTIONS: tuple[str, ...] = ("--std=c++17", "--ptxas-options=-v", "-lineinfo")
@@ -243,8 +243,6 @@ def _entry_problem(meta: object, cubin: bytes, name: str) -> str | None:
 
 
 def _disk_read(d: Path, key: str, name: str) -> tuple[tuple[bytes, str] | None, str | None]:
-    from .filestore import read_json
-
     meta, problem = read_json(d / f"{key}.log", "kernel-cache .log (JSON)")
     try:
         cubin = (d / f"{key}.cubin").read_bytes()
