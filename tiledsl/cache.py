@@ -37,13 +37,19 @@ class LRU(_lru.LRU):
         self.hits = self.misses = 0
 
     def get(self, key: Hashable, default=None):
-        """The value of ``key`` (marked recently used), or ``default``."""
-        value = super().get(key, _MISSING)
-        if value is _MISSING:
-            self.misses += 1
-            return default
-        self.hits += 1
-        return value
+        """The value of ``key`` (marked recently used), or ``default``.
+
+        Raises:
+            TypeError: ``key`` is not hashable.
+        """
+        with self._lock:
+            try:
+                self._data.move_to_end(key)
+            except KeyError:
+                self.misses += 1
+                return default
+            self.hits += 1
+            return self._data[key]
 
     def get_or_make(self, key: Hashable, make: Callable[[], object]):
         """The value of ``key``, made with ``make()`` (outside the lock) and stored on a miss."""

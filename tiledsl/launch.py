@@ -20,7 +20,7 @@ from . import cache
 from .compile import Kernel, compile_source
 from .errors import LaunchError
 from .family import Family
-from .planning import Plan, Workspace
+from .planning import SCALAR_PACK, Param, Plan, Workspace
 from .target import Target
 
 
@@ -75,7 +75,7 @@ class Launcher:
         LaunchError: no CUDA device is available to load the kernel.
     """
 
-    __slots__ = ("block", "fn", "grid", "name", "slots", "smem", "_positions", "_template")
+    __slots__ = ("block", "fn", "grid", "name", "slots", "smem", "_fill", "_template")
 
     def __init__(self, kernel: Kernel, plan: Plan, fixed: dict | None = None) -> None:
         fixed = fixed or {}
@@ -97,8 +97,8 @@ class Launcher:
         self.name, self.grid, self.block, self.smem = kernel.name, grid, kernel.block, kernel.dynamic_smem_bytes
         self.fn = kernel.function()
         self._template = template
-        self._positions = tuple(positions)
         self.slots = tuple(slots)
+        self._fill = tuple((i, p.source, _packer(p)) for i, p in zip(positions, slots, strict=True))
 
     def __call__(self, values: dict) -> None:
         """Launch on the current stream, filling each slot from ``values[slot.source]`` (an array, a device
@@ -109,17 +109,29 @@ class Launcher:
             TypeError: ``values`` lacks a scalar slot's binding.
         """
         args = self._template.copy()
-        for i, p in zip(self._positions, self.slots, strict=True):
-            args[i] = p.pack(values.get(p.source))
+        for i, source, pack in self._fill:
+            args[i] = pack(values.get(source))
         try:
             self.fn(self.grid, self.block, tuple(args), shared_mem=self.smem)
         except Exception as exc:
             raise LaunchError(f"launch of {self.name} grid={self.grid} block={self.block} failed: {exc}") from exc
 
 
+def _pointer(value):
+    if type(value) is int:
+        return np.uint64(value)
+    return np.uint64(0) if value is None else value
+
+
+def _packer(p: Param):
+    """A fast ``p.pack``: the pointer rule, or the scalar's NumPy type."""
+    return _pointer if p.is_pointer else SCALAR_PACK[p.c_type]
+
+
 # ---------------------------------------------------------------- scratch buffers per (device, stream)
 
 _WORKSPACES: dict[tuple[int, int, str], object] = {}
+_RETIRED: list = []  # buffers replaced by larger ones: a captured graph may still write to them
 
 
 def workspace(ws: Workspace):
@@ -128,7 +140,8 @@ def workspace(ws: Workspace):
 
     The buffer is kept and reused by later launches on the same stream (stream order makes that safe);
     it grows when a larger one is needed. Growing allocates, which a CUDA graph capture cannot record:
-    run the call once before capturing it.
+    run the call once before capturing it. A replaced buffer is kept alive (a captured graph may still
+    use its address) until :func:`free_workspaces`.
 
     Raises:
         LaunchError: the buffer must grow while the stream is capturing a graph.
@@ -143,6 +156,8 @@ def workspace(ws: Workspace):
         if stream.ptr and stream.is_capturing():
             raise LaunchError(f"the {ws.name} scratch buffer ({ws.nbytes} bytes) must be allocated while a CUDA "
                               f"graph is being captured: run the same call once before capturing it")
+        if buf is not None:
+            _RETIRED.append(buf)
         buf = cupy.empty(max(ws.nbytes, 256), dtype=np.uint8)
         _WORKSPACES[key] = buf
     arr = buf[:ws.nbytes].view(dtype)
@@ -154,5 +169,7 @@ def workspace(ws: Workspace):
 
 
 def free_workspaces() -> None:
-    """Drop every cached scratch buffer (their memory returns to CuPy's pool)."""
+    """Drop every cached scratch buffer (their memory returns to CuPy's pool). Captured graphs that used
+    them must not be replayed afterwards."""
     _WORKSPACES.clear()
+    _RETIRED.clear()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 # C type of a scalar parameter -> the NumPy scalar type CuPy passes it as
-_SCALAR_PACK = {"int": np.int32, "long long": np.int64, "float": np.float32, "double": np.float64,
+SCALAR_PACK = {"int": np.int32, "long long": np.int64, "float": np.float32, "double": np.float64,
                 "unsigned int": np.uint32, "unsigned long long": np.uint64}
 
 
@@ -60,7 +60,7 @@ class Param:
             return np.uint64(value) if isinstance(value, int) else value
         if value is None:
             raise TypeError(f"kernel parameter {self.name} ({self.c_type}) needs a value")
-        return _SCALAR_PACK[self.c_type](value)
+        return SCALAR_PACK[self.c_type](value)
 
 
 @dataclass(frozen=True)

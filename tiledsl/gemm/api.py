@@ -55,7 +55,10 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
     """
     key = _call_key(a, b, c, beta, schedule)
     if key is not None:
-        call = cache.LAUNCHES.get(key[0])
+        try:
+            call = cache.LAUNCHES.get(key[0])
+        except TypeError:  # an unhashable schedule or scalar: the checked path says what is wrong
+            call = key = None
         if call is not None:
             out = call.run(key[1], key[2], key[3], c, alpha, beta)
             if out is not None:
@@ -81,7 +84,6 @@ def _call_key(a, b, c, beta, schedule) -> tuple | None:
     try:
         read_c = beta != 0
         key = ("gemm", sa[0], sa[1] & 15, sb[0], sb[1] & 15, sc, bool(read_c), schedule, runtime.device_id())
-        hash(key)
     except (TypeError, ValueError):
         return None
     return key, sa[1], sb[1], pc

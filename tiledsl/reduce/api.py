@@ -59,7 +59,10 @@ def reduce(x, op: str = "sum", axis: int | tuple[int, ...] | None = None, *,  # 
     """
     key = _call_key(x, op, axis, schedule, out, dtype, keepdims)
     if key is not None:
-        call = cache.LAUNCHES.get(key[0])
+        try:
+            call = cache.LAUNCHES.get(key[0])
+        except TypeError:  # e.g. an unhashable dtype= or axis=: the checked path says what is wrong
+            call = key = None
         if call is not None:
             return call.run(key[1], key[2], out)
     return _reduce_slow(x, op, axis, schedule, out, dtype, keepdims, None if key is None else key[0])
@@ -78,12 +81,7 @@ def _call_key(x, op, axis, schedule, out, dtype, keepdims) -> tuple | None:
         if got is None:
             return None
         so, po = got
-    key = ("reduce", sx[0], sx[1] & 63, op, axis, dtype, keepdims, so, schedule, runtime.device_id())
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key, sx[1], po
+    return ("reduce", sx[0], sx[1] & 63, op, axis, dtype, keepdims, so, schedule, runtime.device_id()), sx[1], po
 
 
 class _ReduceCall:
