@@ -1,0 +1,83 @@
+"""tiledsl.plan: one frozen Plan per (op, schedule, target) for every family, rendered by the emitters and
+read by the cost model and the search (CPU only)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import replace
+
+import pytest
+
+import tiledsl
+from tiledsl import costmodel, family
+from tiledsl.api import source
+
+OPS = {
+    "gemm": tiledsl.GemmOp(1000, 998, 333, dtype="float16", layout_a="col", align_a=4, align_b=2, align_c=2,
+                           read_c=True),
+    "reduce": tiledsl.ReduceOp(shape=(64, 1000, 96), op="max", axis=1, dtype="float32"),
+    "transpose": tiledsl.TransposeOp(shape=(3, 100, 98), dtype="float16"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_plan_exists_prints_and_matches_the_emitted_signature(name):
+    op = OPS[name]
+    p = tiledsl.plan(op, arch="sm_90")
+    assert p.family == name and p.arch == "sm_90" and p.grid is not None and p.threads == p.block[0] * p.block[1]
+    text = str(p)
+    for part in ("kernel", "block", "grid", "vec", "registers", "params", p.kernel_name):
+        assert part in text
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.grid = (1, 1, 1)
+    src = source(op, p.schedule)
+    m = re.search(rf"{p.kernel_name}\((.*?)\)\s*\{{", src, re.S)
+    assert m is not None
+    assert " ".join(m.group(1).split()) == ", ".join(q.decl for q in p.params)  # the signature is the list
+    assert f"__launch_bounds__({'THREADS' if name != 'reduce' else p.threads}, {p.min_blocks})" in src
+
+
+def test_gemm_plan_widths_registers_and_the_cost_model_agree():
+    op = OPS["gemm"]
+    s = tiledsl.GemmSchedule(vec=4)
+    p = tiledsl.plan(op, s, arch="sm_90")
+    assert p.vec == (("A", 4), ("B", 2), ("C", 2))
+    assert p.min_blocks == 1  # B forces narrower loads than vec: min_blocks lowered
+    assert p.max_registers == min(255, 65536 // p.threads) // 8 * 8
+    regs, spill = costmodel.estimate_registers(op, s)
+    assert regs == min(p.max_registers, -(-p.est_registers // 8) * 8) and spill == p.detail.spill_bytes
+    assert s.est_registers == tiledsl.plan(replace(op, align_a=4, align_b=4), s, arch="sm_90").est_registers
+
+
+def test_plans_of_schedules_emitting_the_same_kernel_share_a_key():
+    op = tiledsl.GemmOp(512, 512, 512, align_a=2, align_b=2, align_c=2)
+    p4 = tiledsl.plan(op, tiledsl.GemmSchedule(vec=4), arch="sm_90")
+    p2 = tiledsl.plan(op, tiledsl.GemmSchedule(vec=2, min_blocks=1), arch="sm_90")
+    assert p4.schedule != p2.schedule and p4.key == p2.key
+    assert tiledsl.plan(op, tiledsl.GemmSchedule(vec=1), arch="sm_90").key != p4.key
+
+
+def test_split_k_plan_has_a_workspace_and_a_followup():
+    op = tiledsl.GemmOp(16, 512, 40000)
+    s = replace(tiledsl.preset("gemm", "sgemm_64x64_4x4"), split_k=4)
+    p = tiledsl.plan(op, s, arch="sm_90")
+    assert p.grid == (8, 4, 1) and p.workspace[0].count == 4 * 16 * 512
+    assert p.followup.kernel_name in source(op, s) and p.followup.grid == (-(-16 * 512 // 256), 1, 1)
+    assert [q.source for q in p.params][:3] == ["a", "b", "workspace"]
+
+
+def test_family_records_are_registered_once_and_found_by_op():
+    names = [f.name for f in family.registered()]
+    assert names == ["gemm", "reduce", "transpose"]
+    for name, op in OPS.items():
+        assert family.of(op).name == name and family.get(name).plan is not None
+    with pytest.raises(ValueError, match="already registered"):
+        family.register(replace(family.get("gemm"), name="gemm2"))
+    with pytest.raises(tiledsl.SpecTypeError):
+        family.of(object())
+
+
+def test_plan_refuses_a_schedule_of_another_family():
+    with pytest.raises(tiledsl.SpecTypeError):
+        tiledsl.plan(OPS["gemm"], tiledsl.ReduceSchedule(), arch="sm_90")
