@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import tiledsl
 from tiledsl import GemmOp
-from tiledsl.gemm.op import max_align
 from tiledsl import family as tiledsl_family
+from tiledsl.gemm.op import max_align
 from tiledsl.reduce import OPS, ReduceOp
 from tiledsl.reduce.kernel_plan import acc_numpy_dtype, identity_value
 from tiledsl.transpose import TransposeOp

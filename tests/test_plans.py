@@ -35,7 +35,10 @@ def test_plan_exists_prints_and_matches_the_emitted_signature(name):
     m = re.search(rf"{p.kernel_name}\((.*?)\)\s*\{{", src, re.S)
     assert m is not None
     assert " ".join(m.group(1).split()) == ", ".join(q.decl for q in p.params)  # the signature is the list
-    assert f"__launch_bounds__({'THREADS' if name != 'reduce' else p.threads}, {p.min_blocks})" in src
+    if "__launch_bounds__(THREADS, MIN_BLOCKS)" in src:  # the tensor-core emitters name the constant
+        assert re.search(rf"constexpr int MIN_BLOCKS = {p.min_blocks};", src)
+    else:
+        assert f"__launch_bounds__({'THREADS' if name != 'reduce' else p.threads}, {p.min_blocks})" in src
 
 
 def test_gemm_plan_widths_registers_and_the_cost_model_agree():

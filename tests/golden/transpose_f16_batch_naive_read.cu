@@ -44,7 +44,7 @@ tiledsl_transpose_f16_naive_read_t32_v11_129e9b4f(const word* __restrict__ x, wo
   for (int b = blockIdx.y; b < batch; b += gridDim.y) {
     const word* const xb = x + b * x_batch;
     word* const yb = y + b * y_batch;
-    // ---- naive, read-coalesced (notes 1.1): a warp reads along a row of X, writes a column of Y ----
+    // ---- naive, read-coalesced (ladder 1.1): a warp reads along a row of X, writes a column of Y ----
     #pragma unroll
     for (int i = 0; i < ROWS_PER_THREAD; ++i) {
       const int r = r0 + ty + i * THREADS_Y;  // row of X
