@@ -33,6 +33,7 @@ def _cases() -> dict[str, str]:
     row_sum = ReduceOp(shape=(128, 4096), op="sum", axis=1, dtype="float32", align=8)
     full_sum = ReduceOp(shape=(1 << 29,), op="sum", axis=None, dtype="float32", align=8)
     col_max = ReduceOp(shape=(64, 1000, 96), op="max", axis=1, dtype="float16", align=8)
+    h4096 = GemmOp(4096, 4096, 4096, dtype="float16", align_a=8, align_b=8, align_c=8)
     t64 = TransposeOp(shape=(64, 64), dtype="float32")
     t3 = TransposeOp(shape=(3, 100, 98), dtype="float16")
     return {
@@ -40,6 +41,8 @@ def _cases() -> dict[str, str]:
         "gemm_f16_tn_odd_beta_64x64_v2.cu": source(tn_half, GemmSchedule(bm=64, bn=64, bk=8, rm=4, rn=4, vec=2)),
         "gemm_f32_splitk4_main.cu": source(splitk_op, split),
         "gemm_f32_splitk4_reduce.cu": emit_splitk_reduce(splitk_op, split).source,
+        "gemm_f16_mma_sync_128x128x32.cu": source(h4096, preset("gemm", "hgemm_128x128x32_w64x64_s4")),
+        "gemm_f16_wgmma_128x128x64_s6.cu": source(h4096, preset("gemm", "hgemm_wgmma_128x128x64_s6")),
         "reduce_sum_rows_128x4096_default.cu": source(row_sum, preset("reduce", "default")),
         "reduce_sum_full_2e29_default.cu": source(full_sum, preset("reduce", "default")),
         "reduce_max_strided_f16_default.cu": source(col_max, preset("reduce", "default")),
