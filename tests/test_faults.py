@@ -44,7 +44,8 @@ def cache(tmp_path, monkeypatch):
 
 
 def _env(cache_dir: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "TILEDSL_CACHE_DIR": str(cache_dir), "PYTHONWARNINGS": "default"}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)  # keep the caller's
+    return {**os.environ, "PYTHONPATH": path, "TILEDSL_CACHE_DIR": str(cache_dir), "PYTHONWARNINGS": "default"}
 
 
 def _bad_file_warnings(record) -> list[str]:
