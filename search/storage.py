@@ -124,7 +124,9 @@ def make_storage(url: str, stale_after_s: int = DEFAULT_STALE_AFTER_S):
         import sqlite3
 
         def connect():
-            conn = sqlite3.connect(parsed.sqlite_path, check_same_thread=False, **parsed.sqlite_kwargs)
+            # isolation_level=None: pysqlite issues no BEGIN of its own; SQLAlchemy's "begin" event below does
+            conn = sqlite3.connect(parsed.sqlite_path, check_same_thread=False, isolation_level=None,
+                                   **parsed.sqlite_kwargs)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             return conn
@@ -138,7 +140,10 @@ def make_storage(url: str, stale_after_s: int = DEFAULT_STALE_AFTER_S):
         try:
             with warnings.catch_warnings():  # heartbeat_interval / grace_period are marked experimental
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.storages.RDBStorage(url, **kwargs)
+                storage = optuna.storages.RDBStorage(url, **kwargs)
+            if parsed.sqlite_path is not None:
+                _immediate_transactions(storage.engine)
+            return storage
         except Exception as exc:  # sqlalchemy IntegrityError / OperationalError of the race only
             race = type(exc).__name__ == "IntegrityError" or (
                 type(exc).__name__ == "OperationalError" and any(w in str(exc) for w in ("locked", "already exists")))
@@ -146,6 +151,21 @@ def make_storage(url: str, stale_after_s: int = DEFAULT_STALE_AFTER_S):
                 raise
             time.sleep(0.2 + random.random())
     raise AssertionError("unreachable")
+
+
+def _immediate_transactions(engine) -> None:
+    """Every transaction on ``engine`` starts with ``BEGIN IMMEDIATE`` (SQLite's write lock, taken up front).
+
+    Optuna reads a row "for update" before changing it (e.g. popping an enqueued WAITING trial to RUNNING);
+    SQLite has no ``SELECT ... FOR UPDATE``, and pysqlite's deferred transactions let two workers both read
+    WAITING and both take the same trial. With the lock taken at BEGIN the read and the write are one
+    atomic step; other workers wait (the URL's ``timeout``) instead. SQLAlchemy's documented pysqlite recipe.
+    """
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def heartbeat_interval(stale_after_s: float) -> int:

@@ -353,6 +353,34 @@ def test_a_suspended_worker_whose_trial_expired_carries_on(cache, tmp_path):
     assert f"trial {held[0]} was marked FAIL by another worker" in out
 
 
+def test_workers_never_pop_the_same_enqueued_trial(tmp_path):
+    """SQLite has no SELECT ... FOR UPDATE: without BEGIN IMMEDIATE two workers took the same WAITING trial."""
+    import optuna
+
+    from search.storage import make_storage
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    study = optuna.create_study(study_name="pop", storage=make_storage(url))
+    for i in range(60):
+        study.enqueue_trial({"x": i})
+    go = tmp_path / "go"
+    script = (
+        "import json, os, sys, time, optuna\n"
+        "from search.storage import make_storage\n"
+        "study = optuna.load_study(study_name='pop', storage=make_storage(sys.argv[1]))\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.005)\n"
+        "print(json.dumps([study.ask().number for _ in range(10)]))\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, url], cwd=tmp_path, env=_env(tmp_path),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    time.sleep(4)
+    go.write_text("go")
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e[-2000:] for _, e in outs]
+    numbers = [n for o, _ in outs for n in json.loads(o)]
+    assert len(numbers) == 60 and len(set(numbers)) == 60, sorted(numbers)
+
+
 def test_a_running_trial_without_heartbeat_expires_after_the_claim_timeout(cache, tmp_path, monkeypatch):
     """A trial left RUNNING by a worker that never beat (an older tiledsl, or killed right after ask)."""
     import optuna
