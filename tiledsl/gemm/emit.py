@@ -24,7 +24,7 @@ from ..codegen.prelude import helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
 from ..planning import render_params
-from .emit_common import COMPONENTS, VEC_TYPES, block_to_tile
+from .emit_common import COMPONENTS, VEC_TYPES, block_to_tile, constexpr_table, k_range
 from .emit_mma import emit_gemm_mma
 from .emit_wgmma import emit_gemm_wgmma
 from .kernel_plan import grid, kernel_name, kernel_name_reduce, plan_gemm, splitk_reduce_plan
@@ -107,9 +107,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("THREADS", s.threads, "(BM/RM)*(BN/RN)"),
         ("WARP_LANES", (s.wm // s.rm) * (s.wn // s.rn), "(WM/RM)*(WN/RN)"),
     ]
-    width = max(len(f"constexpr int {n} = {v};") for n, v, _ in consts)
-    for n, v, doc in consts:
-        w(f"{f'constexpr int {n} = {v};':<{width}}  // {doc}")
+    constexpr_table(w, consts)
     w("// derived",
       "constexpr int WARPS_N = BN / WN;              // warps along N",
       "constexpr int LANES_N = WN / RN;              // threads of a warp along N",
@@ -147,14 +145,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
           "alignas(16) float a_stage[LOADS_A * VA];",
           "alignas(16) float b_stage[LOADS_B * VB];")
         w.blank()
-        if s.split_k > 1:
-            w("// split-K: blockIdx.y owns K range [k_begin, k_end); partial sums go to its workspace slice",
-              "const int k_per_split = (int)((K + SPLIT_K * (long long)BK - 1) / (SPLIT_K * BK) * BK);",
-              "const int k_begin = (int)min((long long)K, (long long)blockIdx.y * k_per_split);",
-              "const int k_end = (int)min((long long)K, (long long)k_begin + k_per_split);",
-              "C += (long long)blockIdx.y * M * ldc;")
-        else:
-            w("const int k_begin = 0, k_end = K;      // one block covers all of K")
+        k_range(w, s.split_k)
         w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
         w("// ---- prologue: K tile 0 -> shared stage 0 ----")
         _load_global(w, op, dt, "A", "k_begin", va)

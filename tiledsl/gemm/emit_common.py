@@ -39,3 +39,24 @@ def block_to_tile(w: Writer) -> None:
       "const int tile_m = first_m + (blockIdx.x % group) % group_rows;",
       "const int tile_n = (blockIdx.x % group) / group_rows;",
       "const int block_m = tile_m * BM, block_n = tile_n * BN;")
+
+
+def constexpr_table(w: Writer, consts: list[tuple[str, int, str]]) -> None:
+    """Emit ``constexpr int NAME = value;  // doc`` lines, the comments aligned."""
+    width = max(len(f"constexpr int {n} = {v};") for n, v, _ in consts)
+    for n, v, doc in consts:
+        w(f"{f'constexpr int {n} = {v};':<{width}}  // {doc}")
+
+
+def k_range(w: Writer, split_k: int) -> None:
+    """Emit the block's K range [k_begin, k_end) and its K tile count (split-K: one slice per blockIdx.y,
+    whose partial sums go to that slice of the float32 workspace C)."""
+    if split_k > 1:
+        w("// split-K: blockIdx.y owns K range [k_begin, k_end); partial sums go to its workspace slice",
+          "const int k_per_split = (int)((K + SPLIT_K * (long long)BK - 1) / (SPLIT_K * BK) * BK);",
+          "const int k_begin = (int)min((long long)K, (long long)blockIdx.y * k_per_split);",
+          "const int k_end = (int)min((long long)K, (long long)k_begin + k_per_split);",
+          "C += (long long)blockIdx.y * M * ldc;")
+    else:
+        w("const int k_begin = 0, k_end = K;      // one block covers all of K")
+

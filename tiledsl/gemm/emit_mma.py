@@ -32,7 +32,7 @@ from .. import rules as R
 from ..codegen.prelude import helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
-from .emit_common import VEC_TYPES, block_to_tile, kernel_name, kernel_name_reduce
+from .emit_common import VEC_TYPES, block_to_tile, constexpr_table, k_range, kernel_name, kernel_name_reduce
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
 
@@ -149,9 +149,7 @@ def emit_gemm_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("MIN_BLOCKS", s.min_blocks, "min_blocks: resident blocks per SM the registers must allow"),
         ("MMA", 1, "mma='mma_sync': tensor cores"),
     ]
-    width = max(len(f"constexpr int {n} = {v};") for n, v, _ in consts)
-    for n, v, doc in consts:
-        w(f"{f'constexpr int {n} = {v};':<{width}}  // {doc}")
+    constexpr_table(w, consts)
     ga, gb = _tile_geometry(op, "A"), _tile_geometry(op, "B")
     w("// derived",
       "constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;",
@@ -188,14 +186,7 @@ def emit_gemm_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
           f"{t}* const As = reinterpret_cast<{t}*>(smem_raw);",
           f"{t}* const Bs = As + STAGES * STAGE_A;")
         w.blank()
-        if s.split_k > 1:
-            w("// split-K: blockIdx.y owns K range [k_begin, k_end); partial sums go to its workspace slice",
-              "const int k_per_split = (int)((K + SPLIT_K * (long long)BK - 1) / (SPLIT_K * BK) * BK);",
-              "const int k_begin = (int)min((long long)K, (long long)blockIdx.y * k_per_split);",
-              "const int k_end = (int)min((long long)K, (long long)k_begin + k_per_split);",
-              "C += (long long)blockIdx.y * M * ldc;")
-        else:
-            w("const int k_begin = 0, k_end = K;      // one block covers all of K")
+        k_range(w, s.split_k)
         w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
         w.blank()
         _load_stage_fn(w, op, dt, ga, gb, va, vb)

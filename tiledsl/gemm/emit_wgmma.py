@@ -30,7 +30,7 @@ from .. import rules as R
 from ..codegen.prelude import helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
-from .emit_common import VEC_TYPES, block_to_tile, kernel_name, kernel_name_reduce
+from .emit_common import VEC_TYPES, block_to_tile, constexpr_table, k_range, kernel_name, kernel_name_reduce
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
 
@@ -161,9 +161,7 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("MMA", 2, "mma='wgmma': Hopper warpgroup MMA"),
         ("WARP_SPECIALIZE", int(s.warp_specialize), "warp_specialize: a producer warpgroup issues the copies"),
     ]
-    width = max(len(f"constexpr int {n} = {v};") for n, v, _ in consts)
-    for n, v, doc in consts:
-        w(f"{f'constexpr int {n} = {v};':<{width}}  // {doc}")
+    constexpr_table(w, consts)
     w("// derived",
       "constexpr int CONSUMERS = BM / 64;            // warpgroups running wgmma, 64 rows each",
       ("constexpr int THREADS = 128 * (CONSUMERS + 1);  // + one producer warpgroup issuing the copies"
@@ -215,14 +213,7 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
               "}",
               "__syncthreads();")
         w.blank()
-        if s.split_k > 1:
-            w("// split-K: blockIdx.y owns K range [k_begin, k_end); partial sums go to its workspace slice",
-              "const int k_per_split = (int)((K + SPLIT_K * (long long)BK - 1) / (SPLIT_K * BK) * BK);",
-              "const int k_begin = (int)min((long long)K, (long long)blockIdx.y * k_per_split);",
-              "const int k_end = (int)min((long long)K, (long long)k_begin + k_per_split);",
-              "C += (long long)blockIdx.y * M * ldc;")
-        else:
-            w("const int k_begin = 0, k_end = K;      // one block covers all of K")
+        k_range(w, s.split_k)
         w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
         w.blank()
         w("// global -> shared: one K tile of A and B into stage `st`, 16-byte chunks along the contiguous dim;",
