@@ -60,3 +60,27 @@ def k_range(w: Writer, split_k: int) -> None:
     else:
         w("const int k_begin = 0, k_end = K;      // one block covers all of K")
 
+
+def store_pair(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, acc: str) -> None:
+    """Emit the store of two adjacent columns gn, gn+1 of row ``c_row``: C = alpha·acc (+ beta·C), as one
+    2-wide store when ``vc`` is 2 (N even, so the pair is wholly in or out), else two bounded scalar stores.
+    ``acc`` is the accumulator expression with ``{e}`` for the column (0 or 1) of the pair."""
+    t = dt.c_type
+    if vc == 2:
+        vt = VEC_TYPES[(t, 2)]
+        vals = [f"alpha * {acc.format(e=e)}" for e in range(2)]
+        w("if (gn >= N) continue;   // N is even (C alignment): the pair is wholly in or out",
+          f"{vt}* const dst = reinterpret_cast<{vt}*>(c_row + gn);")
+        if op.read_c:
+            w(f"const {vt} old = *dst;")
+            vals = [v + f" + beta * {dt.to_acc(f'old.{c}')}" for v, c in zip(vals, "xy", strict=True)]
+        w(f"{vt} out;", f"out.x = {dt.from_acc(vals[0])};", f"out.y = {dt.from_acc(vals[1])};", "*dst = out;")
+        return
+    w("#pragma unroll")
+    with w.block("for (int e = 0; e < 2; ++e)"):
+        w("if (gn + e >= N) break;")
+        val = f"alpha * {acc.format(e='e')}"
+        if op.read_c:
+            val += f" + beta * {dt.to_acc('c_row[gn + e]')}"
+        w(f"c_row[gn + e] = {dt.from_acc(val)};")
+

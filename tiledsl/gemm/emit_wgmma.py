@@ -30,7 +30,7 @@ from .. import rules as R
 from ..codegen.prelude import helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
-from .emit_common import VEC_TYPES, block_to_tile, constexpr_table, k_range, kernel_name, kernel_name_reduce
+from .emit_common import block_to_tile, constexpr_table, k_range, kernel_name, kernel_name_reduce, store_pair
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
 
@@ -336,20 +336,4 @@ def _epilogue(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, row_group: str) 
           "#pragma unroll")
         with w.block("for (int j = 0; j < BN / 8; ++j)"):
             w("const int gn = block_n + j * 8 + 2 * frag_col;")
-            vals = [f"alpha * acc[4 * j + 2 * h + {e}]" for e in range(2)]
-            if vc == 2:
-                vt = VEC_TYPES[(t, 2)]
-                w("if (gn >= N) continue;   // N is even (C alignment): the pair is wholly in or out",
-                  f"{vt}* const dst = reinterpret_cast<{vt}*>(c_row + gn);")
-                if op.read_c:
-                    w(f"const {vt} old = *dst;")
-                    vals = [v + f" + beta * {dt.to_acc(f'old.{c}')}" for v, c in zip(vals, "xy", strict=True)]
-                w(f"{vt} out;", f"out.x = {dt.from_acc(vals[0])};", f"out.y = {dt.from_acc(vals[1])};", "*dst = out;")
-            else:
-                w("#pragma unroll")
-                with w.block("for (int e = 0; e < 2; ++e)"):
-                    w("if (gn + e >= N) break;")
-                    val = "alpha * acc[4 * j + 2 * h + e]"
-                    if op.read_c:
-                        val += f" + beta * {dt.to_acc('c_row[gn + e]')}"
-                    w(f"c_row[gn + e] = {dt.from_acc(val)};")
+            store_pair(w, op, dt, vc, "acc[4 * j + 2 * h + {e}]")
