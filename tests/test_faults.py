@@ -322,6 +322,21 @@ def test_a_killed_workers_running_trial_expires_and_its_schedule_is_evaluated_ag
         "a later trial was skipped as a duplicate of the dead worker's trial"
 
 
+def _write_locked(db: Path) -> bool:
+    """True when another connection holds SQLite's write lock on ``db`` (a stopped process mid-transaction)."""
+    import sqlite3
+
+    con = sqlite3.connect(db, timeout=0.2, isolation_level=None)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        con.close()
+
+
 def test_a_suspended_worker_whose_trial_expired_carries_on(cache, tmp_path):
     """SIGSTOP a worker past --stale-after, let another expire its trial, SIGCONT: it drops that trial's result
     with a warning instead of dying on Optuna's UpdateFinishedTrialError."""
@@ -331,10 +346,10 @@ def test_a_suspended_worker_whose_trial_expired_carries_on(cache, tmp_path):
     a = subprocess.Popen(_tune_cmd(db, "--trials", "100000", "--stale-after", "2"), cwd=tmp_path, env=_env(cache),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        for _ in range(20):  # stop it while it holds a RUNNING trial
+        for _ in range(50):  # stop it while it holds a RUNNING trial, but not the database's write lock
             _wait_for_trials(db, len(_trials(db)) + 10 if db.exists() else 20, a)
             a.send_signal(signal.SIGSTOP)
-            if [t for t in _trials(db) if t.state == TrialState.RUNNING]:
+            if [t for t in _trials(db) if t.state == TrialState.RUNNING] and not _write_locked(db):
                 break
             a.send_signal(signal.SIGCONT)
         held = [t.number for t in _trials(db) if t.state == TrialState.RUNNING]
