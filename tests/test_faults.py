@@ -359,6 +359,9 @@ def test_a_suspended_worker_whose_trial_expired_carries_on(cache, tmp_path):
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
         assert all(t.state == TrialState.FAIL for t in _trials(db) if t.number in held)
+    except BaseException:
+        a.kill()  # a failed check must not leave a 100000-trial worker behind
+        raise
     finally:
         a.send_signal(signal.SIGCONT)
     time.sleep(2)
