@@ -325,7 +325,12 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
         return f"best {what} {best['s'] * 1e3:.3f} ms ({work / best['s'] / disp_scale:.1f} {disp_unit})"
 
     def finish(trial, state, value=None, kind=None) -> None:
-        study.tell(trial, value if state == TrialState.COMPLETE else None, state=state)
+        try:
+            study.tell(trial, value if state == TrialState.COMPLETE else None, state=state)
+        except ValueError as exc:  # "Cannot tell a FAIL trial.": another worker expired it meanwhile
+            if study._storage.get_trial(trial._trial_id).state.is_finished():
+                raise optuna.exceptions.UpdateFinishedTrialError(str(exc)) from exc
+            raise
         beat.release(trial)
         kind = kind or {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned", TrialState.FAIL: "fail"}[state]
         stats[kind] += 1
