@@ -94,46 +94,45 @@ def check(dtype: str, rng, hopper: bool = False) -> list[str]:
     for s in scheds:
         for (m, n, k) in shapes:
             for la, lb in layouts:
-                if True:
-                    for beta, offset in cases:
-                        a64 = rng.uniform(-1, 1, (m, k + offset))
-                        b64 = rng.uniform(-1, 1, (k + offset, n))
-                        c64 = rng.uniform(-1, 1, (m, n))
-                        a_np = np.asfortranarray(a64) if la == "col" else a64
-                        b_np = np.asfortranarray(b64) if lb == "col" else b64
-                        if dtype == "float16":
-                            A, B = cp.asarray(a64.astype(np.float16)), cp.asarray(b64.astype(np.float16))
-                            A = cp.asfortranarray(A) if la == "col" else A  # genuinely column-major
-                            B = cp.asfortranarray(B) if lb == "col" else B
-                            A, B = A[:, offset:], B[offset:, :]
-                            C = cp.asarray(c64.astype(np.float16)) if beta else cp.full((m, n), cp.nan, cp.float16)
-                            ref = 1.5 * (A.astype(cp.float64) @ B.astype(cp.float64))
-                            if beta:  # the poisoned C must not reach the result when beta = 0
-                                ref += beta * C.astype(cp.float64)
-                            out = tiledsl.gemm(A, B, C, alpha=1.5, beta=beta, schedule=s)
-                            got = out
-                        else:
-                            tA = torch.tensor(a_np, device="cuda").to(torch.bfloat16)
-                            tB = torch.tensor(b_np, device="cuda").to(torch.bfloat16)
-                            if la == "col":
-                                tA = tA.t().contiguous().t()
-                            if lb == "col":
-                                tB = tB.t().contiguous().t()
-                            tA, tB = tA[:, offset:], tB[offset:, :]
-                            tC = (torch.tensor(c64, device="cuda").to(torch.bfloat16) if beta
-                                  else torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16))
-                            ref_t = 1.5 * (tA.double() @ tB.double())
-                            if beta:
-                                ref_t += beta * tC.double()
-                            out = tiledsl.gemm(tA, tB, tC, alpha=1.5, beta=beta, schedule=s)
-                            got = cp.asarray(out.float())
-                            ref = cp.asarray(ref_t)
-                        n_cases += 1
-                        err = _rel_err(got, ref)
-                        bad = not np.isfinite(err) or err > 8e-3 or bool(cp.isnan(got).any())
-                        if bad:
-                            fails.append(f"{dtype} {m}x{n}x{k} {la}/{lb} beta={beta} off={offset} {s.mma} "
-                                         f"{s.bm}x{s.bn}x{s.bk} sk{s.split_k}: rel err {err:.2e}")
+                for beta, offset in cases:
+                    a64 = rng.uniform(-1, 1, (m, k + offset))
+                    b64 = rng.uniform(-1, 1, (k + offset, n))
+                    c64 = rng.uniform(-1, 1, (m, n))
+                    a_np = np.asfortranarray(a64) if la == "col" else a64
+                    b_np = np.asfortranarray(b64) if lb == "col" else b64
+                    if dtype == "float16":
+                        A, B = cp.asarray(a64.astype(np.float16)), cp.asarray(b64.astype(np.float16))
+                        A = cp.asfortranarray(A) if la == "col" else A  # genuinely column-major
+                        B = cp.asfortranarray(B) if lb == "col" else B
+                        A, B = A[:, offset:], B[offset:, :]
+                        C = cp.asarray(c64.astype(np.float16)) if beta else cp.full((m, n), cp.nan, cp.float16)
+                        ref = 1.5 * (A.astype(cp.float64) @ B.astype(cp.float64))
+                        if beta:  # the poisoned C must not reach the result when beta = 0
+                            ref += beta * C.astype(cp.float64)
+                        out = tiledsl.gemm(A, B, C, alpha=1.5, beta=beta, schedule=s)
+                        got = out
+                    else:
+                        tA = torch.tensor(a_np, device="cuda").to(torch.bfloat16)
+                        tB = torch.tensor(b_np, device="cuda").to(torch.bfloat16)
+                        if la == "col":
+                            tA = tA.t().contiguous().t()
+                        if lb == "col":
+                            tB = tB.t().contiguous().t()
+                        tA, tB = tA[:, offset:], tB[offset:, :]
+                        tC = (torch.tensor(c64, device="cuda").to(torch.bfloat16) if beta
+                              else torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16))
+                        ref_t = 1.5 * (tA.double() @ tB.double())
+                        if beta:
+                            ref_t += beta * tC.double()
+                        out = tiledsl.gemm(tA, tB, tC, alpha=1.5, beta=beta, schedule=s)
+                        got = cp.asarray(out.float())
+                        ref = cp.asarray(ref_t)
+                    n_cases += 1
+                    err = _rel_err(got, ref)
+                    bad = not np.isfinite(err) or err > 8e-3 or bool(cp.isnan(got).any())
+                    if bad:
+                        fails.append(f"{dtype} {m}x{n}x{k} {la}/{lb} beta={beta} off={offset} {s.mma} "
+                                     f"{s.bm}x{s.bn}x{s.bk} sk{s.split_k}: rel err {err:.2e}")
     print(f"check {dtype}{' wgmma' if hopper else ''}: {n_cases} cases, {len(fails)} failed", flush=True)
     return fails
 

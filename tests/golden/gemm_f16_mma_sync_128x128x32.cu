@@ -16,27 +16,28 @@ __device__ __forceinline__ unsigned short tdsl_f2bf(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // keep NaN quiet
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-// ---- tensor-core helpers (PTX ISA: cp.async, ldmatrix, mma.sync) ----
+// ---- asynchronous copies global -> shared (PTX ISA: cp.async) ----
 __device__ __forceinline__ unsigned tdsl_smem_addr(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-// copy BYTES bytes global -> shared without staging in registers; src_bytes = 0 writes zeros
+// copy BYTES (4, 8 or 16) bytes to shared address `smem` without staging in registers; out of range: zeros
 template <int BYTES>
-__device__ __forceinline__ void tdsl_cp_async(void* smem, const void* gmem, bool in_range) {
+__device__ __forceinline__ void tdsl_cp_async(unsigned smem, const void* gmem, bool in_range) {
   const int src_bytes = in_range ? BYTES : 0;
   if constexpr (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(tdsl_smem_addr(smem)), "l"(gmem), "r"(src_bytes));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem), "l"(gmem), "r"(src_bytes));
   } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
-                 :: "r"(tdsl_smem_addr(smem)), "l"(gmem), "n"(BYTES), "r"(src_bytes));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(smem), "l"(gmem), "n"(BYTES), "r"(src_bytes));
   }
+}
+template <int BYTES>
+__device__ __forceinline__ void tdsl_cp_async(void* smem, const void* gmem, bool in_range) {
+  tdsl_cp_async<BYTES>(tdsl_smem_addr(smem), gmem, in_range);
 }
 __device__ __forceinline__ void tdsl_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>
-__device__ __forceinline__ void tdsl_cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING));
-}
+__device__ __forceinline__ void tdsl_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
+// ---- tensor-core helpers (PTX ISA: ldmatrix, mma.sync) ----
 // four 8x8 b16 matrices; lane l gives the address of row l%8 of matrix l/8
 __device__ __forceinline__ void tdsl_ldmatrix_x4(unsigned (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

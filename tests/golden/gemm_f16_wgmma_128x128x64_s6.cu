@@ -16,17 +16,28 @@ __device__ __forceinline__ unsigned short tdsl_f2bf(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // keep NaN quiet
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-// ---- Hopper helpers (PTX ISA: cp.async, fence.proxy.async, wgmma) ----
+// ---- asynchronous copies global -> shared (PTX ISA: cp.async) ----
 __device__ __forceinline__ unsigned tdsl_smem_addr(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-// 16 bytes global -> shared without staging in registers; in_range = false writes zeros
-__device__ __forceinline__ void tdsl_cp_async16(unsigned smem, const void* gmem, bool in_range) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem), "l"(gmem), "r"(in_range ? 16 : 0));
+// copy BYTES (4, 8 or 16) bytes to shared address `smem` without staging in registers; out of range: zeros
+template <int BYTES>
+__device__ __forceinline__ void tdsl_cp_async(unsigned smem, const void* gmem, bool in_range) {
+  const int src_bytes = in_range ? BYTES : 0;
+  if constexpr (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem), "l"(gmem), "r"(src_bytes));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(smem), "l"(gmem), "n"(BYTES), "r"(src_bytes));
+  }
+}
+template <int BYTES>
+__device__ __forceinline__ void tdsl_cp_async(void* smem, const void* gmem, bool in_range) {
+  tdsl_cp_async<BYTES>(tdsl_smem_addr(smem), gmem, in_range);
 }
 __device__ __forceinline__ void tdsl_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>
 __device__ __forceinline__ void tdsl_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
+// ---- Hopper helpers (PTX ISA: fence.proxy.async, mbarrier, wgmma) ----
 // shared memory written through the generic proxy (cp.async) is read next by wgmma (async proxy)
 __device__ __forceinline__ void tdsl_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void tdsl_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -155,7 +166,7 @@ tiledsl_gemm_f16f32f16_nn_v888_nobeta_128x128x64_1cface96(const unsigned short* 
       const bool in_range = block_m + r < M && k0 + c * 8 < k_end;
       const unsigned short* const src = in_range ? A + (long long)(block_m + r) * lda + k0 + c * 8 : A;
       const unsigned dst = r * 128 + ((c ^ (r % 8)) * 16);
-      tdsl_cp_async16(As + st * STAGE_A_BYTES + dst, src, in_range);
+      tdsl_cp_async<16>(As + st * STAGE_A_BYTES + dst, src, in_range);
     }
     #pragma unroll
     for (int i = 0; i < COPIES_B; ++i) {
@@ -164,7 +175,7 @@ tiledsl_gemm_f16f32f16_nn_v888_nobeta_128x128x64_1cface96(const unsigned short* 
       const bool in_range = k0 + k < k_end && block_n + mn < N;
       const unsigned short* const src = in_range ? B + (long long)(k0 + k) * ldb + block_n + mn : B;
       const unsigned dst = (mn / 64) * 8192 + k * 128 + ((((mn % 64) / 8) ^ (k % 8)) * 16);
-      tdsl_cp_async16(Bs + st * STAGE_B_BYTES + dst, src, in_range);
+      tdsl_cp_async<16>(Bs + st * STAGE_B_BYTES + dst, src, in_range);
     }
   };
 

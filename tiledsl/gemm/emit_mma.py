@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from .. import dtypes
 from .. import rules as R
-from ..codegen.prelude import helpers_for
+from ..codegen.prelude import ASYNC_COPY_HELPERS, helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
 from .emit_common import block_to_tile, constexpr_table, k_range, kernel_name, kernel_name_reduce, store_pair
@@ -38,27 +38,7 @@ from .schedule import GEMM_RULES, GemmSchedule
 
 MMA_PTX_TYPE = {"float16": "f16", "bfloat16": "bf16"}  # mma.sync operand type per input dtype
 
-_MMA_HELPERS = r"""// ---- tensor-core helpers (PTX ISA: cp.async, ldmatrix, mma.sync) ----
-__device__ __forceinline__ unsigned tdsl_smem_addr(const void* p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-// copy BYTES bytes global -> shared without staging in registers; src_bytes = 0 writes zeros
-template <int BYTES>
-__device__ __forceinline__ void tdsl_cp_async(void* smem, const void* gmem, bool in_range) {
-  const int src_bytes = in_range ? BYTES : 0;
-  if constexpr (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(tdsl_smem_addr(smem)), "l"(gmem), "r"(src_bytes));
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
-                 :: "r"(tdsl_smem_addr(smem)), "l"(gmem), "n"(BYTES), "r"(src_bytes));
-  }
-}
-__device__ __forceinline__ void tdsl_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int PENDING>
-__device__ __forceinline__ void tdsl_cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING));
-}
+_MMA_HELPERS = r"""// ---- tensor-core helpers (PTX ISA: ldmatrix, mma.sync) ----
 // four 8x8 b16 matrices; lane l gives the address of row l%8 of matrix l/8
 __device__ __forceinline__ void tdsl_ldmatrix_x4(unsigned (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -135,7 +115,7 @@ def emit_gemm_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
       f"// {op.dtype} inputs, mma.sync m16n8k16 with float32 accumulation; A {op.layout_a}-major, "
       f"B {op.layout_b}-major, C row-major",
       f"// schedule: {json.dumps(s.to_dict(), sort_keys=True)}")
-    w(helpers_for(op.dtype).rstrip("\n"), _MMA_HELPERS.rstrip("\n"), _mma_fn(ptx).rstrip("\n"))
+    w(helpers_for(op.dtype).rstrip("\n"), ASYNC_COPY_HELPERS.rstrip("\n"), _MMA_HELPERS.rstrip("\n"), _mma_fn(ptx).rstrip("\n"))
     w.blank()
     w("// ---- schedule (tiledsl.GemmSchedule) ----")
     consts = [

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from .. import dtypes
 from .. import rules as R
-from ..codegen.prelude import helpers_for
+from ..codegen.prelude import ASYNC_COPY_HELPERS, helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
 from .emit_common import block_to_tile, constexpr_table, k_range, kernel_name, kernel_name_reduce, store_pair
@@ -37,17 +37,7 @@ from .schedule import GEMM_RULES, GemmSchedule
 WGMMA_PTX_TYPE = {"float16": "f16", "bfloat16": "bf16"}
 SWIZZLE_BYTES = 1024  # one 128-byte-swizzle atom: 8 rows × 128 bytes; tiles start on this alignment
 
-_HELPERS = r"""// ---- Hopper helpers (PTX ISA: cp.async, fence.proxy.async, wgmma) ----
-__device__ __forceinline__ unsigned tdsl_smem_addr(const void* p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-// 16 bytes global -> shared without staging in registers; in_range = false writes zeros
-__device__ __forceinline__ void tdsl_cp_async16(unsigned smem, const void* gmem, bool in_range) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem), "l"(gmem), "r"(in_range ? 16 : 0));
-}
-__device__ __forceinline__ void tdsl_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int PENDING>
-__device__ __forceinline__ void tdsl_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
+_HELPERS = r"""// ---- Hopper helpers (PTX ISA: fence.proxy.async, mbarrier, wgmma) ----
 // shared memory written through the generic proxy (cp.async) is read next by wgmma (async proxy)
 __device__ __forceinline__ void tdsl_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void tdsl_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -115,12 +105,6 @@ def _wgmma_fn(ptx: str, n: int, trans_a: int, trans_b: int) -> str:
             "}\n")
 
 
-def wgmma_smem_bytes(s: GemmSchedule) -> int:
-    """Dynamic shared memory: :meth:`GemmSchedule.smem_bytes` (stages × (bm + bn) × 64 × 2 bytes, one atom
-    for aligning the base, and the mbarriers of a warp-specialized kernel)."""
-    return s.smem_bytes()
-
-
 def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
     """Emit the Hopper (``wgmma``) GEMM kernel for ``op`` tiled by ``s``. Pure: same inputs, same text.
 
@@ -144,7 +128,7 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
       f"B {op.layout_b}-major, C row-major",
       f"// schedule: {json.dumps(s.to_dict(), sort_keys=True)}")
     ka, kb = _k_major(op, "A"), _k_major(op, "B")
-    w(helpers_for(op.dtype).rstrip("\n"), _HELPERS.rstrip("\n"),
+    w(helpers_for(op.dtype).rstrip("\n"), ASYNC_COPY_HELPERS.rstrip("\n"), _HELPERS.rstrip("\n"),
       _wgmma_fn(ptx, s.bn, int(not ka), int(not kb)).rstrip("\n"))
     w.blank()
     w("// ---- schedule (tiledsl.GemmSchedule) ----")
@@ -238,7 +222,7 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
                           f"const {t}* const src = in_range ? {which} + (long long)(k0 + k) * {ld} + {base} + mn "
                           f": {which};",
                           "const unsigned dst = (mn / 64) * 8192 + k * 128 + ((((mn % 64) / 8) ^ (k % 8)) * 16);")
-                    w(f"tdsl_cp_async16({which}s + st * STAGE_{which}_BYTES + dst, src, in_range);")
+                    w(f"tdsl_cp_async<16>({which}s + st * STAGE_{which}_BYTES + dst, src, in_range);")
         w.blank()
         if s.warp_specialize:
             _warp_specialized_loop(w, lbo_a, sbo_a, step_a, lbo_b, sbo_b, step_b,
@@ -278,7 +262,7 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
             w.blank()
             _epilogue(w, out_op, out_dt, vc, "wg")
     return KernelSource(name=name, source=w.text(), block=(s.threads, 1, 1),
-                        dynamic_smem_bytes=wgmma_smem_bytes(s), arch_suffix="a")
+                        dynamic_smem_bytes=s.smem_bytes(), arch_suffix="a")
 
 
 PRODUCER_REGS = 40
