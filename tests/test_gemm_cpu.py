@@ -380,7 +380,7 @@ def test_default_schedule_picks_tensor_cores_for_16_bit():
 WGMMA_SCHEDULES = [dict(bm=128, bn=256, stages=4), dict(bm=256, bn=128, stages=4), dict(bm=128, bn=128, stages=6),
                    dict(bm=64, bn=64, stages=3), dict(bm=128, bn=128, stages=4, split_k=4),
                    dict(bm=128, bn=256, stages=4, warp_specialize=True),
-                   dict(bm=64, bn=256, stages=4, warp_specialize=True)]
+                   dict(bm=128, bn=128, stages=6, warp_specialize=True, split_k=2)]
 
 
 @pytest.mark.parametrize("kw", WGMMA_SCHEDULES, ids=lambda kw: "_".join(f"{k}{v}" for k, v in kw.items()))
@@ -400,6 +400,21 @@ def test_wgmma_kernels_compile_for_sm_90a_without_spills(kw):
             assert trans in k.source
             assert k.dynamic_smem_bytes == s.smem_bytes() and k.block == (s.threads, 1, 1)
             assert ("setmaxnreg.dec" in k.source) == s.warp_specialize
+            # setmaxnreg.inc waits for registers the producer gave back: the targets fit ptxas's allocation
+            # (else compile refuses the kernel; test_setmaxnreg_demand_above_the_allocation_is_refused)
+            assert k.registers * k.threads >= (128 * (40 + 2 * 232) if s.warp_specialize else 0)
+
+
+def test_setmaxnreg_demand_above_the_allocation_is_refused():
+    """A kernel whose setmaxnreg targets exceed its register pool would hang in setmaxnreg.inc on the GPU
+    (one consumer warpgroup asking for 240 with ptxas allocating 128 per thread did): compile refuses it."""
+    from tiledsl.compile import KernelSource, compile_source
+
+    src = 'extern "C" __global__ void small(float* x) { x[threadIdx.x] = 1.f; }'
+    ok = compile_source(KernelSource("small", src, (256, 1, 1)), "sm_90")
+    with pytest.raises(tiledsl.CompileError, match=r"setmaxnreg targets need 999999 registers per block"):
+        compile_source(KernelSource("small", src, (256, 1, 1), setmaxnreg_demand=999999), "sm_90")
+    assert ok.registers >= 1
 
 
 def test_wgmma_rules_name_the_operands_and_the_device():

@@ -113,8 +113,8 @@ WGMMA_SCHEDULES = {
     "wgmma 64x64x64 s3": dict(bm=64, bn=64, stages=3),
     "wgmma 128x128x64 s6 split-K 3": dict(bm=128, bn=128, stages=6, split_k=3),
     "wgmma 128x256x64 s4 producer warpgroup": dict(bm=128, bn=256, stages=4, warp_specialize=True),
-    "wgmma 64x128x64 s3 producer warpgroup split-K 2": dict(bm=64, bn=128, stages=3, warp_specialize=True,
-                                                            split_k=2),
+    "wgmma 128x128x64 s4 producer warpgroup split-K 2": dict(bm=128, bn=128, stages=4, warp_specialize=True,
+                                                             split_k=2),
 }
 WGMMA_SHAPES = [(8, 8, 8), (8, 24, 64), (128, 136, 72), (136, 128, 200), (40, 848, 2560), (256, 304, 1000)]
 

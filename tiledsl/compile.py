@@ -43,6 +43,10 @@ class KernelSource:
         dynamic_smem_bytes: dynamic shared memory per block.
         arch_suffix: "a" when the kernel uses architecture-specific instructions (wgmma, setmaxnreg:
             compiled for sm_90a instead of sm_90), else "".
+        setmaxnreg_demand: registers per block the kernel's warpgroups hold after their ``setmaxnreg``
+            (sum over warpgroups of 128 × the target), or 0 when it uses none. ``setmaxnreg.inc`` waits until
+            the block's register pool (ptxas's allocation × threads) can grant it, so a demand above the pool
+            would hang forever: :func:`compile_source` refuses such a kernel (PTX ISA, "setmaxnreg").
     """
 
     name: str
@@ -50,6 +54,7 @@ class KernelSource:
     block: tuple[int, int, int]
     dynamic_smem_bytes: int = 0
     arch_suffix: str = ""
+    setmaxnreg_demand: int = 0
 
 
 @dataclass(frozen=True)
@@ -182,7 +187,8 @@ def compile_source(ks: KernelSource, arch: str, extra_options: tuple[str, ...] =
     A disk entry that fails its check (hash, ELF header, ptxas report) is recompiled and replaced.
 
     Raises:
-        CompileError: NVRTC rejected the source (the error holds source, options and log).
+        CompileError: NVRTC rejected the source (the error holds source, options and log), or the
+            kernel's ``setmaxnreg`` targets exceed the registers ptxas allocated (it would never finish).
     """
     if ks.arch_suffix and not arch.endswith(ks.arch_suffix):
         arch += ks.arch_suffix  # sm_90 -> sm_90a for wgmma
@@ -199,6 +205,12 @@ def compile_source(ks: KernelSource, arch: str, extra_options: tuple[str, ...] =
         _MEM_CACHE.put(key, hit)
     cubin, log = hit
     report = parse_ptxas_log(log, ks.name)
+    threads = ks.block[0] * ks.block[1] * ks.block[2]
+    if ks.setmaxnreg_demand > report["registers"] * threads:
+        raise CompileError(
+            f"{ks.name}: its setmaxnreg targets need {ks.setmaxnreg_demand} registers per block but ptxas "
+            f"allocated {report['registers']} × {threads} threads = {report['registers'] * threads}; "
+            "setmaxnreg.inc would wait forever", ks.source, options, log)
     return Kernel(name=ks.name, source=ks.source, block=ks.block,
                   dynamic_smem_bytes=ks.dynamic_smem_bytes, arch=arch, options=options,
                   cubin=cubin, log=log, op=op, schedule=schedule, **report)

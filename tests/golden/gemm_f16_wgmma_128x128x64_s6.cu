@@ -122,7 +122,7 @@ static_assert(BK == 64, "rule wgmma_bk_64");
 static_assert(STAGES >= 3, "rule wgmma_stages_at_least_3");
 static_assert((BM * 8) % LOADERS == 0 && (BN * 8) % LOADERS == 0, "rule wgmma_copies_even");
 static_assert(SMEM_PAD == 0, "rule wgmma_no_padding");
-static_assert(WARP_SPECIALIZE == 0 || BM <= 128, "rule warp_specialize_rows");
+static_assert(WARP_SPECIALIZE == 0 || BM == 128, "rule warp_specialize_rows");
 static_assert(BM % WM == 0 && BN % WN == 0, "rule warp_tile_divides_block");
 static_assert(THREADS <= 1024, "rule threads_at_most_1024");
 static_assert(SMEM_PAD >= 0 && SMEM_PAD <= 64 && SMEM_PAD % 4 == 0, "rule smem_pad_keeps_16_bytes");

@@ -261,8 +261,9 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
               "tdsl_cp_async_wait<0>();  // no copy may be left in flight when the block exits")
             w.blank()
             _epilogue(w, out_op, out_dt, vc, "wg")
+    demand = 128 * (PRODUCER_REGS + (s.bm // 64) * consumer_regs) if s.warp_specialize else 0
     return KernelSource(name=name, source=w.text(), block=(s.threads, 1, 1),
-                        dynamic_smem_bytes=s.smem_bytes(), arch_suffix="a")
+                        dynamic_smem_bytes=s.smem_bytes(), arch_suffix="a", setmaxnreg_demand=demand)
 
 
 PRODUCER_REGS = 40

@@ -56,9 +56,10 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("warp_specialize_needs_wgmma", "MMA == 2",
            "{cls}.warp_specialize=True needs mma='wgmma' (a producer warpgroup feeds wgmma consumers)",
            when="WARP_SPECIALIZE == 1"),
-    R.Rule("warp_specialize_rows", "WARP_SPECIALIZE == 0 or BM <= 128",
-           "{cls}.bm={BM} must be ≤ 128 with warp_specialize (two consumer warpgroups share the registers "
-           "the producer gives up)", when="MMA == 2"),
+    R.Rule("warp_specialize_rows", "WARP_SPECIALIZE == 0 or BM == 128",
+           "{cls}.bm={BM} must be 128 with warp_specialize (two consumer warpgroups of 64 rows share the "
+           "registers the producer gives up: 40 + 2·232 = 3·168 per thread, the allocation ptxas makes for "
+           "384 threads; one consumer warpgroup would wait forever in setmaxnreg.inc)", when="MMA == 2"),
     R.Rule("mma_warp_tile_shape", "WM % 16 == 0 and WN % 16 == 0",
            "{cls} warp tile wm×wn={WM}×{WN} must be multiples of 16 with mma='mma_sync' (m16n8k16 "
            "fragments, B loaded two n8 fragments at a time)", when="MMA == 1"),
