@@ -400,6 +400,9 @@ def test_wgmma_kernels_compile_for_sm_90a_without_spills(kw):
             assert trans in k.source
             assert k.dynamic_smem_bytes == s.smem_bytes() and k.block == (s.threads, 1, 1)
             assert ("setmaxnreg.dec" in k.source) == s.warp_specialize
+            # a producer warpgroup loads with TMA tensor copies; otherwise every thread issues cp.async
+            assert ("cp.async.bulk.tensor.2d" in k.source) == s.warp_specialize
+            assert ("cp.async.cg.shared.global" in k.source) == (not s.warp_specialize)
             # setmaxnreg.inc waits for registers the producer gave back: the targets fit ptxas's allocation
             # (else compile refuses the kernel; test_setmaxnreg_demand_above_the_allocation_is_refused)
             assert k.registers * k.threads >= (128 * (40 + 2 * 232) if s.warp_specialize else 0)

@@ -41,6 +41,31 @@ def test_plan_exists_prints_and_matches_the_emitted_signature(name):
         assert f"__launch_bounds__({'THREADS' if name != 'reduce' else p.threads}, {p.min_blocks})" in src
 
 
+@pytest.mark.parametrize("layout_a,layout_b", [("row", "row"), ("col", "col")])
+def test_tma_plan_passes_tensor_maps_and_the_signature_is_the_list(layout_a, layout_b):
+    """wgmma with a producer warpgroup: A and B reach the kernel as two by-value tensor maps (no pointers or
+    leading dimensions), and the boxes tile the stage exactly."""
+    from tiledsl.gemm.kernel_plan import tensor_map, tma_box
+
+    op = tiledsl.GemmOp(1000, 1024, 520, dtype="bfloat16", layout_a=layout_a, layout_b=layout_b, align_a=8,
+                        align_b=8, align_c=8)
+    s = tiledsl.GemmSchedule(mma="wgmma", bm=128, bn=256, bk=64, stages=4, warp_specialize=True)
+    p = tiledsl.plan(op, s, arch="sm_90")
+    assert [q.name for q in p.params] == ["tmap_a", "tmap_b", "C", "M", "N", "K", "ldc", "alpha"]
+    assert all(q.is_by_value for q in p.params[:2]) and not any(q.is_by_value for q in p.params[2:])
+    src = source(op, s)
+    m = re.search(rf"{p.kernel_name}\((.*?)\)\s*\{{", src, re.S)
+    assert " ".join(m.group(1).split()) == ", ".join(q.decl for q in p.params)
+    for which, rows, ld in (("A", 128, 600), ("B", 256, 1100)):
+        inner, outer, copies = tma_box(op, s, which)
+        assert inner * outer * copies == rows * 64  # one stage of the operand, exactly
+        g = tensor_map(op, s, which, ld)
+        assert g.pitch_bytes == 2 * ld and g.box_inner * 2 <= 128  # the 128-byte swizzle's span
+        k_major = (layout_a == "row") if which == "A" else (layout_b == "col")
+        assert (g.inner, g.outer) == ((520, op.m if which == "A" else op.n) if k_major
+                                      else (op.m if which == "A" else op.n, 520))
+
+
 def test_gemm_plan_widths_registers_and_the_cost_model_agree():
     op = OPS["gemm"]
     s = tiledsl.GemmSchedule(vec=4)

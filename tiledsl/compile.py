@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cubin import cubin_resources
 from .errors import CompileError, LaunchError, ToolchainError
 from .filestore import atomic_write, locked, read_json, warn_bad
 from .lru import LRU
@@ -204,7 +205,10 @@ def compile_source(ks: KernelSource, arch: str, extra_options: tuple[str, ...] =
             _disk_put(key, ks.name, *hit)
         _MEM_CACHE.put(key, hit)
     cubin, log = hit
-    report = parse_ptxas_log(log, ks.name)
+    report = resource_report(log, cubin, ks.name)
+    if report is None:
+        raise CompileError(f"{ks.name}: neither ptxas's -v log nor the cubin reports its registers",
+                           ks.source, options, log)
     threads = ks.block[0] * ks.block[1] * ks.block[2]
     if ks.setmaxnreg_demand > report["registers"] * threads:
         raise CompileError(
@@ -249,8 +253,8 @@ def _entry_problem(meta: object, cubin: bytes, name: str) -> str | None:
                 f"written ({meta.get('cubin_bytes')} bytes): truncated or overwritten")
     if not cubin.startswith(b"\x7fELF"):
         return "the .cubin is not an ELF binary"
-    if _RE["registers"].search(meta["log"][max(meta["log"].find(f"'{name}'"), 0):]) is None:
-        return f"the ptxas log reports no register count for {name}"
+    if resource_report(meta["log"], cubin, name) is None:
+        return f"neither the ptxas log nor the cubin reports a register count for {name}"
     return None
 
 
@@ -311,6 +315,20 @@ _RE = {
     "spill_load": re.compile(r"(\d+) bytes spill loads"),
     "stack_bytes": re.compile(r"(\d+) bytes stack frame"),
 }
+
+
+def resource_report(log: str, cubin: bytes, name: str) -> dict | None:
+    """Registers, static shared memory, spill bytes and stack frame of kernel ``name``: from ptxas's ``-v``
+    report in ``log`` when it has one, else from the cubin (:func:`tiledsl.cubin.cubin_resources`; spill
+    bytes are then bounded by the stack frame, so a kernel with a frame counts as spilling); None when
+    neither records a register count."""
+    start = log.find(f"'{name}'")
+    if _RE["registers"].search(log[start:] if start >= 0 else log):
+        return parse_ptxas_log(log, name)
+    res = cubin_resources(cubin, name)
+    if res is None:
+        return None
+    return {**res, "spill_bytes": res["stack_bytes"]}
 
 
 def parse_ptxas_log(log: str, name: str) -> dict:

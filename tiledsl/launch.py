@@ -124,7 +124,9 @@ def _pointer(value):
 
 
 def _packer(p: Param):
-    """A fast ``p.pack``: the pointer rule, or the scalar's NumPy type."""
+    """A fast ``p.pack``: the pointer rule, the bytes as given (a tensor map), or the scalar's NumPy type."""
+    if p.is_by_value:
+        return p.pack
     return _pointer if p.is_pointer else SCALAR_PACK[p.c_type]
 
 

@@ -44,6 +44,11 @@ class Param:
         return "*" in self.c_type
 
     @property
+    def is_by_value(self) -> bool:
+        """True for a parameter passed as raw bytes (a TMA tensor map: a 128-byte NumPy scalar)."""
+        return self.c_type.startswith("const __grid_constant__")
+
+    @property
     def decl(self) -> str:
         """The declaration as it appears in the kernel signature: ``"long long lda"``."""
         return f"{self.c_type} {self.name}"
@@ -58,6 +63,8 @@ class Param:
             if value is None:
                 return np.uint64(0)
             return np.uint64(value) if isinstance(value, int) else value
+        if self.is_by_value and value is not None:
+            return value
         if value is None:
             raise TypeError(f"kernel parameter {self.name} ({self.c_type}) needs a value")
         return SCALAR_PACK[self.c_type](value)

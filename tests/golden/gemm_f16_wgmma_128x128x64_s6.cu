@@ -37,32 +37,14 @@ __device__ __forceinline__ void tdsl_cp_async(void* smem, const void* gmem, bool
 __device__ __forceinline__ void tdsl_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>
 __device__ __forceinline__ void tdsl_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
-// ---- Hopper helpers (PTX ISA: fence.proxy.async, mbarrier, wgmma) ----
-// shared memory written through the generic proxy (cp.async) is read next by wgmma (async proxy)
+// ---- Hopper helpers (PTX ISA: fence.proxy.async, wgmma) ----
+// shared memory written through the generic proxy is read next by the async proxy (wgmma, TMA)
 __device__ __forceinline__ void tdsl_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void tdsl_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void tdsl_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int PENDING>
 __device__ __forceinline__ void tdsl_wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(PENDING) : "memory");
-}
-// mbarriers (producer/consumer hand-off of shared-memory stages)
-__device__ __forceinline__ void tdsl_mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void tdsl_mbar_arrive(unsigned bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
-}
-// arrive on `bar` once this thread's earlier cp.async copies have landed
-__device__ __forceinline__ void tdsl_cp_async_arrive(unsigned bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void tdsl_mbar_wait(unsigned bar, unsigned parity) {
-  unsigned done = 0;
-  while (!done) {
-    asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  }
 }
 // matrix descriptor of a tile in the 128-byte swizzled layout: start address >> 4 (bits 0-13), leading
 // byte offset >> 4 (bits 16-29), stride byte offset >> 4 (bits 32-45), swizzle mode 1 = 128 bytes (62-63)
@@ -99,7 +81,7 @@ constexpr int MIN_BLOCKS = 2;       // min_blocks: resident blocks per SM the re
 constexpr int SWIZZLE = 8;          // swizzle: block-rows per rasterization group
 constexpr int SPLIT_K = 1;          // split_k
 constexpr int MMA = 2;              // mma='wgmma': Hopper warpgroup MMA
-constexpr int WARP_SPECIALIZE = 0;  // warp_specialize: a producer warpgroup issues the copies
+constexpr int WARP_SPECIALIZE = 0;  // warp_specialize: off
 // derived
 constexpr int CONSUMERS = BM / 64;            // warpgroups running wgmma, 64 rows each
 constexpr int THREADS = 128 * CONSUMERS;

@@ -16,7 +16,9 @@ from ..runtime import (
     returns_like_inputs,
 )
 from ..target import Target
+from ..tma import encode
 from .family import GEMM, default_schedule
+from .kernel_plan import tensor_map, uses_tma
 from .op import GEMM_DTYPES, GemmOp
 from .schedule import GemmSchedule
 
@@ -93,7 +95,7 @@ class _GemmCall:
     """A cached GEMM call: launchers packed for one call signature; a repeated call fills the pointers and
     alpha/beta and launches (no allocation when ``c`` is given: split-K's workspace is per stream)."""
 
-    __slots__ = ("dtype", "extents", "followup", "main", "shape", "swap", "ws")
+    __slots__ = ("dtype", "extents", "followup", "main", "maps", "shape", "swap", "tma", "ws")
 
     def __init__(self, built: Built, swap: bool, shape: tuple[int, int], dtype, extents, fixed: dict) -> None:
         p = built.plan
@@ -101,17 +103,34 @@ class _GemmCall:
         self.followup = Launcher(built.followup, p.followup, fixed) if p.followup is not None else None
         self.ws = p.workspace[0] if p.workspace else None
         self.swap, self.shape, self.dtype, self.extents = swap, shape, dtype, extents
+        # TMA kernels take A and B as tensor maps: their geometry is fixed by the call signature, the
+        # address comes with each call (encoded maps of recent (A, B) addresses are kept)
+        self.tma = ((tensor_map(p.op, p.schedule, "A", fixed["lda"]), tensor_map(p.op, p.schedule, "B", fixed["ldb"]))
+                    if uses_tma(p.schedule) else None)
+        self.maps: dict[tuple[int, int], tuple] = {}
 
     def launch(self, a, b, c, alpha, beta) -> None:
         """Launch on operands given as arrays or device pointers (a and b as the caller passed them)."""
         if self.swap:
             a, b = b, a
         vals = {"a": a, "b": b, "c": c, "alpha": alpha, "beta": beta}
+        if self.tma is not None:
+            vals["tmap_a"], vals["tmap_b"] = self._tensor_maps(a, b)
         if self.ws is not None:
             vals["workspace"] = workspace(self.ws)
         self.main(vals)
         if self.followup is not None:
             self.followup(vals)
+
+    def _tensor_maps(self, a, b) -> tuple:
+        """The tensor maps of A and B at their current addresses (encoded once per address pair)."""
+        key = (a if type(a) is int else a.data.ptr, b if type(b) is int else b.data.ptr)
+        maps = self.maps.get(key)
+        if maps is None:
+            if len(self.maps) >= 16:
+                self.maps.clear()
+            maps = self.maps[key] = (encode(self.tma[0], key[0]), encode(self.tma[1], key[1]))
+        return maps
 
     def run(self, pa: int, pb: int, pc: int | None, c, alpha, beta):
         """Launch on the pointers and return C (``c``, or a new array); None, with nothing launched, when

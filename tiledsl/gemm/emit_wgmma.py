@@ -30,15 +30,18 @@ from .. import rules as R
 from ..codegen.prelude import ASYNC_COPY_HELPERS, helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
-from .emit_common import block_to_tile, constexpr_table, k_range, kernel_name, kernel_name_reduce, store_pair
+from ..planning import render_params
+from ..tma import TENSOR_MAP_DECL
+from .emit_common import block_to_tile, constexpr_table, k_range, kernel_name_reduce, store_pair
+from .kernel_plan import k_major, plan_gemm, tma_box, uses_tma
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
 
 WGMMA_PTX_TYPE = {"float16": "f16", "bfloat16": "bf16"}
 SWIZZLE_BYTES = 1024  # one 128-byte-swizzle atom: 8 rows × 128 bytes; tiles start on this alignment
 
-_HELPERS = r"""// ---- Hopper helpers (PTX ISA: fence.proxy.async, mbarrier, wgmma) ----
-// shared memory written through the generic proxy (cp.async) is read next by wgmma (async proxy)
+_HELPERS = r"""// ---- Hopper helpers (PTX ISA: fence.proxy.async, wgmma) ----
+// shared memory written through the generic proxy is read next by the async proxy (wgmma, TMA)
 __device__ __forceinline__ void tdsl_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void tdsl_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void tdsl_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -46,16 +49,35 @@ template <int PENDING>
 __device__ __forceinline__ void tdsl_wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(PENDING) : "memory");
 }
-// mbarriers (producer/consumer hand-off of shared-memory stages)
+// matrix descriptor of a tile in the 128-byte swizzled layout: start address >> 4 (bits 0-13), leading
+// byte offset >> 4 (bits 16-29), stride byte offset >> 4 (bits 32-45), swizzle mode 1 = 128 bytes (62-63)
+template <unsigned LBO, unsigned SBO>
+__device__ __forceinline__ unsigned long long tdsl_wgmma_desc(unsigned smem) {
+  return (unsigned long long)((smem & 0x3FFFF) >> 4) | ((unsigned long long)(LBO >> 4) << 16)
+       | ((unsigned long long)(SBO >> 4) << 32) | (1ull << 62);
+}
+"""
+
+_TMA_HELPERS = TENSOR_MAP_DECL + r"""// ---- TMA tensor copies global -> shared, completing on mbarriers (PTX ISA: cp.async.bulk.tensor, mbarrier) ----
+__device__ __forceinline__ unsigned tdsl_smem_addr(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+// copy the box of `map` at element coordinates (c0 along the contiguous dimension, c1) to shared address
+// `dst`; the copy adds its bytes to mbarrier `bar`'s transaction count when it lands (zeros outside the matrix)
+__device__ __forceinline__ void tdsl_tma_load_2d(unsigned dst, const tdsl_tensor_map& map, int c0, int c1,
+                                                 unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+               :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
 __device__ __forceinline__ void tdsl_mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
 }
 __device__ __forceinline__ void tdsl_mbar_arrive(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
 }
-// arrive on `bar` once this thread's earlier cp.async copies have landed
-__device__ __forceinline__ void tdsl_cp_async_arrive(unsigned bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(bar) : "memory");
+// arrive on `bar` and expect `bytes` more bytes of copies before its phase completes
+__device__ __forceinline__ void tdsl_mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void tdsl_mbar_wait(unsigned bar, unsigned parity) {
   unsigned done = 0;
@@ -63,13 +85,6 @@ __device__ __forceinline__ void tdsl_mbar_wait(unsigned bar, unsigned parity) {
     asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
                  : "=r"(done) : "r"(bar), "r"(parity) : "memory");
   }
-}
-// matrix descriptor of a tile in the 128-byte swizzled layout: start address >> 4 (bits 0-13), leading
-// byte offset >> 4 (bits 16-29), stride byte offset >> 4 (bits 32-45), swizzle mode 1 = 128 bytes (62-63)
-template <unsigned LBO, unsigned SBO>
-__device__ __forceinline__ unsigned long long tdsl_wgmma_desc(unsigned smem) {
-  return (unsigned long long)((smem & 0x3FFFF) >> 4) | ((unsigned long long)(LBO >> 4) << 16)
-       | ((unsigned long long)(SBO >> 4) << 32) | (1ull << 62);
 }
 """
 
@@ -83,10 +98,6 @@ __device__ __forceinline__ unsigned long long tdsl_wgmma_desc(unsigned smem) {
 #          (imm-trans = 1).
 MN_MAJOR_LBO_SBO = (8192, 1024)
 K_MAJOR_LBO_SBO = (16, 1024)
-
-
-def _k_major(op: GemmOp, which: str) -> bool:
-    return (op.layout_a == "row") if which == "A" else (op.layout_b == "col")
 
 
 def _wgmma_fn(ptx: str, n: int, trans_a: int, trans_b: int) -> str:
@@ -119,17 +130,19 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         out_dt, out_op, vc = dtypes.get("float32"), replace(op, read_c=False), 2 if op.n % 2 == 0 else 1
     else:
         out_dt, out_op, vc = dt, op, min(2, op.align_c)
-    (lbo_a, sbo_a), step_a = (K_MAJOR_LBO_SBO, 32) if _k_major(op, "A") else (MN_MAJOR_LBO_SBO, 2048)
-    (lbo_b, sbo_b), step_b = (K_MAJOR_LBO_SBO, 32) if _k_major(op, "B") else (MN_MAJOR_LBO_SBO, 2048)
-    name = kernel_name(op, s)
+    (lbo_a, sbo_a), step_a = (K_MAJOR_LBO_SBO, 32) if k_major(op, "A") else (MN_MAJOR_LBO_SBO, 2048)
+    (lbo_b, sbo_b), step_b = (K_MAJOR_LBO_SBO, 32) if k_major(op, "B") else (MN_MAJOR_LBO_SBO, 2048)
+    plan = plan_gemm(op, s)
+    name = plan.kernel_name
     w = Writer()
     w(f"// tiledsl GEMM on Hopper tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]{' + beta * C' if op.read_c else ''}",
       f"// {op.dtype} inputs, wgmma.mma_async m64n{s.bn}k16 with float32 accumulation; A {op.layout_a}-major, "
       f"B {op.layout_b}-major, C row-major",
       f"// schedule: {json.dumps(s.to_dict(), sort_keys=True)}")
-    ka, kb = _k_major(op, "A"), _k_major(op, "B")
-    w(helpers_for(op.dtype).rstrip("\n"), ASYNC_COPY_HELPERS.rstrip("\n"), _HELPERS.rstrip("\n"),
-      _wgmma_fn(ptx, s.bn, int(not ka), int(not kb)).rstrip("\n"))
+    ka, kb = k_major(op, "A"), k_major(op, "B")
+    tma = uses_tma(s)
+    w(helpers_for(op.dtype).rstrip("\n"), (_TMA_HELPERS if tma else ASYNC_COPY_HELPERS).rstrip("\n"),
+      _HELPERS.rstrip("\n"), _wgmma_fn(ptx, s.bn, int(not ka), int(not kb)).rstrip("\n"))
     w.blank()
     w("// ---- schedule (tiledsl.GemmSchedule) ----")
     consts = [
@@ -143,37 +156,40 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("SWIZZLE", s.swizzle, "swizzle: block-rows per rasterization group"),
         ("SPLIT_K", s.split_k, "split_k"),
         ("MMA", 2, "mma='wgmma': Hopper warpgroup MMA"),
-        ("WARP_SPECIALIZE", int(s.warp_specialize), "warp_specialize: a producer warpgroup issues the copies"),
+        ("WARP_SPECIALIZE", int(s.warp_specialize),
+         "warp_specialize: a producer warpgroup issues TMA copies" if tma else "warp_specialize: off"),
     ]
     constexpr_table(w, consts)
     w("// derived",
-      "constexpr int CONSUMERS = BM / 64;            // warpgroups running wgmma, 64 rows each",
-      ("constexpr int THREADS = 128 * (CONSUMERS + 1);  // + one producer warpgroup issuing the copies"
-       if s.warp_specialize else "constexpr int THREADS = 128 * CONSUMERS;"),
-      ("constexpr int LOADERS = 128;                 // the producer warpgroup's threads"
-       if s.warp_specialize else "constexpr int LOADERS = THREADS;              // every thread copies"),
-      "constexpr int ACC = BN / 2;                    // float32 accumulators per thread",
+      "constexpr int CONSUMERS = BM / 64;            // warpgroups running wgmma, 64 rows each")
+    if tma:
+        w("constexpr int THREADS = 128 * (CONSUMERS + 1);  // + one producer warpgroup (one thread issues the copies)")
+    else:
+        w("constexpr int THREADS = 128 * CONSUMERS;",
+          "constexpr int LOADERS = THREADS;              // every thread copies")
+    w("constexpr int ACC = BN / 2;                    // float32 accumulators per thread",
       "constexpr int ROW_BYTES = BK * 2;              // one tile row: 128 bytes",
-      "constexpr int STAGE_A_BYTES = BM * ROW_BYTES, STAGE_B_BYTES = BN * ROW_BYTES;",
-      "constexpr int COPIES_A = BM * BK / 8 / LOADERS;   // 16-byte copies per loading thread per stage",
-      "constexpr int COPIES_B = BN * BK / 8 / LOADERS;",
-      'static_assert(COPIES_A * LOADERS * 8 == BM * BK && COPIES_B * LOADERS * 8 == BN * BK, '
-      '"tiles split evenly into 16-byte copies");',
-      f'static_assert(STAGE_A_BYTES % {SWIZZLE_BYTES} == 0 && STAGE_B_BYTES % {SWIZZLE_BYTES} == 0, '
+      "constexpr int STAGE_A_BYTES = BM * ROW_BYTES, STAGE_B_BYTES = BN * ROW_BYTES;")
+    if tma:
+        w("constexpr unsigned STAGE_BYTES = STAGE_A_BYTES + STAGE_B_BYTES;  // one stage's copies (its full barrier)")
+    else:
+        w("constexpr int COPIES_A = BM * BK / 8 / LOADERS;   // 16-byte copies per loading thread per stage",
+          "constexpr int COPIES_B = BN * BK / 8 / LOADERS;",
+          'static_assert(COPIES_A * LOADERS * 8 == BM * BK && COPIES_B * LOADERS * 8 == BN * BK, '
+          '"tiles split evenly into 16-byte copies");')
+    w(f'static_assert(STAGE_A_BYTES % {SWIZZLE_BYTES} == 0 && STAGE_B_BYTES % {SWIZZLE_BYTES} == 0, '
       '"stages start on a swizzle atom");')
     for line in R.static_asserts(GEMM_RULES, s.env()):
         w(line)
     w.blank()
-    beta_arg = ", float beta" if out_op.read_c else ""
     if s.split_k > 1:
         w(f"// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; {kernel_name_reduce(op, s)} sums it")
-    if s.warp_specialize:
+    if tma:
         consumer_regs = min(240, (65536 // 128 - PRODUCER_REGS) // (s.bm // 64) // 8 * 8)
         w(f"constexpr int PRODUCER_REGS = {PRODUCER_REGS}, CONSUMER_REGS = {consumer_regs};  "
           "// setmaxnreg: registers move from the producer to the consumers")
     w('extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)')
-    with w.block(f"{name}(const {t}* __restrict__ A, const {t}* __restrict__ B, {out_dt.c_type}* __restrict__ C,\n"
-                 f"    int M, int N, int K, long long lda, long long ldb, long long ldc, float alpha{beta_arg})"):
+    with w.block(f"{name}({render_params(plan.params, breaks=(3,))})"):
         block_to_tile(w)
         w("// ---- thread -> warpgroup rows; lane -> accumulator rows/columns (wgmma m64nNk16 D layout) ----",
           "const int tid = threadIdx.x;",
@@ -186,46 +202,26 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
           f"const unsigned smem_base = (tdsl_smem_addr(smem_raw) + {SWIZZLE_BYTES - 1}) & ~{SWIZZLE_BYTES - 1}u;",
           "const unsigned As = smem_base;                          // shared addresses (bytes)",
           "const unsigned Bs = smem_base + STAGES * STAGE_A_BYTES;")
-        if s.warp_specialize:
-            w("// full[st]: the producer's copies of a tile have landed; empty[st]: the consumers are done with it",
+        if tma:
+            w("// full[st]: the copies of the tile in stage st have landed; empty[st]: the consumers are done with it",
               "const unsigned full = Bs + STAGES * STAGE_B_BYTES, empty = full + 8 * STAGES;",
               "if (tid == 0) {",
               "  for (int st = 0; st < STAGES; ++st) {",
-              "    tdsl_mbar_init(full + 8 * st, LOADERS);          // one cp.async arrival per producer thread",
+              "    tdsl_mbar_init(full + 8 * st, 1);                // the producer's arrival + STAGE_BYTES of copies",
               "    tdsl_mbar_init(empty + 8 * st, 128 * CONSUMERS);  // one arrival per consumer thread",
               "  }",
+              "  tdsl_fence_proxy_async();  // the initialised barriers are visible to the copy engine (async proxy)",
               "}",
               "__syncthreads();")
         w.blank()
         k_range(w, s.split_k)
         w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
         w.blank()
-        w("// global -> shared: one K tile of A and B into stage `st`, 16-byte chunks along the contiguous dim;",
-          "// chunk c of a 128-byte row r goes to chunk c ^ (r % 8) (the 128-byte swizzle); zero-filled outside",
-          "// the matrix (the contiguous extent is a multiple of 8 elements)")
-        with w.block("auto load_stage = [&](int st, int k0)", "};"):
-            for which, rows, limit, ld, base in (("A", "BM", "M", "lda", "block_m"), ("B", "BN", "N", "ldb", "block_n")):
-                w("#pragma unroll 4  // the producer keeps few registers" if s.warp_specialize else "#pragma unroll")
-                with w.block(f"for (int i = 0; i < COPIES_{which}; ++i)"):
-                    w("const int idx = tid + i * LOADERS;")
-                    if _k_major(op, which):
-                        w(f"const int r = idx / 8, c = idx % 8;   // tile row r ({'M' if which == 'A' else 'N'}), "
-                          "K chunk c",
-                          f"const bool in_range = {base} + r < {limit} && k0 + c * 8 < k_end;",
-                          f"const {t}* const src = in_range ? {which} + (long long)({base} + r) * {ld} + k0 + c * 8 "
-                          f": {which};",
-                          "const unsigned dst = r * 128 + ((c ^ (r % 8)) * 16);")
-                    else:
-                        w(f"const int k = idx / ({rows} / 8), mn = (idx % ({rows} / 8)) * 8;  // K row, first "
-                          f"{'M' if which == 'A' else 'N'} element",
-                          f"const bool in_range = k0 + k < k_end && {base} + mn < {limit};",
-                          f"const {t}* const src = in_range ? {which} + (long long)(k0 + k) * {ld} + {base} + mn "
-                          f": {which};",
-                          "const unsigned dst = (mn / 64) * 8192 + k * 128 + ((((mn % 64) / 8) ^ (k % 8)) * 16);")
-                    w(f"tdsl_cp_async<16>({which}s + st * STAGE_{which}_BYTES + dst, src, in_range);")
-        w.blank()
-        if s.warp_specialize:
-            _warp_specialized_loop(w, lbo_a, sbo_a, step_a, lbo_b, sbo_b, step_b,
+        if not tma:
+            _cp_async_load_stage(w, op, t)
+            w.blank()
+        if tma:
+            _warp_specialized_loop(w, op, s, lbo_a, sbo_a, step_a, lbo_b, sbo_b, step_b,
                                    lambda: _epilogue(w, out_op, out_dt, vc, "wg - 1"))
         else:
             w("float acc[ACC];                         // this thread's part of the warpgroup's 64 x BN tile",
@@ -261,27 +257,66 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
               "tdsl_cp_async_wait<0>();  // no copy may be left in flight when the block exits")
             w.blank()
             _epilogue(w, out_op, out_dt, vc, "wg")
-    demand = 128 * (PRODUCER_REGS + (s.bm // 64) * consumer_regs) if s.warp_specialize else 0
+    demand = 128 * (PRODUCER_REGS + (s.bm // 64) * consumer_regs) if tma else 0
     return KernelSource(name=name, source=w.text(), block=(s.threads, 1, 1),
                         dynamic_smem_bytes=s.smem_bytes(), arch_suffix="a", setmaxnreg_demand=demand)
+
+
+def _cp_async_load_stage(w: Writer, op: GemmOp, t: str) -> None:
+    """``load_stage(st, k0)``: every thread's share of one K tile of A and B, as 16-byte cp.async copies."""
+    w("// global -> shared: one K tile of A and B into stage `st`, 16-byte chunks along the contiguous dim;",
+      "// chunk c of a 128-byte row r goes to chunk c ^ (r % 8) (the 128-byte swizzle); zero-filled outside",
+      "// the matrix (the contiguous extent is a multiple of 8 elements)")
+    with w.block("auto load_stage = [&](int st, int k0)", "};"):
+        for which, rows, limit, ld, base in (("A", "BM", "M", "lda", "block_m"), ("B", "BN", "N", "ldb", "block_n")):
+            w("#pragma unroll")
+            with w.block(f"for (int i = 0; i < COPIES_{which}; ++i)"):
+                w("const int idx = tid + i * LOADERS;")
+                if k_major(op, which):
+                    w(f"const int r = idx / 8, c = idx % 8;   // tile row r ({'M' if which == 'A' else 'N'}), "
+                      "K chunk c",
+                      f"const bool in_range = {base} + r < {limit} && k0 + c * 8 < k_end;",
+                      f"const {t}* const src = in_range ? {which} + (long long)({base} + r) * {ld} + k0 + c * 8 "
+                      f": {which};",
+                      "const unsigned dst = r * 128 + ((c ^ (r % 8)) * 16);")
+                else:
+                    w(f"const int k = idx / ({rows} / 8), mn = (idx % ({rows} / 8)) * 8;  // K row, first "
+                      f"{'M' if which == 'A' else 'N'} element",
+                      f"const bool in_range = k0 + k < k_end && {base} + mn < {limit};",
+                      f"const {t}* const src = in_range ? {which} + (long long)(k0 + k) * {ld} + {base} + mn "
+                      f": {which};",
+                      "const unsigned dst = (mn / 64) * 8192 + k * 128 + ((((mn % 64) / 8) ^ (k % 8)) * 16);")
+                w(f"tdsl_cp_async<16>({which}s + st * STAGE_{which}_BYTES + dst, src, in_range);")
 
 
 PRODUCER_REGS = 40
 """Registers the producer warpgroup keeps after ``setmaxnreg.dec`` (it only computes copy addresses)."""
 
 
-def _warp_specialized_loop(w: Writer, lbo_a, sbo_a, step_a, lbo_b, sbo_b, step_b, epilogue) -> None:
-    """Producer warpgroup 0 copies K tiles into free stages; consumer warpgroups 1.. multiply them and
-    run ``epilogue``."""
+def _warp_specialized_loop(w: Writer, op: GemmOp, s: GemmSchedule, lbo_a, sbo_a, step_a, lbo_b, sbo_b, step_b,
+                           epilogue) -> None:
+    """Producer warpgroup 0 (one thread) issues the TMA copies of K tiles into free stages; consumer warpgroups
+    1.. multiply them and run ``epilogue``."""
     with w.block("if (wg == 0)"):
         w("// ---- producer: tile kt goes to stage kt % STAGES once the consumers released that stage ----",
           'asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\\n" :: "n"(PRODUCER_REGS));')
-        with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
-            w("const int st = kt % STAGES;",
-              "if (kt >= STAGES) tdsl_mbar_wait(empty + 8 * st, (kt / STAGES - 1) & 1);  // tile kt-STAGES done",
-              "load_stage(st, k_begin + kt * BK);",
-              "tdsl_cp_async_arrive(full + 8 * st);  // full[st] completes when these copies land")
-        w("tdsl_cp_async_wait<0>();")
+        with w.block("if (tid == 0)"):
+            with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
+                w("const int st = kt % STAGES, k0 = k_begin + kt * BK;",
+                  "if (kt >= STAGES) tdsl_mbar_wait(empty + 8 * st, (kt / STAGES - 1) & 1);  // tile kt-STAGES done",
+                  "tdsl_mbar_arrive_expect_tx(full + 8 * st, STAGE_BYTES);")
+                for which, base in (("A", "block_m"), ("B", "block_n")):
+                    box_inner, box_outer, copies = tma_box(op, s, which)
+                    dst = f"{which}s + st * STAGE_{which}_BYTES"
+                    tmap = f"tmap_{which.lower()}"
+                    if k_major(op, which):
+                        w(f"tdsl_tma_load_2d({dst}, {tmap}, k0, {base}, full + 8 * st);  "
+                          f"// {which}: {box_outer} rows x {box_inner} K elements")
+                    else:
+                        w("#pragma unroll",
+                          f"for (int j = 0; j < {copies}; ++j)  // {which}: {copies} boxes of {box_outer} K rows x "
+                          f"{box_inner} {'M' if which == 'A' else 'N'} elements, 8192 bytes apart",
+                          f"  tdsl_tma_load_2d({dst} + j * 8192, {tmap}, {base} + 64 * j, k0, full + 8 * st);")
     with w.block("else"):
         w("// ---- consumers: wait for tile kt, multiply it, release the stage of tile kt-1 ----",
           'asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\\n" :: "n"(CONSUMER_REGS));',
@@ -290,8 +325,7 @@ def _warp_specialized_loop(w: Writer, lbo_a, sbo_a, step_a, lbo_b, sbo_b, step_b
           "for (int i = 0; i < ACC; ++i) acc[i] = 0.f;")
         with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
             w("const int cur = kt % STAGES;",
-              "tdsl_mbar_wait(full + 8 * cur, (kt / STAGES) & 1);",
-              "tdsl_fence_proxy_async();            // the copies are visible to wgmma (async proxy)",
+              "tdsl_mbar_wait(full + 8 * cur, (kt / STAGES) & 1);  // the tile's copies have landed",
               "const unsigned a_tile = As + cur * STAGE_A_BYTES + (wg - 1) * 8192;  // this warpgroup's 64 rows",
               "const unsigned b_tile = Bs + cur * STAGE_B_BYTES;",
               "tdsl_wgmma_fence();",

@@ -12,13 +12,14 @@ from dataclasses import dataclass, replace
 from .. import dtypes
 from ..planning import Param, Plan, Workspace, register_cap
 from ..target import Target
+from ..tma import TENSOR_MAP_C_TYPE, TensorMap2D
 from .emit_common import kernel_name, kernel_name_reduce
 from .emit_mma import smem_tile_elems
 from .op import GemmOp
 from .schedule import GemmSchedule, estimate_registers
 
-__all__ = ["GemmDetail", "canonical", "grid", "kernel_name", "kernel_name_reduce", "plan_gemm", "splitk_reduce_plan",
-           "workspace_align"]
+__all__ = ["GemmDetail", "canonical", "grid", "k_major", "kernel_name", "kernel_name_reduce", "plan_gemm",
+           "splitk_reduce_plan", "tensor_map", "tma_box", "uses_tma", "workspace_align"]
 
 SPLITK_REDUCE_THREADS = 256  # threads per block of the split-K reduction (one per element of C)
 
@@ -45,6 +46,33 @@ class GemmDetail:
 def grid(op: GemmOp, s: GemmSchedule) -> tuple[int, int, int]:
     """One block per bm×bn tile of C (x), times split_k slices of K (y)."""
     return (-(-op.m // s.bm) * -(-op.n // s.bn), s.split_k, 1)
+
+
+def uses_tma(s: GemmSchedule) -> bool:
+    """True when the kernel loads A and B with TMA tensor copies: wgmma with a producer warpgroup, one of
+    whose threads issues them."""
+    return s.mma == "wgmma" and s.warp_specialize
+
+
+def k_major(op: GemmOp, which: str) -> bool:
+    """True when operand ``which`` ("A" or "B") is contiguous along K (A row-major, B column-major)."""
+    return (op.layout_a == "row") if which == "A" else (op.layout_b == "col")
+
+
+def tma_box(op: GemmOp, s: GemmSchedule, which: str) -> tuple[int, int, int]:
+    """(box_inner, box_outer, copies per stage) of operand ``which``'s TMA copies: one 64-element
+    (128-byte) wide box of all bm (bn) rows when K-major; 64×64 boxes side by side when M/N-major, one per
+    64 columns of the tile (the 128-byte swizzle spans at most 128 bytes of the contiguous dimension)."""
+    rows = s.bm if which == "A" else s.bn
+    return (s.bk, rows, 1) if k_major(op, which) else (64, s.bk, rows // 64)
+
+
+def tensor_map(op: GemmOp, s: GemmSchedule, which: str, ld: int) -> TensorMap2D:
+    """The tensor map geometry of operand ``which`` with leading dimension ``ld`` (elements)."""
+    mn = op.m if which == "A" else op.n
+    inner, outer = (op.k, mn) if k_major(op, which) else (mn, op.k)
+    box_inner, box_outer, _ = tma_box(op, s, which)
+    return TensorMap2D(op.dtype, inner, outer, ld * dtypes.get(op.dtype).itemsize, box_inner, box_outer)
 
 
 def workspace_align(n: int) -> int:
@@ -119,12 +147,16 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
     want = estimate_registers(s, va, vb)
     spill = max(0, want - cap) * 8
     t = dt.c_type
-    params = [Param("A", f"const {t}* __restrict__", "a"), Param("B", f"const {t}* __restrict__", "b"),
-              Param("C", f"{dtypes.get(out_dtype).c_type}* __restrict__", "workspace" if s.split_k > 1 else "c"),
-              Param("M", "int", "m"), Param("N", "int", "n"), Param("K", "int", "k"),
-              Param("lda", "long long", "lda"), Param("ldb", "long long", "ldb"),
-              Param("ldc", "long long", "n" if s.split_k > 1 else "ldc"),
-              Param("alpha", "float", "one" if s.split_k > 1 else "alpha")]
+    c_param = Param("C", f"{dtypes.get(out_dtype).c_type}* __restrict__", "workspace" if s.split_k > 1 else "c")
+    sizes = [Param("M", "int", "m"), Param("N", "int", "n"), Param("K", "int", "k")]
+    tail = [Param("ldc", "long long", "n" if s.split_k > 1 else "ldc"),
+            Param("alpha", "float", "one" if s.split_k > 1 else "alpha")]
+    if uses_tma(s):  # A and B reach the kernel as tensor maps (address, extents and pitch inside)
+        params = [Param("tmap_a", TENSOR_MAP_C_TYPE, "tmap_a"), Param("tmap_b", TENSOR_MAP_C_TYPE, "tmap_b"),
+                  c_param, *sizes, *tail]
+    else:
+        params = [Param("A", f"const {t}* __restrict__", "a"), Param("B", f"const {t}* __restrict__", "b"),
+                  c_param, *sizes, Param("lda", "long long", "lda"), Param("ldb", "long long", "ldb"), *tail]
     if read_c:
         params.append(Param("beta", "float", "beta"))
     workspace: tuple[Workspace, ...] = ()

@@ -49,7 +49,7 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "being multiplied, one being filled)", when="MMA == 2"),
     R.Rule("wgmma_copies_even", "(BM * 8) % LOADERS == 0 and (BN * 8) % LOADERS == 0",
            "{cls} tiles bm×64={BM}×64 and bn×64={BN}×64 must split into 16-byte copies evenly over the "
-           "{LOADERS} threads that load them with mma='wgmma'", when="MMA == 2"),
+           "{LOADERS} threads that load them with mma='wgmma'", when="MMA == 2 and WARP_SPECIALIZE == 0"),
     R.Rule("wgmma_no_padding", "SMEM_PAD == 0",
            "{cls}.smem_pad={SMEM_PAD} must be 0 with mma='wgmma' (the 128-byte swizzle keeps wgmma free of bank "
            "conflicts)", when="MMA == 2"),
@@ -289,7 +289,7 @@ class GemmSchedule(ScheduleRecord):
         env.update(
             MMA=MMA_KINDS.index(self.mma) if self.mma in MMA_KINDS else -1,
             THREADS=self.threads,
-            LOADERS=128 if self.warp_specialize else self.threads,
+            LOADERS=self.threads,  # cp.async: every thread copies (a producer warpgroup issues TMA copies)
             WARP_LANES=(self.wm // rm) * (self.wn // rn),
             SMEM_BYTES=self.smem_bytes(),
         )
