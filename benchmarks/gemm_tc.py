@@ -4,8 +4,11 @@ Run on a GPU: ``python benchmarks/gemm_tc.py [--check] [--sweep] [--out FILE.jso
 
 --check  every layout, awkward shapes (1, 7, 127, 129, K tails), alpha/beta, misaligned views and split-K,
          float16 (CuPy) and bfloat16 (torch), against a float64 reference with the output poisoned first.
---sweep  time a table of mma_sync schedules at 4096³ and 8192³ (fp16 and bf16) beside cuBLAS, same run.
-Timing: tiledsl.timing.time_gpu (CUDA events, warm-up, L2 flushed before each call, median of 20).
+--sweep  time a table of mma_sync schedules (--hopper: wgmma and TMA schedules) at 4096³ and 8192³ (fp16 and
+         bf16) beside cuBLAS, same run.
+Timing: tiledsl.timing.time_gpu (CUDA events, warm-up, L2 flushed before each call, median of 20). The
+Hopper sweep also times streams of 10 back-to-back calls (median of 10 streams, per call): the kernel's own
+time with the host's launch path overlapped, for tiledsl and cuBLAS alike.
 """
 
 from __future__ import annotations
@@ -37,18 +40,16 @@ SWEEP = {  # name -> GemmSchedule fields (mma_sync, smem_pad 8)
 }
 
 
-WGMMA_SWEEP = {  # name -> GemmSchedule fields (wgmma, bk 64); NT layout (A row-major, B column-major)
+WGMMA_SWEEP = {  # name -> GemmSchedule fields (wgmma, bk 64); "tma": a producer warpgroup issues TMA copies
     "wgmma 128x256x64 s4": dict(bm=128, bn=256, stages=4),
-    "wgmma 128x128x64 s4": dict(bm=128, bn=128, stages=4),
     "wgmma 128x128x64 s6": dict(bm=128, bn=128, stages=6),
-    "wgmma 128x192x64 s5": dict(bm=128, bn=192, stages=5),
-    "wgmma 128x128x64 s3 2 blocks/SM": dict(bm=128, bn=128, stages=3, min_blocks=2),
     "wgmma 256x128x64 s4": dict(bm=256, bn=128, stages=4),
-    "wgmma 64x256x64 s4": dict(bm=64, bn=256, stages=4),
-    "wgmma 128x256x64 s4 producer": dict(bm=128, bn=256, stages=4, warp_specialize=True),
-    "wgmma 128x128x64 s6 producer": dict(bm=128, bn=128, stages=6, warp_specialize=True),
-    "wgmma 128x256x64 s4 swizzle16": dict(bm=128, bn=256, stages=4, swizzle=16),
-    "wgmma 256x128x64 s4 swizzle2": dict(bm=256, bn=128, stages=4, swizzle=2),
+    "tma 128x256x64 s3": dict(bm=128, bn=256, stages=3, warp_specialize=True),
+    "tma 128x256x64 s4": dict(bm=128, bn=256, stages=4, warp_specialize=True),
+    "tma 128x192x64 s5": dict(bm=128, bn=192, stages=5, warp_specialize=True),
+    "tma 128x128x64 s4": dict(bm=128, bn=128, stages=4, warp_specialize=True),
+    "tma 128x128x64 s6": dict(bm=128, bn=128, stages=6, warp_specialize=True),
+    "tma 128x256x64 s4 swizzle4": dict(bm=128, bn=256, stages=4, warp_specialize=True, swizzle=4),
 }
 
 
@@ -151,15 +152,19 @@ def sweep_wgmma(rng) -> list[dict]:
                     b = cp.asarray(rng.uniform(-1, 1, (size, size)).astype(np.float16))
                     b = b.T if layout == "NT" else b
                     c = cp.empty((size, size), cp.float16)
-                    vendor = time_gpu(lambda a=a, b=b, c=c: cp.matmul(a, b, out=c)).median_ms
+                    def vcall(a=a, b=b, c=c):
+                        cp.matmul(a, b, out=c)
                     vname = "cuBLAS (cupy.matmul)"
                 else:
                     a = torch.empty((size, size), device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
                     b = torch.empty((size, size), device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
                     b = b.t() if layout == "NT" else b
                     c = torch.empty((size, size), device="cuda", dtype=torch.bfloat16)
-                    vendor = time_gpu(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)).median_ms
+                    def vcall(a=a, b=b, c=c):
+                        torch.matmul(a, b, out=c)
                     vname = "cuBLAS (torch.matmul)"
+                vendor = time_gpu(vcall).median_ms
+                vendor_stream = time_gpu(lambda: [vcall() for _ in range(STREAM)], repeat=10).median_ms / STREAM
                 for name, kw in WGMMA_SWEEP.items():
                     if size == 8192 and name not in SWEEP_8192:
                         continue
@@ -167,19 +172,27 @@ def sweep_wgmma(rng) -> list[dict]:
                     try:
                         tiledsl.gemm(a, b, c, schedule=s)
                         ms = time_gpu(lambda a=a, b=b, c=c, s=s: tiledsl.gemm(a, b, c, schedule=s)).median_ms
+                        ms_stream = time_gpu(lambda a=a, b=b, c=c, s=s: [tiledsl.gemm(a, b, c, schedule=s)
+                                                                         for _ in range(STREAM)],
+                                             repeat=10).median_ms / STREAM
                     except Exception as e:  # noqa: BLE001 - a failing candidate is a row, not the end
                         print(f"{size} {dtype} {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
                         continue
                     row = dict(size=size, dtype=dtype, layout=layout, schedule=name, ms=ms,
                                tflops=flop / ms / 1e9, vendor=vname, vendor_ms=vendor,
-                               vendor_tflops=flop / vendor / 1e9, ratio=vendor / ms)
+                               vendor_tflops=flop / vendor / 1e9, ratio=vendor / ms,
+                               stream_tflops=flop / ms_stream / 1e9, vendor_stream_tflops=flop / vendor_stream / 1e9,
+                               stream_ratio=vendor_stream / ms_stream)
                     rows.append(row)
-                    print(f"{size}³ {dtype:8s} {layout} {name:32s} {row['tflops']:7.1f} TFLOP/s  {vname} "
-                          f"{row['vendor_tflops']:7.1f}  ratio {row['ratio']:.3f}", flush=True)
+                    print(f"{size}³ {dtype:8s} {layout} {name:28s} one call {row['tflops']:6.1f} TFLOP/s vs "
+                          f"{row['vendor_tflops']:6.1f} ({row['ratio']:.3f}) | stream of {STREAM} "
+                          f"{row['stream_tflops']:6.1f} vs {row['vendor_stream_tflops']:6.1f} "
+                          f"({row['stream_ratio']:.3f})", flush=True)
     return rows
 
 
-SWEEP_8192 = ("wgmma 128x256x64 s4", "wgmma 256x128x64 s4", "wgmma 128x256x64 s4 producer")
+SWEEP_8192 = ("wgmma 128x256x64 s4", "tma 128x256x64 s3", "tma 128x256x64 s4", "tma 128x192x64 s5")
+STREAM = 10  # calls per timed stream: the kernel's time per call with the host's launch path overlapped
 
 
 def triton_rows() -> list[dict]:

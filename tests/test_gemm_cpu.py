@@ -374,6 +374,20 @@ def test_default_schedule_picks_tensor_cores_for_16_bit():
             assert default_schedule(GemmOp(*shape, dtype=dtype), t).mma == mma  # align 4: no wgmma
     aligned = GemmOp(4096, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8)
     assert default_schedule(aligned, t).mma == "wgmma"  # sm_90 and 16-byte operands
+
+
+def test_default_schedule_uses_tma_only_where_tensor_maps_can_be_encoded(monkeypatch):
+    from tiledsl import tma
+    from tiledsl.gemm.api import default_schedule
+
+    t = tiledsl.Target.known("H200")
+    aligned = GemmOp(4096, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8)
+    monkeypatch.setattr(tma, "available", lambda: True)
+    assert default_schedule(aligned, t).warp_specialize  # TMA producer warpgroup
+    tiledsl.api.clear_kernel_cache()
+    monkeypatch.setattr(tma, "available", lambda: False)  # no cuda-bindings: cp.async wgmma instead
+    s = default_schedule(aligned, t)
+    assert s.mma == "wgmma" and not s.warp_specialize
     assert default_schedule(aligned, tiledsl.Target.known("sm_80")).mma == "mma_sync"  # no wgmma before Hopper
 
 

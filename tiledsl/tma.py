@@ -12,13 +12,14 @@ read. Elements of a box outside the matrix arrive as zeros, so edge tiles and K 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import LaunchError, ToolchainError
 
-__all__ = ["TENSOR_MAP_BYTES", "TENSOR_MAP_C_TYPE", "TensorMap2D", "encode"]
+__all__ = ["TENSOR_MAP_BYTES", "TENSOR_MAP_C_TYPE", "TensorMap2D", "available", "encode"]
 
 TENSOR_MAP_BYTES = 128
 """Size of a ``CUtensorMap`` (64-byte aligned), as the driver API defines it."""
@@ -49,6 +50,11 @@ class TensorMap2D:
     pitch_bytes: int
     box_inner: int
     box_outer: int
+
+
+def available() -> bool:
+    """True when the CUDA Python bindings that encode tensor maps (``cuda-bindings``) are installed."""
+    return importlib.util.find_spec("cuda") is not None and importlib.util.find_spec("cuda.bindings") is not None
 
 
 def encode(geom: TensorMap2D, ptr: int) -> np.void:

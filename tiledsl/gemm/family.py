@@ -10,7 +10,8 @@ from ..family import Family
 from ..spec import refuse_empty
 from ..target import Target
 from .emit import emit_gemm, emit_splitk_reduce
-from .kernel_plan import plan_gemm
+from .. import tma
+from .kernel_plan import plan_gemm, uses_tma
 from .op import GemmOp
 from .schedule import GEMM_RULES, MMA_DTYPES, GemmSchedule
 
@@ -43,7 +44,8 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     candidates = DEFAULT_CANDIDATES
     if tensor_cores:  # wgmma where the device and the operands allow it (its rules decide), else mma.sync
         candidates = {name: eff for name, eff in TC_DEFAULT_CANDIDATES.items()
-                      if name in table and _applies(table[name], op, target)}
+                      if name in table and _applies(table[name], op, target)
+                      and (tma.available() or not uses_tma(table[name]))}
     peak = target.peak_tc16_flops if tensor_cores else target.peak_fp32_flops
     sm_flops = peak / target.sm_count
     best, best_s = None, float("inf")
@@ -93,7 +95,10 @@ DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sg
 # (0.30; benchmarks/results/gemm_tc_h200.json, H200, 2026-12-01); the 64x64 figure is an estimate.
 # wgmma (sm_90a, 16-byte-aligned operands): 128x256 measured 509 TFLOP/s (0.475) and 128x128 s6 434 (0.405)
 # at 4096³ NN fp16 (benchmarks/results/gemm_tc_sweep_wgmma_h200.json).
-TC_DEFAULT_CANDIDATES = {"hgemm_wgmma_128x256x64_s4": 0.475, "hgemm_wgmma_128x128x64_s6": 0.405,
+# TMA (producer warpgroup): 128x256 s4 about 680 TFLOP/s bf16 at 4096³ (0.635), 128x128 s6 608 (0.57); used
+# only where the CUDA Python bindings that encode tensor maps are installed (tiledsl.tma.available).
+TC_DEFAULT_CANDIDATES = {"hgemm_tma_128x256x64_s4": 0.635, "hgemm_tma_128x128x64_s6": 0.57,
+                         "hgemm_wgmma_128x256x64_s4": 0.475, "hgemm_wgmma_128x128x64_s6": 0.405,
                          "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}
 
 
