@@ -195,6 +195,63 @@ SWEEP_8192 = ("wgmma 128x256x64 s4", "tma 128x256x64 s3", "tma 128x256x64 s4", "
 STREAM = 10  # calls per timed stream: the kernel's time per call with the host's launch path overlapped
 
 
+TF32_SWEEP = {  # name -> GemmSchedule fields (wgmma tf32, TMA); None: schedule=None
+    "default": None,
+    "tf32 128x256x32 s4": dict(bm=128, bn=256, bk=32, stages=4),
+    "tf32 128x256x32 s3": dict(bm=128, bn=256, bk=32, stages=3),
+    "tf32 128x128x32 s6": dict(bm=128, bn=128, bk=32, stages=6),
+    "tf32 128x192x32 s5": dict(bm=128, bn=192, bk=32, stages=5),
+}
+
+
+def sweep_tf32() -> list[dict]:
+    """float32 GEMM with precision="tf32" beside cuBLAS's TF32 (torch.matmul with allow_tf32), NT and NN (NN
+    includes tiledsl's K-major copy of B), and IEEE float32 (schedule=None) beside cuBLAS's exact SGEMM.
+    One call and streams of STREAM calls, as in :func:`sweep_wgmma`."""
+    import torch
+
+    rows = []
+    for size in (4096, 8192):
+        flop = 2.0 * size ** 3
+        for layout in ("NT", "NN"):
+            a = torch.empty((size, size), device="cuda").uniform_(-1, 1)
+            b = torch.empty((size, size), device="cuda").uniform_(-1, 1)
+            b = b.t() if layout == "NT" else b
+            c = torch.empty((size, size), device="cuda")
+            for precision in ("tf32", "ieee"):
+                torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+
+                def vcall(a=a, b=b, c=c):
+                    torch.matmul(a, b, out=c)
+                vendor = time_gpu(vcall).median_ms
+                vendor_stream = time_gpu(lambda: [vcall() for _ in range(STREAM)], repeat=10).median_ms / STREAM
+                for name, kw in TF32_SWEEP.items():
+                    if precision == "ieee" and kw is not None:
+                        continue
+                    s = None if kw is None else tiledsl.GemmSchedule(mma="wgmma", warp_specialize=True, **kw)
+
+                    def call(a=a, b=b, c=c, s=s, precision=precision):
+                        tiledsl.gemm(a, b, c, schedule=s, precision=precision)
+                    try:
+                        call()
+                        ms = time_gpu(call).median_ms
+                        ms_stream = time_gpu(lambda: [call() for _ in range(STREAM)], repeat=10).median_ms / STREAM
+                    except Exception as e:  # noqa: BLE001 - a failing candidate is a row, not the end
+                        print(f"{size} {layout} {precision} {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                        continue
+                    row = dict(size=size, dtype="float32", precision=precision, layout=layout, schedule=name,
+                               ms=ms, tflops=flop / ms / 1e9, vendor=f"cuBLAS (torch.matmul, allow_tf32="
+                               f"{precision == 'tf32'})", vendor_tflops=flop / vendor / 1e9, ratio=vendor / ms,
+                               stream_tflops=flop / ms_stream / 1e9,
+                               vendor_stream_tflops=flop / vendor_stream / 1e9, stream_ratio=vendor_stream / ms_stream)
+                    rows.append(row)
+                    print(f"{size}³ {precision} {layout} {name:22s} one call {row['tflops']:6.1f} vs "
+                          f"{row['vendor_tflops']:6.1f} ({row['ratio']:.3f}) | stream {row['stream_tflops']:6.1f} "
+                          f"vs {row['vendor_stream_tflops']:6.1f} ({row['stream_ratio']:.3f})", flush=True)
+            torch.backends.cuda.matmul.allow_tf32 = False
+    return rows
+
+
 def triton_rows() -> list[dict]:
     """Triton's autotuned matmul (benchmarks/triton_matmul.py) beside cuBLAS and tiledsl's default, same run:
     bfloat16 and float16, NN and NT, 4096³. torch tensors throughout."""
@@ -272,6 +329,7 @@ def main() -> int:
     p.add_argument("--sweep", action="store_true")
     p.add_argument("--hopper", action="store_true", help="the wgmma (sm_90a) kernels: check and/or sweep")
     p.add_argument("--triton", action="store_true", help="tiledsl's default vs Triton's autotuned matmul vs cuBLAS")
+    p.add_argument("--tf32", action="store_true", help="float32: precision='tf32' vs cuBLAS TF32, IEEE vs cuBLAS SGEMM")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     if not tiledsl.gpu_available():
@@ -291,6 +349,8 @@ def main() -> int:
         result["check_failures"] = fails
     if args.sweep:
         result["rows"] = sweep_wgmma(rng) if args.hopper else sweep(rng)
+    if args.tf32:
+        result["tf32_rows"] = sweep_tf32()
     if args.triton:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         result["triton"] = triton_rows()

@@ -46,7 +46,7 @@ FAILING = [
     ("mma_pad_16_bytes", dict(mma="mma_sync", bk=32, smem_pad=4)),
     ("wgmma_block_rows", dict(mma="wgmma", bm=96, bn=128, bk=64, stages=4)),
     ("wgmma_block_columns", dict(mma="wgmma", bm=128, bn=320, bk=64, stages=3)),
-    ("wgmma_bk_64", dict(mma="wgmma", bm=128, bn=128, bk=32, stages=4)),
+    ("wgmma_bk_64", dict(mma="wgmma", bm=128, bn=128, bk=16, stages=4)),
     ("wgmma_stages_at_least_3", dict(mma="wgmma", bm=128, bn=128, bk=64, stages=2)),
     ("wgmma_copies_even", dict(mma="wgmma", bm=192, bn=256, bk=64, stages=3)),
     ("wgmma_no_padding", dict(mma="wgmma", bm=128, bn=128, bk=64, stages=4, smem_pad=8)),
@@ -231,10 +231,12 @@ def test_compile_float16_and_bfloat16():
 def test_shipped_presets_valid_and_compile():
     ps = tiledsl.presets("gemm")
     assert "sgemm_128x128_8x8" in ps and len(ps) >= 5
-    for s in ps.values():
-        dtype, align = ("float32", 4) if s.mma == "fma" else ("float16", 8)
-        k = tiledsl.compile(GemmOp(512, 512, 512, dtype=dtype, align_a=align, align_b=align, align_c=align), s,
-                            arch="sm_90")
+    for name, s in ps.items():
+        tf32 = name.startswith("tf32")  # float32 with precision="tf32": both operands K-major
+        dtype, align = ("float32", 4) if s.mma == "fma" or tf32 else ("float16", 8)
+        op = GemmOp(512, 512, 512, dtype=dtype, align_a=align, align_b=align, align_c=align,
+                    layout_b="col" if tf32 else "row", precision="tf32" if tf32 else "ieee")
+        k = tiledsl.compile(op, s, arch="sm_90")
         assert k.spill_bytes == 0
 
 
@@ -374,6 +376,48 @@ def test_default_schedule_picks_tensor_cores_for_16_bit():
             assert default_schedule(GemmOp(*shape, dtype=dtype), t).mma == mma  # align 4: no wgmma
     aligned = GemmOp(4096, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8)
     assert default_schedule(aligned, t).mma == "wgmma"  # sm_90 and 16-byte operands
+
+
+@pytest.mark.parametrize("kw", [dict(bm=128, bn=256, stages=4), dict(bm=128, bn=128, stages=6, split_k=2)])
+def test_tf32_kernels_compile_for_sm_90a_without_spills(kw):
+    s = GemmSchedule(mma="wgmma", bk=32, warp_specialize=True, **kw)
+    for read_c in (False, True):
+        op = GemmOp(4096, 4096, 4096, dtype="float32", layout_b="col", read_c=read_c, precision="tf32")
+        k = tiledsl.compile(op, s, arch="sm_90")
+        assert k.arch == "sm_90a" and k.spill_bytes == 0 and "tf32f32f32" in k.name
+        assert f"wgmma.mma_async.sync.aligned.m64n{s.bn}k8.f32.tf32.tf32" in k.source
+        assert "p, 1, 1;" in k.source  # tf32 takes no transpose immediates
+        assert "CU_TENSOR_MAP" not in k.source and "cp.async.bulk.tensor.2d" in k.source
+
+
+def test_tf32_rules_and_precision_errors():
+    s = GemmSchedule(mma="wgmma", bm=128, bn=256, bk=32, stages=4, warp_specialize=True)
+    nt = dict(dtype="float32", layout_b="col", precision="tf32")
+    with pytest.raises(tiledsl.ScheduleError, match="tf32_k_major_operands"):
+        tiledsl.compile(GemmOp(256, 256, 256, dtype="float32", precision="tf32"), s, arch="sm_90")  # B row-major
+    with pytest.raises(tiledsl.ScheduleError, match="wgmma_row_128_bytes"):
+        tiledsl.compile(GemmOp(256, 256, 256, **nt), GemmSchedule(mma="wgmma", bm=128, bn=256, bk=64, stages=4,
+                                                                   warp_specialize=True), arch="sm_90")
+    with pytest.raises(tiledsl.ScheduleError, match="tf32_needs_tma"):
+        tiledsl.compile(GemmOp(256, 256, 256, **nt), GemmSchedule(mma="wgmma", bm=128, bn=256, bk=32, stages=4),
+                        arch="sm_90")
+    with pytest.raises(tiledsl.ScheduleError, match="mma_needs_16_bit_inputs"):  # IEEE float32 on wgmma
+        tiledsl.compile(GemmOp(256, 256, 256, dtype="float32", layout_b="col"), s, arch="sm_90")
+    with pytest.raises(tiledsl.SpecError, match=r"GemmOp.precision='tf32' applies to float32 inputs, not float16"):
+        GemmOp(8, 8, 8, dtype="float16", precision="tf32")
+    with pytest.raises(tiledsl.SpecError, match=r"GemmOp.precision='fp8' must be one of \('ieee', 'tf32'\)"):
+        GemmOp(8, 8, 8, precision="fp8")
+
+
+def test_default_schedule_for_tf32():
+    from tiledsl.gemm.api import default_schedule
+
+    nt = GemmOp(4096, 4096, 4096, dtype="float32", layout_b="col", precision="tf32")
+    s = default_schedule(nt, tiledsl.Target.known("H200"))
+    assert s.mma == "wgmma" and s.bk == 32 and s.warp_specialize
+    assert default_schedule(nt, tiledsl.Target.known("sm_80")).mma == "fma"  # no tf32 kernel before Hopper
+    misaligned = GemmOp(4096, 4096, 4095, dtype="float32", layout_b="col", align_a=1, align_b=1, precision="tf32")
+    assert default_schedule(misaligned, tiledsl.Target.known("H200")).mma == "fma"
 
 
 def test_default_schedule_uses_tma_only_where_tensor_maps_can_be_encoded(monkeypatch):

@@ -153,3 +153,60 @@ def test_default_schedule_uses_tensor_cores(dtype, m, n, k, rng):
                                             align_b=8 if n % 8 == 0 else 1, align_c=8 if n % 8 == 0 else 1))
     assert kernel.schedule.mma in ("mma_sync", "wgmma")
     assert "mma.sync.aligned.m16n8k16" in kernel.source or "wgmma.mma_async" in kernel.source
+
+
+# ---- precision="tf32": float32 inputs on wgmma (m64nNk8.tf32), TMA, both operands K-major -------------------
+# Inputs are read with a 10-bit mantissa (relative rounding 2^-11, or 2^-10 where the tensor cores truncate), the
+# products summed in float32: for uniform inputs the relative Frobenius error is about 1e-3; 5e-3 bounds it with
+# room for K up to a few thousand.
+TF32_TOL = 5e-3
+TF32_SCHEDULES = {
+    "tf32 128x256x32 s4": dict(bm=128, bn=256, bk=32, stages=4),
+    "tf32 128x128x32 s6 split-K 2": dict(bm=128, bn=128, bk=32, stages=6, split_k=2),
+}
+
+
+@pytest.mark.parametrize("name", list(TF32_SCHEDULES))
+@pytest.mark.parametrize("m,n,k", [(4, 4, 4), (136, 128, 200), (40, 848, 2560), (256, 300, 1000)])
+@pytest.mark.parametrize("beta", [0.0, -0.5])
+def test_tf32_wgmma_against_float64(name, m, n, k, beta, rng):
+    cp = pytest.importorskip("cupy")
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("tf32 wgmma needs an sm_90 GPU")
+    a64, b64 = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
+    a = cp.asarray(a64.astype(np.float32))
+    b = cp.asfortranarray(cp.asarray(b64.astype(np.float32)))  # K-major B: x @ W.T with a row-major W
+    c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    c = cp.asarray(c0) if beta else cp.full((m, n), cp.nan, cp.float32)
+    s = tiledsl.GemmSchedule(mma="wgmma", warp_specialize=True, **TF32_SCHEDULES[name])
+    out = tiledsl.gemm(a, b, c, alpha=1.5, beta=beta, schedule=s, precision="tf32")
+    ref = 1.5 * a64.astype(np.float32).astype(np.float64) @ b64.astype(np.float32).astype(np.float64)
+    if beta:
+        ref += beta * c0.astype(np.float64)
+    got = cp.asnumpy(out).astype(np.float64)
+    assert np.isfinite(got).all()
+    err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+    assert err < TF32_TOL, f"relative error {err:.2e}"
+    assert err > 1e-7  # the product really ran in tf32 (an exact float32 product is ~1e-7 off)
+
+
+@pytest.mark.parametrize("layout", ["NN", "TN", "TT"])
+def test_tf32_default_schedule_copies_other_layouts_k_major(layout, rng):
+    """schedule=None with precision="tf32": any layout (an MN-major operand is copied K-major first), torch in
+    → torch out; a misaligned K falls back to the exact FMA kernel."""
+    torch = pytest.importorskip("torch")
+    m, n, k = 300, 520, 1024
+    a = torch.tensor(rng.uniform(-1, 1, (m, k)), device="cuda", dtype=torch.float32)
+    b = torch.tensor(rng.uniform(-1, 1, (k, n)), device="cuda", dtype=torch.float32)
+    if layout[0] == "T":
+        a = a.t().contiguous().t()
+    if layout[1] == "T":
+        b = b.t().contiguous().t()
+    out = tiledsl.gemm(a, b, precision="tf32")
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
+    ref = a.double() @ b.double()
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert 1e-7 < err < TF32_TOL, err
+    odd = tiledsl.gemm(a[:, 1:], b[1:, :], precision="tf32")  # K = 1023: no 16-byte rows, exact FMA instead
+    ref = a[:, 1:].double() @ b[1:, :].double()
+    assert float((odd.double() - ref).norm() / ref.norm()) < 1e-5

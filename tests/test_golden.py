@@ -43,6 +43,12 @@ def _cases() -> dict[str, str]:
         "gemm_f32_splitk4_reduce.cu": emit_splitk_reduce(splitk_op, split).source,
         "gemm_f16_mma_sync_128x128x32.cu": source(h4096, preset("gemm", "hgemm_128x128x32_w64x64_s4")),
         "gemm_f16_wgmma_128x128x64_s6.cu": source(h4096, preset("gemm", "hgemm_wgmma_128x128x64_s6")),
+        "gemm_bf16_tma_tn_128x256x64_s4.cu": source(
+            GemmOp(4096, 4096, 4096, dtype="bfloat16", layout_a="col", align_a=8, align_b=8, align_c=8, read_c=True),
+            preset("gemm", "hgemm_tma_128x256x64_s4")),
+        "gemm_tf32_tma_nt_128x256x32_s4.cu": source(
+            GemmOp(4096, 4096, 4096, dtype="float32", layout_b="col", precision="tf32"),
+            preset("gemm", "tf32_tma_128x256x32_s4")),
         "reduce_sum_rows_128x4096_default.cu": source(row_sum, preset("reduce", "default")),
         "reduce_sum_full_2e29_default.cu": source(full_sum, preset("reduce", "default")),
         "reduce_max_strided_f16_default.cu": source(col_max, preset("reduce", "default")),

@@ -36,7 +36,7 @@ class TensorMap2D:
     """The geometry of one operand's tensor map (no address: that comes with each call).
 
     Attributes:
-        dtype: "float16" or "bfloat16".
+        dtype: "float16", "bfloat16" or "float32" (tf32 products read float32 elements).
         inner, outer: extents in elements of the contiguous dimension and of the other one.
         pitch_bytes: bytes between consecutive rows along ``outer`` (leading dimension × element size);
             a multiple of 16.
@@ -71,7 +71,8 @@ def encode(geom: TensorMap2D, ptr: int) -> np.void:
         raise ToolchainError("TMA tensor maps (GemmSchedule.warp_specialize=True with mma='wgmma') need the CUDA "
                              "Python bindings: pip install cuda-bindings (same CUDA major version as CuPy)") from exc
     dt = {"float16": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-          "bfloat16": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16}[geom.dtype]
+          "bfloat16": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+          "float32": cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}[geom.dtype]
     u64, u32 = cu.cuuint64_t, cu.cuuint32_t
     err, tmap = cu.cuTensorMapEncodeTiled(
         dt, 2, ptr, [u64(geom.inner), u64(geom.outer)], [u64(geom.pitch_bytes)],

@@ -100,7 +100,7 @@ static_assert(MMA == 0 || MMA == 1 || MMA == 2, "rule mma_kind");
 static_assert(STAGES >= 1 && STAGES <= 8, "rule stages_range");
 static_assert(BM % 64 == 0 && BM <= 256, "rule wgmma_block_rows");
 static_assert(BN % 16 == 0 && BN <= 256, "rule wgmma_block_columns");
-static_assert(BK == 64, "rule wgmma_bk_64");
+static_assert(BK == 64 || BK == 32, "rule wgmma_bk_64");
 static_assert(STAGES >= 3, "rule wgmma_stages_at_least_3");
 static_assert((BM * 8) % LOADERS == 0 && (BN * 8) % LOADERS == 0, "rule wgmma_copies_even");
 static_assert(SMEM_PAD == 0, "rule wgmma_no_padding");

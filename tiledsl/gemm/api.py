@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import cache, runtime
+from .. import cache, runtime, tma
 from ..errors import SpecError
 from ..launch import Built, Launcher, build, resolve_schedule, workspace
 from ..runtime import (
@@ -19,7 +19,7 @@ from ..target import Target
 from ..tma import encode
 from .family import GEMM, default_schedule
 from .kernel_plan import tensor_map, uses_tma
-from .op import GEMM_DTYPES, GemmOp
+from .op import GEMM_DTYPES, PRECISIONS, GemmOp
 from .schedule import GemmSchedule
 
 __all__ = ["default_schedule", "gemm"]
@@ -27,7 +27,7 @@ __all__ = ["default_schedule", "gemm"]
 
 @returns_like_inputs
 def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
-         schedule: GemmSchedule | None = None):
+         schedule: GemmSchedule | None = None, precision: str = "ieee"):
     """C = alpha · A @ B + beta · C on the GPU.
 
     Args:
@@ -39,6 +39,11 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
         c: optional (M, N) output of the same dtype, updated in place; required when beta ≠ 0.
         alpha, beta: scalars (float32 in the kernel). beta = 0 never reads ``c``.
         schedule: a :class:`GemmSchedule`; None picks one for the shape (:func:`default_schedule`).
+        precision: float32 inputs only: "ieee" (exact FMA, the default) or "tf32" (tensor cores on an sm_90
+            GPU, inputs read with a 10-bit mantissa: expect a relative error near 1e-3, as with torch's
+            ``allow_tf32``; ``docs/gemm.md``). tf32 reads both operands K-major: an M- or N-major operand
+            (``a.T``, a row-major B) is first copied K-major (one extra read and write of it). Where no tf32
+            kernel applies (another GPU, misaligned operands) the product is computed exactly.
 
     Returns:
         The (M, N) array holding C: ``c`` itself when given, else a new array of the inputs' library (a
@@ -55,7 +60,9 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
         >>> c = tiledsl.gemm(cupy.random.rand(512, 256, dtype="float32"),
         ...                  cupy.random.rand(256, 128, dtype="float32"))  # doctest: +SKIP
     """
-    key = _call_key(a, b, c, beta, schedule)
+    if precision not in PRECISIONS:
+        raise SpecError(f"precision={precision!r} must be one of {PRECISIONS}")
+    key = _call_key(a, b, c, beta, schedule, precision)
     if key is not None:
         try:
             call = cache.LAUNCHES.get(key[0])
@@ -65,10 +72,10 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
             out = call.run(key[1], key[2], key[3], c, alpha, beta)
             if out is not None:
                 return out
-    return _gemm_slow(a, b, c, alpha, beta, schedule, None if key is None else key[0])
+    return _gemm_slow(a, b, c, alpha, beta, schedule, None if key is None else key[0], precision)
 
 
-def _call_key(a, b, c, beta, schedule) -> tuple | None:
+def _call_key(a, b, c, beta, schedule, precision) -> tuple | None:
     """(launch-cache key, pointer of a, of b, of c or None) of a call on CuPy arrays or torch CUDA tensors;
     None for other operands (they take the checked, converting path). The key holds the operands' shapes,
     strides and dtypes, their pointer alignment class (address mod 16), beta ≠ 0, the schedule and the
@@ -85,7 +92,8 @@ def _call_key(a, b, c, beta, schedule) -> tuple | None:
         sc, pc = (got[0], got[1] & 15), got[1]
     try:
         read_c = beta != 0
-        key = ("gemm", sa[0], sa[1] & 15, sb[0], sb[1] & 15, sc, bool(read_c), schedule, runtime.device_id())
+        key = ("gemm", sa[0], sa[1] & 15, sb[0], sb[1] & 15, sc, bool(read_c), schedule, precision,
+               runtime.device_id())
     except (TypeError, ValueError):
         return None
     return key, sa[1], sb[1], pc
@@ -146,7 +154,7 @@ class _GemmCall:
         return c
 
 
-def _gemm_slow(a, b, c, alpha, beta, schedule, key):
+def _gemm_slow(a, b, c, alpha, beta, schedule, key, precision="ieee"):
     """Validate, convert and launch; store the launch in the cache under ``key`` when it can be replayed."""
     import cupy
 
@@ -160,6 +168,9 @@ def _gemm_slow(a, b, c, alpha, beta, schedule, key):
         raise SpecError(f"inner dimensions differ: a.shape={a.shape} (K={k}) but b.shape={b.shape} (K={k2})")
     if dt_a != dt_b:
         raise SpecError(f"a.dtype={dt_a} and b.dtype={dt_b} differ; cast one (mixed dtypes are not supported)")
+    if precision == "tf32" and dt_a != "float32":
+        raise SpecError(f"precision='tf32' applies to float32 inputs, not a.dtype={dt_a} (float16 and bfloat16 "
+                        "run on the tensor cores already)")
     result = None
     given_c = c is not None
     if c is not None:
@@ -191,7 +202,7 @@ def _gemm_slow(a, b, c, alpha, beta, schedule, key):
         else:
             out.fill(0)
         return result
-    _gemm_into(a, b, out, float(alpha), float(beta), schedule, dt_a, key, given_c)
+    _gemm_into(a, b, out, float(alpha), float(beta), schedule, dt_a, key, given_c, precision=precision)
     return result
 
 
@@ -216,31 +227,44 @@ def _align(x, ld: int, extent: int) -> int:
     return vec
 
 
+def _tf32_wgmma_possible(schedule: GemmSchedule | None, target: Target) -> bool:
+    """True when a tf32 call may run on wgmma: an sm_90 device, tensor maps encodable, and no schedule
+    asking for another kernel."""
+    return target.cc == 90 and tma.available() and (schedule is None or schedule.mma == "wgmma")
+
+
 def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None, dtype: str,
-               key: tuple | None, given_c: bool, swap: bool = False) -> None:
+               key: tuple | None, given_c: bool, swap: bool = False, precision: str = "ieee") -> None:
     import cupy
 
     m, n = c.shape
     sr, sc = element_strides(c, "c")
     if not (sc == 1 or n == 1) and (sr == 1 or m == 1):
         # column-major C: compute Cᵀ = Bᵀ·Aᵀ into the row-major view c.T, no copy
-        _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype, key, given_c, not swap)
+        _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype, key, given_c, not swap, precision)
         return
     if not (sc == 1 or n == 1):  # C has no unit stride: work in a contiguous copy
         tmp = cupy.ascontiguousarray(c)
-        _gemm_into(a, b, tmp, alpha, beta, schedule, dtype, None, given_c, swap)
+        _gemm_into(a, b, tmp, alpha, beta, schedule, dtype, None, given_c, swap, precision)
         c[...] = tmp
         return
     ldc = sr if m > 1 else n
     a0, b0 = a, b
     a, layout_a, lda, ext_a = _operand(a, "a")
     b, layout_b, ldb, ext_b = _operand(b, "b")
+    target = Target.current()
+    if precision == "tf32" and _tf32_wgmma_possible(schedule, target):  # tf32 wgmma reads K-major operands
+        if layout_a != "row":
+            a = cupy.ascontiguousarray(a)
+            layout_a, lda, ext_a = "row", a.shape[1], a.shape[1]
+        if layout_b != "col":
+            b = cupy.asfortranarray(b)
+            layout_b, ldb, ext_b = "col", b.shape[0], b.shape[0]
     if a is not a0 or b is not b0:
         key = None  # an operand was copied: nothing to replay
     op = GemmOp(m, n, a.shape[1], dtype=dtype, layout_a=layout_a, layout_b=layout_b,
                 align_a=_align(a, lda, ext_a), align_b=_align(b, ldb, ext_b), align_c=_align(c, ldc, n),
-                read_c=beta != 0)
-    target = Target.current()
+                read_c=beta != 0, precision=precision)
     s = resolve_schedule(GEMM, op, schedule, target)
     built = build(GEMM, op, s, target)
     fixed = {"m": m, "n": n, "k": op.k, "lda": lda, "ldb": ldb, "ldc": ldc, "one": 1.0}

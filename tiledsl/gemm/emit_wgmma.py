@@ -37,7 +37,7 @@ from .kernel_plan import k_major, plan_gemm, tma_box, uses_tma
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
 
-WGMMA_PTX_TYPE = {"float16": "f16", "bfloat16": "bf16"}
+WGMMA_PTX_TYPE = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32"}  # float32: precision="tf32" only
 SWIZZLE_BYTES = 1024  # one 128-byte-swizzle atom: 8 rows × 128 bytes; tiles start on this alignment
 
 _HELPERS = r"""// ---- Hopper helpers (PTX ISA: fence.proxy.async, wgmma) ----
@@ -100,17 +100,25 @@ MN_MAJOR_LBO_SBO = (8192, 1024)
 K_MAJOR_LBO_SBO = (16, 1024)
 
 
+def wgmma_k(ptx: str) -> int:
+    """K of one wgmma: 16 for 16-bit inputs, 8 for tf32 (32 bytes of each operand row either way)."""
+    return 8 if ptx == "tf32" else 16
+
+
 def _wgmma_fn(ptx: str, n: int, trans_a: int, trans_b: int) -> str:
-    """``tdsl_wgmma(d, desc_a, desc_b)``: d (n/2 float32 per thread) += A (64×16) · B (16×n) from shared memory."""
+    """``tdsl_wgmma(d, desc_a, desc_b)``: d (n/2 float32 per thread) += A (64×k) · B (k×n) from shared memory
+    (k = :func:`wgmma_k`). tf32 takes no transpose immediates: both operands are K-major."""
     regs = n // 2
+    k = wgmma_k(ptx)
     outs = ", ".join(f"%{i}" for i in range(regs))
     binds = ",\n      ".join(", ".join(f'"+f"(d[{i + j}])' for j in range(8)) for i in range(0, regs, 8))
-    return (f"// D[64x{n}] += A[64x16] * B[16x{n}] on the tensor cores, both operands read from shared memory\n"
+    trans = "" if ptx == "tf32" else f", {trans_a}, {trans_b}"
+    return (f"// D[64x{n}] += A[64x{k}] * B[{k}x{n}] on the tensor cores, both operands read from shared memory\n"
             f"__device__ __forceinline__ void tdsl_wgmma(float (&d)[{regs}], unsigned long long desc_a, "
             "unsigned long long desc_b) {\n"
             "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + str(regs + 2) + ", 0;\\n\"\n"
-            f"    \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} \"\n"
-            f"    \"{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, {trans_a}, {trans_b};\\n}}\\n\"\n"
+            f"    \"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} \"\n"
+            f"    \"{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1{trans};\\n}}\\n\"\n"
             f"    : {binds}\n"
             "    : \"l\"(desc_a), \"l\"(desc_b), \"r\"(1));  // scale-d = 1: D += A·B\n"
             "}\n")
@@ -136,7 +144,8 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
     name = plan.kernel_name
     w = Writer()
     w(f"// tiledsl GEMM on Hopper tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]{' + beta * C' if op.read_c else ''}",
-      f"// {op.dtype} inputs, wgmma.mma_async m64n{s.bn}k16 with float32 accumulation; A {op.layout_a}-major, "
+      f"// {'float32 inputs read as tf32' if ptx == 'tf32' else op.dtype + ' inputs'}, wgmma.mma_async "
+      f"m64n{s.bn}k{wgmma_k(ptx)} with float32 accumulation; A {op.layout_a}-major, "
       f"B {op.layout_b}-major, C row-major",
       f"// schedule: {json.dumps(s.to_dict(), sort_keys=True)}")
     ka, kb = k_major(op, "A"), k_major(op, "B")
@@ -168,7 +177,7 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         w("constexpr int THREADS = 128 * CONSUMERS;",
           "constexpr int LOADERS = THREADS;              // every thread copies")
     w("constexpr int ACC = BN / 2;                    // float32 accumulators per thread",
-      "constexpr int ROW_BYTES = BK * 2;              // one tile row: 128 bytes",
+      f"constexpr int ROW_BYTES = BK * {dt.itemsize};              // one tile row: 128 bytes",
       "constexpr int STAGE_A_BYTES = BM * ROW_BYTES, STAGE_B_BYTES = BN * ROW_BYTES;")
     if tma:
         w("constexpr unsigned STAGE_BYTES = STAGE_A_BYTES + STAGE_B_BYTES;  // one stage's copies (its full barrier)")
@@ -248,7 +257,8 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
                   "const unsigned b_tile = Bs + cur * STAGE_B_BYTES;",
                   "tdsl_wgmma_fence();",
                   "#pragma unroll",
-                  f"for (int kk = 0; kk < BK / 16; ++kk)  // k16 steps: {step_a} bytes into A, {step_b} into B",
+                  f"for (int kk = 0; kk < BK / {wgmma_k(ptx)}; ++kk)  // k{wgmma_k(ptx)} steps: {step_a} bytes into A, "
+              f"{step_b} into B",
                   f"  tdsl_wgmma(acc, tdsl_wgmma_desc<{lbo_a}, {sbo_a}>(a_tile + kk * {step_a}), "
                   f"tdsl_wgmma_desc<{lbo_b}, {sbo_b}>(b_tile + kk * {step_b}));",
                   "tdsl_wgmma_commit();",
@@ -330,7 +340,8 @@ def _warp_specialized_loop(w: Writer, op: GemmOp, s: GemmSchedule, lbo_a, sbo_a,
               "const unsigned b_tile = Bs + cur * STAGE_B_BYTES;",
               "tdsl_wgmma_fence();",
               "#pragma unroll",
-              f"for (int kk = 0; kk < BK / 16; ++kk)  // k16 steps: {step_a} bytes into A, {step_b} into B",
+              f"for (int kk = 0; kk < BK / {wgmma_k(WGMMA_PTX_TYPE[op.dtype])}; ++kk)  // k{wgmma_k(WGMMA_PTX_TYPE[op.dtype])} steps: {step_a} bytes into A, "
+              f"{step_b} into B",
               f"  tdsl_wgmma(acc, tdsl_wgmma_desc<{lbo_a}, {sbo_a}>(a_tile + kk * {step_a}), "
               f"tdsl_wgmma_desc<{lbo_b}, {sbo_b}>(b_tile + kk * {step_b}));",
               "tdsl_wgmma_commit();",

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .. import dtypes, registry
+from .. import dtypes, registry, tma
 from ..errors import ScheduleError
 from ..family import Family
 from ..spec import refuse_empty
 from ..target import Target
 from .emit import emit_gemm, emit_splitk_reduce
-from .. import tma
 from .kernel_plan import plan_gemm, uses_tma
 from .op import GemmOp
 from .schedule import GEMM_RULES, MMA_DTYPES, GemmSchedule
@@ -40,13 +39,17 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
     table = registry.presets(GEMM)
     itemsize = dtypes.get(op.dtype).itemsize
-    tensor_cores = op.dtype in MMA_DTYPES and target.cc >= 80
+    tensor_cores = (op.dtype in MMA_DTYPES and target.cc >= 80) or op.precision == "tf32"
     candidates = DEFAULT_CANDIDATES
     if tensor_cores:  # wgmma where the device and the operands allow it (its rules decide), else mma.sync
         candidates = {name: eff for name, eff in TC_DEFAULT_CANDIDATES.items()
                       if name in table and _applies(table[name], op, target)
                       and (tma.available() or not uses_tma(table[name]))}
-    peak = target.peak_tc16_flops if tensor_cores else target.peak_fp32_flops
+        if not candidates:  # tf32 where no tf32 kernel applies: the exact FMA kernels
+            tensor_cores, candidates = False, DEFAULT_CANDIDATES
+    peak = target.peak_fp32_flops
+    if tensor_cores:  # Hopper's dense tf32 rate is half its 16-bit rate (H100 SXM datasheet: 494.7 vs 989.4)
+        peak = target.peak_tc16_flops / (2 if op.precision == "tf32" else 1)
     sm_flops = peak / target.sm_count
     best, best_s = None, float("inf")
     for name, eff in candidates.items():
@@ -98,6 +101,7 @@ DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sg
 # TMA (producer warpgroup): 128x256 s4 about 680 TFLOP/s bf16 at 4096³ (0.635), 128x128 s6 608 (0.57); used
 # only where the CUDA Python bindings that encode tensor maps are installed (tiledsl.tma.available).
 TC_DEFAULT_CANDIDATES = {"hgemm_tma_128x256x64_s4": 0.635, "hgemm_tma_128x128x64_s6": 0.57,
+                         "tf32_tma_128x256x32_s4": 0.6, "tf32_tma_128x128x32_s6": 0.55,
                          "hgemm_wgmma_128x256x64_s4": 0.475, "hgemm_wgmma_128x128x64_s6": 0.405,
                          "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}
 

@@ -17,6 +17,9 @@ from ..errors import SpecError
 from ..spec import as_int, check_fields
 
 LAYOUTS = ("row", "col")
+PRECISIONS = ("ieee", "tf32")
+"""float32 products: "ieee" (exact FMA, the default) or "tf32" (tensor cores on TF32-rounded inputs: a 10-bit
+mantissa, like torch's ``allow_tf32`` and Triton's ``input_precision="tf32"``)."""
 GEMM_DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -37,6 +40,7 @@ class GemmOp:
         align_a, align_b, align_c: widest vector width (1, 2, 4; 8 for 16-bit dtypes) the operands allow:
             it divides the base address (in elements), the leading dimension and the contiguous extent.
         read_c: True when beta ≠ 0 (C is read); False never reads C, so NaN in C cannot leak.
+        precision: "ieee" or "tf32" (float32 only): see :data:`PRECISIONS`.
 
     Raises:
         SpecError: a size is negative, or dtype/layout/alignment is not supported.
@@ -56,6 +60,7 @@ class GemmOp:
     align_b: int = 4
     align_c: int = 4
     read_c: bool = False
+    precision: str = "ieee"
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
@@ -87,6 +92,11 @@ class GemmOp:
             object.__setattr__(self, name, int(v))
         if not isinstance(self.read_c, bool):
             raise SpecError(f"GemmOp.read_c={self.read_c!r} must be True or False")
+        if self.precision not in PRECISIONS:
+            raise SpecError(f"GemmOp.precision={self.precision!r} must be one of {PRECISIONS}")
+        if self.precision == "tf32" and self.dtype != "float32":
+            raise SpecError(f"GemmOp.precision='tf32' applies to float32 inputs, not {self.dtype} "
+                            "(float16/bfloat16 always run on the tensor cores)")
 
     @property
     def flops(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from .. import dtypes
 from .. import rules as R
 from ..errors import ScheduleError
 from ..spec import ScheduleRecord, as_int, schedule_error
@@ -41,8 +42,8 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("wgmma_block_columns", "BN % 16 == 0 and BN <= 256",
            "{cls}.bn={BN} must be a multiple of 16 up to 256 with mma='wgmma' (m64nNk16, N/2 accumulators)",
            when="MMA == 2"),
-    R.Rule("wgmma_bk_64", "BK == 64",
-           "{cls}.bk={BK} must be 64 with mma='wgmma' (one 128-byte swizzled row of 16-bit elements)",
+    R.Rule("wgmma_bk_64", "BK == 64 or BK == 32",
+           "{cls}.bk={BK} must be 64 (16-bit inputs) or 32 (tf32) with mma='wgmma' (one 128-byte swizzled row)",
            when="MMA == 2"),
     R.Rule("wgmma_stages_at_least_3", "STAGES >= 3",
            "{cls}.stages={STAGES} must be ≥ 3 with mma='wgmma' (one stage in use by the tensor cores, one "
@@ -108,15 +109,24 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("split_k_range", "SPLIT_K >= 1 and SPLIT_K <= 64", "{cls}.split_k={SPLIT_K} must be in 1..64"),
     R.Rule("min_blocks_range", "MIN_BLOCKS >= 1 and MIN_BLOCKS <= 32",
            "{cls}.min_blocks={MIN_BLOCKS} must be in 1..32 (or 0 for automatic)"),
-    R.Rule("mma_needs_16_bit_inputs", "MMA == 0 or DTYPE_16BIT == 1",
-           "{cls}.mma selects tensor cores, which need float16 or bfloat16 inputs here (float32 runs on mma='fma')", scope="op"),
+    R.Rule("mma_needs_16_bit_inputs", "MMA == 0 or DTYPE_16BIT == 1 or (TF32 == 1 and MMA == 2)",
+           "{cls}.mma selects tensor cores, which need float16 or bfloat16 inputs, or float32 with "
+           "precision='tf32' and mma='wgmma' (IEEE float32 runs on mma='fma')", scope="op"),
+    R.Rule("wgmma_row_128_bytes", "BK * ITEMSIZE == 128",
+           "{cls}.bk={BK} must make one 128-byte swizzled row of {ITEMSIZE}-byte elements with mma='wgmma' "
+           "(bk=64 for 16-bit inputs, 32 for tf32)", scope="op", when="MMA == 2"),
+    R.Rule("tf32_k_major_operands", "TF32 == 0 or (LAYOUT_A_ROW == 1 and LAYOUT_B_COL == 1)",
+           "{cls}: tf32 wgmma reads both operands K-major (A row-major, B column-major); tiledsl.gemm makes "
+           "K-major copies of other layouts first", scope="op", when="MMA == 2"),
+    R.Rule("tf32_needs_tma", "TF32 == 0 or WARP_SPECIALIZE == 1",
+           "{cls}.warp_specialize must be True for tf32 with mma='wgmma' (TMA copies)", scope="op", when="MMA == 2"),
     R.Rule("wgmma_mn_major_b_in_64_blocks", "LAYOUT_B_COL == 1 or BN % 64 == 0",
            "{cls}.bn={BN} must be a multiple of 64 with mma='wgmma' and a row-major B (its tile is stored in "
            "64-column swizzled blocks)", scope="op", when="MMA == 2"),
-    R.Rule("wgmma_16_byte_operands", "ALIGN_A == 8 and ALIGN_B == 8",
-           "{cls}.mma='wgmma' copies 16-byte chunks: A and B need 8-element alignment of base address, leading "
-           "dimension and K (align_a={ALIGN_A}, align_b={ALIGN_B}); use mma='mma_sync'", scope="op",
-           when="MMA == 2"),
+    R.Rule("wgmma_16_byte_operands", "ALIGN_A * ITEMSIZE == 16 and ALIGN_B * ITEMSIZE == 16",
+           "{cls}.mma='wgmma' copies 16-byte chunks: A and B need 16-byte alignment of base address, leading "
+           "dimension and K (align_a={ALIGN_A}, align_b={ALIGN_B} elements of {ITEMSIZE} bytes); use "
+           "mma='mma_sync' (16-bit) or mma='fma'", scope="op", when="MMA == 2"),
     R.Rule("wgmma_needs_sm_90", "CC == 90",
            "{cls}.mma='wgmma' needs an sm_90 GPU (Hopper; compiled for sm_90a), not cc {CC}",
            scope="target", resource=True, when="MMA == 2"),
@@ -271,9 +281,9 @@ class GemmSchedule(ScheduleRecord):
         dimension; the layout decides which dimension that is, so this is the larger of the two (the
         kernel allocates :func:`tiledsl.gemm.emit_mma.smem_tile_elems` for its own layout)."""
         p = self.smem_pad
-        if self.mma == "wgmma":  # 128-byte swizzled tiles + one 1024-byte atom to align the base
+        if self.mma == "wgmma":  # rows of 128 bytes (rule wgmma_row_128_bytes) + a 1024-byte atom to align the base
             barriers = 2 * 8 * self.stages if self.warp_specialize else 0  # full/empty mbarriers per stage
-            return self.stages * (self.bm + self.bn) * self.bk * 2 + 1024 + barriers
+            return self.stages * (self.bm + self.bn) * 128 + 1024 + barriers
         if self.mma != "fma":
             e = 2 if smem_itemsize is None else smem_itemsize
             a = max(self.bm * (self.bk + p), self.bk * (self.bm + p))
@@ -295,7 +305,8 @@ class GemmSchedule(ScheduleRecord):
         )
         if op is not None:
             env.update(DTYPE_16BIT=int(op.dtype in MMA_DTYPES), LAYOUT_A_ROW=int(op.layout_a == "row"),
-                       LAYOUT_B_COL=int(op.layout_b == "col"), ALIGN_A=op.align_a, ALIGN_B=op.align_b)
+                       LAYOUT_B_COL=int(op.layout_b == "col"), ALIGN_A=op.align_a, ALIGN_B=op.align_b,
+                       ITEMSIZE=dtypes.get(op.dtype).itemsize, TF32=int(op.precision == "tf32"))
         if target is not None:
             env.update(CC=target.cc, SMEM_OPTIN_BYTES=target.smem_per_block_optin_bytes,
                        MAX_THREADS_PER_BLOCK=target.max_threads_per_block,
