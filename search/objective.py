@@ -11,6 +11,8 @@ import time
 import warnings
 from dataclasses import dataclass
 
+from tiledsl.costmodel.gemm_tc import tensor_core_ceiling
+
 
 @dataclass(frozen=True)
 class Model:
@@ -61,14 +63,30 @@ def compulsory_bytes(op) -> int:
     return 0
 
 
-def roofline_bound_s(op, target) -> tuple[float, str]:
-    """Lower bound on the time of one call: max(FLOP / peak FP32, compulsory bytes / HBM bandwidth).
+def roofs(op, target) -> tuple[tuple[float, str, str], tuple[float, str]]:
+    """((compute FLOP/s, unit name, source), (HBM bytes/s, source)) for ``op`` on ``target``: the same
+    ceilings ``explain()`` uses (:meth:`tiledsl.Target.ceilings`: the calibrated figure when ``calibrate()``
+    has run, the datasheet otherwise), with the tensor-core rate for 16-bit GEMMs (half of it for tf32:
+    Hopper's dense TF32 rate, H100 SXM datasheet 494.7 vs 989.4 TFLOP/s)."""
+    c = target.ceilings()
+    hbm = c["hbm_bytes_per_s"]
+    dtype, precision = getattr(op, "dtype", "float32"), getattr(op, "precision", "ieee")
+    if hasattr(op, "flops") and hasattr(op, "layout_a") and (dtype in ("float16", "bfloat16") or precision == "tf32"):
+        rate, src = tensor_core_ceiling(target)
+        if precision == "tf32":
+            return (rate / 2, "tf32 tensor cores", src + ", halved for tf32"), (hbm.value, hbm.source)
+        return (rate, "16-bit tensor cores", src), (hbm.value, hbm.source)
+    fp32 = c["fp32_flops_per_s"]
+    return (fp32.value, "FP32", fp32.source), (hbm.value, hbm.source)
 
-    Peak FP32 and HBM bandwidth come from :class:`tiledsl.Target` (datasheet or device).
-    """
+
+def roofline_bound_s(op, target) -> tuple[float, str]:
+    """Lower bound on the time of one call: max(FLOP / compute roof, compulsory bytes / HBM roof), with the
+    roofs of :func:`roofs`."""
+    (peak, _, _), (hbm, _) = roofs(op, target)
     flops = float(getattr(op, "flops", 0) or 0)
-    t_c = flops / target.peak_fp32_flops if flops else 0.0
-    t_m = compulsory_bytes(op) / target.hbm_bytes_per_s
+    t_c = flops / peak if flops else 0.0
+    t_m = compulsory_bytes(op) / hbm
     return (t_c, "compute") if t_c >= t_m else (t_m, "memory")
 
 

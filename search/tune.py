@@ -43,7 +43,16 @@ from .families import LAYOUTS, SEARCH_FAMILIES, family_of_op, gemm_op, positive_
 from .families import get as get_family
 from .interrupt import EXIT_INTERRUPTED, DeferredInterrupt, ignore_in_child
 from .measure import GpuWorker, compile_job
-from .objective import Model, claim, find_duplicate, load_model, roofline_bound_s, trial_problem, warn_trial
+from .objective import (
+    Model,
+    claim,
+    find_duplicate,
+    load_model,
+    roofline_bound_s,
+    roofs,
+    trial_problem,
+    warn_trial,
+)
 from .space import Rejection, Space, describe, schedule_key, space_for, tie_key
 from .storage import (
     DEFAULT_STALE_AFTER_S,
@@ -756,9 +765,10 @@ def _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s
                  f"{stats['pruned']}, failed {stats['fail']}, duplicates not re-measured {stats['dup']}); "
                  f"study total {len(study.trials)} (earlier {n_before})")
     bound_s, bound_level = roofline_bound_s(op, target)
-    lines.append(f"roofline bound: {bound_s * 1e3:.3f} ms ({bound_level}-bound: max(FLOP / peak FP32 "
-                 f"{target.peak_fp32_flops / 1e12:.1f} TFLOP/s, compulsory bytes / HBM "
-                 f"{target.hbm_bytes_per_s / 1e12:.2f} TB/s), {target.source})")
+    (peak, peak_name, peak_src), (hbm, hbm_src) = roofs(op, target)
+    lines.append(f"roofline bound: {bound_s * 1e3:.3f} ms ({bound_level}-bound: max(FLOP / peak {peak_name} "
+                 f"{peak / 1e12:.1f} TFLOP/s [{peak_src}], compulsory bytes / HBM {hbm / 1e12:.2f} TB/s "
+                 f"[{hbm_src}]))")
     if mode == "measured":
         vtxt = "n/a" if vendor_s is None else f"{vendor_s * 1e3:.3f} ms = {work / vendor_s / scale:.2f} {unit}"
         lines.append(f"vendor library measured in this run ({vendor_name(cfg.family, op)}): {vtxt}")
