@@ -120,17 +120,21 @@ def _align(x: int, widest: int = 4) -> int:
     return vec
 
 
-def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN"):
+def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN", precision: str = "ieee"):
     """The GemmOp that ``tiledsl.gemm`` builds for fresh contiguous operands of this shape and layout.
 
     Alignment follows ``tiledsl.gemm``: the widest vector dividing the operand's leading dimension
     and contiguous extent (row-major A: K; column-major A: M; row-major B: N; column-major B: K; C: N).
+    ``precision="tf32"``: the op of the kernel, whose operands are K-major (``tiledsl.gemm`` copies an
+    M-major A or N-major B first; the tuned kernel does not include that copy).
     """
     la, lb = LAYOUTS[layout]
+    if precision == "tf32":
+        la, lb = "row", "col"
     w = max_align(dtype)
     return GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b=lb,
                   align_a=_align(k if la == "row" else m, w), align_b=_align(n if lb == "row" else k, w),
-                  align_c=_align(n, w))
+                  align_c=_align(n, w), precision=precision)
 
 
 def _gemm_arguments(g: argparse.ArgumentParser) -> None:
@@ -138,7 +142,10 @@ def _gemm_arguments(g: argparse.ArgumentParser) -> None:
     g.add_argument("--n", type=positive_int, required=True, help="columns of B and C (>= 1)")
     g.add_argument("--k", type=positive_int, required=True, help="columns of A, rows of B (>= 1)")
     g.add_argument("--dtype", default="float32", choices=("float32", "float16"),
-                   help="element type of A, B, C (float32 accumulation)")
+                   help="element type of A, B, C (float32 accumulation); float16 searches the tensor-core kernels")
+    g.add_argument("--precision", default="ieee", choices=("ieee", "tf32"),
+                   help="float32 only: ieee (exact FMA kernels) or tf32 (tensor cores on sm_90, operands K-major; "
+                        "the layout's copy to K-major is not part of the timed kernel)")
     g.add_argument("--layout", default="NN", choices=tuple(LAYOUTS),
                    help="storage of A then B, seen from C = A·B in row-major (numpy) terms: N = row-major operand, "
                         "T = column-major operand (a .T view of a contiguous array). DeepBench's cuBLAS "
@@ -147,7 +154,9 @@ def _gemm_arguments(g: argparse.ArgumentParser) -> None:
 
 
 def _gemm_op(args: argparse.Namespace):
-    return gemm_op(args.m, args.n, args.k, args.dtype, args.layout)
+    if args.precision == "tf32" and args.dtype != "float32":
+        raise ValueError(f"--precision tf32 applies to --dtype float32, not {args.dtype}")
+    return gemm_op(args.m, args.n, args.k, args.dtype, args.layout, args.precision)
 
 
 # ---------------------------------------------------------------- reduce
@@ -238,11 +247,11 @@ def _transpose_notes(op, s, target) -> list[str]:
 
 
 def _gemm_study(op) -> str:
-    return f"{op.m}x{op.n}x{op.k}-{op.dtype}-{op.layout}"
+    return f"{op.m}x{op.n}x{op.k}-{'tf32' if op.precision == 'tf32' else op.dtype}-{op.layout}"
 
 
 def _gemm_text(op) -> str:
-    return f"{op.m}x{op.n}x{op.k} {op.dtype} {op.layout}"
+    return f"{op.m}x{op.n}x{op.k} {op.dtype}{' (tf32)' if op.precision == 'tf32' else ''} {op.layout}"
 
 
 SEARCH_FAMILIES: dict[str, SearchFamily] = {

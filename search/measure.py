@@ -134,6 +134,8 @@ class GemmBench(Bench):
         super().__init__(op)
         self.beta = 1.0 if op.read_c else 0.0
         self.vendor_name = "cupy.matmul -> cuBLAS" + (" (+ C: cupy.add, beta = 1)" if op.read_c else "")
+        if op.precision == "tf32":  # CuPy offers no TF32 switch per call: cuBLAS TF32 is in benchmarks/gemm_tc.py --tf32
+            self.vendor_name += " exact float32 SGEMM"
 
     def inputs(self):
         """(A, B, C, float64 copy of C before the call or None)."""
@@ -152,7 +154,7 @@ class GemmBench(Bench):
         import tiledsl
 
         a, b, c, _ = inputs
-        tiledsl.gemm(a, b, c, beta=self.beta, schedule=schedule)
+        tiledsl.gemm(a, b, c, beta=self.beta, schedule=schedule, precision=self.op.precision)
 
     def vendor(self, inputs) -> None:
         import cupy as cp
@@ -180,6 +182,8 @@ class GemmBench(Bench):
         if self.op.dtype == "bfloat16":
             eps_out = 2.0 ** -7
         eps32 = float(np.finfo(np.float32).eps)
+        if self.op.precision == "tf32":  # inputs read with a 10-bit mantissa: each product off by up to 2^-10
+            return 8 * 2.0 ** -10 + 16 * eps32 * 64 * math.sqrt(max(self.op.k, 1) / 4096)
         return 4 * eps_out + 16 * eps32 * 64 * math.sqrt(max(self.op.k, 1) / 4096)
 
     def output(self, inputs):

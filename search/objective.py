@@ -66,16 +66,14 @@ def compulsory_bytes(op) -> int:
 def roofs(op, target) -> tuple[tuple[float, str, str], tuple[float, str]]:
     """((compute FLOP/s, unit name, source), (HBM bytes/s, source)) for ``op`` on ``target``: the same
     ceilings ``explain()`` uses (:meth:`tiledsl.Target.ceilings`: the calibrated figure when ``calibrate()``
-    has run, the datasheet otherwise), with the tensor-core rate for 16-bit GEMMs (half of it for tf32:
-    Hopper's dense TF32 rate, H100 SXM datasheet 494.7 vs 989.4 TFLOP/s)."""
+    has run, the datasheet otherwise), with the tensor-core rate for 16-bit and tf32 GEMMs
+    (:func:`tiledsl.costmodel.gemm_tc.tensor_core_ceiling`)."""
     c = target.ceilings()
     hbm = c["hbm_bytes_per_s"]
     dtype, precision = getattr(op, "dtype", "float32"), getattr(op, "precision", "ieee")
     if hasattr(op, "flops") and hasattr(op, "layout_a") and (dtype in ("float16", "bfloat16") or precision == "tf32"):
-        rate, src = tensor_core_ceiling(target)
-        if precision == "tf32":
-            return (rate / 2, "tf32 tensor cores", src + ", halved for tf32"), (hbm.value, hbm.source)
-        return (rate, "16-bit tensor cores", src), (hbm.value, hbm.source)
+        rate, src = tensor_core_ceiling(target, precision)
+        return (rate, f"{'tf32' if precision == 'tf32' else '16-bit'} tensor cores", src), (hbm.value, hbm.source)
     fp32 = c["fp32_flops_per_s"]
     return (fp32.value, "FP32", fp32.source), (hbm.value, hbm.source)
 

@@ -176,6 +176,11 @@ def tie_key(space: Space, op, target) -> Callable[[object], tuple]:
 def describe(schedule) -> str:
     """A compact one-line description of a schedule, or of its ``to_dict()``."""
     d = schedule if isinstance(schedule, dict) else schedule.to_dict()
+    if d.get("mma") == "wgmma":
+        return (f"wgmma{' tma' if d.get('warp_specialize') else ''} {d['bm']}x{d['bn']}x{d['bk']} s{d['stages']} "
+                f"sw{d['swizzle']}")
+    if d.get("mma") == "mma_sync":
+        return f"mma.sync {d['bm']}x{d['bn']}x{d['bk']} w{d['wm']}x{d['wn']} s{d['stages']} sw{d['swizzle']}"
     if {"bm", "bn", "bk", "rm", "rn"} <= set(d):
         text = (f"{d['bm']}x{d['bn']}x{d['bk']} t{d['rm']}x{d['rn']} w{d['wm']}x{d['wn']} v{d['vec']} "
                 f"{'db' if d['double_buffer'] else 'sb'} u{d['unroll']} p{d['smem_pad']} s{d['swizzle']}")
@@ -296,8 +301,82 @@ def _gemm_work(op) -> tuple[float, str, str, float]:
     return float(op.flops), "FLOP", "TFLOP/s", 1e12
 
 
+# ---- tensor cores: float16 / bfloat16 inputs, and float32 with precision="tf32" ----
+_TC_KERNELS = ("mma_sync", "wgmma", "wgmma_tma")
+_TC_KNOBS = (
+    Knob("kernel", 0, 2, doc="0: mma.sync fed by ldmatrix (sm_80+); 1: wgmma, every thread copying with cp.async; "
+                             "2: wgmma fed by a TMA producer warpgroup (sm_90)"),
+    Knob("bm_log2", 6, 8, doc="block tile rows bm = 2^x (64..256)"),
+    Knob("bn_log2", 6, 8, doc="block tile columns bn = 2^x (64..256)"),
+    Knob("stages", 2, 6, doc="K tiles in the shared-memory pipeline"),
+    Knob("warp_log2", 5, 6, doc="mma.sync warp tile wm = wn = 2^x (32 or 64; wgmma: a warpgroup owns 64 x bn)"),
+    Knob("swizzle_log2", 0, 4, doc="block-rows per rasterization group = 2^x (1..16)"),
+)
+
+
+def _tc_fields_for(wgmma_bk: int) -> Callable[[dict], dict]:
+    """params -> GemmSchedule fields; ``wgmma_bk``: one 128-byte row (64 16-bit or 32 float32 elements)."""
+
+    def fields_of(p: dict) -> dict:
+        bm, bn = _p2(p["bm_log2"]), _p2(p["bn_log2"])
+        common = dict(bm=bm, bn=bn, stages=int(p["stages"]), swizzle=_p2(p["swizzle_log2"]), split_k=1)
+        kernel = _TC_KERNELS[p["kernel"]]
+        if kernel == "mma_sync":
+            w = _p2(p["warp_log2"])
+            return dict(mma="mma_sync", bk=32, wm=min(w, bm), wn=min(w, bn), smem_pad=8, **common)
+        return dict(mma="wgmma", bk=wgmma_bk, warp_specialize=kernel == "wgmma_tma", **common)
+
+    return fields_of
+
+
+def _tc_params_for(knobs: tuple[Knob, ...], fields_of: Callable[[dict], dict]) -> Callable[[object], dict | None]:
+    def params_of(s) -> dict | None:
+        if s.mma == "fma" or s.split_k != 1:
+            return None
+        kernel = "mma_sync" if s.mma == "mma_sync" else ("wgmma_tma" if s.warp_specialize else "wgmma")
+        warp = _log2(s.wm) if s.mma == "mma_sync" else 6  # wgmma ignores it: one value, no duplicates
+        params = {"kernel": _TC_KERNELS.index(kernel), "bm_log2": _log2(s.bm), "bn_log2": _log2(s.bn),
+                  "stages": s.stages, "warp_log2": warp, "swizzle_log2": _log2(s.swizzle)}
+        return _params_of(knobs, fields_of, s, params)
+
+    return params_of
+
+
+def _tc_seeds(op, target) -> list:
+    """The tensor-core presets, then wgmma (TMA and cp.async) and mma.sync tiles around them."""
+    space = GEMM_SPACE.for_op(op)
+    cands = [dict(space.to_fields({"kernel": kernel, "bm_log2": bm, "bn_log2": bn, "stages": st, "warp_log2": w,
+                                    "swizzle_log2": 3}))
+             for kernel in (2, 1, 0) for bm in (7, 8, 6) for bn in (8, 7, 6) for st in (3, 4, 6) for w in (6, 5)]
+    return _valid_seeds("gemm", cands, op, target, space.from_schedule)
+
+
+def _tc_space(wgmma_bk: int, kernels: tuple[int, ...]) -> Space:
+    fields_of = _tc_fields_for(wgmma_bk)
+    knobs = tuple(Knob(k.name, min(kernels), max(kernels), k.step, k.doc) if k.name == "kernel" else k
+                  for k in _TC_KNOBS)
+    return Space("gemm", knobs, fields_of, _tc_params_for(knobs, fields_of), _tc_seeds, _gemm_work,
+                 structure_ignore=("swizzle", "wm", "wn"), canonical=_plan_canonical)
+
+
+GEMM_TC16_SPACE = _tc_space(64, (0, 1, 2))
+"""float16 / bfloat16: mma.sync, cp.async wgmma and TMA wgmma (the device rules drop wgmma before sm_90)."""
+GEMM_TF32_SPACE = _tc_space(32, (2,))
+"""float32 with precision="tf32": TMA wgmma only (rules ``tf32_needs_tma``, ``mma_needs_16_bit_inputs``)."""
+
+
+def _gemm_specialize(space: Space, op) -> Space:
+    """The tensor-core space for 16-bit inputs and for tf32; the FMA space for IEEE float32."""
+    if getattr(op, "precision", "ieee") == "tf32":
+        return GEMM_TF32_SPACE
+    if op.dtype in ("float16", "bfloat16"):
+        return GEMM_TC16_SPACE
+    return space
+
+
 GEMM_SPACE = Space("gemm", _GEMM_KNOBS, _gemm_fields, _gemm_params, _gemm_seeds, _gemm_work,
-                   structure_ignore=("wm", "wn", "swizzle", "smem_pad", "unroll"), canonical=_plan_canonical)
+                   structure_ignore=("wm", "wn", "swizzle", "smem_pad", "unroll"), canonical=_plan_canonical,
+                   specialize=_gemm_specialize)
 
 
 def _bytes_work(op) -> tuple[float, str, str, float]:

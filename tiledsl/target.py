@@ -21,6 +21,8 @@ SMEM_BANKS = 32
 """Shared-memory banks per SM (CUDA C++ Programming Guide, "Shared Memory", cc 5.x and later)."""
 SMEM_BANK_BYTES = 4
 """Bytes each bank delivers per clock."""
+TC_KEY = "tc16_flops_per_s"
+"""Key of a measured dense 16-bit tensor-core rate in ``Target.measured`` (written by calibrate)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,18 @@ class Target:
         1.83 GHz) and 2048 on cc 8.x (A100 datasheet: 312 TFLOP/s over 108 SMs at 1.41 GHz)."""
         per_clock = 4096 if self.cc >= 90 else 2048 if self.cc >= 80 else 0
         return self.sm_count * per_clock * self.clock_hz
+
+    def tensor_core_ceiling(self, precision: str = "ieee") -> tuple[float, str]:
+        """(dense tensor-core FLOP/s, source): the 16-bit rate measured by ``tiledsl.calibrate`` (key
+        :data:`TC_KEY` in :attr:`measured`) or :attr:`peak_tc16_flops`; for ``precision="tf32"`` (float32 read
+        as tf32) half of it, Hopper's dense TF32 rate (H100 SXM datasheet: 494.7 vs 989.4 TFLOP/s)."""
+        rate, src = self.peak_tc16_flops, "datasheet: dense 16-bit tensor-core rate (Target.peak_tc16_flops)"
+        for key, value, note in self.measured:
+            if key == TC_KEY:
+                rate, src = value, f"measured: {note}"
+        if precision == "tf32":
+            return rate / 2, src + ", halved for tf32"
+        return rate, src
 
     @property
     def cc(self) -> int:

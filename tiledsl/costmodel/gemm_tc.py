@@ -27,16 +27,10 @@ from .gemm import LAUNCH_S
 from .occupancy import occupancy, waves
 from .report import Level, Report
 
-TC_KEY = "tc16_flops_per_s"
-"""Key of a measured dense 16-bit tensor-core rate in ``Target.measured`` (written by calibrate)."""
 
-
-def tensor_core_ceiling(target: Target) -> tuple[float, str]:
-    """The dense float16/bfloat16 tensor-core FLOP/s of ``target`` and where it comes from."""
-    for key, value, note in target.measured:
-        if key == TC_KEY:
-            return value, f"measured: {note}"
-    return target.peak_tc16_flops, "datasheet: dense 16-bit tensor-core rate (Target.peak_tc16_flops)"
+def tensor_core_ceiling(target: Target, precision: str = "ieee") -> tuple[float, str]:
+    """The dense tensor-core FLOP/s of ``target`` and its source (:meth:`Target.tensor_core_ceiling`)."""
+    return target.tensor_core_ceiling(precision)
 
 
 def traffic_tc(op, s) -> dict[str, float]:
@@ -58,7 +52,7 @@ def traffic_tc(op, s) -> dict[str, float]:
 def explain_gemm_tc(op, s, target: Target, kernel=None) -> Report:
     """The :class:`~tiledsl.costmodel.report.Report` of a tensor-core GEMM."""
     c = target.ceilings()
-    peak, peak_src = tensor_core_ceiling(target)
+    peak, peak_src = tensor_core_ceiling(target, op.precision)
     tr = traffic_tc(op, s)
     regs = int(kernel.registers) if kernel is not None else s.est_registers
     smem = int(kernel.smem_bytes) if kernel is not None else s.smem_bytes()

@@ -47,9 +47,7 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
                       and (tma.available() or not uses_tma(table[name]))}
         if not candidates:  # tf32 where no tf32 kernel applies: the exact FMA kernels
             tensor_cores, candidates = False, DEFAULT_CANDIDATES
-    peak = target.peak_fp32_flops
-    if tensor_cores:  # Hopper's dense tf32 rate is half its 16-bit rate (H100 SXM datasheet: 494.7 vs 989.4)
-        peak = target.peak_tc16_flops / (2 if op.precision == "tf32" else 1)
+    peak = target.tensor_core_ceiling(op.precision)[0] if tensor_cores else target.peak_fp32_flops
     sm_flops = peak / target.sm_count
     best, best_s = None, float("inf")
     for name, eff in candidates.items():
