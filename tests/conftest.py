@@ -14,7 +14,9 @@ def _gpu_reason() -> str | None:
             return "no CUDA device present"
         return None
     except Exception as exc:  # cupy missing, no driver (cudaErrorInsufficientDriver), no device
-        return f"no CUDA GPU available: {type(exc).__name__}: {exc}"
+        from tiledsl.target import no_gpu_message
+
+        return no_gpu_message(exc).split(". Running a kernel")[0]
 
 
 def pytest_collection_modifyitems(config, items):
