@@ -21,6 +21,15 @@ from tiledsl.gemm.kernel_plan import k_major, tma_box, uses_tma
 from .families import get
 
 
+def nvcc_command(arch: str) -> str:
+    """The nvcc command compiling kernel.cu for ``arch``: an arch-specific target (sm_90a: wgmma, setmaxnreg)
+    needs the ``-gencode`` form (nvcc's ``-arch=sm_90a`` also builds generic compute_90 PTX, which rejects
+    them)."""
+    if arch.endswith("a"):
+        return f"nvcc -gencode=arch=compute_{arch[3:]},code={arch} -c kernel.cu"
+    return f"nvcc -arch={arch} -c kernel.cu"
+
+
 def kernel_params(source: str, name: str) -> list[tuple[str, str]]:
     """(declaration, name) of each parameter of kernel ``name`` in ``source``.
 
@@ -47,6 +56,9 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
     (default: the known H200, tiledsl's reference device).
     """
     params = kernel_params(kernel.source, kernel.name)
+    if family == "gemm" and schedule.split_k != 1:
+        raise ValueError(f"no host launcher for split_k={schedule.split_k}: it needs the workspace and the "
+                         "split-K reduction kernel (the search tunes split_k=1)")
     if family == "gemm" and uses_tma(schedule):
         return _tma_launcher(op, schedule, kernel, params)
     decl = ",\n    ".join(p for p, _ in params)
@@ -177,7 +189,7 @@ def write(dirpath: str | Path, family: str, op, schedule, kernel, record: dict, 
         f"op: {json.dumps(op.to_dict())}",
         f"schedule: {json.dumps(schedule.to_dict())}",
         f"device: {record.get('device')}  arch: {kernel.arch}  NVRTC: {record.get('compiler', {}).get('nvrtc')}",
-        f"compile: nvcc -arch={kernel.arch} -c kernel.cu   (or NVRTC with {' '.join(kernel.options)})",
+        f"compile: {nvcc_command(kernel.arch)}   (or NVRTC with {' '.join(kernel.options)})",
         f"launch: tiledsl_launch(...) below; block {kernel.block}, dynamic shared memory "
         f"{kernel.dynamic_smem_bytes} bytes",
     ]

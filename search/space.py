@@ -363,14 +363,19 @@ GEMM_TC16_SPACE = _tc_space(64, (0, 1, 2))
 """float16 / bfloat16: mma.sync, cp.async wgmma and TMA wgmma (the device rules drop wgmma before sm_90)."""
 GEMM_TF32_SPACE = _tc_space(32, (2,))
 """float32 with precision="tf32": TMA wgmma only (rules ``tf32_needs_tma``, ``mma_needs_16_bit_inputs``)."""
+GEMM_TC16_NO_TMA_SPACE = _tc_space(64, (0, 1))
+"""float16 / bfloat16 where tensor maps cannot be encoded (no ``cuda-bindings``): no TMA kernels."""
 
 
 def _gemm_specialize(space: Space, op) -> Space:
-    """The tensor-core space for 16-bit inputs and for tf32; the FMA space for IEEE float32."""
+    """The tensor-core space for 16-bit inputs and for tf32 (TMA kernels only where ``tiledsl.tma.available``);
+    the FMA space for IEEE float32, and for tf32 without TMA (the exact kernels)."""
+    from tiledsl import tma
+
     if getattr(op, "precision", "ieee") == "tf32":
-        return GEMM_TF32_SPACE
+        return GEMM_TF32_SPACE if tma.available() else space
     if op.dtype in ("float16", "bfloat16"):
-        return GEMM_TC16_SPACE
+        return GEMM_TC16_SPACE if tma.available() else GEMM_TC16_NO_TMA_SPACE
     return space
 
 

@@ -52,6 +52,11 @@ FAILING = [
     ("wgmma_no_padding", dict(mma="wgmma", bm=128, bn=128, bk=64, stages=4, smem_pad=8)),
     ("warp_specialize_needs_wgmma", dict(mma="mma_sync", bk=32, smem_pad=8, warp_specialize=True)),
     ("warp_specialize_rows", dict(mma="wgmma", bm=256, bn=128, bk=64, stages=4, warp_specialize=True)),
+    ("warp_specialize_registers", dict(mma="wgmma", bm=128, bn=64, bk=64, stages=4, warp_specialize=True)),
+    ("kernel_kind", dict(kernel="gemm")),
+    ("gemv_on_fma", dict(kernel="gemv", bm=4, bn=128, mma="mma_sync", bk=32, smem_pad=8)),
+    ("gemv_rows", dict(kernel="gemv", bm=32, bn=128)),
+    ("gemv_block_threads", dict(kernel="gemv", bm=4, bn=100)),
 ]
 
 
@@ -372,8 +377,9 @@ def test_default_schedule_picks_tensor_cores_for_16_bit():
 
     t = tiledsl.Target.known("H200")
     for dtype, mma in (("float16", "mma_sync"), ("bfloat16", "mma_sync"), ("float32", "fma")):
-        for shape in ((4096, 4096, 4096), (35, 8457, 2560), (1, 4096, 4096), (7, 13, 5)):
+        for shape in ((4096, 4096, 4096), (35, 8457, 2560), (9, 4096, 4096), (17, 13, 5)):
             assert default_schedule(GemmOp(*shape, dtype=dtype), t).mma == mma  # align 4: no wgmma
+        assert default_schedule(GemmOp(1, 4096, 4096, dtype=dtype), t).kernel == "gemv"  # decode: GEMV
     aligned = GemmOp(4096, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8)
     assert default_schedule(aligned, t).mma == "wgmma"  # sm_90 and 16-byte operands
 
@@ -487,3 +493,45 @@ def test_wgmma_rules_name_the_operands_and_the_device():
                         GemmSchedule(mma="wgmma", bm=128, bn=96, bk=64, stages=4), arch="sm_90")
     with pytest.raises(tiledsl.ResourceError, match="wgmma_needs_sm_90"):
         tiledsl.compile(GemmOp(64, 64, 64, dtype="float16", align_a=8, align_b=8), s, arch="sm_80")
+
+
+# ---- kernel="gemv": few rows of C (decode-time x @ W) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("la,lb", [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")])
+def test_gemv_kernels_compile_without_spills_or_shared_memory(dtype, la, lb):
+    al = 4 if dtype == "float32" else 8
+    for read_c, split in ((False, 1), (True, 4)):
+        op = GemmOp(5, 4096, 4096, dtype=dtype, layout_a=la, layout_b=lb, align_a=al, align_b=al, align_c=al,
+                    read_c=read_c)
+        s = GemmSchedule(kernel="gemv", bm=8, bn=128, vec=4, split_k=split)
+        k = tiledsl.compile(op, s, arch="sm_90")
+        p = tiledsl.plan(op, s, arch="sm_90")
+        assert k.spill_bytes == 0 and k.smem_bytes == 0 and "tiledsl_gemv_gemm" in k.name
+        assert "__syncthreads" not in k.source  # no barriers: every load independent
+        assert ("__shfl_xor_sync" in k.source) == (lb == "col")  # a warp per column sums across lanes
+        cols = 128 * 4 if lb == "row" else 128 // 32
+        assert p.grid == (-(-4096 // cols), split, 1) and (p.followup is not None) == (split > 1)
+
+
+def test_gemv_rules_and_default():
+    from tiledsl.gemm.family import default_schedule
+
+    with pytest.raises(tiledsl.ScheduleError, match="gemv_rows"):
+        GemmSchedule(kernel="gemv", bm=32, bn=128)
+    with pytest.raises(tiledsl.ScheduleError, match="gemv_block_threads"):
+        GemmSchedule(kernel="gemv", bm=4, bn=100)
+    with pytest.raises(tiledsl.ScheduleError, match="gemv_on_fma"):
+        GemmSchedule(kernel="gemv", bm=4, bn=128, mma="mma_sync", bk=32, smem_pad=8)
+    with pytest.raises(tiledsl.ScheduleError, match=r"GemmSchedule.kernel='gemm' must be one of \('tiled', 'gemv'\)"):
+        GemmSchedule(kernel="gemm")
+    h200 = tiledsl.Target.known("H200")
+    decode = default_schedule(GemmOp(1, 4096, 4096), h200)
+    assert decode.kernel == "gemv" and decode.bm == 1
+    assert tiledsl.plan(GemmOp(1, 4096, 4096), decode, arch="sm_90").blocks >= 3 * h200.sm_count  # fills the GPU
+    assert default_schedule(GemmOp(16, 4096, 4096), h200).kernel == "gemv"
+    assert default_schedule(GemmOp(17, 4096, 4096), h200).kernel == "tiled"
+    half = dict(dtype="float16", align_a=8, align_b=8, align_c=8)
+    assert default_schedule(GemmOp(8, 4096, 4096, **half), h200).kernel == "gemv"
+    assert default_schedule(GemmOp(9, 4096, 4096, **half), h200).kernel == "tiled"  # tensor cores from 9 rows

@@ -237,3 +237,37 @@ def test_output_overlapping_an_input_is_refused():
         tiledsl.gemm(a, cp.ones((64, 64), cp.float32), a)
     big = cp.ones((64, 128), cp.float32)
     tiledsl.gemm(big[:, :64], cp.ones((64, 64), cp.float32), big[:, 64:])  # disjoint halves: allowed
+
+
+# ---- kernel="gemv": few rows of C ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("la", ["row", "col"])
+@pytest.mark.parametrize("lb", ["row", "col"])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (1, 7, 13), (3, 127, 129), (5, 1000, 999), (16, 4096, 512),
+                                   (1, 4096, 4096), (9, 64, 3000)])
+def test_gemv_shapes_layouts_against_float64(dtype, la, lb, m, n, k, rng):
+    """Default (GEMV for few rows) and an explicit split-K GEMV schedule, any alignment, poisoned output."""
+    tol = 1e-5 if dtype == "float32" else 2e-3
+    a, _ = _rand((m, k), rng, dtype, la)
+    b, _ = _rand((k, n), rng, dtype, lb)
+    ref = _cp().asnumpy(a).astype(np.float64) @ _cp().asnumpy(b).astype(np.float64)  # the rounded inputs
+    for s in (None, tiledsl.GemmSchedule(kernel="gemv", bm=4, bn=64, vec=4, split_k=3, unroll=2)):
+        assert _rel_err(_gemm_nan_out(a, b, schedule=s), ref) < tol, s
+
+
+@pytest.mark.parametrize("lb", ["row", "col"])
+def test_gemv_alpha_beta_and_torch_bfloat16(lb, rng):
+    torch = pytest.importorskip("torch")
+    m, n, k = 4, 520, 1000
+    a = torch.tensor(rng.uniform(-1, 1, (m, k)), device="cuda").to(torch.bfloat16)
+    b = torch.tensor(rng.uniform(-1, 1, (k, n)), device="cuda").to(torch.bfloat16)
+    if lb == "col":
+        b = b.t().contiguous().t()
+    c = torch.tensor(rng.uniform(-1, 1, (m, n)), device="cuda").to(torch.bfloat16)
+    ref = -0.5 * a.double() @ b.double() + 2.0 * c.double()
+    s = tiledsl.GemmSchedule(kernel="gemv", bm=4, bn=128, vec=4, split_k=2)
+    out = tiledsl.gemm(a, b, c, alpha=-0.5, beta=2.0, schedule=s)
+    assert out is c
+    assert float((out.double() - ref).norm() / ref.norm()) < 8e-3

@@ -15,6 +15,7 @@ import hashlib
 import math
 import os
 import threading
+from dataclasses import MISSING, fields
 from importlib import resources
 from pathlib import Path
 
@@ -264,6 +265,8 @@ def _why_not(fam, rec: dict, op, target, nvrtc) -> str | object:
         return f"tuned on {rec.get('device')}, this device is {target.name}"
     want = op.to_dict()
     have = rec.get("op") or {}
+    defaults = {f.name: f.default for f in fields(type(op)) if f.default is not MISSING}
+    have = {**{k: v for k, v in defaults.items() if k not in have}, **have}  # fields added since: defaults
     diff = [f"{k} {have.get(k)!r}≠{v!r}" for k, v in want.items() if have.get(k) != v]
     if diff:
         return "op differs: " + ", ".join(diff)

@@ -1,6 +1,6 @@
 // tiledsl GEMM on Hopper tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C
 // bfloat16 inputs, wgmma.mma_async m64n256k16 with float32 accumulation; A col-major, B row-major, C row-major
-// schedule: {"bk": 64, "bm": 128, "bn": 256, "double_buffer": true, "min_blocks": 1, "mma": "wgmma", "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": true, "wm": 64, "wn": 256}
+// schedule: {"bk": 64, "bm": 128, "bn": 256, "double_buffer": true, "kernel": "tiled", "min_blocks": 1, "mma": "wgmma", "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": true, "wm": 64, "wn": 256}
 // float16 / bfloat16 <-> float32, as raw 16-bit patterns (PTX cvt; round to nearest even)
 __device__ __forceinline__ float tdsl_h2f(unsigned short h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
@@ -98,6 +98,7 @@ constexpr int MIN_BLOCKS = 1;       // min_blocks: resident blocks per SM the re
 constexpr int SWIZZLE = 8;          // swizzle: block-rows per rasterization group
 constexpr int SPLIT_K = 1;          // split_k
 constexpr int MMA = 2;              // mma='wgmma': Hopper warpgroup MMA
+constexpr int KERNEL = 0;           // kernel='tiled'
 constexpr int WARP_SPECIALIZE = 1;  // warp_specialize: a producer warpgroup issues TMA copies
 // derived
 constexpr int CONSUMERS = BM / 64;            // warpgroups running wgmma, 64 rows each
@@ -111,6 +112,7 @@ static_assert(BM >= 1 && BN >= 1 && BK >= 1, "rule positive_sizes");
 static_assert(BM <= 1024 && BN <= 1024 && BK <= 1024, "rule tile_sizes_bounded");
 static_assert(WM >= 1 && WN >= 1 && WM <= 4096 && WN <= 4096, "rule warp_tile_positive");
 static_assert(MMA == 0 || MMA == 1 || MMA == 2, "rule mma_kind");
+static_assert(KERNEL == 0 || KERNEL == 1, "rule kernel_kind");
 static_assert(STAGES >= 1 && STAGES <= 8, "rule stages_range");
 static_assert(BM % 64 == 0 && BM <= 256, "rule wgmma_block_rows");
 static_assert(BN % 16 == 0 && BN <= 256, "rule wgmma_block_columns");
@@ -119,6 +121,7 @@ static_assert(STAGES >= 3, "rule wgmma_stages_at_least_3");
 static_assert(SMEM_PAD == 0, "rule wgmma_no_padding");
 static_assert(MMA == 2, "rule warp_specialize_needs_wgmma");
 static_assert(WARP_SPECIALIZE == 0 || BM == 128, "rule warp_specialize_rows");
+static_assert(WARP_SPECIALIZE == 0 || (BN >= 96 && MIN_BLOCKS == 1), "rule warp_specialize_registers");
 static_assert(BM % WM == 0 && BN % WN == 0, "rule warp_tile_divides_block");
 static_assert(THREADS <= 1024, "rule threads_at_most_1024");
 static_assert(SMEM_PAD >= 0 && SMEM_PAD <= 64 && SMEM_PAD % 4 == 0, "rule smem_pad_keeps_16_bytes");
@@ -128,7 +131,7 @@ static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
 
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // setmaxnreg: registers move from the producer to the consumers
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-tiledsl_gemm_bf16f32bf16_tn_v888_beta_128x256x64_0ed84d5e(const __grid_constant__ tdsl_tensor_map tmap_a, const __grid_constant__ tdsl_tensor_map tmap_b, unsigned short* __restrict__ C,
+tiledsl_gemm_bf16f32bf16_tn_v888_beta_128x256x64_f33d9a42(const __grid_constant__ tdsl_tensor_map tmap_a, const __grid_constant__ tdsl_tensor_map tmap_b, unsigned short* __restrict__ C,
     int M, int N, int K, long long ldc, float alpha, float beta) {
   // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;

@@ -1,6 +1,6 @@
 // tiledsl GEMM on tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]
 // float16 inputs, mma.sync m16n8k16 with float32 accumulation; A row-major, B row-major, C row-major
-// schedule: {"bk": 32, "bm": 128, "bn": 128, "double_buffer": true, "min_blocks": 2, "mma": "mma_sync", "rm": 8, "rn": 8, "smem_pad": 8, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": false, "wm": 64, "wn": 64}
+// schedule: {"bk": 32, "bm": 128, "bn": 128, "double_buffer": true, "kernel": "tiled", "min_blocks": 2, "mma": "mma_sync", "rm": 8, "rn": 8, "smem_pad": 8, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": false, "wm": 64, "wn": 64}
 // float16 / bfloat16 <-> float32, as raw 16-bit patterns (PTX cvt; round to nearest even)
 __device__ __forceinline__ float tdsl_h2f(unsigned short h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
@@ -67,6 +67,7 @@ constexpr int SWIZZLE = 8;     // swizzle: block-rows per rasterization group
 constexpr int SPLIT_K = 1;     // split_k
 constexpr int MIN_BLOCKS = 2;  // min_blocks: resident blocks per SM the registers must allow
 constexpr int MMA = 1;         // mma='mma_sync': tensor cores
+constexpr int KERNEL = 0;      // kernel='tiled'
 // derived
 constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
 constexpr int THREADS = 32 * WARPS_M * WARPS_N;
@@ -85,6 +86,7 @@ static_assert(BM >= 1 && BN >= 1 && BK >= 1, "rule positive_sizes");
 static_assert(BM <= 1024 && BN <= 1024 && BK <= 1024, "rule tile_sizes_bounded");
 static_assert(WM >= 1 && WN >= 1 && WM <= 4096 && WN <= 4096, "rule warp_tile_positive");
 static_assert(MMA == 0 || MMA == 1 || MMA == 2, "rule mma_kind");
+static_assert(KERNEL == 0 || KERNEL == 1, "rule kernel_kind");
 static_assert(STAGES >= 1 && STAGES <= 8, "rule stages_range");
 static_assert(STAGES >= 2, "rule mma_stages_at_least_2");
 static_assert(WM % 16 == 0 && WN % 16 == 0, "rule mma_warp_tile_shape");
@@ -100,7 +102,7 @@ static_assert(SPLIT_K >= 1 && SPLIT_K <= 64, "rule split_k_range");
 static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-tiledsl_gemm_f16f32f16_nn_v888_nobeta_128x128x32_ac3a8d3c(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
+tiledsl_gemm_f16f32f16_nn_v888_nobeta_128x128x32_b5a197b3(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, float alpha) {
   // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;

@@ -1,6 +1,6 @@
 // tiledsl GEMM on Hopper tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]
 // float16 inputs, wgmma.mma_async m64n128k16 with float32 accumulation; A row-major, B row-major, C row-major
-// schedule: {"bk": 64, "bm": 128, "bn": 128, "double_buffer": true, "min_blocks": 2, "mma": "wgmma", "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 6, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": false, "wm": 64, "wn": 128}
+// schedule: {"bk": 64, "bm": 128, "bn": 128, "double_buffer": true, "kernel": "tiled", "min_blocks": 2, "mma": "wgmma", "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 6, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": false, "wm": 64, "wn": 128}
 // float16 / bfloat16 <-> float32, as raw 16-bit patterns (PTX cvt; round to nearest even)
 __device__ __forceinline__ float tdsl_h2f(unsigned short h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
@@ -81,6 +81,7 @@ constexpr int MIN_BLOCKS = 2;       // min_blocks: resident blocks per SM the re
 constexpr int SWIZZLE = 8;          // swizzle: block-rows per rasterization group
 constexpr int SPLIT_K = 1;          // split_k
 constexpr int MMA = 2;              // mma='wgmma': Hopper warpgroup MMA
+constexpr int KERNEL = 0;           // kernel='tiled'
 constexpr int WARP_SPECIALIZE = 0;  // warp_specialize: off
 // derived
 constexpr int CONSUMERS = BM / 64;            // warpgroups running wgmma, 64 rows each
@@ -97,6 +98,7 @@ static_assert(BM >= 1 && BN >= 1 && BK >= 1, "rule positive_sizes");
 static_assert(BM <= 1024 && BN <= 1024 && BK <= 1024, "rule tile_sizes_bounded");
 static_assert(WM >= 1 && WN >= 1 && WM <= 4096 && WN <= 4096, "rule warp_tile_positive");
 static_assert(MMA == 0 || MMA == 1 || MMA == 2, "rule mma_kind");
+static_assert(KERNEL == 0 || KERNEL == 1, "rule kernel_kind");
 static_assert(STAGES >= 1 && STAGES <= 8, "rule stages_range");
 static_assert(BM % 64 == 0 && BM <= 256, "rule wgmma_block_rows");
 static_assert(BN % 16 == 0 && BN <= 256, "rule wgmma_block_columns");
@@ -105,6 +107,7 @@ static_assert(STAGES >= 3, "rule wgmma_stages_at_least_3");
 static_assert((BM * 8) % LOADERS == 0 && (BN * 8) % LOADERS == 0, "rule wgmma_copies_even");
 static_assert(SMEM_PAD == 0, "rule wgmma_no_padding");
 static_assert(WARP_SPECIALIZE == 0 || BM == 128, "rule warp_specialize_rows");
+static_assert(WARP_SPECIALIZE == 0 || (BN >= 96 && MIN_BLOCKS == 1), "rule warp_specialize_registers");
 static_assert(BM % WM == 0 && BN % WN == 0, "rule warp_tile_divides_block");
 static_assert(THREADS <= 1024, "rule threads_at_most_1024");
 static_assert(SMEM_PAD >= 0 && SMEM_PAD <= 64 && SMEM_PAD % 4 == 0, "rule smem_pad_keeps_16_bytes");
@@ -113,7 +116,7 @@ static_assert(SPLIT_K >= 1 && SPLIT_K <= 64, "rule split_k_range");
 static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-tiledsl_gemm_f16f32f16_nn_v888_nobeta_128x128x64_1cface96(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
+tiledsl_gemm_f16f32f16_nn_v888_nobeta_128x128x64_b757bf4a(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, float alpha) {
   // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;

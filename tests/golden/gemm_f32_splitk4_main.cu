@@ -1,6 +1,6 @@
 // tiledsl GEMM: C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C
 // dtype float32 in/out, float32 accumulation; A row-major, B row-major, C row-major
-// schedule: {"bk": 16, "bm": 64, "bn": 64, "double_buffer": true, "min_blocks": 2, "mma": "fma", "rm": 4, "rn": 4, "smem_pad": 4, "split_k": 4, "stages": 2, "swizzle": 8, "unroll": 16, "vec": 4, "warp_specialize": false, "wm": 16, "wn": 32}
+// schedule: {"bk": 16, "bm": 64, "bn": 64, "double_buffer": true, "kernel": "tiled", "min_blocks": 2, "mma": "fma", "rm": 4, "rn": 4, "smem_pad": 4, "split_k": 4, "stages": 2, "swizzle": 8, "unroll": 16, "vec": 4, "warp_specialize": false, "wm": 16, "wn": 32}
 
 // ---- schedule (tiledsl.GemmSchedule) ----
 constexpr int BM = 64;          // bm: block tile rows of C
@@ -18,6 +18,7 @@ constexpr int SPLIT_K = 4;      // split_k
 constexpr int MIN_BLOCKS = 2;   // min_blocks: resident blocks per SM the registers must allow
 constexpr int STAGES = 2;       // stages (double_buffer -> 2)
 constexpr int MMA = 0;          // mma='fma': FP32 FMA units
+constexpr int KERNEL = 0;       // kernel='tiled'
 constexpr int THREADS = 256;    // (BM/RM)*(BN/RN)
 constexpr int WARP_LANES = 32;  // (WM/RM)*(WN/RN)
 // derived
@@ -38,6 +39,7 @@ static_assert(RM <= 64 && RN <= 64, "rule thread_tile_bounded");
 static_assert(WM >= 1 && WN >= 1 && WM <= 4096 && WN <= 4096, "rule warp_tile_positive");
 static_assert(VEC == 1 || VEC == 2 || VEC == 4, "rule vec_width");
 static_assert(MMA == 0 || MMA == 1 || MMA == 2, "rule mma_kind");
+static_assert(KERNEL == 0 || KERNEL == 1, "rule kernel_kind");
 static_assert(STAGES >= 1 && STAGES <= 8, "rule stages_range");
 static_assert(STAGES <= 2, "rule fma_stages_at_most_2");
 static_assert(BM % RM == 0, "rule thread_tile_divides_block_m");
@@ -60,7 +62,7 @@ static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
 
 // split-K: C is the float32 workspace [SPLIT_K][M][ldc]; tiledsl_gemm_splitk_reduce_f32_beta_sk4 sums it
 extern "C" __global__ void __launch_bounds__(THREADS, 2)  // registers capped near 128 per thread
-tiledsl_gemm_f32f32f32_nn_v444_beta_64x64x16_sk4_f1dd5322(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+tiledsl_gemm_f32f32f32_nn_v444_beta_64x64x16_sk4_30d7bc85(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, float alpha) {
   // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;

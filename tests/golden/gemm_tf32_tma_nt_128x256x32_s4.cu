@@ -1,6 +1,6 @@
 // tiledsl GEMM on Hopper tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]
 // float32 inputs read as tf32, wgmma.mma_async m64n256k8 with float32 accumulation; A row-major, B col-major, C row-major
-// schedule: {"bk": 32, "bm": 128, "bn": 256, "double_buffer": true, "min_blocks": 1, "mma": "wgmma", "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": true, "wm": 64, "wn": 256}
+// schedule: {"bk": 32, "bm": 128, "bn": 256, "double_buffer": true, "kernel": "tiled", "min_blocks": 1, "mma": "wgmma", "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": true, "wm": 64, "wn": 256}
 
 // a CUtensorMap as the driver encodes it (cuTensorMapEncodeTiled): 128 opaque bytes, passed by value
 struct alignas(64) tdsl_tensor_map { unsigned long long opaque[16]; };
@@ -75,7 +75,7 @@ __device__ __forceinline__ void tdsl_wgmma(float (&d)[128], unsigned long long d
 // ---- schedule (tiledsl.GemmSchedule) ----
 constexpr int BM = 128;             // bm: block tile rows of C (64 per warpgroup)
 constexpr int BN = 256;             // bn: block tile columns of C
-constexpr int BK = 32;              // bk: K depth of one stage (64 elements = one 128-byte swizzled row)
+constexpr int BK = 32;              // bk: K depth of one stage (32 elements = one 128-byte swizzled row)
 constexpr int WM = 64;              // wm: warpgroup tile rows (one wgmma is 64 rows)
 constexpr int WN = 256;             // wn: warpgroup tile columns (= bn)
 constexpr int STAGES = 4;           // stages: K tiles in shared memory
@@ -84,6 +84,7 @@ constexpr int MIN_BLOCKS = 1;       // min_blocks: resident blocks per SM the re
 constexpr int SWIZZLE = 8;          // swizzle: block-rows per rasterization group
 constexpr int SPLIT_K = 1;          // split_k
 constexpr int MMA = 2;              // mma='wgmma': Hopper warpgroup MMA
+constexpr int KERNEL = 0;           // kernel='tiled'
 constexpr int WARP_SPECIALIZE = 1;  // warp_specialize: a producer warpgroup issues TMA copies
 // derived
 constexpr int CONSUMERS = BM / 64;            // warpgroups running wgmma, 64 rows each
@@ -97,6 +98,7 @@ static_assert(BM >= 1 && BN >= 1 && BK >= 1, "rule positive_sizes");
 static_assert(BM <= 1024 && BN <= 1024 && BK <= 1024, "rule tile_sizes_bounded");
 static_assert(WM >= 1 && WN >= 1 && WM <= 4096 && WN <= 4096, "rule warp_tile_positive");
 static_assert(MMA == 0 || MMA == 1 || MMA == 2, "rule mma_kind");
+static_assert(KERNEL == 0 || KERNEL == 1, "rule kernel_kind");
 static_assert(STAGES >= 1 && STAGES <= 8, "rule stages_range");
 static_assert(BM % 64 == 0 && BM <= 256, "rule wgmma_block_rows");
 static_assert(BN % 16 == 0 && BN <= 256, "rule wgmma_block_columns");
@@ -105,6 +107,7 @@ static_assert(STAGES >= 3, "rule wgmma_stages_at_least_3");
 static_assert(SMEM_PAD == 0, "rule wgmma_no_padding");
 static_assert(MMA == 2, "rule warp_specialize_needs_wgmma");
 static_assert(WARP_SPECIALIZE == 0 || BM == 128, "rule warp_specialize_rows");
+static_assert(WARP_SPECIALIZE == 0 || (BN >= 96 && MIN_BLOCKS == 1), "rule warp_specialize_registers");
 static_assert(BM % WM == 0 && BN % WN == 0, "rule warp_tile_divides_block");
 static_assert(THREADS <= 1024, "rule threads_at_most_1024");
 static_assert(SMEM_PAD >= 0 && SMEM_PAD <= 64 && SMEM_PAD % 4 == 0, "rule smem_pad_keeps_16_bytes");
@@ -114,7 +117,7 @@ static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
 
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // setmaxnreg: registers move from the producer to the consumers
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-tiledsl_gemm_tf32f32f32_nt_v444_nobeta_128x256x32_771a5bc3(const __grid_constant__ tdsl_tensor_map tmap_a, const __grid_constant__ tdsl_tensor_map tmap_b, float* __restrict__ C,
+tiledsl_gemm_tf32f32f32_nt_v444_nobeta_128x256x32_e99b5c24(const __grid_constant__ tdsl_tensor_map tmap_a, const __grid_constant__ tdsl_tensor_map tmap_b, float* __restrict__ C,
     int M, int N, int K, long long ldc, float alpha) {
   // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import cache, runtime, tma
 from ..errors import SpecError
 from ..launch import Built, Launcher, build, resolve_schedule, workspace
+from ..lru import LRU
 from ..runtime import (
     alignment_elems,
     as_cupy,
@@ -115,7 +116,7 @@ class _GemmCall:
         # address comes with each call (encoded maps of recent (A, B) addresses are kept)
         self.tma = ((tensor_map(p.op, p.schedule, "A", fixed["lda"]), tensor_map(p.op, p.schedule, "B", fixed["ldb"]))
                     if uses_tma(p.schedule) else None)
-        self.maps: dict[tuple[int, int], tuple] = {}
+        self.maps: tuple[LRU, LRU] | None = (LRU(maxsize=64), LRU(maxsize=64)) if self.tma is not None else None
 
     def launch(self, a, b, c, alpha, beta) -> None:
         """Launch on operands given as arrays or device pointers (a and b as the caller passed them)."""
@@ -131,14 +132,17 @@ class _GemmCall:
             self.followup(vals)
 
     def _tensor_maps(self, a, b) -> tuple:
-        """The tensor maps of A and B at their current addresses (encoded once per address pair)."""
-        key = (a if type(a) is int else a.data.ptr, b if type(b) is int else b.data.ptr)
-        maps = self.maps.get(key)
-        if maps is None:
-            if len(self.maps) >= 16:
-                self.maps.clear()
-            maps = self.maps[key] = (encode(self.tma[0], key[0]), encode(self.tma[1], key[1]))
-        return maps
+        """The tensor maps of A and B at their current addresses (each encoded once per address: the weights
+        keep theirs while the activations move)."""
+        out = []
+        for x, geom, seen in zip((a, b), self.tma, self.maps, strict=True):
+            ptr = x if type(x) is int else x.data.ptr
+            m = seen.get(ptr)
+            if m is None:
+                m = encode(geom, ptr)
+                seen.put(ptr, m)
+            out.append(m)
+        return out[0], out[1]
 
     def run(self, pa: int, pb: int, pc: int | None, c, alpha, beta):
         """Launch on the pointers and return C (``c``, or a new array); None, with nothing launched, when
@@ -233,6 +237,15 @@ def _tf32_wgmma_possible(schedule: GemmSchedule | None, target: Target) -> bool:
     return target.cc == 90 and tma.available() and (schedule is None or schedule.mma == "wgmma")
 
 
+def _tf32_aligned(a, layout_a, lda, ext_a, b, layout_b, ldb, ext_b) -> bool:
+    """True when A and B are 16-byte aligned K-major once copied: K a multiple of 4 (a copy's rows), and an
+    operand that is already K-major (and not copied) 16-byte aligned itself."""
+    if a.shape[1] % 4:
+        return False
+    return ((layout_a != "row" or _align(a, lda, ext_a) == 4)
+            and (layout_b != "col" or _align(b, ldb, ext_b) == 4))
+
+
 def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None, dtype: str,
                key: tuple | None, given_c: bool, swap: bool = False, precision: str = "ieee") -> None:
     import cupy
@@ -253,7 +266,8 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
     a, layout_a, lda, ext_a = _operand(a, "a")
     b, layout_b, ldb, ext_b = _operand(b, "b")
     target = Target.current()
-    if precision == "tf32" and _tf32_wgmma_possible(schedule, target):  # tf32 wgmma reads K-major operands
+    if precision == "tf32" and _tf32_wgmma_possible(schedule, target) and _tf32_aligned(
+            a, layout_a, lda, ext_a, b, layout_b, ldb, ext_b):  # tf32 wgmma reads K-major operands
         if layout_a != "row":
             a = cupy.ascontiguousarray(a)
             layout_a, lda, ext_a = "row", a.shape[1], a.shape[1]

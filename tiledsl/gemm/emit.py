@@ -25,6 +25,7 @@ from ..codegen.writer import Writer
 from ..compile import KernelSource
 from ..planning import render_params
 from .emit_common import COMPONENTS, VEC_TYPES, block_to_tile, constexpr_table, k_range
+from .emit_gemv import emit_gemm_gemv
 from .emit_mma import emit_gemm_mma
 from .emit_wgmma import emit_gemm_wgmma
 from .kernel_plan import grid, kernel_name, kernel_name_reduce, plan_gemm, splitk_reduce_plan
@@ -70,6 +71,8 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         Launch on a 1-D grid of ceil(M/bm)·ceil(N/bn) blocks (see :func:`grid`).
     """
     s.check_op(op)
+    if s.kernel == "gemv":
+        return emit_gemm_gemv(op, s)
     if s.mma == "mma_sync":
         return emit_gemm_mma(op, s)
     if s.mma == "wgmma":
@@ -103,7 +106,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("SPLIT_K", s.split_k, "split_k"),
         ("MIN_BLOCKS", s.min_blocks, "min_blocks: resident blocks per SM the registers must allow"),
         ("STAGES", s.stages, "stages (double_buffer -> 2)"),
-        ("MMA", 0, "mma='fma': FP32 FMA units"),
+        ("MMA", 0, "mma='fma': FP32 FMA units"), ("KERNEL", 0, "kernel='tiled'"),
         ("THREADS", s.threads, "(BM/RM)*(BN/RN)"),
         ("WARP_LANES", (s.wm // s.rm) * (s.wn // s.rn), "(WM/RM)*(WN/RN)"),
     ]

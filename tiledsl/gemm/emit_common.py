@@ -19,8 +19,9 @@ def kernel_name(op: GemmOp, s: GemmSchedule) -> str:
     dt = dtypes.get(op.dtype).short
     beta = "beta" if op.read_c else "nobeta"
     split = f"_sk{s.split_k}" if s.split_k > 1 else ""
-    inputs = "tf32" if op.precision == "tf32" else dt
-    return (f"tiledsl_gemm_{inputs}f32{dt}_{op.layout.lower()}_v{op.align_a}{op.align_b}{op.align_c}"
+    inputs = "tf32" if op.precision == "tf32" and s.mma == "wgmma" else dt  # FMA kernels stay exact
+    kind = "gemv_" if s.kernel == "gemv" else ""
+    return (f"tiledsl_{kind}gemm_{inputs}f32{dt}_{op.layout.lower()}_v{op.align_a}{op.align_b}{op.align_c}"
             f"_{beta}_{s.bm}x{s.bn}x{s.bk}{split}_{s.short_hash()}")
 
 

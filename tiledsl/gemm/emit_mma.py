@@ -127,7 +127,7 @@ def emit_gemm_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("SWIZZLE", s.swizzle, "swizzle: block-rows per rasterization group"),
         ("SPLIT_K", s.split_k, "split_k"),
         ("MIN_BLOCKS", s.min_blocks, "min_blocks: resident blocks per SM the registers must allow"),
-        ("MMA", 1, "mma='mma_sync': tensor cores"),
+        ("MMA", 1, "mma='mma_sync': tensor cores"), ("KERNEL", 0, "kernel='tiled'"),
     ]
     constexpr_table(w, consts)
     ga, gb = _tile_geometry(op, "A"), _tile_geometry(op, "B")

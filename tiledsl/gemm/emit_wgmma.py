@@ -1,7 +1,14 @@
 """Hopper tensor-core GEMM emitter (``GemmSchedule.mma == "wgmma"``, sm_90a): a pure function
-(GemmOp, GemmSchedule) -> KernelSource for float16 / bfloat16 inputs with float32 accumulation.
+(GemmOp, GemmSchedule) -> KernelSource for float16 / bfloat16 inputs, and float32 inputs read as tf32
+(``GemmOp.precision == "tf32"``: m64nNk8, bk = 32), with float32 accumulation.
 
-Structure of the kernel (PTX ISA: ``cp.async``, ``wgmma.mma_async``, "Matrix Descriptor Format"):
+Two kernels. Without ``warp_specialize`` (described below, PTX ISA: ``cp.async``, ``wgmma.mma_async``,
+"Matrix Descriptor Format") every thread copies with cp.async and one block barrier per K tile hands the
+stages over. With ``warp_specialize`` a producer warpgroup's one thread issues TMA tensor copies
+(``cp.async.bulk.tensor``) into the same swizzled layout, and full/empty mbarriers per stage hand them to
+two consumer warpgroups (``_warp_specialized_loop``; ``docs/gemm.md``, "Tensor cores").
+
+Structure of the cp.async kernel (16-bit inputs; tf32 halves the K elements of a 128-byte row):
 
 1. block → C tile: a 1-D grid, rasterized in groups of ``swizzle`` block-rows for L2 reuse;
 2. warpgroup → rows: ``bm/64`` warpgroups of 128 threads; warpgroup g owns rows [64g, 64g + 64) of the
@@ -156,7 +163,7 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
     w("// ---- schedule (tiledsl.GemmSchedule) ----")
     consts = [
         ("BM", s.bm, "bm: block tile rows of C (64 per warpgroup)"), ("BN", s.bn, "bn: block tile columns of C"),
-        ("BK", s.bk, "bk: K depth of one stage (64 elements = one 128-byte swizzled row)"),
+        ("BK", s.bk, f"bk: K depth of one stage ({s.bk} elements = one 128-byte swizzled row)"),
         ("WM", s.wm, "wm: warpgroup tile rows (one wgmma is 64 rows)"),
         ("WN", s.wn, "wn: warpgroup tile columns (= bn)"),
         ("STAGES", s.stages, "stages: K tiles in shared memory"),
@@ -164,7 +171,7 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("MIN_BLOCKS", s.min_blocks, "min_blocks: resident blocks per SM the registers must allow"),
         ("SWIZZLE", s.swizzle, "swizzle: block-rows per rasterization group"),
         ("SPLIT_K", s.split_k, "split_k"),
-        ("MMA", 2, "mma='wgmma': Hopper warpgroup MMA"),
+        ("MMA", 2, "mma='wgmma': Hopper warpgroup MMA"), ("KERNEL", 0, "kernel='tiled'"),
         ("WARP_SPECIALIZE", int(s.warp_specialize),
          "warp_specialize: a producer warpgroup issues TMA copies" if tma else "warp_specialize: off"),
     ]

@@ -36,6 +36,8 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     tuned = registry.lookup(GEMM, op, target)
     if tuned is not None:
         return tuned
+    if op.m <= (GEMV_MAX_M if op.dtype == "float32" else GEMV_MAX_M_16BIT):
+        return gemv_schedule(op, target)
 
     table = registry.presets(GEMM)
     itemsize = dtypes.get(op.dtype).itemsize
@@ -102,6 +104,26 @@ TC_DEFAULT_CANDIDATES = {"hgemm_tma_128x256x64_s4": 0.635, "hgemm_tma_128x128x64
                          "tf32_tma_128x256x32_s4": 0.6, "tf32_tma_128x128x32_s6": 0.55,
                          "hgemm_wgmma_128x256x64_s4": 0.475, "hgemm_wgmma_128x128x64_s6": 0.405,
                          "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}
+
+
+GEMV_MAX_M = 16
+"""float32: up to this many rows of C, ``schedule=None`` picks the GEMV-style kernel (reading B once at device
+memory speed beats any tiling: 2·M FLOP per element of B is below the FP32 ridge point)."""
+GEMV_MAX_M_16BIT = 8
+"""float16/bfloat16: the GEMV-style kernel up to this many rows; above, the tensor cores' tiles win."""
+
+
+def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
+    """The GEMV-style schedule for ``op`` (few rows M) on ``target``: bm = M rounded up to a power of two
+    (≤ 16); 128 threads of 4-wide columns (row-major B) or 8 warps of one column each (column-major B); the
+    K slices that give about four blocks per SM, each slice at least 64 deep (the split-K workspace, split·M·N
+    float32 written and read once, stays small beside B's K·N elements)."""
+    bm = min(16, 1 << max(op.m - 1, 0).bit_length())
+    row_b = op.layout_b == "row"
+    base = GemmSchedule(kernel="gemv", bm=bm, bn=128 if row_b else 256, vec=4, unroll=8 if row_b else 4)
+    col_blocks = plan_gemm(op, base, target).grid[0]
+    split = max(1, min(64, -(-4 * target.sm_count // col_blocks), op.k // 64))
+    return base if split == 1 else replace(base, split_k=split)
 
 
 GEMM = Family("gemm", GemmOp, GemmSchedule, GEMM_RULES, plan_gemm, emit_gemm, default_schedule,

@@ -18,8 +18,9 @@ from .emit_mma import smem_tile_elems
 from .op import GemmOp
 from .schedule import GemmSchedule, estimate_registers
 
-__all__ = ["GemmDetail", "canonical", "grid", "k_major", "kernel_name", "kernel_name_reduce", "plan_gemm",
-           "splitk_reduce_plan", "tensor_map", "tma_box", "uses_tma", "workspace_align"]
+__all__ = ["GemmDetail", "canonical", "gemv_columns_per_block", "gemv_widths", "grid", "k_major", "kernel_name",
+           "kernel_name_reduce", "plan_gemm", "splitk_reduce_plan", "tensor_map", "tma_box", "uses_tma",
+           "workspace_align"]
 
 SPLITK_REDUCE_THREADS = 256  # threads per block of the split-K reduction (one per element of C)
 
@@ -43,8 +44,27 @@ class GemmDetail:
     spill_bytes: int
 
 
+def gemv_columns_per_block(op: GemmOp, s: GemmSchedule) -> int:
+    """kernel='gemv': columns of C one block covers: ``vec``-wide per thread along a row-major B (N
+    contiguous), one per warp along a column-major B (K contiguous)."""
+    return s.bn * gemv_widths(op, s)[1] if op.layout_b == "row" else s.bn // 32
+
+
+def gemv_widths(op: GemmOp, s: GemmSchedule) -> tuple[int, int]:
+    """kernel='gemv': (A, B) elements per load. Row-major B: ``vec`` columns of B per load, A scalar (one
+    broadcast element per row and k). Column-major B: ``vec`` K elements of B per load, and of A when A is
+    row-major (K contiguous) and as aligned, else scalar A loads."""
+    vb = min(s.vec, op.align_b)
+    if op.layout_b == "row":
+        return 1, vb
+    return (vb if op.layout_a == "row" and op.align_a >= vb else 1), vb
+
+
 def grid(op: GemmOp, s: GemmSchedule) -> tuple[int, int, int]:
-    """One block per bm×bn tile of C (x), times split_k slices of K (y)."""
+    """One block per bm×bn tile of C (x), times split_k slices of K (y). kernel='gemv': one block per
+    :func:`gemv_columns_per_block` columns (x), K slices (y), bm-row groups of C (z)."""
+    if s.kernel == "gemv":
+        return (-(-op.n // gemv_columns_per_block(op, s)), s.split_k, -(-op.m // s.bm))
     return (-(-op.m // s.bm) * -(-op.n // s.bn), s.split_k, 1)
 
 
@@ -88,6 +108,8 @@ def canonical(op: GemmOp, s: GemmSchedule) -> GemmSchedule:
     max(align_a, align_b) gives the same loads: clamp it there, and set ``min_blocks`` to 1 where the
     emitter ignores it.
     """
+    if s.kernel == "gemv":  # its loads follow gemv_widths; the knobs it ignores keep their values
+        return s
     va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
     vec = min(s.vec, max(op.align_a, op.align_b))
     min_blocks = s.min_blocks if (va, vb) == (s.vec, s.vec) else 1
@@ -133,15 +155,19 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
     if tensor_cores:  # 16-byte copies where the operands' alignment allows (tiledsl.gemm.emit_mma)
         vmax = 16 // dt.itemsize
         va, vb = min(vmax, op.align_a), min(vmax, op.align_b)
+    elif s.kernel == "gemv":
+        va, vb = gemv_widths(op, s)
     else:
         va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
     cm, cn = min(4, s.rm), min(4, s.rn)
     c_max = 2 if tensor_cores else cn  # mma.sync fragments hold 2 adjacent columns of C
+    if s.kernel == "gemv":  # a thread's vb columns (row-major B), or one column per warp
+        c_max = vb if op.layout_b == "row" else 1
     if s.split_k > 1:  # the main kernel writes float32 partial sums; the followup finishes C
         out_dtype, vc, read_c = "float32", min(workspace_align(op.n), c_max), False
     else:
         out_dtype, vc, read_c = op.dtype, min(op.align_c, c_max), op.read_c
-    lowered = not tensor_cores and (va, vb) != (s.vec, s.vec)
+    lowered = not tensor_cores and s.kernel == "tiled" and (va, vb) != (s.vec, s.vec)
     min_blocks = 1 if lowered else s.min_blocks
     cap = register_cap(s.threads, min_blocks) // 8 * 8
     want = estimate_registers(s, va, vb)
@@ -167,7 +193,9 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
     return Plan(
         family="gemm", op=op, schedule=s, canonical=canonical(op, s), arch=target and target.arch,
         device=target and target.name, kernel_name=kernel_name(op, s), block=(s.threads, 1, 1),
-        grid=grid(op, s), grid_rule=f"(ceil(M/{s.bm})·ceil(N/{s.bn}), split_k={s.split_k}, 1)",
+        grid=grid(op, s),
+        grid_rule=(f"(ceil(N/{gemv_columns_per_block(op, s)}), split_k={s.split_k}, ceil(M/{s.bm}))"
+                   if s.kernel == "gemv" else f"(ceil(M/{s.bm})·ceil(N/{s.bn}), split_k={s.split_k}, 1)"),
         dynamic_smem_bytes=_dynamic_smem(op, s), static_smem_bytes=0,
         vec=(("A", va), ("B", vb), ("C", vc)), min_blocks=min_blocks, max_registers=cap, est_registers=want,
         params=tuple(params), workspace=workspace, followup=followup,

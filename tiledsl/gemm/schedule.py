@@ -30,6 +30,15 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.vec={VEC} must be 1, 2 or 4 elements per global load", when="MMA == 0"),
     R.Rule("mma_kind", "MMA == 0 or MMA == 1 or MMA == 2",
            "{cls}.mma must be 'fma', 'mma_sync' or 'wgmma'"),
+    R.Rule("kernel_kind", "KERNEL == 0 or KERNEL == 1", "{cls}.kernel must be 'tiled' or 'gemv'"),
+    R.Rule("gemv_on_fma", "MMA == 0",
+           "{cls}.kernel='gemv' runs on the FMA units: mma must be 'fma'", when="KERNEL == 1"),
+    R.Rule("gemv_rows", "BM <= 16",
+           "{cls}.bm={BM} must be ≤ 16 with kernel='gemv' (the rows of A a thread keeps in registers)",
+           when="KERNEL == 1"),
+    R.Rule("gemv_block_threads", "BN % 32 == 0 and BN >= 32",
+           "{cls}.bn={BN} must be a multiple of 32 with kernel='gemv' (threads per block, whole warps)",
+           when="KERNEL == 1"),
     R.Rule("stages_range", "STAGES >= 1 and STAGES <= 8", "{cls}.stages={STAGES} must be in 1..8"),
     R.Rule("fma_stages_at_most_2", "STAGES <= 2",
            "{cls}.stages={STAGES}: the FMA kernel pipelines at most 2 stages (register prefetch); "
@@ -61,6 +70,10 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.bm={BM} must be 128 with warp_specialize (two consumer warpgroups of 64 rows share the "
            "registers the producer gives up: 40 + 2·232 = 3·168 per thread, the allocation ptxas makes for "
            "384 threads; one consumer warpgroup would wait forever in setmaxnreg.inc)", when="MMA == 2"),
+    R.Rule("warp_specialize_registers", "WARP_SPECIALIZE == 0 or (BN >= 96 and MIN_BLOCKS == 1)",
+           "{cls}.bn={BN}, min_blocks={MIN_BLOCKS}: warp_specialize needs bn ≥ 96 and min_blocks = 1 (ptxas then "
+           "allocates 168 registers per thread, the pool setmaxnreg redistributes; with fewer accumulators it "
+           "allocates 80 and the consumers' setmaxnreg.inc could never be granted)", when="MMA == 2"),
     R.Rule("mma_warp_tile_shape", "WM % 16 == 0 and WN % 16 == 0",
            "{cls} warp tile wm×wn={WM}×{WN} must be multiples of 16 with mma='mma_sync' (m16n8k16 "
            "fragments, B loaded two n8 fragments at a time)", when="MMA == 1"),
@@ -75,31 +88,31 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("mma_pad_16_bytes", "SMEM_PAD % 8 == 0",
            "{cls}.smem_pad={SMEM_PAD} must be a multiple of 8 elements (16 bytes) with mma='mma_sync' "
            "(cp.async and ldmatrix rows are 16-byte aligned; 8 keeps ldmatrix free of bank conflicts)", when="MMA == 1"),
-    R.Rule("thread_tile_divides_block_m", "BM % RM == 0", "{cls}.bm={BM} is not a multiple of rm={RM}", when="MMA == 0"),
-    R.Rule("thread_tile_divides_block_n", "BN % RN == 0", "{cls}.bn={BN} is not a multiple of rn={RN}", when="MMA == 0"),
+    R.Rule("thread_tile_divides_block_m", "BM % RM == 0", "{cls}.bm={BM} is not a multiple of rm={RM}", when="MMA == 0 and KERNEL == 0"),
+    R.Rule("thread_tile_divides_block_n", "BN % RN == 0", "{cls}.bn={BN} is not a multiple of rn={RN}", when="MMA == 0 and KERNEL == 0"),
     R.Rule("fragment_width_m", "RM % 4 == 0 or RM == 1 or RM == 2",
-           "{cls}.rm={RM} must be 1, 2 or a multiple of 4 (fragments are read 4 wide)", when="MMA == 0"),
+           "{cls}.rm={RM} must be 1, 2 or a multiple of 4 (fragments are read 4 wide)", when="MMA == 0 and KERNEL == 0"),
     R.Rule("fragment_width_n", "RN % 4 == 0 or RN == 1 or RN == 2",
-           "{cls}.rn={RN} must be 1, 2 or a multiple of 4 (fragments are read 4 wide)", when="MMA == 0"),
+           "{cls}.rn={RN} must be 1, 2 or a multiple of 4 (fragments are read 4 wide)", when="MMA == 0 and KERNEL == 0"),
     R.Rule("warp_tile_divides_block", "BM % WM == 0 and BN % WN == 0",
-           "{cls} warp tile wm×wn={WM}×{WN} must divide the block tile bm×bn={BM}×{BN}"),
+           "{cls} warp tile wm×wn={WM}×{WN} must divide the block tile bm×bn={BM}×{BN}", when="KERNEL == 0"),
     R.Rule("thread_tile_divides_warp", "WM % RM == 0 and WN % RN == 0",
-           "{cls} thread tile rm×rn={RM}×{RN} must divide the warp tile wm×wn={WM}×{WN}", when="MMA == 0"),
+           "{cls} thread tile rm×rn={RM}×{RN} must divide the warp tile wm×wn={WM}×{WN}", when="MMA == 0 and KERNEL == 0"),
     R.Rule("warp_is_32_threads", "WARP_LANES == 32",
            "{cls} warp tile wm×wn={WM}×{WN} over thread tile rm×rn={RM}×{RN} gives {WARP_LANES} "
-           "threads, not 32", when="MMA == 0"),
+           "threads, not 32", when="MMA == 0 and KERNEL == 0"),
     R.Rule("threads_at_most_1024", "THREADS <= 1024",
-           "{cls} threads=(bm/rm)·(bn/rn)={THREADS} exceeds 1024 per block"),
+           "{cls} threads={THREADS} exceeds 1024 per block"),
     R.Rule("vec_divides_tile", "BM % VEC == 0 and BN % VEC == 0 and BK % VEC == 0",
-           "{cls}.vec={VEC} must divide bm={BM}, bn={BN} and bk={BK}", when="MMA == 0"),
+           "{cls}.vec={VEC} must divide bm={BM}, bn={BN} and bk={BK}", when="MMA == 0 and KERNEL == 0"),
     R.Rule("a_tile_load_even", "(BM * BK) % (THREADS * VEC) == 0",
            "{cls} A tile bm·bk={BM}·{BK} does not split evenly into loads of vec={VEC} over "
-           "{THREADS} threads", when="MMA == 0"),
+           "{THREADS} threads", when="MMA == 0 and KERNEL == 0"),
     R.Rule("b_tile_load_even", "(BK * BN) % (THREADS * VEC) == 0",
            "{cls} B tile bk·bn={BK}·{BN} does not split evenly into loads of vec={VEC} over "
-           "{THREADS} threads", when="MMA == 0"),
+           "{THREADS} threads", when="MMA == 0 and KERNEL == 0"),
     R.Rule("unroll_divides_bk", "UNROLL >= 1 and BK % UNROLL == 0",
-           "{cls}.unroll={UNROLL} must be ≥ 1 and divide bk={BK}", when="MMA == 0"),
+           "{cls}.unroll={UNROLL} must be ≥ 1 and divide bk={BK}", when="MMA == 0 and KERNEL == 0"),
     R.Rule("smem_pad_keeps_16_bytes", "SMEM_PAD >= 0 and SMEM_PAD <= 64 and SMEM_PAD % 4 == 0",
            "{cls}.smem_pad={SMEM_PAD} must be a multiple of 4 elements in 0..64 (keeps 16-byte shared "
            "accesses aligned)"),
@@ -143,6 +156,11 @@ GEMM_RULES: tuple[R.Rule, ...] = (
 )
 
 
+KERNELS = ("tiled", "gemv")
+"""Kernel structures: the tiled GEMM (shared-memory tiles; every ``mma``), or a GEMV-style kernel for a few rows
+of C (M ≤ 16: decode-time ``x @ W``): each thread streams its columns (row-major B, ``vec`` wide) or each warp
+one column (column-major B) down its K slice with the rows of A in registers, split-K slices combined by the
+deterministic split-K kernel."""
 MMA_KINDS = ("fma", "mma_sync", "wgmma")
 """Instructions doing the inner product: FP32 FMA units, tensor cores through mma.sync (sm_80+), or
 Hopper's warpgroup MMA reading shared memory through descriptors (sm_90a)."""
@@ -168,6 +186,8 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
     (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%).
     """
     threads = max(s.threads, 1)
+    if s.kernel == "gemv":  # bm rows × vec columns of accumulators, a vector of B, addresses
+        return s.bm * max(vb, 1) + max(vb, 1) + 32
     if s.mma == "wgmma":  # 64×bn accumulators over a warpgroup's 128 threads + descriptors, addresses
         return s.bn // 2 + 40
     if s.mma != "fma":  # wm·wn/32 accumulators + A/B fragments of one k16 step + addresses
@@ -226,6 +246,7 @@ class GemmSchedule(ScheduleRecord):
     mma: str = "fma"
     stages: int = 0
     warp_specialize: bool = False
+    kernel: str = "tiled"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -237,6 +258,10 @@ class GemmSchedule(ScheduleRecord):
                 if v not in MMA_KINDS:
                     raise ScheduleError(f"GemmSchedule.mma={v!r} must be one of {MMA_KINDS} (rule mma_kind)",
                                         "mma_kind")
+            elif f.name == "kernel":
+                if v not in KERNELS:
+                    raise ScheduleError(f"GemmSchedule.kernel={v!r} must be one of {KERNELS} (rule kernel_kind)",
+                                        "kernel_kind")
             else:  # numpy integers become plain ints
                 object.__setattr__(self, f.name, as_int(v, f"GemmSchedule.{f.name}", schedule_error("type")))
         # stages: 0 = what double_buffer says (2 or 1); an explicit depth sets double_buffer to match
@@ -244,6 +269,10 @@ class GemmSchedule(ScheduleRecord):
             object.__setattr__(self, "stages", 2 if self.double_buffer else 1)
         elif self.stages >= 1:
             object.__setattr__(self, "double_buffer", self.stages >= 2)
+        if self.kernel == "gemv":  # no warp tiles, no shared memory, one block per SM unless asked
+            object.__setattr__(self, "wm", self.wm or 1)
+            object.__setattr__(self, "wn", self.wn or 1)
+            object.__setattr__(self, "min_blocks", self.min_blocks or 1)
         if self.mma == "wgmma" and self.wm == 0 and self.wn == 0:  # warpgroup tile: 64 rows × bn
             object.__setattr__(self, "wm", 64)
             object.__setattr__(self, "wn", self.bn)
@@ -264,6 +293,8 @@ class GemmSchedule(ScheduleRecord):
     def threads(self) -> int:
         """Threads per block: (bm/rm)·(bn/rn) on FMA units; 32·(bm/wm)·(bn/wn) (one warp per warp tile)
         with tensor cores."""
+        if self.kernel == "gemv":  # bn threads (whole warps)
+            return self.bn
         if self.mma == "wgmma":  # one warpgroup per 64 rows (+ one producer warpgroup)
             return 128 * (self.bm // 64 + int(self.warp_specialize))
         if self.mma != "fma":
@@ -281,6 +312,8 @@ class GemmSchedule(ScheduleRecord):
         dimension; the layout decides which dimension that is, so this is the larger of the two (the
         kernel allocates :func:`tiledsl.gemm.emit_mma.smem_tile_elems` for its own layout)."""
         p = self.smem_pad
+        if self.kernel == "gemv":  # loads go straight to registers
+            return 0
         if self.mma == "wgmma":  # rows of 128 bytes (rule wgmma_row_128_bytes) + a 1024-byte atom to align the base
             barriers = 2 * 8 * self.stages if self.warp_specialize else 0  # full/empty mbarriers per stage
             return self.stages * (self.bm + self.bn) * 128 + 1024 + barriers
@@ -295,9 +328,10 @@ class GemmSchedule(ScheduleRecord):
     def env(self, target: Target | None = None, op=None) -> dict[str, int]:
         """Names the rule expressions use (upper-case fields and derived values; with ``op``, the op's)."""
         rm, rn = max(self.rm, 1), max(self.rn, 1)
-        env = {f.name.upper(): int(getattr(self, f.name)) for f in fields(self) if f.name != "mma"}
+        env = {f.name.upper(): int(getattr(self, f.name)) for f in fields(self) if f.name not in ("mma", "kernel")}
         env.update(
             MMA=MMA_KINDS.index(self.mma) if self.mma in MMA_KINDS else -1,
+            KERNEL=KERNELS.index(self.kernel) if self.kernel in KERNELS else -1,
             THREADS=self.threads,
             LOADERS=self.threads,  # cp.async: every thread copies (a producer warpgroup issues TMA copies)
             WARP_LANES=(self.wm // rm) * (self.wn // rn),
