@@ -505,13 +505,13 @@ def test_gemv_kernels_compile_without_spills_or_shared_memory(dtype, la, lb):
     for read_c, split in ((False, 1), (True, 4)):
         op = GemmOp(5, 4096, 4096, dtype=dtype, layout_a=la, layout_b=lb, align_a=al, align_b=al, align_c=al,
                     read_c=read_c)
-        s = GemmSchedule(kernel="gemv", bm=8, bn=128, vec=4, split_k=split)
+        s = GemmSchedule(kernel="gemv", bm=8, bn=128, vec=4, split_k=split, rn=2, unroll=1)
         k = tiledsl.compile(op, s, arch="sm_90")
         p = tiledsl.plan(op, s, arch="sm_90")
         assert k.spill_bytes == 0 and k.smem_bytes == 0 and "tiledsl_gemv_gemm" in k.name
         assert "__syncthreads" not in k.source  # no barriers: every load independent
         assert ("__shfl_xor_sync" in k.source) == (lb == "col")  # a warp per column sums across lanes
-        cols = 128 * 4 if lb == "row" else 128 // 32
+        cols = 128 * 4 if lb == "row" else 128 // 32 * 2  # vec columns per thread, or rn per warp
         assert p.grid == (-(-4096 // cols), split, 1) and (p.followup is not None) == (split > 1)
 
 
@@ -526,6 +526,9 @@ def test_gemv_rules_and_default():
         GemmSchedule(kernel="gemv", bm=4, bn=128, mma="mma_sync", bk=32, smem_pad=8)
     with pytest.raises(tiledsl.ScheduleError, match=r"GemmSchedule.kernel='gemm' must be one of \('tiled', 'gemv'\)"):
         GemmSchedule(kernel="gemm")
+    with pytest.raises(tiledsl.ScheduleError, match="gemv_column_tile_fits_registers"):
+        tiledsl.compile(GemmOp(16, 64, 64, layout_b="col"), GemmSchedule(kernel="gemv", bm=16, bn=128, rn=8),
+                        arch="sm_90")
     h200 = tiledsl.Target.known("H200")
     decode = default_schedule(GemmOp(1, 4096, 4096), h200)
     assert decode.kernel == "gemv" and decode.bm == 1

@@ -77,7 +77,7 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("MMA", 0, "mma='fma'"), ("KERNEL", 1, "kernel='gemv'"), ("THREADS", s.threads, "= bn"),
         ("MIN_BLOCKS", p.min_blocks, "min_blocks"),
         # fields of the tiled kernels, unused here; the rule table's static_asserts name them
-        ("RM", s.rm, "rm (unused)"), ("RN", s.rn, "rn (unused)"), ("WM", s.wm, "wm (unused)"),
+        ("RM", s.rm, "rm (unused)"), ("RN", s.rn, "rn: columns per warp (column-major B)"), ("WM", s.wm, "wm (unused)"),
         ("WN", s.wn, "wn (unused)"), ("STAGES", s.stages, "stages (unused)"),
         ("SMEM_PAD", s.smem_pad, "smem_pad (unused)"), ("SWIZZLE", s.swizzle, "swizzle (unused)"),
     ])
@@ -92,45 +92,61 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
     with w.block(f"{p.kernel_name}({render_params(p.params, breaks=(3,))})"):
         k_range(w, s.split_k)
         w("const int row0 = blockIdx.z * BM;                  // first row of C of this block")
-        w("float acc[BM][VB] = {};                            // bm rows x VB columns (row-major B) or VB K lanes")
         if row_b:
-            w('static_assert(VA == 1, "row-major B: A is read one broadcast element per row and k");',
-              "// ---- thread -> VB adjacent columns; walk the K slice: one VB-wide load of B per k ----",
-              "const int gn = (blockIdx.x * THREADS + threadIdx.x) * VB;  // N is a multiple of VB (alignment)")
+            w("// ---- thread -> VB adjacent columns; walk the K slice VA steps at a time: per row of A one VA-wide",
+              "// load (the same address across the warp), per k one VB-wide load of B ----",
+              "const int gn = (blockIdx.x * THREADS + threadIdx.x) * VB;  // N is a multiple of VB (alignment)",
+              "float acc[BM][VB] = {};")
             with w.block("if (gn < N)"):
+                w("// K slices start on multiples of BK and K is a multiple of VA (alignment): whole steps")
                 w("#pragma unroll UNROLL")
-                with w.block("for (int k = k_begin; k < k_end; ++k)"):
-                    _load_vec(w, dt, vb, "b", "B + (long long)k * ldb + gn")
-                    w("#pragma unroll")
+                with w.block("for (int k0 = k_begin; k0 < k_end; k0 += VA)"):
+                    w("float a[BM][VA];",
+                      "#pragma unroll")
                     with w.block("for (int m = 0; m < BM; ++m)"):
-                        w("const int gm = row0 + m;",
-                          "if (gm >= M) break;",
-                          f"const float a = {dt.to_acc(a_at.format(k='k'))};   // the same address across the warp",
-                          "#pragma unroll",
-                          "for (int j = 0; j < VB; ++j) acc[m][j] += a * b[j];")
+                        w("const int gm = row0 + m < M ? row0 + m : M - 1;  // rows past M: any valid row, never stored")
+                        if va > 1:
+                            _load_vec(w, dt, va, "am", "A + (long long)gm * lda + k0")
+                            w("#pragma unroll", "for (int kk = 0; kk < VA; ++kk) a[m][kk] = am[kk];")
+                        else:
+                            w(f"a[m][0] = {dt.to_acc(a_at.format(k='k0'))};")
+                    w("#pragma unroll")
+                    with w.block("for (int kk = 0; kk < VA; ++kk)"):
+                        _load_vec(w, dt, vb, "b", "B + (long long)(k0 + kk) * ldb + gn")
+                        w("#pragma unroll",
+                          "for (int m = 0; m < BM; ++m)",
+                          "  #pragma unroll",
+                          "  for (int j = 0; j < VB; ++j) acc[m][j] += a[m][kk] * b[j];")
             _epilogue_row_b(w, out_op, out_dt, vb, vc)
         else:
             w('static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");',
-              "// ---- warp -> one column of C; its lanes read VB-wide vectors along K, 32*VB elements per step ----",
+              "// ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step),",
+              "// each piece of A once for the RN columns ----",
               "const int lane = threadIdx.x % 32;",
-              "const int gn = blockIdx.x * (THREADS / 32) + threadIdx.x / 32;")
-            with w.block("if (gn < N)"):
+              "const int gn0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;",
+              "float acc[BM][RN] = {};")
+            with w.block("if (gn0 < N)"):
                 w("// K slices start on multiples of BK and K is a multiple of VB (alignment): no partial vector")
                 w("#pragma unroll UNROLL")
                 with w.block("for (int k = k_begin + lane * VB; k < k_end; k += 32 * VB)"):
-                    _load_vec(w, dt, vb, "b", "B + (long long)gn * ldb + k")
-                    w("#pragma unroll")
+                    w("float a[BM][VB];",
+                      "#pragma unroll")
                     with w.block("for (int m = 0; m < BM; ++m)"):
-                        w("const int gm = row0 + m;",
-                          "if (gm >= M) break;")
+                        w("const int gm = row0 + m < M ? row0 + m : M - 1;  // rows past M: any valid row, never stored")
                         if va == vb and vb > 1:
-                            _load_vec(w, dt, va, "a", "A + (long long)gm * lda + k")
+                            _load_vec(w, dt, va, "am", "A + (long long)gm * lda + k")
+                            w("#pragma unroll", "for (int j = 0; j < VB; ++j) a[m][j] = am[j];")
                         else:
-                            w("float a[VB];",
-                              "#pragma unroll",
-                              f"for (int j = 0; j < VB; ++j) a[j] = {dt.to_acc(a_at.format(k='k + j'))};")
+                            w("#pragma unroll",
+                              f"for (int j = 0; j < VB; ++j) a[m][j] = {dt.to_acc(a_at.format(k='k + j'))};")
+                    w("#pragma unroll")
+                    with w.block("for (int c = 0; c < RN; ++c)"):
+                        w("const int gn = gn0 + c < N ? gn0 + c : N - 1;  // columns past N: any valid one, never stored")
+                        _load_vec(w, dt, vb, "b", "B + (long long)gn * ldb + k")
                         w("#pragma unroll",
-                          "for (int j = 0; j < VB; ++j) acc[m][j] += a[j] * b[j];")
+                          "for (int m = 0; m < BM; ++m)",
+                          "  #pragma unroll",
+                          "  for (int j = 0; j < VB; ++j) acc[m][c] += a[m][j] * b[j];")
             _epilogue_col_b(w, out_op, out_dt)
     return KernelSource(name=p.kernel_name, source=w.text(), block=(s.threads, 1, 1), dynamic_smem_bytes=0)
 
@@ -165,17 +181,15 @@ def _epilogue_row_b(w: Writer, op: GemmOp, dt: dtypes.DType, vb: int, vc: int) -
 
 
 def _epilogue_col_b(w: Writer, op: GemmOp, dt: dtypes.DType) -> None:
-    w("// ---- epilogue: each row's VB lane sums, then the warp's 32 partial dot products, by shuffles; lane 0 "
+    w("// ---- epilogue: the warp's 32 partial dot products of each (row, column), summed by shuffles; lane 0 "
       "stores C = alpha * sum" + (" + beta * C" if op.read_c else "") + " ----")
-    with w.block("if (gn < N)"):
+    w("#pragma unroll")
+    with w.block("for (int m = 0; m < BM; ++m)"):
         w("#pragma unroll")
-        with w.block("for (int m = 0; m < BM; ++m)"):
-            w("const int gm = row0 + m;",
-              "if (gm >= M) break;          // the same for the whole warp: the shuffles stay converged",
-              "float v = 0.f;",
+        with w.block("for (int c = 0; c < RN; ++c)"):
+            w("float v = acc[m][c];",
               "#pragma unroll",
-              "for (int j = 0; j < VB; ++j) v += acc[m][j];",
-              "#pragma unroll",
-              "for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);")
-            with w.block("if (lane == 0)"):
+              "for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);",
+              "const int gm = row0 + m, gn = gn0 + c;")
+            with w.block("if (lane == 0 && gm < M && gn < N)"):
                 _store(w, op, dt, "C + (long long)gm * ldc + gn", "alpha * v")

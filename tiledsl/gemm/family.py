@@ -121,7 +121,8 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     float32 written and read once, stays small beside B's K·N elements)."""
     bm = min(16, 1 << max(op.m - 1, 0).bit_length())
     row_b = op.layout_b == "row"
-    base = GemmSchedule(kernel="gemv", bm=bm, bn=128 if row_b else 256, vec=4, unroll=8 if row_b else 4)
+    base = GemmSchedule(kernel="gemv", bm=bm, bn=128 if row_b else 256, vec=4, unroll=2 if bm <= 4 else 1,
+                        rn=1 if row_b or bm == 1 else min(4, 64 // bm))  # rn: columns per warp (column-major B)
     col_blocks = plan_gemm(op, base, target).grid[0]
     split = max(1, min(64, -(-4 * target.sm_count // col_blocks), op.k // 64))
     return base if split == 1 else replace(base, split_k=split)

@@ -46,18 +46,19 @@ class GemmDetail:
 
 def gemv_columns_per_block(op: GemmOp, s: GemmSchedule) -> int:
     """kernel='gemv': columns of C one block covers: ``vec``-wide per thread along a row-major B (N
-    contiguous), one per warp along a column-major B (K contiguous)."""
-    return s.bn * gemv_widths(op, s)[1] if op.layout_b == "row" else s.bn // 32
+    contiguous); ``rn`` per warp along a column-major B (K contiguous)."""
+    return s.bn * gemv_widths(op, s)[1] if op.layout_b == "row" else s.bn // 32 * s.rn
 
 
 def gemv_widths(op: GemmOp, s: GemmSchedule) -> tuple[int, int]:
-    """kernel='gemv': (A, B) elements per load. Row-major B: ``vec`` columns of B per load, A scalar (one
-    broadcast element per row and k). Column-major B: ``vec`` K elements of B per load, and of A when A is
-    row-major (K contiguous) and as aligned, else scalar A loads."""
+    """kernel='gemv': (A, B) elements per load. Row-major B: ``vec`` columns of B per load; A along K, up to
+    4 wide where A is row-major and aligned (one load covers 4 k steps), else scalar. Column-major B: ``vec``
+    K elements of B per load, and of A when A is row-major and as aligned, else scalar A loads."""
     vb = min(s.vec, op.align_b)
+    row_a = op.layout_a == "row"
     if op.layout_b == "row":
-        return 1, vb
-    return (vb if op.layout_a == "row" and op.align_a >= vb else 1), vb
+        return (min(4, op.align_a) if row_a else 1), vb
+    return (vb if row_a and op.align_a >= vb else 1), vb
 
 
 def grid(op: GemmOp, s: GemmSchedule) -> tuple[int, int, int]:

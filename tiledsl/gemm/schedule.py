@@ -140,6 +140,9 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.mma='wgmma' copies 16-byte chunks: A and B need 16-byte alignment of base address, leading "
            "dimension and K (align_a={ALIGN_A}, align_b={ALIGN_B} elements of {ITEMSIZE} bytes); use "
            "mma='mma_sync' (16-bit) or mma='fma'", scope="op", when="MMA == 2"),
+    R.Rule("gemv_column_tile_fits_registers", "LAYOUT_B_COL == 0 or BM * RN <= 64",
+           "{cls} bm·rn={BM}·{RN} accumulators exceed 64 with kernel='gemv' and a column-major B (a warp keeps "
+           "bm rows × rn columns of partial sums besides bm·vec elements of A)", scope="op", when="KERNEL == 1"),
     R.Rule("wgmma_needs_sm_90", "CC == 90",
            "{cls}.mma='wgmma' needs an sm_90 GPU (Hopper; compiled for sm_90a), not cc {CC}",
            scope="target", resource=True, when="MMA == 2"),
