@@ -8,21 +8,35 @@ GPU). The packed arguments are compared with what each launcher passed before pl
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import itertools
 from dataclasses import replace
 
 import cupy
 import numpy as np
 import pytest
+from cupy._core._scalar import CScalar
+from cupy.cuda.function import CIntptr
 
 import tiledsl
-from tiledsl import cache, registry, runtime
+from tiledsl import cache, launch, registry, runtime
 from tiledsl.compile import Kernel
 from tiledsl.gemm import api as gemm_api
+from tiledsl.planning import Workspace
 from tiledsl.reduce import api as reduce_api
 from tiledsl.target import Target
 
 H200 = Target.known("H200")
+
+
+def _value(arg):
+    """A packed kernel argument (runtime.c_packers) as the NumPy scalar it stands for; a pointer as np.uint64."""
+    if isinstance(arg, CScalar):
+        return arg.get_numpy_type()(arg.value)
+    if isinstance(arg, CIntptr):
+        return np.uint64(ctypes.c_uint64.from_address(arg.ptr).value)
+    return arg
 
 
 class _Recorder:
@@ -30,8 +44,8 @@ class _Recorder:
         self.name, self.log = name, log
 
     def __call__(self, grid, block, args, shared_mem=0, stream=None):
-        self.log.append({"name": self.name, "grid": tuple(grid), "block": tuple(block), "args": args,
-                         "smem": shared_mem})
+        self.log.append({"name": self.name, "grid": tuple(grid), "block": tuple(block),
+                         "args": tuple(_value(a) for a in args), "smem": shared_mem, "stream": stream})
 
 
 @pytest.fixture
@@ -47,17 +61,17 @@ def fake_gpu(monkeypatch):
         mem = cupy.cuda.UnownedMemory(next(addresses), nbytes, None, device_id=0)
         return cupy.ndarray(shape, dt, cupy.cuda.MemoryPointer(mem, 0))
 
-    def workspace(ws):
+    def workspace_ptr(ws, stream=None):
         log.append({"workspace": ws.name, "count": ws.count, "init": ws.init})
-        return empty((ws.count,), ws.dtype)
+        return empty((ws.count,), ws.dtype).data.ptr
 
     monkeypatch.setattr(Target, "current", staticmethod(lambda: H200))
     monkeypatch.setattr(runtime, "device_id", lambda: 0)
     monkeypatch.setattr(runtime, "cupy_empty", empty)
     monkeypatch.setattr(cupy, "empty", empty)
     monkeypatch.setattr(Kernel, "function", lambda self: _Recorder(self.name, log))
-    monkeypatch.setattr(gemm_api, "workspace", workspace)
-    monkeypatch.setattr(reduce_api, "workspace", workspace)
+    monkeypatch.setattr(gemm_api, "workspace_ptr", workspace_ptr)
+    monkeypatch.setattr(reduce_api, "workspace_ptr", workspace_ptr)
     cache.clear_all()
     log.append(empty)  # the allocator, for the tests
     yield log
@@ -197,3 +211,23 @@ def test_an_overlapping_output_is_not_replayed(fake_gpu):
     tiledsl.transpose(x, out=y)
     with pytest.raises(tiledsl.SpecError, match="shares memory"):
         tiledsl.transpose(x, out=x)  # same call signature as (x, y): the cached launch must not run
+
+
+def test_workspaces_are_kept_per_stream_and_zeroed_by_a_memset_on_it(fake_gpu, monkeypatch):
+    memsets, capturing = [], set()
+    monkeypatch.setattr(cupy.cuda.runtime, "memsetAsync", lambda *args: memsets.append(args))
+    monkeypatch.setattr(cupy.cuda.runtime, "streamIsCapturing", lambda ptr: ptr in capturing)
+    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: runtime.StreamRef(0))
+    monkeypatch.setattr(cupy.cuda, "ExternalStream", lambda ptr: contextlib.nullcontext())
+    monkeypatch.setattr(launch, "_WORKSPACES", {})
+    tickets = Workspace("tickets", "uint32", 4, "zero")
+    partials = Workspace("partials", "float32", 100, "none")
+    s1, s2 = runtime.StreamRef(11), runtime.StreamRef(22)
+    p1 = launch.workspace_ptr(tickets, s1)
+    assert launch.workspace_ptr(tickets, s1) == p1 and launch.workspace_ptr(tickets) != p1
+    p2 = launch.workspace_ptr(tickets, s2)
+    assert p2 != p1 and launch.workspace_ptr(partials, s2) not in (p1, p2)
+    assert memsets == [(p1, 0, 16, 11), (p1, 0, 16, 11), (memsets[2][0], 0, 16, 0), (p2, 0, 16, 22)]
+    capturing.add(33)
+    with pytest.raises(tiledsl.LaunchError, match="run the same call once before capturing"):
+        launch.workspace_ptr(tickets, runtime.StreamRef(33))

@@ -6,21 +6,22 @@
 * :func:`build`: validated, emitted and compiled kernel(s) with the plan, cached in ``tiledsl.cache.KERNELS``.
 * :class:`Launcher`: a kernel loaded on one device with its arguments pre-packed from the plan's
   parameter list; a call fills the few run-time slots (pointers, alpha/beta) and launches.
-* :func:`workspace`: scratch buffers kept per (device, stream), so a launch allocates nothing and can
+* :func:`workspace_ptr`: scratch buffers kept per (device, stream), so a launch allocates nothing and can
   be captured in a CUDA graph.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import cache
+from . import cache, runtime
 from .compile import Kernel, compile_source
 from .errors import LaunchError
 from .family import Family
-from .planning import SCALAR_PACK, Param, Plan, Workspace
+from .planning import SCALAR_PACK, Plan, Workspace
 from .target import Target
 
 
@@ -68,27 +69,37 @@ class Launcher:
     """One kernel, loaded on the current device, with its arguments packed from a plan's parameter list.
 
     Parameters whose value is known when the launcher is made (the plan's "const" parameters and the
-    ``fixed`` bindings, e.g. sizes and leading dimensions of a cached call signature) are packed once;
-    :attr:`slots` names the bindings a call still passes, in order.
+    ``fixed`` bindings, e.g. sizes and leading dimensions of a cached call signature; a pointer fixed to
+    None is a nullptr) are packed once, as the C values CuPy hands to the driver
+    (:func:`tiledsl.runtime.c_packers`); a launch passes the others positionally, in the order ``order``
+    names their bindings, and :attr:`slots` lists them in parameter order.
 
     Raises:
-        LaunchError: no CUDA device is available to load the kernel.
+        LaunchError: no CUDA device is available to load the kernel, or the plan's grid is out of range.
+        ValueError: a run-time parameter's binding is not in ``order``.
     """
 
-    __slots__ = ("block", "fn", "grid", "name", "slots", "smem", "_fill", "_template")
+    __slots__ = ("block", "fn", "grid", "name", "slots", "smem", "_pointers", "_scalars", "_template")
 
-    def __init__(self, kernel: Kernel, plan: Plan, fixed: dict | None = None) -> None:
+    def __init__(self, kernel: Kernel, plan: Plan, fixed: dict | None = None, order: tuple[str, ...] = ()) -> None:
         fixed = fixed or {}
-        template, positions, slots = [], [], []
+        scalar, pointer = runtime.c_packers()
+        template, pointers, scalars, slots = [], [], [], []
         for i, p in enumerate(plan.params):
             if p.source == "const":
-                template.append(p.pack(p.value))
+                template.append(scalar(p.pack(p.value)))
             elif p.source in fixed:
-                template.append(p.pack(fixed[p.source]))
+                v = fixed[p.source]
+                template.append(pointer(v or 0) if p.is_pointer else scalar(p.pack(v)))
             else:
+                if p.source not in order:
+                    raise ValueError(f"kernel parameter {p.name} <- {p.source} is neither fixed nor in {order}")
                 template.append(None)
-                positions.append(i)
                 slots.append(p)
+                if p.is_pointer:
+                    pointers.append((i, order.index(p.source)))
+                else:
+                    scalars.append((i, order.index(p.source), _as_is if p.is_by_value else SCALAR_PACK[p.c_type]))
         grid = plan.grid
         if grid is None:
             raise LaunchError(f"plan of {plan.kernel_name} has no grid (planned without a device)")
@@ -98,36 +109,31 @@ class Launcher:
         self.fn = kernel.function()
         self._template = template
         self.slots = tuple(slots)
-        self._fill = tuple((i, p.source, _packer(p)) for i, p in zip(positions, slots, strict=True))
+        self._pointers = tuple((i, j, pointer) for i, j in pointers)
+        self._scalars = tuple(scalars)
 
-    def __call__(self, values: dict) -> None:
-        """Launch on the current stream, filling each slot from ``values[slot.source]`` (an array, a device
-        pointer as an int, or a scalar; a missing pointer is passed as nullptr).
+    def __call__(self, values: tuple, stream=None) -> None:
+        """Launch on ``stream`` (an object with the stream's address as ``.ptr``; None: CuPy's current
+        stream), filling the run-time parameters from ``values``, in the order the launcher was made with:
+        device pointers as ints (0 for nullptr), scalars as Python or NumPy numbers.
 
         Raises:
             LaunchError: CUDA refuses the launch.
-            TypeError: ``values`` lacks a scalar slot's binding.
         """
         args = self._template.copy()
-        for i, source, pack in self._fill:
-            args[i] = pack(values.get(source))
+        for i, j, pointer in self._pointers:
+            args[i] = pointer(values[j])
+        for i, j, scalar in self._scalars:
+            args[i] = scalar(values[j])
         try:
-            self.fn(self.grid, self.block, tuple(args), shared_mem=self.smem)
+            self.fn(self.grid, self.block, tuple(args), shared_mem=self.smem, stream=stream)
         except Exception as exc:
             raise LaunchError(f"launch of {self.name} grid={self.grid} block={self.block} failed: {exc}") from exc
 
 
-def _pointer(value):
-    if type(value) is int:
-        return np.uint64(value)
-    return np.uint64(0) if value is None else value
-
-
-def _packer(p: Param):
-    """A fast ``p.pack``: the pointer rule, the bytes as given (a tensor map), or the scalar's NumPy type."""
-    if p.is_by_value:
-        return p.pack
-    return _pointer if p.is_pointer else SCALAR_PACK[p.c_type]
+def _as_is(value):
+    """A by-value argument (a TMA tensor map, a 128-byte NumPy scalar), passed as given."""
+    return value
 
 
 # ---------------------------------------------------------------- scratch buffers per (device, stream)
@@ -136,9 +142,11 @@ _WORKSPACES: dict[tuple[int, int, str], object] = {}
 _RETIRED: list = []  # buffers replaced by larger ones: a captured graph may still write to them
 
 
-def workspace(ws: Workspace):
-    """A CuPy array of ``ws.count`` elements of ``ws.dtype`` for the current device and stream,
-    initialised as ``ws.init`` says (zeroed or filled on the stream, so a graph capture records it).
+def workspace_ptr(ws: Workspace, stream=None) -> int:
+    """The device address of a scratch buffer of ``ws.nbytes`` bytes for the current device and ``stream``
+    (an object whose ``.ptr`` is the stream's address; None: CuPy's current stream), initialised on that
+    stream as ``ws.init`` says: zeroed by a memset, or filled with ``ws.fill`` (a memset when that is 0),
+    so a graph capture records it.
 
     The buffer is kept and reused by later launches on the same stream (stream order makes that safe);
     it grows when a larger one is needed. Growing allocates, which a CUDA graph capture cannot record:
@@ -148,26 +156,34 @@ def workspace(ws: Workspace):
     Raises:
         LaunchError: the buffer must grow while the stream is capturing a graph.
     """
-    import cupy
-
-    stream = cupy.cuda.get_current_stream()
-    key = (cupy.cuda.runtime.getDevice(), stream.ptr, ws.name)
-    dtype = np.dtype(ws.dtype)
+    cupy = runtime.cupy_module()
+    sp = cupy.cuda.get_current_stream().ptr if stream is None else stream.ptr
+    key = (runtime.device_id(), sp, ws.name)
     buf = _WORKSPACES.get(key)
     if buf is None or buf.nbytes < ws.nbytes:
-        if stream.ptr and stream.is_capturing():
-            raise LaunchError(f"the {ws.name} scratch buffer ({ws.nbytes} bytes) must be allocated while a CUDA "
-                              f"graph is being captured: run the same call once before capturing it")
-        if buf is not None:
-            _RETIRED.append(buf)
+        buf = _grow(cupy, ws, sp, key, buf)
+    ptr = buf.data.ptr
+    init = ws.init
+    if init == "none":
+        return ptr
+    if init == "zero" or (ws.fill == 0 and math.copysign(1.0, ws.fill) > 0):  # all-zero bits
+        cupy.cuda.runtime.memsetAsync(ptr, 0, ws.nbytes, sp)
+    else:
+        with cupy.cuda.ExternalStream(sp):
+            buf[:ws.nbytes].view(np.dtype(ws.dtype)).fill(ws.fill)
+    return ptr
+
+
+def _grow(cupy, ws: Workspace, sp: int, key: tuple, buf):
+    if sp and cupy.cuda.runtime.streamIsCapturing(sp):
+        raise LaunchError(f"the {ws.name} scratch buffer ({ws.nbytes} bytes) must be allocated while a CUDA "
+                          f"graph is being captured: run the same call once before capturing it")
+    if buf is not None:
+        _RETIRED.append(buf)
+    with cupy.cuda.ExternalStream(sp):  # the pool hands the memory back to this stream when it is freed
         buf = cupy.empty(max(ws.nbytes, 256), dtype=np.uint8)
-        _WORKSPACES[key] = buf
-    arr = buf[:ws.nbytes].view(dtype)
-    if ws.init == "zero":
-        arr.fill(0)
-    elif ws.init == "identity":
-        arr.fill(ws.fill)
-    return arr
+    _WORKSPACES[key] = buf
+    return buf
 
 
 def free_workspaces() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import sys
 
+import numpy as np
+
 from . import dtypes
 from .compile import Kernel
 from .errors import LaunchError, SpecError, SpecTypeError
@@ -115,12 +117,70 @@ def _cupy():
     return _CUPY[0]
 
 
+def cupy_module():
+    """The ``cupy`` module (imported on first use: CuPy is an optional dependency)."""
+    return _cupy()
+
+
 def cupy_ndarray() -> type:
     """``cupy.ndarray`` (imported on first use: CuPy is an optional dependency)."""
     return _cupy().ndarray
 
 
-_TORCH_TENSOR: list = []
+_PACKERS: list = []
+
+
+def c_packers():
+    """(scalar, pointer): functions that turn a NumPy scalar, and a device address (int), into the C value
+    CuPy's kernel launch passes to the driver. CuPy converts every other argument on every launch; an
+    argument packed here once (a cached launch's sizes and strides) it passes as it is. Where this CuPy
+    has no such classes (``cupy._core._scalar.CScalar``, ``cupy.cuda.function.CIntptr``), NumPy scalars,
+    which CuPy converts itself."""
+    if not _PACKERS:
+        try:
+            from cupy._core._scalar import CScalar
+            from cupy.cuda.function import CIntptr, CPointer
+
+            if not (issubclass(CScalar, CPointer) and issubclass(CIntptr, CPointer)):
+                raise ImportError("CuPy's C argument classes changed")
+            _PACKERS.append((CScalar, CIntptr))
+        except ImportError:
+            _PACKERS.append((lambda v: v, np.uint64))
+    return _PACKERS[0]
+
+
+class StreamRef:
+    """A CUDA stream given by its address, as CuPy's kernel launch takes it (``stream.ptr``)."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+_TORCH_STREAMS: dict[int, StreamRef] = {}
+_RAW_STREAM: list = []
+
+
+def torch_stream(index: int) -> StreamRef:
+    """torch's current stream on CUDA device ``index`` (``torch.cuda.current_stream(index)``), read
+    without making a torch Stream object."""
+    if not _RAW_STREAM:
+        torch = sys.modules["torch"]
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _RAW_STREAM.append(raw or (lambda i: torch.cuda.current_stream(i).cuda_stream))
+    ptr = _RAW_STREAM[0](index)
+    s = _TORCH_STREAMS.get(ptr)
+    if s is None:
+        if len(_TORCH_STREAMS) > 256:  # streams come and go: keep the map small
+            _TORCH_STREAMS.clear()
+        s = _TORCH_STREAMS[ptr] = StreamRef(ptr)
+    return s
+
+
+_NDARRAY: type | None = None  # cupy.ndarray, once array_sig has seen CuPy imported
+_TENSOR: type | None = None  # torch.Tensor, once array_sig has seen one
+_BFLOAT16 = None  # torch.bfloat16
 
 
 def array_sig(x) -> tuple[tuple, int] | None:
@@ -131,25 +191,89 @@ def array_sig(x) -> tuple[tuple, int] | None:
     CPU tensors): those take the checked, converting path.
     """
     t = type(x)
-    if t is cupy_ndarray():
+    if t is _NDARRAY:
         return (x.shape, x.strides, x.dtype), x.data.ptr
-    if not _TORCH_TENSOR:
-        if t.__name__ != "Tensor" or t.__module__ != "torch":
+    if t is _TENSOR:
+        if not x.is_cuda or x.dtype is _BFLOAT16:
             return None
-        _TORCH_TENSOR.append(t)
-    if t is not _TORCH_TENSOR[0] or not x.is_cuda or x.dtype is sys.modules["torch"].bfloat16:
+        return (x.shape, x.stride(), x.dtype, x.get_device()), x.data_ptr()
+    return _first_sig(x)
+
+
+def _first_sig(x) -> tuple[tuple, int] | None:
+    """:func:`array_sig` of a type it has not met yet: learn cupy.ndarray / torch.Tensor, then answer."""
+    global _NDARRAY, _TENSOR, _BFLOAT16
+    t = type(x)
+    if _NDARRAY is None and "cupy" in sys.modules:
+        _NDARRAY = _cupy().ndarray
+    if _TENSOR is None and t.__name__ == "Tensor" and t.__module__ == "torch":
+        _TENSOR, _BFLOAT16 = t, sys.modules["torch"].bfloat16
+    if t is _NDARRAY or t is _TENSOR:
+        return array_sig(x)
+    return None
+
+
+def torch_device(arrays) -> int | None:
+    """The CUDA device ordinal of the first torch CUDA tensor among ``arrays``, or None (none is one)."""
+    torch = sys.modules.get("torch")  # no torch imported: no argument can be a torch tensor
+    if torch is None:
         return None
-    return (x.shape, x.stride(), x.dtype, x.device.index), x.data_ptr()
+    for x in arrays:
+        if isinstance(x, torch.Tensor) and x.is_cuda:
+            return x.get_device()
+    return None
+
+
+class Output:
+    """Where a cached call's new result comes from and which stream it launches on.
+
+    CuPy operands: a CuPy array (``cupy.empty``) and CuPy's current stream. A call with a torch CUDA tensor
+    among its arrays: a torch tensor (``torch.empty`` on that tensor's device, which allocates for torch's
+    current stream there) and torch's current stream of that device, so torch users get torch's stream
+    semantics (``with torch.cuda.stream(s):``, ``torch.cuda.graph``).
+
+    Args:
+        shape: the result's shape.
+        dtype: its NumPy dtype.
+        torch_index: the CUDA ordinal of the call's first torch tensor, or None for CuPy operands.
+    """
+
+    __slots__ = ("device", "dtype", "index", "shape", "torch_dtype")
+
+    def __init__(self, shape: tuple[int, ...], dtype, torch_index: int | None) -> None:
+        self.shape, self.dtype, self.index = tuple(shape), dtype, torch_index
+        self.device = self.torch_dtype = None
+        if torch_index is not None:
+            torch = sys.modules["torch"]
+            self.device = torch.device("cuda", torch_index)
+            self.torch_dtype = getattr(torch, np.dtype(dtype).name, None)  # float32 -> torch.float32, ...
+
+    def new(self):
+        """(a new result array, its device address, the stream to launch on: None for CuPy's current)."""
+        if self.index is None:
+            out = cupy_empty(self.shape, self.dtype)
+            return out, out.data.ptr, None
+        out = sys.modules["torch"].empty(self.shape, dtype=self.torch_dtype, device=self.device)
+        return out, out.data_ptr(), torch_stream(self.index)
+
+    def stream(self):
+        """The stream to launch on (None: CuPy's current stream)."""
+        return None if self.index is None else torch_stream(self.index)
 
 
 def cupy_empty(shape: tuple[int, ...], dtype):
-    """``cupy.empty(shape, dtype)``."""
-    return _cupy().empty(shape, dtype)
+    """``cupy.empty(shape, dtype)``: a new C-contiguous array on the current device."""
+    return _cupy().ndarray(shape, dtype)
+
+
+_GET_DEVICE: list = []
 
 
 def device_id() -> int:
     """The current CUDA device's ordinal."""
-    return _cupy().cuda.runtime.getDevice()
+    if not _GET_DEVICE:
+        _GET_DEVICE.append(_cupy().cuda.runtime.getDevice)
+    return _GET_DEVICE[0]()
 
 
 def byte_extent(x) -> tuple[int, int]:
@@ -201,10 +325,17 @@ def like_inputs(result, inputs: tuple):
 
 
 def returns_like_inputs(fn):
-    """Decorator of the public array functions: torch tensors in, torch tensors out (:func:`like_inputs`)."""
+    """Decorator of the checked (first-call) paths of the public array functions: torch tensors in, torch
+    tensors out (:func:`like_inputs`); a call with a torch CUDA tensor among its arguments runs, copies and
+    fills included, on torch's current stream of that tensor's device (as its cached repeats do)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        return like_inputs(fn(*args, **kwargs), (*args, *kwargs.values()))
+        inputs = (*args, *kwargs.values())
+        index = torch_device(inputs)
+        if index is None:
+            return like_inputs(fn(*args, **kwargs), inputs)
+        with _cupy().cuda.ExternalStream(torch_stream(index).ptr, index):
+            return like_inputs(fn(*args, **kwargs), inputs)
 
     return wrapper

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import cache, runtime, tma
 from ..errors import SpecError
-from ..launch import Built, Launcher, build, resolve_schedule, workspace
+from ..launch import Built, Launcher, build, resolve_schedule, workspace_ptr
 from ..lru import LRU
 from ..runtime import (
     alignment_elems,
@@ -26,7 +26,6 @@ from .schedule import GemmSchedule
 __all__ = ["default_schedule", "gemm"]
 
 
-@returns_like_inputs
 def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
          schedule: GemmSchedule | None = None, precision: str = "ieee"):
     """C = alpha · A @ B + beta · C on the GPU.
@@ -100,36 +99,39 @@ def _call_key(a, b, c, beta, schedule, precision) -> tuple | None:
     return key, sa[1], sb[1], pc
 
 
+_ORDER = ("a", "b", "c", "workspace", "alpha", "beta", "tmap_a", "tmap_b")  # the run-time bindings of a GEMM launch
+
+
 class _GemmCall:
     """A cached GEMM call: launchers packed for one call signature; a repeated call fills the pointers and
     alpha/beta and launches (no allocation when ``c`` is given: split-K's workspace is per stream)."""
 
-    __slots__ = ("dtype", "extents", "followup", "main", "maps", "shape", "swap", "tma", "ws")
+    __slots__ = ("extents", "followup", "main", "maps", "output", "swap", "tma", "ws")
 
-    def __init__(self, built: Built, swap: bool, shape: tuple[int, int], dtype, extents, fixed: dict) -> None:
+    def __init__(self, built: Built, swap: bool, output: runtime.Output, extents, fixed: dict) -> None:
         p = built.plan
-        self.main = Launcher(built.kernel, p, fixed)
-        self.followup = Launcher(built.followup, p.followup, fixed) if p.followup is not None else None
+        self.main = Launcher(built.kernel, p, fixed, _ORDER)
+        self.followup = Launcher(built.followup, p.followup, fixed, _ORDER) if p.followup is not None else None
         self.ws = p.workspace[0] if p.workspace else None
-        self.swap, self.shape, self.dtype, self.extents = swap, shape, dtype, extents
+        self.swap, self.output, self.extents = swap, output, extents
         # TMA kernels take A and B as tensor maps: their geometry is fixed by the call signature, the
         # address comes with each call (encoded maps of recent (A, B) addresses are kept)
         self.tma = ((tensor_map(p.op, p.schedule, "A", fixed["lda"]), tensor_map(p.op, p.schedule, "B", fixed["ldb"]))
                     if uses_tma(p.schedule) else None)
         self.maps: tuple[LRU, LRU] | None = (LRU(maxsize=64), LRU(maxsize=64)) if self.tma is not None else None
 
-    def launch(self, a, b, c, alpha, beta) -> None:
-        """Launch on operands given as arrays or device pointers (a and b as the caller passed them)."""
+    def launch(self, pa: int, pb: int, pc: int, alpha, beta, stream) -> None:
+        """Launch on device pointers (a and b as the caller passed them) on ``stream`` (None: CuPy's)."""
         if self.swap:
-            a, b = b, a
-        vals = {"a": a, "b": b, "c": c, "alpha": alpha, "beta": beta}
-        if self.tma is not None:
-            vals["tmap_a"], vals["tmap_b"] = self._tensor_maps(a, b)
-        if self.ws is not None:
-            vals["workspace"] = workspace(self.ws)
-        self.main(vals)
+            pa, pb = pb, pa
+        pw = 0 if self.ws is None else workspace_ptr(self.ws, stream)
+        if self.tma is None:
+            vals = (pa, pb, pc, pw, alpha, beta, None, None)
+        else:
+            vals = (pa, pb, pc, pw, alpha, beta, *self._tensor_maps(pa, pb))
+        self.main(vals, stream)
         if self.followup is not None:
-            self.followup(vals)
+            self.followup(vals, stream)
 
     def _tensor_maps(self, a, b) -> tuple:
         """The tensor maps of A and B at their current addresses (each encoded once per address: the weights
@@ -148,20 +150,22 @@ class _GemmCall:
         """Launch on the pointers and return C (``c``, or a new array); None, with nothing launched, when
         ``c`` may overlap ``a`` or ``b`` (the checked path then decides)."""
         if c is None:
-            c = runtime.cupy_empty(self.shape, self.dtype)
-            pc = c.data.ptr
+            c, pc, stream = self.output.new()
         else:
             ea, eb, ec = self.extents
             if may_overlap(pc, ec, pa, ea) or may_overlap(pc, ec, pb, eb):
                 return None
-        self.launch(pa, pb, pc, alpha, beta)
+            stream = self.output.stream()
+        self.launch(pa, pb, pc, alpha, beta, stream)
         return c
 
 
+@returns_like_inputs
 def _gemm_slow(a, b, c, alpha, beta, schedule, key, precision="ieee"):
     """Validate, convert and launch; store the launch in the cache under ``key`` when it can be replayed."""
     import cupy
 
+    torch_index = runtime.torch_device((a, b, c))
     a, dt_a, torch_a = as_gpu(a, "a", GEMM_DTYPES, "GEMM")
     b, dt_b, _ = as_gpu(b, "b", GEMM_DTYPES, "GEMM")
     for name, x in (("a", a), ("b", b)):
@@ -206,7 +210,8 @@ def _gemm_slow(a, b, c, alpha, beta, schedule, key, precision="ieee"):
         else:
             out.fill(0)
         return result
-    _gemm_into(a, b, out, float(alpha), float(beta), schedule, dt_a, key, given_c, precision=precision)
+    _gemm_into(a, b, out, float(alpha), float(beta), schedule, dt_a, key, given_c, precision=precision,
+               torch_index=torch_index)
     return result
 
 
@@ -247,18 +252,22 @@ def _tf32_aligned(a, layout_a, lda, ext_a, b, layout_b, ldb, ext_b) -> bool:
 
 
 def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None, dtype: str,
-               key: tuple | None, given_c: bool, swap: bool = False, precision: str = "ieee") -> None:
+               key: tuple | None, given_c: bool, swap: bool = False, precision: str = "ieee",
+               torch_index: int | None = None) -> None:
+    """Launch C = alpha·A@B + beta·C on CuPy views (on CuPy's current stream) and cache the launch under
+    ``key``; ``torch_index`` is the device of the call's torch tensors (its repeats make torch results and
+    launch on torch's stream), None for CuPy operands."""
     import cupy
 
     m, n = c.shape
     sr, sc = element_strides(c, "c")
     if not (sc == 1 or n == 1) and (sr == 1 or m == 1):
         # column-major C: compute Cᵀ = Bᵀ·Aᵀ into the row-major view c.T, no copy
-        _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype, key, given_c, not swap, precision)
+        _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype, key, given_c, not swap, precision, torch_index)
         return
     if not (sc == 1 or n == 1):  # C has no unit stride: work in a contiguous copy
         tmp = cupy.ascontiguousarray(c)
-        _gemm_into(a, b, tmp, alpha, beta, schedule, dtype, None, given_c, swap, precision)
+        _gemm_into(a, b, tmp, alpha, beta, schedule, dtype, None, given_c, swap, precision, torch_index)
         c[...] = tmp
         return
     ldc = sr if m > 1 else n
@@ -283,8 +292,9 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
     built = build(GEMM, op, s, target)
     fixed = {"m": m, "n": n, "k": op.k, "lda": lda, "ldb": ldb, "ldc": ldc, "one": 1.0}
     first, second = (b0, a0) if swap else (a0, b0)
-    call = _GemmCall(built, swap, (c.shape[1], c.shape[0]) if swap else c.shape, c.dtype,
-                     (byte_extent(first), byte_extent(second), byte_extent(c)), fixed)
-    call.launch(*((b, a) if swap else (a, b)), c, alpha, beta)
+    output = runtime.Output((c.shape[1], c.shape[0]) if swap else c.shape, c.dtype, torch_index)
+    call = _GemmCall(built, swap, output, (byte_extent(first), byte_extent(second), byte_extent(c)), fixed)
+    pa, pb = a.data.ptr, b.data.ptr
+    call.launch(*((pb, pa) if swap else (pa, pb)), c.data.ptr, alpha, beta, None)
     if key is not None and (given_c or not swap):
         cache.LAUNCHES.put(key, call)

@@ -6,7 +6,7 @@ import warnings
 
 from .. import cache, dtypes, runtime
 from ..errors import SpecError
-from ..launch import Built, Launcher, build, resolve_schedule, workspace
+from ..launch import Built, Launcher, build, resolve_schedule, workspace_ptr
 from ..runtime import alignment_elems, as_cupy, returns_like_inputs
 from ..target import Target
 from .axes import normalize_axes, plan_axes
@@ -17,7 +17,6 @@ from .schedule import ReduceSchedule
 __all__ = ["default_schedule", "reduce"]
 
 
-@returns_like_inputs
 def reduce(x, op: str = "sum", axis: int | tuple[int, ...] | None = None, *,  # noqa: A001
            schedule: ReduceSchedule | None = None, out=None, dtype=None, keepdims: bool = False):
     """Reduce ``x`` along ``axis`` (one axis, several, or all of it) with numpy's semantics.
@@ -84,32 +83,45 @@ def _call_key(x, op, axis, schedule, out, dtype, keepdims) -> tuple | None:
     return ("reduce", sx[0], sx[1] & 63, op, axis, dtype, keepdims, so, schedule, runtime.device_id()), sx[1], po
 
 
+_ORDER = ("x", "out", "partials", "tickets")  # the run-time bindings of a reduction launch
+
+
 class _ReduceCall:
     """A cached reduction: the launcher packed for one call signature, and its scratch buffers (per stream)."""
 
-    __slots__ = ("dtype", "launcher", "shape", "ws")
+    __slots__ = ("launcher", "output", "ws")
 
-    def __init__(self, built: Built, shape: tuple[int, ...], dtype) -> None:
-        self.launcher = Launcher(built.kernel, built.plan)
-        self.ws = built.plan.workspace
-        self.shape, self.dtype = shape, dtype
+    def __init__(self, built: Built, output: runtime.Output) -> None:
+        ws = built.plan.workspace
+        unused = {name: None for name in ("partials", "tickets") if name not in {w.name for w in ws}}
+        self.launcher = Launcher(built.kernel, built.plan, unused, _ORDER)
+        self.ws = {w.name: w for w in ws}
+        self.output = output
 
-    def run(self, x, out_ptr, out):
-        """Launch on ``x`` (an array or a device pointer) into ``out`` (pointer ``out_ptr``; a new array when
-        None) and return the result."""
+    def run(self, px: int, out_ptr: int | None, out):
+        """Launch on ``x`` (device pointer ``px``) into ``out`` (pointer ``out_ptr``; a new array when None)
+        on the stream :class:`~tiledsl.runtime.Output` names, and return the result."""
         if out is None:
-            out = out_ptr = runtime.cupy_empty(self.shape, self.dtype)
-        vals = {"x": x, "out": out_ptr}
-        for ws in self.ws:
-            vals[ws.name] = workspace(ws)
-        self.launcher(vals)
+            out, out_ptr, stream = self.output.new()
+        else:
+            stream = self.output.stream()
+        ws = self.ws
+        if ws:
+            p = ws.get("partials")
+            t = ws.get("tickets")
+            self.launcher((px, out_ptr, 0 if p is None else workspace_ptr(p, stream),
+                           0 if t is None else workspace_ptr(t, stream)), stream)
+        else:
+            self.launcher((px, out_ptr, 0, 0), stream)
         return out
 
 
+@returns_like_inputs
 def _reduce_slow(x, op, axis, schedule, out, dtype, keepdims, key):
     """Validate, convert and launch; store the launch in the cache under ``key`` when it can be replayed."""
     import cupy
 
+    torch_index = runtime.torch_device((x, out))
     xc, in_dtype, torch_like = _input(x)
     axes = normalize_axes(axis, xc.ndim)
     out_dtype = None if dtype is None else dtypes.dtype_name(dtype)
@@ -141,8 +153,8 @@ def _reduce_slow(x, op, axis, schedule, out, dtype, keepdims, key):
         return result
     target = Target.current()
     s = resolve_schedule(REDUCE, rop, schedule, target)
-    call = _ReduceCall(build(REDUCE, rop, s, target), out_shape, out_c.dtype)
-    call.run(xc, out_c, out_c)
+    call = _ReduceCall(build(REDUCE, rop, s, target), runtime.Output(out_shape, out_c.dtype, torch_index))
+    call.run(xc.data.ptr, out_c.data.ptr, out_c)
     if key is not None:  # x and out (if given) are CuPy arrays or torch CUDA tensors (runtime.array_sig)
         cache.LAUNCHES.put(key, call)
     return result

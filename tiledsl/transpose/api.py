@@ -22,7 +22,6 @@ from .schedule import TransposeSchedule
 __all__ = ["DEFAULT_PRESET", "default_schedule", "transpose"]
 
 
-@returns_like_inputs
 def transpose(x, *, out=None, schedule: TransposeSchedule | None = None):
     """Y = Xᵀ (the last two axes swapped) on the GPU, written to a new contiguous array or to ``out``.
 
@@ -77,31 +76,37 @@ def _call_key(x, out, schedule) -> tuple | None:
     return ("transpose", sx[0], sx[1] & 15, so, schedule, runtime.device_id()), sx[1], po
 
 
+_ORDER = ("x", "y")  # the run-time bindings of a transpose launch
+
+
 class _TransposeCall:
     """A cached transpose: the launcher packed for one call signature."""
 
-    __slots__ = ("dtype", "extents", "launcher", "shape")
+    __slots__ = ("extents", "launcher", "output")
 
-    def __init__(self, built: Built, shape: tuple[int, ...], dtype, extents) -> None:
-        self.launcher = Launcher(built.kernel, built.plan)
-        self.shape, self.dtype, self.extents = shape, dtype, extents
+    def __init__(self, built: Built, output: runtime.Output, extents) -> None:
+        self.launcher = Launcher(built.kernel, built.plan, None, _ORDER)
+        self.output, self.extents = output, extents
 
     def run(self, px: int, py: int | None, out):
         """Launch and return Y (``out``, or a new array); None, with nothing launched, when ``out`` may
         overlap ``x``."""
         if out is None:
-            out = runtime.cupy_empty(self.shape, self.dtype)
-            py = out.data.ptr
+            out, py, stream = self.output.new()
         elif may_overlap(py, self.extents[1], px, self.extents[0]):
             return None
-        self.launcher({"x": px, "y": py})
+        else:
+            stream = self.output.stream()
+        self.launcher((px, py), stream)
         return out
 
 
+@returns_like_inputs
 def _transpose_slow(x, out, schedule, key):
     """Validate, convert and launch; store the launch in the cache under ``key`` when it can be replayed."""
     import cupy
 
+    torch_index = runtime.torch_device((x, out))
     x, x_name, torch_like = _as_gpu(x, "x")
     if x.ndim not in (2, 3):
         raise SpecError(f"x must be 2-D (R, C) or 3-D (B, R, C), got {x.ndim}-D with shape {x.shape}")
@@ -130,8 +135,9 @@ def _transpose_slow(x, out, schedule, key):
         align_in=_align(x), align_out=_align(y))
     target = Target.current()
     s = resolve_schedule(TRANSPOSE, op, schedule, target)
-    call = _TransposeCall(build(TRANSPOSE, op, s, target), out_shape, y.dtype, (byte_extent(x), byte_extent(y)))
-    call.launcher({"x": x, "y": y})
+    call = _TransposeCall(build(TRANSPOSE, op, s, target), runtime.Output(out_shape, y.dtype, torch_index),
+                          (byte_extent(x), byte_extent(y)))
+    call.launcher((x.data.ptr, y.data.ptr))
     if key is not None:  # x and out (if given) are CuPy arrays or torch CUDA tensors (runtime.array_sig)
         cache.LAUNCHES.put(key, call)
     return result
