@@ -62,3 +62,79 @@ def test_cupy_in_cupy_out(rng):
     a = cp.asarray(rng.uniform(-1, 1, (16, 8)).astype(np.float32))
     for res in (tiledsl.gemm(a, a.T), tiledsl.reduce(a, "sum", (0, 1)), tiledsl.transpose(a)):
         assert isinstance(res, cp.ndarray)
+
+
+def test_torch_calls_run_on_torchs_current_stream():
+    """Inputs written on a busy side stream: a call made inside ``torch.cuda.stream(s)`` must run on s
+    (torch's streams do not wait for the legacy default stream, nor it for them), first and cached."""
+    s = torch.cuda.Stream()
+    x, t = torch.rand(128, 4096, device="cuda"), torch.rand(100, 96, device="cuda")
+    a, b = torch.rand(64, 80, device="cuda"), torch.rand(80, 48, device="cuda")
+    c = torch.empty(64, 48, device="cuda")
+    torch.cuda.synchronize()
+    for k in (2.0, 3.0, 5.0):  # the first call checks and caches; the others replay
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(20_000_000)  # s stays busy while the host queues the rest
+            xs, ts, a_s = x * k, t * k, a * k  # written on s, after the sleep
+            r = tiledsl.reduce(xs, "sum", axis=1)
+            y = tiledsl.transpose(ts)
+            g = tiledsl.gemm(a_s, b)
+            assert tiledsl.gemm(a_s, b, c) is c
+            if k != 2.0:  # a first call may wait for s (CuPy synchronises a stream it imports from)
+                assert not s.query()  # the cached calls were queued behind the sleep
+        s.synchronize()
+        torch.testing.assert_close(r, (x.double() * k).sum(dim=1).float(), rtol=1e-5, atol=1e-3)
+        assert torch.equal(y, (t * k).t())
+        want = (a.double() * k) @ b.double()
+        torch.testing.assert_close(g.double(), want, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(c.double(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_torch_graph_captures_calls_without_an_external_stream():
+    """Inside ``torch.cuda.graph`` tiledsl launches on the capturing stream (torch's current one); results
+    it allocates come from the graph's pool, so calls without ``out=`` are captured too."""
+    a, b = torch.rand(64, 80, device="cuda"), torch.rand(80, 48, device="cuda")
+    c = torch.empty(64, 48, device="cuda")
+    x, r = torch.rand(128, 4096, device="cuda"), torch.empty(128, device="cuda")
+    s = torch.cuda.Stream()
+
+    def step():
+        tiledsl.gemm(a, b, c)
+        tiledsl.reduce(x, "sum", axis=1, out=r)
+        return tiledsl.reduce(x, "max", axis=1), tiledsl.transpose(a)
+
+    with torch.cuda.stream(s):
+        step()  # warm-up: compile, load, cache
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        m, at = step()
+    a.copy_(torch.rand_like(a))
+    x.copy_(torch.rand_like(x))
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, a.double().matmul(b.double()).float(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(r, x.double().sum(dim=1).float(), rtol=1e-5, atol=1e-3)
+    assert torch.equal(m, x.amax(dim=1)) and torch.equal(at, a.t())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_repeated_torch_calls_replay_correctly(dtype, rng):
+    """The cached path (second and later calls) on torch tensors, bfloat16 included, and a strided bfloat16
+    reduction (copied each call, never replayed on the strided tensor)."""
+    tol = {"float32": 1e-5, "bfloat16": 1e-2}[dtype]
+    a, b = _t(rng, (70, 33), dtype), _t(rng, (33, 45), dtype)
+    x, t = _t(rng, (33, 200), dtype), _t(rng, (37, 129), dtype)
+    xs = _t(rng, (33, 600), dtype)[:, ::3]
+    for k in range(3):
+        for arr in (a, t, x, xs):
+            arr.mul_(-1)  # new data each round: a stale replay would show
+        c = tiledsl.gemm(a, b)
+        ref = a.double() @ b.double()
+        assert c.dtype == TORCH[dtype] and float((c.double() - ref).norm() / ref.norm()) < tol, k
+        for arr in (x, xs):
+            r = tiledsl.reduce(arr, "sum", axis=1)
+            want = arr.double().sum(dim=1)
+            assert r.dtype == TORCH[dtype]
+            assert torch.allclose(r.double(), want, rtol=0, atol=tol * float(arr.double().abs().sum())), k
+        assert torch.equal(tiledsl.transpose(a), a.t()) and torch.equal(tiledsl.transpose(t), t.t()), k

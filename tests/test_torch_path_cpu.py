@@ -44,8 +44,8 @@ def _fake_torch(empty, state: dict):
     class Tensor:
         is_cuda = True
 
-        def __init__(self, arr) -> None:
-            self.arr = arr
+        def __init__(self, arr, dtype=None) -> None:  # bfloat16: int16 bits, dtype=torch.bfloat16
+            self.arr, self._dtype = arr, dtype
 
         @property
         def shape(self):
@@ -53,7 +53,16 @@ def _fake_torch(empty, state: dict):
 
         @property
         def dtype(self):
-            return getattr(mod, self.arr.dtype.name)
+            return self._dtype or getattr(mod, self.arr.dtype.name)
+
+        def view(self, dtype):
+            return Tensor(self.arr.view(dtype.name))
+
+        def is_contiguous(self):
+            return self.arr.flags.c_contiguous
+
+        def contiguous(self):
+            return self if self.is_contiguous() else Tensor(empty(self.arr.shape, self.arr.dtype), self._dtype)
 
         @property
         def device(self):
@@ -74,6 +83,8 @@ def _fake_torch(empty, state: dict):
 
     def torch_empty(shape, dtype, device):
         state["torch_empty"] += 1
+        if dtype is mod.bfloat16:
+            return Tensor(empty(shape, "int16"), dtype)
         return Tensor(empty(shape, dtype.name))
 
     mod.empty = torch_empty
@@ -187,3 +198,36 @@ def test_cupy_operands_launch_on_cupys_current_stream(fake):
         assert isinstance(tiledsl.transpose(a), cupy.ndarray)
     assert len(log) == 6 and {e["stream"] for e in log} == {0}
     assert state["torch_empty"] == 0
+
+
+def test_bfloat16_tensors_are_replayed_too(fake):
+    torch, log, state, empty = fake
+
+    def bf16(*shape):
+        return torch.Tensor(empty(shape, "int16"), torch.bfloat16)
+
+    a, b, t, x = bf16(64, 32), bf16(32, 48), bf16(40, 72), bf16(16, 256)
+    calls = {
+        "gemm": (lambda: tiledsl.gemm(a, b), (64, 48)),
+        "transpose": (lambda: tiledsl.transpose(t), (72, 40)),
+        "reduce": (lambda: tiledsl.reduce(x, "sum", axis=1), (16,)),
+    }
+    for what, (call, shape) in calls.items():
+        log.clear()
+        state["converted"] = state["torch_empty"] = 0
+        first = call()
+        converted, made = state["converted"], state["torch_empty"]
+        second = call()
+        for r in (first, second):
+            assert isinstance(r, torch.Tensor) and r.shape == shape and r.dtype is torch.bfloat16, what
+        assert state["converted"] == converted and state["torch_empty"] == made + 1, what
+        assert [e["stream"] for e in log] == [TORCH_STREAM] * 2, what
+
+
+def test_a_strided_bfloat16_reduction_is_copied_each_time_not_replayed(fake):
+    torch, log, state, empty = fake
+    x = torch.Tensor(empty((16, 512), "int16")[:, ::2], torch.bfloat16)
+    assert tiledsl.reduce(x, "sum", axis=1).shape == (16,)
+    first = state["converted"]
+    assert tiledsl.reduce(x, "sum", axis=1).shape == (16,)
+    assert first >= 1 and state["converted"] == 2 * first and len(log) == 2  # checked (and copied) again

@@ -180,21 +180,20 @@ def torch_stream(index: int) -> StreamRef:
 
 _NDARRAY: type | None = None  # cupy.ndarray, once array_sig has seen CuPy imported
 _TENSOR: type | None = None  # torch.Tensor, once array_sig has seen one
-_BFLOAT16 = None  # torch.bfloat16
 
 
 def array_sig(x) -> tuple[tuple, int] | None:
     """(signature, device pointer) of a CuPy array or a torch CUDA tensor, read without converting it.
 
     The signature holds what a launch depends on besides the pointer: shape, strides, dtype (and the
-    device of a torch tensor). None for anything else (NumPy arrays, other GPU arrays, torch bfloat16,
-    CPU tensors): those take the checked, converting path.
+    device of a torch tensor). None for anything else (NumPy arrays, other GPU arrays, CPU tensors,
+    subclasses such as ``nn.Parameter``): those take the checked, converting path.
     """
     t = type(x)
     if t is _NDARRAY:
         return (x.shape, x.strides, x.dtype), x.data.ptr
     if t is _TENSOR:
-        if not x.is_cuda or x.dtype is _BFLOAT16:
+        if not x.is_cuda:
             return None
         return (x.shape, x.stride(), x.dtype, x.get_device()), x.data_ptr()
     return _first_sig(x)
@@ -202,12 +201,12 @@ def array_sig(x) -> tuple[tuple, int] | None:
 
 def _first_sig(x) -> tuple[tuple, int] | None:
     """:func:`array_sig` of a type it has not met yet: learn cupy.ndarray / torch.Tensor, then answer."""
-    global _NDARRAY, _TENSOR, _BFLOAT16
+    global _NDARRAY, _TENSOR
     t = type(x)
     if _NDARRAY is None and "cupy" in sys.modules:
         _NDARRAY = _cupy().ndarray
     if _TENSOR is None and t.__name__ == "Tensor" and t.__module__ == "torch":
-        _TENSOR, _BFLOAT16 = t, sys.modules["torch"].bfloat16
+        _TENSOR = t
     if t is _NDARRAY or t is _TENSOR:
         return array_sig(x)
     return None
@@ -234,19 +233,20 @@ class Output:
 
     Args:
         shape: the result's shape.
-        dtype: its NumPy dtype.
+        dtype: its NumPy dtype (of the raw bits for bfloat16).
         torch_index: the CUDA ordinal of the call's first torch tensor, or None for CuPy operands.
+        name: the result's dtype name when it differs from ``dtype``'s ("bfloat16", a torch result only).
     """
 
     __slots__ = ("device", "dtype", "index", "shape", "torch_dtype")
 
-    def __init__(self, shape: tuple[int, ...], dtype, torch_index: int | None) -> None:
+    def __init__(self, shape: tuple[int, ...], dtype, torch_index: int | None, name: str | None = None) -> None:
         self.shape, self.dtype, self.index = tuple(shape), dtype, torch_index
         self.device = self.torch_dtype = None
         if torch_index is not None:
             torch = sys.modules["torch"]
             self.device = torch.device("cuda", torch_index)
-            self.torch_dtype = getattr(torch, np.dtype(dtype).name, None)  # float32 -> torch.float32, ...
+            self.torch_dtype = getattr(torch, name or np.dtype(dtype).name, None)  # "float32" -> torch.float32
 
     def new(self):
         """(a new result array, its device address, the stream to launch on: None for CuPy's current)."""

@@ -50,6 +50,10 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
         torch tensor on the same device when ``a`` or ``b`` is a torch tensor, for every dtype; a CuPy
         array otherwise).
 
+    Streams: CuPy operands run on CuPy's current stream; with a torch CUDA tensor among the arrays the call
+    runs on torch's current stream of that tensor's device (``with torch.cuda.stream(s):`` and
+    ``torch.cuda.graph`` apply), and a new result is allocated with ``torch.empty``.
+
     Raises:
         SpecTypeError: an operand is a NumPy (host) array or not a GPU array.
         SpecError: an operand is not 2-D, inner dimensions differ, dtypes are unsupported or mixed,
@@ -292,7 +296,7 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
     built = build(GEMM, op, s, target)
     fixed = {"m": m, "n": n, "k": op.k, "lda": lda, "ldb": ldb, "ldc": ldc, "one": 1.0}
     first, second = (b0, a0) if swap else (a0, b0)
-    output = runtime.Output((c.shape[1], c.shape[0]) if swap else c.shape, c.dtype, torch_index)
+    output = runtime.Output((c.shape[1], c.shape[0]) if swap else c.shape, c.dtype, torch_index, dtype)
     call = _GemmCall(built, swap, output, (byte_extent(first), byte_extent(second), byte_extent(c)), fixed)
     pa, pb = a.data.ptr, b.data.ptr
     call.launch(*((pb, pa) if swap else (pa, pb)), c.data.ptr, alpha, beta, None)

@@ -41,6 +41,10 @@ def reduce(x, op: str = "sum", axis: int | tuple[int, ...] | None = None, *,  # 
         give int64, mean/norm2 of integers give float64. A torch tensor on ``x``'s device when ``x`` is
         a torch tensor (every dtype), a CuPy array otherwise; ``out`` itself when given.
 
+    Streams: CuPy operands run on CuPy's current stream; with a torch CUDA tensor among the arrays the call
+    runs on torch's current stream of that tensor's device (``with torch.cuda.stream(s):`` and
+    ``torch.cuda.graph`` apply), and a new result is allocated with ``torch.empty``.
+
     Raises:
         SpecTypeError: ``x`` is a NumPy (host) array or not a GPU array.
         SpecError: unsupported op or dtype, an axis out of range or repeated, max/min of an empty axis (numpy's
@@ -123,6 +127,8 @@ def _reduce_slow(x, op, axis, schedule, out, dtype, keepdims, key):
 
     torch_index = runtime.torch_device((x, out))
     xc, in_dtype, torch_like = _input(x)
+    if torch_like is not None and not torch_like.is_contiguous():
+        key = None  # a bfloat16 copy: nothing to replay
     axes = normalize_axes(axis, xc.ndim)
     out_dtype = None if dtype is None else dtypes.dtype_name(dtype)
     if axes is None or len(axes) == xc.ndim or len(axes) == 1:  # all axes, or one: the op sees x itself
@@ -153,7 +159,8 @@ def _reduce_slow(x, op, axis, schedule, out, dtype, keepdims, key):
         return result
     target = Target.current()
     s = resolve_schedule(REDUCE, rop, schedule, target)
-    call = _ReduceCall(build(REDUCE, rop, s, target), runtime.Output(out_shape, out_c.dtype, torch_index))
+    call = _ReduceCall(build(REDUCE, rop, s, target), runtime.Output(out_shape, out_c.dtype, torch_index,
+                                                                               rop.out_dtype))
     call.run(xc.data.ptr, out_c.data.ptr, out_c)
     if key is not None:  # x and out (if given) are CuPy arrays or torch CUDA tensors (runtime.array_sig)
         cache.LAUNCHES.put(key, call)

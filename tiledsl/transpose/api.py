@@ -37,6 +37,10 @@ def transpose(x, *, out=None, schedule: TransposeSchedule | None = None):
         The transposed array: ``out`` when given, else a new C-contiguous array of the input's library
         (a torch tensor on the same device for a torch input, every dtype; a CuPy array otherwise).
 
+    Streams: CuPy operands run on CuPy's current stream; with a torch CUDA tensor among the arrays the call
+    runs on torch's current stream of that tensor's device (``with torch.cuda.stream(s):`` and
+    ``torch.cuda.graph`` apply), and a new result is allocated with ``torch.empty``.
+
     Raises:
         SpecTypeError: ``x`` or ``out`` is a NumPy (host) array or not a GPU array.
         SpecError: ``x`` is not 2-D or 3-D, its dtype is unsupported, or ``out`` has the wrong shape or
@@ -135,7 +139,7 @@ def _transpose_slow(x, out, schedule, key):
         align_in=_align(x), align_out=_align(y))
     target = Target.current()
     s = resolve_schedule(TRANSPOSE, op, schedule, target)
-    call = _TransposeCall(build(TRANSPOSE, op, s, target), runtime.Output(out_shape, y.dtype, torch_index),
+    call = _TransposeCall(build(TRANSPOSE, op, s, target), runtime.Output(out_shape, y.dtype, torch_index, x_name),
                           (byte_extent(x), byte_extent(y)))
     call.launcher((x.data.ptr, y.data.ptr))
     if key is not None:  # x and out (if given) are CuPy arrays or torch CUDA tensors (runtime.array_sig)
