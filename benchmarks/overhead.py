@@ -6,7 +6,8 @@ For small problems this is the host's launch path (Python, argument packing, the
 large ones (the 2^29 full sum and the 16384² row sum, timed as a user calls them) it is the kernel.
 
 Rows: GEMM 64×64×64 (CuPy arrays, and torch tensors), with a new output and with ``c=``/``out=``;
-reduce sum axis=1 of 128×4096 (llama RMSNorm rows); transpose 64×64; the transformer rows of
+reduce sum axis=1 of 128×4096 (llama RMSNorm rows; CuPy arrays, and torch tensors); transpose 64×64
+(CuPy arrays, and torch tensors); the transformer rows of
 ``benchmarks/data/reductions.csv`` (workloads with ``tokens``); the full sum of 2^29 and the row sum of
 16384² float32 (CuPy's sums run CUB).
 
@@ -108,10 +109,16 @@ def cases(big: bool):
                  lambda: x.sum(axis=1), (lambda: tx.sum(dim=1)) if torch else None))
     rows.append(("reduce sum axis=1, 128x4096, out= given", lambda: tiledsl.reduce(x, "sum", axis=1, out=r),
                  lambda: cp.sum(x, axis=1, out=r), None))
+    if torch is not None:
+        rows.append(("reduce sum axis=1, 128x4096, torch tensors", lambda: tiledsl.reduce(tx, "sum", axis=1),
+                     lambda: x.sum(axis=1), lambda: tx.sum(dim=1)))
     t = cp.random.rand(64, 64, dtype=cp.float32)
     tt = torch.rand(64, 64, device="cuda") if torch else None
     rows.append(("transpose 64x64", lambda: tiledsl.transpose(t), lambda: cp.ascontiguousarray(t.T),
                  (lambda: tt.t().contiguous()) if torch else None))
+    if torch is not None:
+        rows.append(("transpose 64x64, torch tensors", lambda: tiledsl.transpose(tt),
+                     lambda: cp.ascontiguousarray(t.T), lambda: tt.t().contiguous()))
     for name, m, n in transformer_rows():
         xm = cp.random.rand(m, n, dtype=cp.float32)
         txm = torch.rand(m, n, device="cuda") if torch else None
