@@ -138,3 +138,14 @@ def test_repeated_torch_calls_replay_correctly(dtype, rng):
             assert r.dtype == TORCH[dtype]
             assert torch.allclose(r.double(), want, rtol=0, atol=tol * float(arr.double().abs().sum())), k
         assert torch.equal(tiledsl.transpose(a), a.t()) and torch.equal(tiledsl.transpose(t), t.t()), k
+
+
+def test_parameters_take_the_cached_path(rng):
+    x = _t(rng, (16, 64), "float32")
+    w = torch.nn.Parameter(_t(rng, (64, 32), "float32"), requires_grad=False)
+    for _ in range(3):
+        with torch.no_grad():
+            w.mul_(-1)
+        y = tiledsl.gemm(x, w)
+        assert isinstance(y, torch.Tensor)
+        torch.testing.assert_close(y.double(), x.double() @ w.double(), rtol=1e-5, atol=1e-5)

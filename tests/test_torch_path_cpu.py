@@ -77,8 +77,12 @@ def _fake_torch(empty, state: dict):
         def data_ptr(self):
             return self.arr.data.ptr
 
-    Tensor.__module__ = "torch"
+    class Parameter(Tensor):
+        pass
+
+    Tensor.__module__, Parameter.__module__ = "torch", "torch.nn.parameter"
     mod.Tensor = Tensor
+    mod.nn = types.SimpleNamespace(Parameter=Parameter)
     mod.device = lambda kind, index: (kind, index)
 
     def torch_empty(shape, dtype, device):
@@ -135,7 +139,7 @@ def fake(monkeypatch):
         return as_cupy(x, name)
 
     monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setattr(runtime, "_TENSOR", None)
+    monkeypatch.setattr(runtime, "_TENSORS", frozenset())
     monkeypatch.setattr(runtime, "_RAW_STREAM", [])
     monkeypatch.setattr(runtime, "_TORCH_STREAMS", {})
     for mod in (runtime, gemm_api, reduce_api):
@@ -231,3 +235,14 @@ def test_a_strided_bfloat16_reduction_is_copied_each_time_not_replayed(fake):
     first = state["converted"]
     assert tiledsl.reduce(x, "sum", axis=1).shape == (16,)
     assert first >= 1 and state["converted"] == 2 * first and len(log) == 2  # checked (and copied) again
+
+
+def test_parameters_are_replayed_like_tensors(fake):
+    torch, log, state, empty = fake
+    w, x = torch.nn.Parameter(empty((32, 48))), torch.Tensor(empty((64, 32)))
+    first = tiledsl.gemm(x, w)
+    converted = state["converted"]
+    second = tiledsl.gemm(x, w)
+    assert isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and second.shape == (64, 48)
+    assert converted == 2 and state["converted"] == converted and state["torch_empty"] == 1
+    assert [e["stream"] for e in log] == [TORCH_STREAM] * 2

@@ -179,20 +179,21 @@ def torch_stream(index: int) -> StreamRef:
 
 
 _NDARRAY: type | None = None  # cupy.ndarray, once array_sig has seen CuPy imported
-_TENSOR: type | None = None  # torch.Tensor, once array_sig has seen one
+_TENSORS: frozenset = frozenset()  # torch.Tensor and torch.nn.Parameter, once array_sig has seen torch imported
 
 
 def array_sig(x) -> tuple[tuple, int] | None:
-    """(signature, device pointer) of a CuPy array or a torch CUDA tensor, read without converting it.
+    """(signature, device pointer) of a CuPy array or a torch CUDA tensor (``torch.Tensor`` or
+    ``torch.nn.Parameter``), read without converting it.
 
     The signature holds what a launch depends on besides the pointer: shape, strides, dtype (and the
-    device of a torch tensor). None for anything else (NumPy arrays, other GPU arrays, CPU tensors,
-    subclasses such as ``nn.Parameter``): those take the checked, converting path.
+    device of a torch tensor). None for anything else (NumPy arrays, other GPU arrays, CPU tensors, other
+    tensor subclasses): those take the checked, converting path.
     """
     t = type(x)
     if t is _NDARRAY:
         return (x.shape, x.strides, x.dtype), x.data.ptr
-    if t is _TENSOR:
+    if t in _TENSORS:
         if not x.is_cuda:
             return None
         return (x.shape, x.stride(), x.dtype, x.get_device()), x.data_ptr()
@@ -200,14 +201,17 @@ def array_sig(x) -> tuple[tuple, int] | None:
 
 
 def _first_sig(x) -> tuple[tuple, int] | None:
-    """:func:`array_sig` of a type it has not met yet: learn cupy.ndarray / torch.Tensor, then answer."""
-    global _NDARRAY, _TENSOR
-    t = type(x)
+    """:func:`array_sig` of a type it does not know yet: learn cupy.ndarray and torch's tensor types
+    (when those libraries are imported), then answer."""
+    global _NDARRAY, _TENSORS
     if _NDARRAY is None and "cupy" in sys.modules:
         _NDARRAY = _cupy().ndarray
-    if _TENSOR is None and t.__name__ == "Tensor" and t.__module__ == "torch":
-        _TENSOR = t
-    if t is _NDARRAY or t is _TENSOR:
+    torch = sys.modules.get("torch")
+    if not _TENSORS and isinstance(getattr(torch, "Tensor", None), type):
+        parameter = getattr(getattr(torch, "nn", None), "Parameter", None)
+        _TENSORS = frozenset(t for t in (torch.Tensor, parameter) if isinstance(t, type))
+    t = type(x)
+    if t is _NDARRAY or t in _TENSORS:
         return array_sig(x)
     return None
 
