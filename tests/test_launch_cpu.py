@@ -231,3 +231,24 @@ def test_workspaces_are_kept_per_stream_and_zeroed_by_a_memset_on_it(fake_gpu, m
     capturing.add(33)
     with pytest.raises(tiledsl.LaunchError, match="run the same call once before capturing"):
         launch.workspace_ptr(tickets, runtime.StreamRef(33))
+
+
+def test_tma_gemm_passes_tensor_maps_encoded_once_per_address_pair(fake_gpu, monkeypatch):
+    empty = fake_gpu.pop()
+    encoded = []
+
+    def encode(geom, ptr):
+        encoded.append(ptr)
+        return ("map", geom.inner, geom.outer, ptr)
+
+    monkeypatch.setattr(gemm_api, "encode", encode)
+    s = tiledsl.preset("gemm", "hgemm_tma_128x128x64_s6")
+    a, b = empty((256, 128), np.float16), empty((128, 192), np.float16)
+    c1 = tiledsl.gemm(a, b, schedule=s)
+    c2 = tiledsl.gemm(a, b, schedule=s)
+    runs = _launches(fake_gpu)
+    assert len(runs) == 2 and encoded == [a.data.ptr, b.data.ptr]  # the repeat reuses the maps
+    for run, c in zip(runs, (c1, c2), strict=True):
+        assert run["args"][0][0] == "map" and run["args"][0][3] == a.data.ptr and run["args"][1][3] == b.data.ptr
+        assert int(run["args"][2]) == c.data.ptr
+        assert run["args"][3:] == (np.int32(256), np.int32(192), np.int32(128), np.int64(192), np.float32(1.0))
