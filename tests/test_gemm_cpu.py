@@ -535,8 +535,8 @@ def test_gemv_rules_and_default():
     assert tiledsl.plan(GemmOp(1, 4096, 4096), decode, arch="sm_90").blocks >= 3 * h200.sm_count  # fills the GPU
     assert default_schedule(GemmOp(16, 4096, 4096), h200).kernel == "gemv"  # float32, row-major B: to 16 rows
     assert default_schedule(GemmOp(17, 4096, 4096), h200).kernel == "tiled"
-    assert default_schedule(GemmOp(2, 4096, 4096, layout_b="col"), h200).kernel == "gemv"
-    assert default_schedule(GemmOp(3, 4096, 4096, layout_b="col"), h200).kernel == "tiled"
+    assert default_schedule(GemmOp(1, 4096, 4096, layout_b="col"), h200).kernel == "gemv"
+    assert default_schedule(GemmOp(2, 4096, 4096, layout_b="col"), h200).kernel == "tiled"
     half = dict(dtype="float16", align_a=8, align_b=8, align_c=8)
     assert default_schedule(GemmOp(1, 4096, 4096, **half), h200).kernel == "gemv"
     assert default_schedule(GemmOp(2, 4096, 4096, **half), h200).kernel == "tiled"  # tensor cores from 2 rows

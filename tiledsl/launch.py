@@ -169,7 +169,7 @@ def workspace_ptr(ws: Workspace, stream=None) -> int:
     if init == "zero" or (ws.fill == 0 and math.copysign(1.0, ws.fill) > 0):  # all-zero bits
         cupy.cuda.runtime.memsetAsync(ptr, 0, ws.nbytes, sp)
     else:
-        with cupy.cuda.ExternalStream(sp):
+        with runtime.external_stream(sp):
             buf[:ws.nbytes].view(np.dtype(ws.dtype)).fill(ws.fill)
     return ptr
 
@@ -180,7 +180,7 @@ def _grow(cupy, ws: Workspace, sp: int, key: tuple, buf):
                           f"graph is being captured: run the same call once before capturing it")
     if buf is not None:
         _RETIRED.append(buf)
-    with cupy.cuda.ExternalStream(sp):  # the pool hands the memory back to this stream when it is freed
+    with runtime.external_stream(sp):  # the pool hands the memory back to this stream when it is freed
         buf = cupy.empty(max(ws.nbytes, 256), dtype=np.uint8)
     _WORKSPACES[key] = buf
     return buf

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import warnings
 
 import numpy as np
 
@@ -339,7 +340,19 @@ def returns_like_inputs(fn):
         index = torch_device(inputs)
         if index is None:
             return like_inputs(fn(*args, **kwargs), inputs)
-        with _cupy().cuda.ExternalStream(torch_stream(index).ptr, index):
+        with external_stream(torch_stream(index).ptr, index):
             return like_inputs(fn(*args, **kwargs), inputs)
 
     return wrapper
+
+
+def external_stream(ptr: int, device: int = -1):
+    """CuPy's stream object for the raw CUDA stream ``ptr`` (a ``with`` makes it CuPy's current stream).
+
+    ``cupy.cuda.ExternalStream`` is deprecated from CuPy 14 in favour of ``Stream.from_external``, which takes
+    an object implementing the CUDA stream protocol and does not exist in CuPy 13 (the cuda12 extra allows
+    either); the deprecation warning is silenced here, once, rather than shown to every torch user.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _cupy().cuda.ExternalStream(ptr, device) if device >= 0 else _cupy().cuda.ExternalStream(ptr)

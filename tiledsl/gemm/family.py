@@ -106,12 +106,12 @@ TC_DEFAULT_CANDIDATES = {"hgemm_tma_128x256x64_s4": 0.635, "hgemm_tma_128x128x64
                          "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}
 
 
-GEMV_MAX_M = {(True, True): 16, (True, False): 2, (False, True): 1, (False, False): 1}
+GEMV_MAX_M = {(True, True): 16, (True, False): 1, (False, True): 1, (False, False): 1}
 """(float32, row-major B) -> the most rows of C for which ``schedule=None`` picks the GEMV-style kernel. Measured
-on the H200 (``python benchmarks/gemv.py``, 2026-12-01, ``benchmarks/results/gemv_h200.json``): with one row it
-reads B at 2.4-4.2 TB/s (0.77-1.15x cuBLAS); with more rows its per-row loads of A cost issue slots, and it
-stays ahead only for float32 with a row-major B (0.43-1.59x at 4-16 rows; column-major B 0.62-0.86x at 4 rows,
-0.10-0.23x at 16; 16-bit 0.17-0.45x at 4-8 rows, where the tensor-core tiles take over)."""
+on the H200 (``python benchmarks/gemv.py``, 2026-12-01, ``benchmarks/results/gemv_h200.json``): one row reads B
+at 2.6-4.1 TB/s (0.90-1.13x cuBLAS, every dtype and layout); float32 with a row-major B stays ahead up to 16
+rows (0.84-2.77x); with a column-major B more rows fall behind (0.34-0.64x at 4-16 rows), and 16-bit inputs
+with more rows go to the tensor-core tiles."""
 
 
 def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
