@@ -26,6 +26,8 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from .devices import pinned
+
 # ---------------------------------------------------------------- compile (process pool)
 
 
@@ -564,25 +566,43 @@ class WorkerStats:
 class GpuWorker:
     """A child process holding the CUDA context; restarted after a CUDA error, a crash or a hang.
 
+    One request at a time: :meth:`call` sends it and waits; :meth:`send` then :meth:`receive` do the
+    same in two steps, so one process can keep several workers busy (wait on :attr:`connection`, or
+    poll :meth:`ready`).
+
     Args:
         family: op family name.
         op_dict: the op as a dict (``op.to_dict()``).
-        timeout_s: longest one request may take before the worker is killed.
+        timeout_s: longest one request may take (seconds) before the worker is killed and restarted.
+        device: the CUDA device (index among this process's devices) the worker is pinned to through
+            ``CUDA_VISIBLE_DEVICES`` (:func:`search.devices.pinned`; it is its device 0); None: not
+            pinned (it uses the current device, as a single-GPU run always did).
     """
 
-    def __init__(self, family: str, op_dict: dict, timeout_s: float = 120.0) -> None:
-        self.family, self.op_dict, self.timeout_s = family, op_dict, timeout_s
+    name = "tiledsl-gpu-worker"
+
+    def __init__(self, family: str, op_dict: dict, timeout_s: float = 120.0, device: int | None = None) -> None:
+        self.family, self.op_dict, self.timeout_s, self.device = family, op_dict, timeout_s, device
         self.stats = WorkerStats()
         self._proc = None
         self._conn = None
+        self._deadline = 0.0
+        self._timeout = timeout_s
+        self._send_error: BaseException | None = None
         self._start()
+
+    def _main_args(self) -> tuple:
+        """(target, args) of the child process."""
+        return _worker_main, (self.family, self.op_dict)
 
     def _start(self) -> None:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker_main, args=(child, self.family, self.op_dict), daemon=True,
-                                 name="tiledsl-gpu-worker")
-        self._proc.start()
+        target, args = self._main_args()
+        self._proc = ctx.Process(target=target, args=(child, *args), daemon=True,
+                                 name=self.name if self.device is None else f"{self.name}-{self.device}")
+        with pinned(self.device):
+            self._proc.start()
         child.close()
         self._conn = parent
         self.stats.starts += 1
@@ -600,14 +620,41 @@ class GpuWorker:
         if self._conn is not None:
             self._conn.close()
 
-    def call(self, req: dict, timeout_s: float | None = None) -> dict:
-        """Send one request; a hang, a crash or a CUDA error comes back as ``{"ok": False, ...}``."""
-        timeout_s = timeout_s or self.timeout_s
+    @property
+    def connection(self):
+        """The parent's end of the pipe (for ``multiprocessing.connection.wait``)."""
+        return self._conn
+
+    def send(self, req: dict, timeout_s: float | None = None) -> None:
+        """Send one request; its answer is collected by :meth:`receive` within ``timeout_s`` seconds."""
+        self._timeout = timeout_s or self.timeout_s
+        self._deadline = time.monotonic() + self._timeout
+        self._send_error = None
         try:
             self._conn.send(req)
-            if not self._conn.poll(timeout_s):
-                self._restart(f"timeout after {timeout_s:.0f} s")
-                return {"ok": False, "stage": "timeout", "error": f"no answer within {timeout_s:.0f} s (killed)"}
+        except (OSError, BrokenPipeError) as exc:  # the worker died before: receive() reports it
+            self._send_error = exc
+
+    def ready(self) -> bool:
+        """True when :meth:`receive` returns without waiting (an answer, a dead worker, or the deadline passed)."""
+        try:
+            return (self._send_error is not None or time.monotonic() >= self._deadline
+                    or self._conn.poll(0))
+        except (OSError, EOFError):
+            return True
+
+    def seconds_left(self) -> float:
+        """Seconds until the request in hand times out (0 when it has)."""
+        return max(0.0, self._deadline - time.monotonic())
+
+    def receive(self) -> dict:
+        """The answer to the request sent; a hang, a crash or a CUDA error comes back as ``{"ok": False, ...}``."""
+        try:
+            if self._send_error is not None:
+                raise self._send_error
+            if not self._conn.poll(self.seconds_left()):
+                self._restart(f"timeout after {self._timeout:.0f} s")
+                return {"ok": False, "stage": "timeout", "error": f"no answer within {self._timeout:.0f} s (killed)"}
             resp = self._conn.recv()
         except (EOFError, OSError, BrokenPipeError) as exc:
             code = self._proc.exitcode if self._proc is not None else None
@@ -616,6 +663,11 @@ class GpuWorker:
         if resp.get("fatal"):
             self._restart(resp.get("error", "CUDA error"))
         return resp
+
+    def call(self, req: dict, timeout_s: float | None = None) -> dict:
+        """Send one request and wait for its answer (:meth:`send` + :meth:`receive`)."""
+        self.send(req, timeout_s)
+        return self.receive()
 
     def close(self) -> None:
         """Stop the worker."""

@@ -3,6 +3,7 @@
 Examples::
 
     python -m search.tune gemm --m 4096 --n 4096 --k 4096 --dtype float32 --trials 200 --export best/
+    python -m search.tune gemm --m 4096 --n 4096 --k 4096 --gpus all            # every GPU of the node
     python -m search.tune gemm --m 4096 --n 4096 --k 4096 --model-only          # no GPU: cost model only
     python -m search.tune gemm --m 4096 --n 4096 --k 4096 --lookup             # what schedule=None picks
     python -m search.tune reduce --shape 16384x16384 --axis 1 --op sum --trials 100
@@ -17,9 +18,11 @@ How one run goes (see ``docs/search.md``):
    trial already owns is not re-measured (its value is reused);
 3. measured mode: candidates compile in a process pool while a GPU worker process verifies (fresh
    random data, NaN-poisoned output, vs. the vendor library) and times the previous one; CUDA errors
-   restart the worker and fail only that trial. ``--model-only``: the value is the cost model's
+   restart the worker and fail only that trial. ``--gpus all|0,1,...``: one GPU worker process per device
+   (pinned with ``CUDA_VISIBLE_DEVICES``), the oldest compiled candidate going to the first idle one; the
+   trial records its ``device``. ``--model-only``: the value is the cost model's
    predicted time and only the few best are compiled (registers / shared memory / spills);
-4. the top 5 are re-measured interleaved with the vendor library, the winner is picked with a
+4. the top 5 are re-measured interleaved with the vendor library, on the first listed device; the winner is picked with a
    deterministic tie-break, the report is printed, and the results folder (``--export DIR``, default
    ``tune-out/<study name>/``) receives kernel.cu + schedule.json, report.json (every trial), report.txt
    and roofline.png (``search.outputs``); a measured winner is stored where ``schedule=None`` finds it.
@@ -36,13 +39,17 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from multiprocessing import Pipe
+from multiprocessing.connection import wait
 
 from . import export, outputs
 from . import report as R
+from .devices import SIMULATED_ENV, GpuRequest, cuda_device_names, devices_present, parse_gpus, resolve
 from .families import LAYOUTS, SEARCH_FAMILIES, family_of_op, gemm_op, positive_int
 from .families import get as get_family
 from .interrupt import EXIT_INTERRUPTED, DeferredInterrupt, ignore_in_child
 from .measure import GpuWorker, compile_job
+from .model_worker import ModelWorker
 from .objective import (
     Model,
     claim,
@@ -103,6 +110,7 @@ class TuneConfig:
     command: str = ""
     notes: list = field(default_factory=list)
     stale_after_s: int = DEFAULT_STALE_AFTER_S
+    gpus: tuple[int, ...] | None = None  # --gpus resolved to device indices; None: not given (the current device)
 
 
 def default_study_name(family: str, op, device_tag: str, model_only: bool) -> str:
@@ -232,6 +240,21 @@ def _predict_seeds(space: Space, model: Model, op, target, top: int, budget_s: f
     return [(p, s) for p, _, s in scored[:top]]
 
 
+def _check_devices(cfg: TuneConfig, target) -> None:
+    """Measured runs on several GPUs: every listed device is the GPU the study is named for.
+
+    Raises:
+        SystemExit: a listed device is another GPU model (one study measures one kind of GPU).
+    """
+    if cfg.model_only or cfg.gpus is None:
+        return
+    names = cuda_device_names()
+    other = [(d, names[d]) for d in cfg.gpus if d < len(names) and names[d] != target.name]
+    if other:
+        raise SystemExit(f"--gpus {','.join(map(str, cfg.gpus))}: device {other[0][0]} is a {other[0][1]}, not a "
+                         f"{target.name} like device 0; one study measures one kind of GPU (run one study per kind)")
+
+
 def run(cfg: TuneConfig, out=print) -> TuneResult:
     """Run (or resume) one study and print its report.
 
@@ -277,6 +300,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
         if cfg.device and device_tag(cfg.device) not in device_tag(target.name):
             out(f"note: --device {cfg.device} ignored: measuring on the GPU present, {target.name}")
     mode = "model-only" if cfg.model_only else "measured"
+    _check_devices(cfg, target)
     model = load_model()
     name = cfg.study_name or default_study_name(cfg.family, op, device_tag(target.name), cfg.model_only)
     storage = make_storage(cfg.storage, cfg.stale_after_s)
@@ -310,16 +334,25 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     best = {"s": None}
     bar = _Progress(cfg.trials, cfg.progress, f"search ({mode})", "trial")
 
-    pool = worker = None
+    pool = None
+    workers: list = []  # one per device; workers[0] times the vendor library and re-measures the finalists
+    devices = cfg.gpus or (0,)
     vendor_s = None
+    if cfg.model_only and len(devices) > 1:  # the cost model stands in for each device's GPU worker
+        workers = [ModelWorker(cfg.family, op.to_dict(), target.name, device=d) for d in devices]
+        out(f"{len(devices)} simulated devices {', '.join(map(str, devices))}: one cost-model worker process each")
     if not cfg.model_only:
         from concurrent.futures import ProcessPoolExecutor
         from multiprocessing import get_context
 
         jobs = cfg.jobs or max(1, min(8, (os.cpu_count() or 2) - 1))
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=ignore_in_child)
-        worker = GpuWorker(cfg.family, op.to_dict())
-        v = worker.call({"cmd": "vendor"}, timeout_s=300)
+        workers = [GpuWorker(cfg.family, op.to_dict(), device=None if cfg.gpus is None else d) for d in devices]
+        if len(workers) > 1:
+            out(f"{len(workers)} GPU workers, devices {', '.join(map(str, devices))} (one process and CUDA context "
+                f"each), fed by one pool of {jobs} compile processes; the final re-measurement runs on device "
+                f"{devices[0]}")
+        v = workers[0].call({"cmd": "vendor"}, timeout_s=300)
         vendor_s = v["median_ms"] / 1e3 if v.get("ok") else None
         if vendor_s:
             out(f"vendor library ({vendor_name(cfg.family, op)}): {vendor_s * 1e3:.3f} ms = "
@@ -379,20 +412,42 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
         _attr(trial, predicted_s=ex.get("predicted_s"), bound_by=ex.get("bound_by"))
         return built, ex.get("predicted_s")
 
-    def evaluate(trial, sched, fut) -> None:
-        """Measured mode: the compile result of ``trial``, then verify and time it on the GPU worker."""
+    def compiled(trial, fut) -> bool:
+        """Measured mode: record the compile result of ``trial`` (``fut`` done; None: nothing compiled);
+        False when it failed (the trial is told FAIL)."""
+        if fut is None:
+            return True
         res = fut.result()
         time_split["compile_s"] += res.get("compile_s", 0.0)
         time_split["compiles"] += 1
         if not res["ok"]:
             _attr(trial, error=res["error"][:4000], stage="compile")
             finish(trial, TrialState.FAIL)
-            return
+            return False
         _attr(trial, registers=res["registers"], smem_bytes=res["smem_bytes"], spill_bytes=res["spill_bytes"])
-        m = worker.call({"cmd": "measure", "schedule": sched.to_dict(),
-                         "best_ms": None if best["s"] is None else best["s"] * 1e3})
+        return True
+
+    def still_owner(trial, sched) -> bool:
+        """Claims again just before measuring: a claim of the same schedule by another host whose clock runs
+        behind ours may have landed after :func:`prepare` looked; the earliest claim keeps it, the others
+        are told duplicates (so a schedule is measured once unless the clocks differ by more than the
+        time between a trial's claim and its measurement)."""
+        dup = find_duplicate(study, trial, schedule_key(sched))
+        if dup is None:
+            return True
+        trial.set_user_attr("duplicate_of", dup.number)
+        _attr(trial, pruned_reason=f"duplicate of trial {dup.number} ({dup.state.name.lower()})", rule="duplicate")
+        finish(trial, TrialState.PRUNED, kind="dup")
+        return False
+
+    def measure_request(sched) -> dict:
+        return {"cmd": "measure", "schedule": sched.to_dict(), "best_ms": None if best["s"] is None else best["s"] * 1e3}
+
+    def measured(trial, m: dict, device: int) -> None:
+        """The worker's answer ``m`` for ``trial``, measured on ``device``: told COMPLETE or FAIL."""
+        trial.set_user_attr("device", device)
         time_split["verify_s"] += m.get("verify_s", 0.0)
-        time_split["measure_s"] += m.get("measure_s", 0.0)
+        time_split["predict_s" if cfg.model_only else "measure_s"] += m.get("measure_s", 0.0)  # a stand-in predicts
         if not m.get("ok"):
             _attr(trial, error=str(m.get("error"))[:4000], stage=m.get("stage"))
             finish(trial, TrialState.FAIL)
@@ -409,16 +464,26 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
         out(f"warning: trial {trial.number} was marked FAIL by another worker (no heartbeat for "
             f"{cfg.stale_after_s} s: was this process suspended?); its result is dropped")
 
-    pending: deque = deque()
-    depth = (cfg.jobs or 4) + 2
+    inline = not workers  # --model-only on one device: predicted right here, as it always was
+    pending: deque = deque()  # (trial, schedule, compile future or None), asked and not yet measured, in ask order
+    busy: dict[int, tuple] = {}  # worker index -> (trial, schedule) it is measuring
+    depth = 1 if inline else (cfg.jobs or 4) + 2 * len(workers)
     asked = evaluated = 0
     deadline = None if cfg.timeout_s is None else time.monotonic() + cfg.timeout_s
     beat = Heartbeat(storage, heartbeat_interval(cfg.stale_after_s))
     last_expiry = time.monotonic()
+    wake_r, wake_w = Pipe(duplex=False)  # a compile finished (written from the pool's callback thread)
+
+    def wake(_fut) -> None:
+        try:
+            wake_w.send_bytes(b".")
+        except OSError:  # closed at the end of the run
+            pass
+
     try:
-        while not intr.requested:
-            while (len(pending) < (1 if cfg.model_only else depth) and not intr.requested
-                   and stats["complete"] + stats["fail"] + stats["dup"] + len(pending) < cfg.trials
+        while True:
+            while (len(pending) + len(busy) < depth and not intr.requested
+                   and stats["complete"] + stats["fail"] + stats["dup"] + len(pending) + len(busy) < cfg.trials
                    and asked < 20 * cfg.trials and (deadline is None or time.monotonic() < deadline)):
                 if time.monotonic() - last_expiry > heartbeat_interval(cfg.stale_after_s):
                     expire_stale(study, cfg.stale_after_s)
@@ -428,7 +493,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
                 asked += 1
                 try:
                     got = prepare(trial)
-                    if got is not None and cfg.model_only:
+                    if got is not None and inline:
                         if got[1] is None:
                             _attr(trial, error="the cost model could not predict this schedule")
                             finish(trial, TrialState.FAIL)
@@ -442,22 +507,43 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
                     continue
                 evaluated += 1
                 sched, pred = got
-                if cfg.model_only:
+                if inline:
                     continue
-                fut = pool.submit(compile_job, cfg.family, op.to_dict(), sched.to_dict(), target.arch)
+                fut = None
+                if pool is not None:
+                    fut = pool.submit(compile_job, cfg.family, op.to_dict(), sched.to_dict(), target.arch)
+                    fut.add_done_callback(wake)
                 pending.append((trial, sched, fut))
-            if not pending or intr.requested:
+            if not busy and (intr.requested or not pending):
                 break
-            trial, sched, fut = pending.popleft()
-            try:
-                evaluate(trial, sched, fut)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                lost(trial)
+            idle = [i for i in range(len(workers)) if i not in busy]
+            if pending and idle and not intr.requested and (pending[0][2] is None or pending[0][2].done()):
+                # the oldest candidate, compiled, goes to the first idle device (then back to asking)
+                trial, sched, fut = pending.popleft()
+                try:
+                    if compiled(trial, fut) and still_owner(trial, sched):
+                        workers[idle[0]].send(measure_request(sched))
+                        busy[idle[0]] = (trial, sched)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    lost(trial)
+                continue
+            # wait for a device's answer, the oldest candidate's compile (when a device is idle), or a timeout
+            waits = [workers[i].connection for i in busy] + ([wake_r] if pending and idle else [])
+            wait(waits, timeout=min([1.0, *(workers[i].seconds_left() for i in busy)]))
+            while wake_r.poll():
+                wake_r.recv_bytes()
+            for i in [i for i in busy if workers[i].ready()]:
+                trial, sched = busy.pop(i)
+                try:
+                    measured(trial, workers[i].receive(), devices[i])
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    lost(trial)
     except KeyboardInterrupt:  # a second Ctrl-C: stop at once
         intr.requested = True
     finally:
         for _, _, fut in pending:
-            fut.cancel()
+            if fut is not None:
+                fut.cancel()
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
         for trial in beat.held():  # asked but not evaluated: FAIL without "error", so they own nothing
@@ -467,6 +553,10 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
                 pass
         beat.stop()
         bar.close()  # after the clean-up: its seconds stay on the search's bar
+        for w in workers[1:] if not cfg.model_only else workers:  # the first GPU worker re-measures the finalists
+            w.close()
+        wake_w.close()
+        wake_r.close()
     if intr.requested:
         out("interrupted: the trials evaluated so far are in the study; re-run the same command to resume")
     search_s = time.perf_counter() - t_run
@@ -483,18 +573,21 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
         time_split["compile_s"] += info["compile_s"]
         time_split["compiles"] += info["compiled"]
     else:
-        finals, vendor_final = _finalists(study, space, target, cfg, worker, model, op, out,
+        finals, vendor_final = _finalists(study, space, target, cfg, workers[0], model, op, out,
                                           remeasure=not intr.requested)
         if vendor_final is not None:
             vendor_s = vendor_final
-        worker.close()
+        workers[0].close()
+        info["final_device"] = devices[0] if len(devices) > 1 else None
         if finals:
             w, tied = R.pick_winner([{"number": f.number, "median_s": f.median_s, "spread": f.spread, "f": f}
                                      for f in finals])
             winner = w["f"]
     if winner is not None:
-        study.set_user_attr(f"final:{worker_id}", {"winner_trial": winner.number, "median_s": winner.median_s,
-                                                   "vendor_s": vendor_s, "date": _now()})
+        final = {"winner_trial": winner.number, "median_s": winner.median_s, "vendor_s": vendor_s, "date": _now()}
+        if not cfg.model_only and cfg.gpus is not None:
+            final["device"] = devices[0]  # where the finalists were re-measured, together
+        study.set_user_attr(f"final:{worker_id}", final)
     info["calibration"] = calibration
     results = cfg.export or (os.path.join(DEFAULT_OUT, name) if cfg.export_default else None)
     exported, export_lines = [], []
@@ -527,7 +620,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
                   "device": target.name, "arch": target.arch, "cost_model": model.label,
                   "vendor": {"name": vendor_name(cfg.family, op), "measured_s": vendor_s},
                   "roofline_bound_s": roofline_bound_s(op, target)[0],
-                  "counts_this_run": dict(stats), "time_s": {"search_wall": search_s, **time_split},
+                  "devices": list(devices), "counts_this_run": dict(stats), "time_s": {"search_wall": search_s, **time_split},
                   "files": [str(p) for p in exported]}
         for path in json_paths:
             outputs.write_report_json(path, header, study, mode, finals, winner)
@@ -737,7 +830,7 @@ def _finalists(study, space, target, cfg, worker, model, op, out,
         spread = (max(times) - min(times)) / 1e3 / med if med else 0.0
         finals.append(Finalist(t.number, s, med, spread, t.user_attrs.get("predicted_s"),
                                t.user_attrs.get("bound_by"), _res(t)))
-    return finals, statistics.median(r["vendor_ms"]) / 1e3
+    return finals, (statistics.median(r["vendor_ms"]) / 1e3 if r.get("vendor_ms") else None)
 
 
 def _res(t) -> dict:
@@ -781,7 +874,8 @@ def _report(study, cfg, space, model, op, target, finals, winner, tied, vendor_s
                          str(f.bound_by), _res_text(f)])
         head = ["#", "trial", "schedule", "measured ms", "spread", f"measured {unit}", "% vendor", "% roofline",
                 "predicted ms", "bound by", "regs/smem/spill"]
-        title = ("top by final interleaved re-measurement (median of 7 rounds; * = winner); predicted ms: "
+        on = "" if info.get("final_device") is None else f", all on device {info['final_device']}"
+        title = (f"top by final interleaved re-measurement (median of 7 rounds{on}; * = winner); predicted ms: "
                  "the cost model's prediction before compiling")
     else:
         cal = info.get("calibration")
@@ -1022,6 +1116,11 @@ def _common(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--device", type=_device, default=None, metavar="{" + ",".join(known) + "}",
                     help=f"GPU to model with --model-only (default: {DEFAULT_DEVICE}); one of {', '.join(known)} "
                          "(also spelled 'NVIDIA H200', 'H100 SXM5', ...); measured runs use the GPU present")
+    sp.add_argument("--gpus", type=parse_gpus, default=None, metavar="all|0,1,...",
+                    help="measure on these GPUs, one worker process each (pinned with CUDA_VISIBLE_DEVICES), all on "
+                         "one study and fed by one compile pool; the final re-measurement runs on the first listed. "
+                         "Absent: the current GPU, one worker. With --model-only the devices are simulated labels "
+                         f"(as many as GPUs present, at least 1; {SIMULATED_ENV}=N simulates N)")
     sp.add_argument("--jobs", type=positive_int, default=None, help="compile processes (default: CPUs - 1, at most 8)")
     sp.add_argument("--seed-top", type=_nonneg_int, default=8, help="cost-model predictions enqueued as first trials")
     sp.add_argument("--compile-top", type=positive_int, default=3,
@@ -1047,8 +1146,20 @@ def config_from_args(args: argparse.Namespace, argv: list[str] | None = None) ->
                       export_default=args.export is None, report_json=args.report_json,
                       model_only=args.model_only, device=args.device, jobs=args.jobs, seed_top=args.seed_top,
                       compile_top=args.compile_top, final_top=args.final_top, ship=args.ship,
-                      progress=not args.no_progress, stale_after_s=args.stale_after,
+                      progress=not args.no_progress, stale_after_s=args.stale_after, gpus=_gpus(args),
                       command=mask_text("python -m search.tune " + " ".join(argv if argv is not None else sys.argv[1:])))
+
+
+def _gpus(args: argparse.Namespace) -> tuple[int, ...] | None:
+    """``--gpus`` as device indices (None when absent).
+
+    Raises:
+        ValueError: a device that is not present (the message names the flag, the value and the devices).
+    """
+    req: GpuRequest | None = getattr(args, "gpus", None)
+    if req is None or args.lookup:
+        return None
+    return resolve(req, devices_present(args.model_only or not cuda_device_names()))
 
 
 def _lookup(cfg: TuneConfig) -> int:
