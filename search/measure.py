@@ -22,25 +22,39 @@ from __future__ import annotations
 import hashlib
 import math
 import multiprocessing as mp
+import os
 import time
 import traceback
 from dataclasses import dataclass
 
 from .devices import pinned
+from .objective import load_model
 
 # ---------------------------------------------------------------- compile (process pool)
 
 
-def compile_job(family: str, op_dict: dict, schedule_dict: dict, arch: str) -> dict:
+def compile_job(family: str, op_dict: dict, schedule_dict: dict, arch: str, target=None) -> dict:
     """Compile one candidate with NVRTC; return its resource report or the compile error as data.
+
+    Args:
+        target: a :class:`tiledsl.Target`: also predict the candidate's time on it with the cost model
+            (``predicted_s``, ``bound_by``, ``predict_s``: seconds the prediction took), off the tuner's
+            process; an exception of the model propagates (a bug, not a property of the point).
 
     Returns:
         ``{"ok": True, "registers", "smem_bytes", "spill_bytes", "stack_bytes", "compile_s",
-        "source_sha256"}`` or ``{"ok": False, "error": ..., "compile_s": ...}``.
+        "source_sha256"}`` or ``{"ok": False, "error": ..., "compile_s": ...}``, plus the prediction's
+        keys when ``target`` is given (``predicted_s`` None when the model gives no positive finite time).
     """
     import tiledsl
     from tiledsl.api import family as get_family
 
+    pred: dict = {}
+    if target is not None:
+        t0 = time.perf_counter()
+        fam = get_family(family)  # an exception of the model is a bug: it reaches the tuner through the future
+        pred = load_model().explain(fam.op_type.from_dict(op_dict), fam.schedule_type.from_dict(schedule_dict), target)
+        pred["predict_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     try:
         fam = get_family(family)
@@ -51,9 +65,9 @@ def compile_job(family: str, op_dict: dict, schedule_dict: dict, arch: str) -> d
         text = str(exc)
         if type(exc).__name__ == "CompileError":
             text = f"{exc.args[0]}\n{getattr(exc, 'log', '')[-2000:]}"
-        return {"ok": False, "error": f"{type(exc).__name__}: {text}", "compile_s": time.perf_counter() - t0}
+        return {"ok": False, "error": f"{type(exc).__name__}: {text}", "compile_s": time.perf_counter() - t0, **pred}
     return {"ok": True, **k.resources(), "compile_s": time.perf_counter() - t0,
-            "source_sha256": hashlib.sha256(k.source.encode()).hexdigest()}
+            "source_sha256": hashlib.sha256(k.source.encode()).hexdigest(), **pred}
 
 
 # ---------------------------------------------------------------- per-family benches (worker side)
@@ -482,7 +496,9 @@ def _worker_main(conn, family: str, op_dict: dict) -> None:  # pragma: no cover 
             if cmd == "info":
                 t = tiledsl.Target.current()
                 conn.send({"ok": True, "target": t.to_dict(), "nvrtc": list(nvrtc_version()),
-                           "cupy": cp.__version__, "vendor": bench.vendor_name})
+                           "cupy": cp.__version__, "vendor": bench.vendor_name,
+                           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                           "devices_seen": cp.cuda.runtime.getDeviceCount(), "pci_bus_id": cp.cuda.Device().pci_bus_id})
                 continue
             if timing_inputs is None:
                 timing_inputs = bench.inputs()

@@ -406,6 +406,8 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
                       rule="duplicate")
                 finish(trial, TrialState.PRUNED, kind="dup")
             return None
+        if pool is not None:  # measured: the compile job predicts, off this process (see compiled)
+            return built, None
         t0 = time.perf_counter()
         ex = model.explain(op, built, target)
         time_split["predict_s"] += time.perf_counter() - t0
@@ -420,6 +422,8 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
         res = fut.result()
         time_split["compile_s"] += res.get("compile_s", 0.0)
         time_split["compiles"] += 1
+        time_split["predict_s"] += res.get("predict_s", 0.0)
+        _attr(trial, predicted_s=res.get("predicted_s"), bound_by=res.get("bound_by"))
         if not res["ok"]:
             _attr(trial, error=res["error"][:4000], stage="compile")
             finish(trial, TrialState.FAIL)
@@ -511,7 +515,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
                     continue
                 fut = None
                 if pool is not None:
-                    fut = pool.submit(compile_job, cfg.family, op.to_dict(), sched.to_dict(), target.arch)
+                    fut = pool.submit(compile_job, cfg.family, op.to_dict(), sched.to_dict(), target.arch, target)
                     fut.add_done_callback(wake)
                 pending.append((trial, sched, fut))
             if not busy and (intr.requested or not pending):

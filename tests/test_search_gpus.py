@@ -186,6 +186,8 @@ def test_measured_path_on_two_devices_remeasures_the_finalists_on_one(fake_gpus,
     owned = _owned(study.trials)
     assert {t.user_attrs["device"] for t in owned} == {0, 1}
     assert len(owned) == len(measured)
+    for t in owned:  # predicted in the compile pool; the stand-in "measures" the same prediction
+        assert t.value == pytest.approx(t.user_attrs["predicted_s"], rel=1e-12) and t.user_attrs["registers"] > 0
     (final,) = [v for k, v in study.user_attrs.items() if k.startswith("final:")]
     assert final["device"] == 0
     report = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -297,3 +299,48 @@ def test_a_killed_two_device_run_leaves_trials_that_expire_and_are_evaluated_aga
     assert not [t for t in after.values() if t.user_attrs.get("duplicate_of") in set(running)]
     keys = _keys(list(after.values()))
     assert len(keys) == len(set(keys))
+
+
+# ---------------------------------------------------------------- on two real GPUs
+
+
+def _two_gpus() -> None:
+    import cupy
+
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two CUDA devices")
+
+
+@pytest.mark.gpu
+def test_gpu_each_worker_sees_only_its_own_device():
+    import cupy
+
+    from search.measure import GpuWorker
+
+    _two_gpus()
+    workers = [GpuWorker("gemm", tiledsl.GemmOp(256, 256, 256).to_dict(), device=d) for d in (0, 1)]
+    try:
+        infos = [w.call({"cmd": "info"}, timeout_s=120) for w in workers]
+    finally:
+        for w in workers:
+            w.close()
+    for d, info in enumerate(infos):
+        assert info["ok"] and info["devices_seen"] == 1, info
+        assert info["pci_bus_id"] == cupy.cuda.Device(d).pci_bus_id, (d, info)
+
+
+@pytest.mark.gpu
+def test_gpu_a_two_device_run_measures_on_both_and_remeasures_on_one(tmp_path, cache, capsys):
+    _two_gpus()
+    db = tmp_path / "t.db"
+    assert tune.main(["gemm", "--m", "1024", "--n", "1024", "--k", "1024", "--trials", "30", "--gpus", "0,1",
+                      "--storage", f"sqlite:///{db}", "--study-name", "s", "--no-progress",
+                      "--export", str(tmp_path / "out")]) == 0
+    assert "all on device 0" in capsys.readouterr().out
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{db}")
+    owned = _owned(study.trials)
+    assert {t.user_attrs["device"] for t in owned} == {0, 1}
+    keys = _keys(study.trials)
+    assert len(keys) == len(set(keys))
+    (final,) = [v for k, v in study.user_attrs.items() if k.startswith("final:")]
+    assert final["device"] == 0
