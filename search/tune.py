@@ -345,7 +345,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
         from concurrent.futures import ProcessPoolExecutor
         from multiprocessing import get_context
 
-        jobs = cfg.jobs or max(1, min(8, (os.cpu_count() or 2) - 1))
+        jobs = cfg.jobs or max(1, min(max(8, 4 * len(devices)), (os.cpu_count() or 2) - 1))
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=ignore_in_child)
         workers = [GpuWorker(cfg.family, op.to_dict(), device=None if cfg.gpus is None else d) for d in devices]
         if len(workers) > 1:
@@ -1125,7 +1125,7 @@ def _common(sp: argparse.ArgumentParser) -> None:
                          "one study and fed by one compile pool; the final re-measurement runs on the first listed. "
                          "Absent: the current GPU, one worker. With --model-only the devices are simulated labels "
                          f"(as many as GPUs present, at least 1; {SIMULATED_ENV}=N simulates N)")
-    sp.add_argument("--jobs", type=positive_int, default=None, help="compile processes (default: CPUs - 1, at most 8)")
+    sp.add_argument("--jobs", type=positive_int, default=None, help="compile processes (default: CPUs - 1, at most 8, or 4 per GPU of --gpus)")
     sp.add_argument("--seed-top", type=_nonneg_int, default=8, help="cost-model predictions enqueued as first trials")
     sp.add_argument("--compile-top", type=positive_int, default=3,
                     help="--model-only: how many of the best to compile (more, by predicted rank, when all spill)")
