@@ -40,8 +40,9 @@ def trial_records(study, mode: str) -> list[dict]:
     seconds; None in model-only mode), ``spread``, ``max_rel_err``, ``failure`` (why it was pruned or
     failed: the rule's message, the compile/verify/launch error, or "duplicate of trial N"), ``rule``,
     ``stage``, ``duplicate_of``, ``seeded_by_model``, ``resources`` (ptxas figures when compiled),
-    ``worker`` (host:pid), ``device`` (the GPU index it was measured on, among the tuner's devices; a
-    simulated device's label with ``--model-only --gpus``; None when no device evaluated it).
+    ``worker`` (host:pid), ``device`` (the GPU index it was measured on, among the tuner's devices: 0 in a
+    single-GPU run; a simulated device's label with ``--model-only --gpus``; None when no device evaluated
+    it, e.g. a pruned trial or a model-only run without ``--gpus``).
     """
     compiled = {k.split(":", 1)[1]: v for k, v in study.user_attrs.items() if k.startswith("compiled:")}
     out = []
