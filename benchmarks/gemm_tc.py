@@ -137,6 +137,20 @@ def check(dtype: str, rng, hopper: bool = False) -> list[str]:
     return fails
 
 
+def one_call_and_stream(fn) -> tuple[float, float]:
+    """(ms of one call, L2 flushed, median of 20; ms per call in streams of STREAM back-to-back calls, median
+    of 10 streams)."""
+    return (time_gpu(fn).median_ms,
+            time_gpu(lambda: [fn() for _ in range(STREAM)], repeat=10).median_ms / STREAM)
+
+
+def _row(flop: float, ms: float, ms_stream: float, vendor_ms: float, vendor_stream_ms: float, **fields) -> dict:
+    """A sweep row: the fields, TFLOP/s of tiledsl and the vendor, one call and stream, and their ratios."""
+    return dict(**fields, ms=ms, tflops=flop / ms / 1e9, vendor_ms=vendor_ms, vendor_tflops=flop / vendor_ms / 1e9,
+                ratio=vendor_ms / ms, stream_tflops=flop / ms_stream / 1e9,
+                vendor_stream_tflops=flop / vendor_stream_ms / 1e9, stream_ratio=vendor_stream_ms / ms_stream)
+
+
 def sweep_wgmma(rng) -> list[dict]:
     """wgmma schedules beside cuBLAS on the same layout: NN (a @ b) and NT (x @ W.T, W row-major [N, K])."""
     import cupy as cp
@@ -163,26 +177,19 @@ def sweep_wgmma(rng) -> list[dict]:
                     def vcall(a=a, b=b, c=c):
                         torch.matmul(a, b, out=c)
                     vname = "cuBLAS (torch.matmul)"
-                vendor = time_gpu(vcall).median_ms
-                vendor_stream = time_gpu(lambda: [vcall() for _ in range(STREAM)], repeat=10).median_ms / STREAM
+                vendor, vendor_stream = one_call_and_stream(vcall)
                 for name, kw in WGMMA_SWEEP.items():
                     if size == 8192 and name not in SWEEP_8192:
                         continue
                     s = wgmma(**kw)
                     try:
                         tiledsl.gemm(a, b, c, schedule=s)
-                        ms = time_gpu(lambda a=a, b=b, c=c, s=s: tiledsl.gemm(a, b, c, schedule=s)).median_ms
-                        ms_stream = time_gpu(lambda a=a, b=b, c=c, s=s: [tiledsl.gemm(a, b, c, schedule=s)
-                                                                         for _ in range(STREAM)],
-                                             repeat=10).median_ms / STREAM
+                        ms, ms_stream = one_call_and_stream(lambda a=a, b=b, c=c, s=s: tiledsl.gemm(a, b, c, schedule=s))
                     except Exception as e:  # noqa: BLE001 - a failing candidate is a row, not the end
                         print(f"{size} {dtype} {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
                         continue
-                    row = dict(size=size, dtype=dtype, layout=layout, schedule=name, ms=ms,
-                               tflops=flop / ms / 1e9, vendor=vname, vendor_ms=vendor,
-                               vendor_tflops=flop / vendor / 1e9, ratio=vendor / ms,
-                               stream_tflops=flop / ms_stream / 1e9, vendor_stream_tflops=flop / vendor_stream / 1e9,
-                               stream_ratio=vendor_stream / ms_stream)
+                    row = _row(flop, ms, ms_stream, vendor, vendor_stream, size=size, dtype=dtype, layout=layout,
+                               schedule=name, vendor=vname)
                     rows.append(row)
                     print(f"{size}³ {dtype:8s} {layout} {name:28s} one call {row['tflops']:6.1f} TFLOP/s vs "
                           f"{row['vendor_tflops']:6.1f} ({row['ratio']:.3f}) | stream of {STREAM} "
@@ -223,8 +230,7 @@ def sweep_tf32() -> list[dict]:
 
                 def vcall(a=a, b=b, c=c):
                     torch.matmul(a, b, out=c)
-                vendor = time_gpu(vcall).median_ms
-                vendor_stream = time_gpu(lambda: [vcall() for _ in range(STREAM)], repeat=10).median_ms / STREAM
+                vendor, vendor_stream = one_call_and_stream(vcall)
                 for name, kw in TF32_SWEEP.items():
                     if precision == "ieee" and kw is not None:
                         continue
@@ -234,16 +240,13 @@ def sweep_tf32() -> list[dict]:
                         tiledsl.gemm(a, b, c, schedule=s, precision=precision)
                     try:
                         call()
-                        ms = time_gpu(call).median_ms
-                        ms_stream = time_gpu(lambda: [call() for _ in range(STREAM)], repeat=10).median_ms / STREAM
+                        ms, ms_stream = one_call_and_stream(call)
                     except Exception as e:  # noqa: BLE001 - a failing candidate is a row, not the end
                         print(f"{size} {layout} {precision} {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
                         continue
-                    row = dict(size=size, dtype="float32", precision=precision, layout=layout, schedule=name,
-                               ms=ms, tflops=flop / ms / 1e9, vendor=f"cuBLAS (torch.matmul, allow_tf32="
-                               f"{precision == 'tf32'})", vendor_tflops=flop / vendor / 1e9, ratio=vendor / ms,
-                               stream_tflops=flop / ms_stream / 1e9,
-                               vendor_stream_tflops=flop / vendor_stream / 1e9, stream_ratio=vendor_stream / ms_stream)
+                    row = _row(flop, ms, ms_stream, vendor, vendor_stream, size=size, dtype="float32",
+                               precision=precision, layout=layout, schedule=name,
+                               vendor=f"cuBLAS (torch.matmul, allow_tf32={precision == 'tf32'})")
                     rows.append(row)
                     print(f"{size}³ {precision} {layout} {name:22s} one call {row['tflops']:6.1f} vs "
                           f"{row['vendor_tflops']:6.1f} ({row['ratio']:.3f}) | stream {row['stream_tflops']:6.1f} "

@@ -60,12 +60,12 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
         raise ValueError(f"no host launcher for split_k={schedule.split_k}: it needs the workspace and the "
                          "split-K reduction kernel (the search tunes split_k=1)")
     if family == "gemm" and uses_tma(schedule):
-        return _tma_launcher(op, schedule, kernel, params)
+        return _frame(kernel, *_tma_parts(op, schedule, params))
     decl = ",\n    ".join(p for p, _ in params)
     names = ", ".join(n for _, n in params)
     notes: list[str] = []
     if family == "gemm":
-        grid = "dim3 grid((unsigned)(((M + BM - 1) / BM) * ((N + BN - 1) / BN)), 1, 1);  // one block per BMxBN tile"
+        grid = _GEMM_GRID
     else:
         fam = get(family)
         if target is None:
@@ -75,18 +75,28 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
         g = fam.launch_grid(op, schedule, target)
         grid = f"dim3 grid({g[0]}u, {g[1]}u, {g[2]}u);  // the grid of the tuned shape on {target.name}"
         notes = fam.launch_notes(op, schedule, target) if fam.launch_notes else []
+    return _frame(kernel, decl, names, grid, notes)
+
+
+_GEMM_GRID = "dim3 grid((unsigned)(((M + BM - 1) / BM) * ((N + BN - 1) / BN)), 1, 1);  // one block per BMxBN tile"
+
+
+def _frame(kernel, decl: str, names: str, grid: str, notes: list[str], includes: tuple[str, ...] = (),
+           prologue: str = "") -> str:
+    """The host launcher around a kernel: parameters ``decl``, ``prologue`` (statements preparing the
+    kernel's arguments), the grid, the dynamic shared-memory attribute above 48 KiB, the launch of ``names``."""
     smem = kernel.dynamic_smem_bytes
     bx, by, bz = kernel.block
+    head = "".join(f"#include <{h}>\n" for h in (*includes, "cuda_runtime.h"))
     note_text = "".join(f"// {line}\n" for line in notes)
     return f"""
 #ifndef __CUDACC_RTC__
 // ---- host launcher (nvcc only; NVRTC skips it) ----
-#include <cuda_runtime.h>
-// Launch configuration: block ({bx}, {by}, {bz}), dynamic shared memory {smem} bytes.
+{head}// Launch configuration: block ({bx}, {by}, {bz}), dynamic shared memory {smem} bytes.
 {note_text}extern "C" cudaError_t tiledsl_launch(
     {decl},
     cudaStream_t stream) {{
-  {grid}
+{prologue}  {grid}
   const dim3 block({bx}, {by}, {bz});
   const size_t smem_bytes = {smem};
   if (smem_bytes > 48 * 1024) {{
@@ -104,48 +114,8 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
 _CU_TMA_DTYPE = {"float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bfloat16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
                  "float32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"}
 
-
-def _tma_launcher(op, schedule, kernel, params: list[tuple[str, str]]) -> str:
-    """Host launcher of a TMA GEMM kernel: takes A and B as pointers with their leading dimensions, encodes
-    the two tensor maps with the driver's ``cuTensorMapEncodeTiled`` (reached through
-    ``cudaGetDriverEntryPoint``, so nothing links libcuda) and launches."""
-    dt = dtypes.get(op.dtype)
-    t = dt.c_type
-    rest = [(p, n) for p, n in params if n not in ("tmap_a", "tmap_b")]
-    decl = ",\n    ".join([f"const {t}* A", f"const {t}* B", *(p for p, _ in rest[:1]), *(p for p, _ in rest[1:4]),
-                           "long long lda", "long long ldb", *(p for p, _ in rest[4:])])
-    names = ", ".join(["tmap_a", "tmap_b", *(n for _, n in rest)])
-    maps = []
-    for which, ptr, ld, mn in (("A", "A", "lda", "M"), ("B", "B", "ldb", "N")):
-        box_inner, box_outer, _ = tma_box(op, schedule, which)
-        inner, outer = ("K", mn) if k_major(op, which) else (mn, "K")
-        maps.append(
-            f"  {{  // {which}: {'K' if k_major(op, which) else mn}-contiguous, boxes of {box_inner} x {box_outer}\n"
-            f"    const cuuint64_t dims[2] = {{(cuuint64_t){inner}, (cuuint64_t){outer}}};\n"
-            f"    const cuuint64_t pitch[1] = {{(cuuint64_t){ld} * {dt.itemsize}}};\n"
-            f"    const cuuint32_t box[2] = {{{box_inner}u, {box_outer}u}}, one[2] = {{1u, 1u}};\n"
-            f"    CUresult r = encode(&maps[{len(maps)}], {_CU_TMA_DTYPE[op.dtype]}, 2, (void*){ptr}, dims, pitch, box, "
-            "one, CU_TENSOR_MAP_INTERLEAVE_NONE,\n"
-            "                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "
-            "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);\n"
-            "    if (r != CUDA_SUCCESS) return cudaErrorInvalidValue;\n"
-            "  }\n")
-    smem = kernel.dynamic_smem_bytes
-    bx, by, bz = kernel.block
-    return f"""
-#ifndef __CUDACC_RTC__
-// ---- host launcher (nvcc only; NVRTC skips it) ----
-#include <cuda.h>
-#include <cudaTypedefs.h>
-#include <cuda_runtime.h>
-#include <cstring>
-// Launch configuration: block ({bx}, {by}, {bz}), dynamic shared memory {smem} bytes. A and B reach the kernel as
-// TMA tensor maps (128-byte swizzle, zeros outside the matrix), encoded here for each call.
-extern "C" cudaError_t tiledsl_launch(
-    {decl},
-    cudaStream_t stream) {{
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  if (encode == nullptr) {{
+_TMA_ENCODER = """  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  if (encode == nullptr) {
     cudaDriverEntryPointQueryResult found;
 #if CUDART_VERSION >= 12050
     cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void**)&encode, 12000,
@@ -154,21 +124,42 @@ extern "C" cudaError_t tiledsl_launch(
     cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", (void**)&encode, cudaEnableDefault, &found);
 #endif
     if (e != cudaSuccess || found != cudaDriverEntryPointSuccess) return e != cudaSuccess ? e : cudaErrorNotSupported;
-  }}
+  }
   CUtensorMap maps[2];
-{"".join(maps)}  tdsl_tensor_map tmap_a, tmap_b;
-  std::memcpy(&tmap_a, &maps[0], sizeof(tmap_a));
-  std::memcpy(&tmap_b, &maps[1], sizeof(tmap_b));
-  dim3 grid((unsigned)(((M + BM - 1) / BM) * ((N + BN - 1) / BN)), 1, 1);  // one block per BMxBN tile
-  const dim3 block({bx}, {by}, {bz});
-  const size_t smem_bytes = {smem};
-  cudaError_t e = cudaFuncSetAttribute({kernel.name}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes);
-  if (e != cudaSuccess) return e;
-  {kernel.name}<<<grid, block, smem_bytes, stream>>>({names});
-  return cudaGetLastError();
-}}
-#endif  // __CUDACC_RTC__
 """
+
+
+def _tma_parts(op, schedule, params: list[tuple[str, str]]) -> tuple:
+    """(decl, names, grid, notes, includes, prologue) of a TMA GEMM kernel's launcher: it takes A and B as
+    pointers with their leading dimensions and encodes the two tensor maps with the driver's
+    ``cuTensorMapEncodeTiled`` (reached through ``cudaGetDriverEntryPoint``, so nothing links libcuda)."""
+    dt = dtypes.get(op.dtype)
+    t = dt.c_type
+    rest = [(p, n) for p, n in params if n not in ("tmap_a", "tmap_b")]
+    decl = ",\n    ".join([f"const {t}* A", f"const {t}* B", *(p for p, _ in rest[:4]), "long long lda",
+                           "long long ldb", *(p for p, _ in rest[4:])])
+    names = ", ".join(["tmap_a", "tmap_b", *(n for _, n in rest)])
+    maps = []
+    for which, ld, mn in (("A", "lda", "M"), ("B", "ldb", "N")):
+        box_inner, box_outer, _ = tma_box(op, schedule, which)
+        inner, outer = ("K", mn) if k_major(op, which) else (mn, "K")
+        maps.append(
+            f"  {{  // {which}: {'K' if k_major(op, which) else mn}-contiguous, boxes of {box_inner} x {box_outer}\n"
+            f"    const cuuint64_t dims[2] = {{(cuuint64_t){inner}, (cuuint64_t){outer}}};\n"
+            f"    const cuuint64_t pitch[1] = {{(cuuint64_t){ld} * {dt.itemsize}}};\n"
+            f"    const cuuint32_t box[2] = {{{box_inner}u, {box_outer}u}}, one[2] = {{1u, 1u}};\n"
+            f"    CUresult r = encode(&maps[{len(maps)}], {_CU_TMA_DTYPE[op.dtype]}, 2, (void*){which}, dims, pitch, box, "
+            "one, CU_TENSOR_MAP_INTERLEAVE_NONE,\n"
+            "                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "
+            "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);\n"
+            "    if (r != CUDA_SUCCESS) return cudaErrorInvalidValue;\n"
+            "  }\n")
+    prologue = (_TMA_ENCODER + "".join(maps) + "  tdsl_tensor_map tmap_a, tmap_b;\n"
+                "  std::memcpy(&tmap_a, &maps[0], sizeof(tmap_a));\n"
+                "  std::memcpy(&tmap_b, &maps[1], sizeof(tmap_b));\n")
+    notes = ["A and B reach the kernel as TMA tensor maps (128-byte swizzle, zeros outside the matrix), encoded "
+             "here for each call."]
+    return decl, names, _GEMM_GRID, notes, ("cuda.h", "cudaTypedefs.h", "cstring"), prologue
 
 
 def kernel_cu(family: str, op, schedule, kernel, header: list[str], target=None) -> str:

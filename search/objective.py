@@ -11,7 +11,7 @@ import time
 import warnings
 from dataclasses import dataclass
 
-from tiledsl.costmodel.gemm_tc import tensor_core_ceiling
+from tiledsl.gemm.op import GemmOp
 
 
 @dataclass(frozen=True)
@@ -67,13 +67,12 @@ def roofs(op, target) -> tuple[tuple[float, str, str], tuple[float, str]]:
     """((compute FLOP/s, unit name, source), (HBM bytes/s, source)) for ``op`` on ``target``: the same
     ceilings ``explain()`` uses (:meth:`tiledsl.Target.ceilings`: the calibrated figure when ``calibrate()``
     has run, the datasheet otherwise), with the tensor-core rate for 16-bit and tf32 GEMMs
-    (:func:`tiledsl.costmodel.gemm_tc.tensor_core_ceiling`)."""
+    (:meth:`tiledsl.Target.tensor_core_ceiling`)."""
     c = target.ceilings()
     hbm = c["hbm_bytes_per_s"]
-    dtype, precision = getattr(op, "dtype", "float32"), getattr(op, "precision", "ieee")
-    if hasattr(op, "flops") and hasattr(op, "layout_a") and (dtype in ("float16", "bfloat16") or precision == "tf32"):
-        rate, src = tensor_core_ceiling(target, precision)
-        return (rate, f"{'tf32' if precision == 'tf32' else '16-bit'} tensor cores", src), (hbm.value, hbm.source)
+    if isinstance(op, GemmOp) and op.tensor_core_inputs:
+        rate, src = target.tensor_core_ceiling(op.precision)
+        return (rate, f"{'tf32' if op.precision == 'tf32' else '16-bit'} tensor cores", src), (hbm.value, hbm.source)
     fp32 = c["fp32_flops_per_s"]
     return (fp32.value, "FP32", fp32.source), (hbm.value, hbm.source)
 

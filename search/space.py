@@ -372,9 +372,9 @@ def _gemm_specialize(space: Space, op) -> Space:
     the FMA space for IEEE float32, and for tf32 without TMA (the exact kernels)."""
     from tiledsl import tma
 
-    if getattr(op, "precision", "ieee") == "tf32":
+    if op.precision == "tf32":
         return GEMM_TF32_SPACE if tma.available() else space
-    if op.dtype in ("float16", "bfloat16"):
+    if op.tensor_core_inputs:  # float16 / bfloat16 (tf32 handled above)
         return GEMM_TC16_SPACE if tma.available() else GEMM_TC16_NO_TMA_SPACE
     return space
 

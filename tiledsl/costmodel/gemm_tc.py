@@ -28,11 +28,6 @@ from .occupancy import occupancy, waves
 from .report import Level, Report
 
 
-def tensor_core_ceiling(target: Target, precision: str = "ieee") -> tuple[float, str]:
-    """The dense tensor-core FLOP/s of ``target`` and its source (:meth:`Target.tensor_core_ceiling`)."""
-    return target.tensor_core_ceiling(precision)
-
-
 def traffic_tc(op, s) -> dict[str, float]:
     """Bytes per level (see the module docstring) and the FLOP of ``op`` under tensor-core schedule ``s``."""
     e = dtypes.get(op.dtype).itemsize
@@ -52,7 +47,7 @@ def traffic_tc(op, s) -> dict[str, float]:
 def explain_gemm_tc(op, s, target: Target, kernel=None) -> Report:
     """The :class:`~tiledsl.costmodel.report.Report` of a tensor-core GEMM."""
     c = target.ceilings()
-    peak, peak_src = tensor_core_ceiling(target, op.precision)
+    peak, peak_src = target.tensor_core_ceiling(op.precision)
     tr = traffic_tc(op, s)
     regs = int(kernel.registers) if kernel is not None else s.est_registers
     smem = int(kernel.smem_bytes) if kernel is not None else s.smem_bytes()

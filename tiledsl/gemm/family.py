@@ -12,7 +12,7 @@ from ..target import Target
 from .emit import emit_gemm, emit_splitk_reduce
 from .kernel_plan import plan_gemm, uses_tma
 from .op import GemmOp
-from .schedule import GEMM_RULES, MMA_DTYPES, GemmSchedule
+from .schedule import GEMM_RULES, GemmSchedule
 
 
 def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
@@ -41,7 +41,7 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
     table = registry.presets(GEMM)
     itemsize = dtypes.get(op.dtype).itemsize
-    tensor_cores = (op.dtype in MMA_DTYPES and target.cc >= 80) or op.precision == "tf32"
+    tensor_cores = op.tensor_core_inputs and target.cc >= 80
     candidates = DEFAULT_CANDIDATES
     if tensor_cores:  # wgmma where the device and the operands allow it (its rules decide), else mma.sync
         candidates = {name: eff for name, eff in TC_DEFAULT_CANDIDATES.items()

@@ -17,6 +17,8 @@ from ..errors import SpecError
 from ..spec import as_int, check_fields
 
 LAYOUTS = ("row", "col")
+MMA_DTYPES = ("float16", "bfloat16")
+"""Input dtypes the tensor-core kernels take as they are (float32 accumulation)."""
 PRECISIONS = ("ieee", "tf32")
 """float32 products: "ieee" (exact FMA, the default) or "tf32" (tensor cores on TF32-rounded inputs: a 10-bit
 mantissa, like torch's ``allow_tf32`` and Triton's ``input_precision="tf32"``)."""
@@ -102,6 +104,12 @@ class GemmOp:
     def flops(self) -> int:
         """2·M·N·K floating-point operations (one multiply and one add per term)."""
         return 2 * self.m * self.n * self.k
+
+    @property
+    def tensor_core_inputs(self) -> bool:
+        """True when the inputs may run on the tensor cores: float16/bfloat16, or float32 with
+        ``precision="tf32"`` (IEEE float32 stays on the FMA units)."""
+        return self.dtype in MMA_DTYPES or self.precision == "tf32"
 
     @property
     def layout(self) -> str:

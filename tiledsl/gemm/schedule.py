@@ -14,6 +14,7 @@ from .. import rules as R
 from ..errors import ScheduleError
 from ..spec import ScheduleRecord, as_int, schedule_error
 from ..target import Target
+from .op import MMA_DTYPES
 
 GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("positive_sizes", "BM >= 1 and BN >= 1 and BK >= 1",
@@ -167,8 +168,6 @@ deterministic split-K kernel."""
 MMA_KINDS = ("fma", "mma_sync", "wgmma")
 """Instructions doing the inner product: FP32 FMA units, tensor cores through mma.sync (sm_80+), or
 Hopper's warpgroup MMA reading shared memory through descriptors (sm_90a)."""
-MMA_DTYPES = ("float16", "bfloat16")
-"""Input dtypes the tensor-core kernel takes (float32 accumulation)."""
 
 
 def _auto_warp_lanes_n(bm: int, bn: int, rm: int, rn: int) -> int:
