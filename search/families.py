@@ -205,7 +205,8 @@ def _reduce_notes(op, s, target) -> list[str]:
         notes.append(f"partials: {p.partials} elements of {acc_numpy_dtype(op)} ({fill})")
     else:
         notes.append("partials: unused (pass nullptr)")
-    notes.append(f"tickets: {p.tickets} unsigned ints, zeroed before each launch" if p.tickets
+    notes.append(f"tickets: {p.tickets} unsigned ints, zeroed once before the first launch (each launch leaves "
+                 "them zero)" if p.tickets
                  else "tickets: unused (pass nullptr)")
     return notes
 

@@ -159,7 +159,7 @@ def test_reduce_args_match_the_launch_plan(fake_gpu):
                                   np.int64(lp.col_tiles), np.int32(lp.split)])
 
 
-def test_reduce_full_sum_takes_partials_and_zeroed_tickets_from_the_workspace(fake_gpu):
+def test_reduce_full_sum_takes_partials_and_kept_zero_tickets_from_the_workspace(fake_gpu):
     empty = fake_gpu.pop()
     x = empty((1 << 22,))
     out = empty(())
@@ -169,7 +169,7 @@ def test_reduce_full_sum_takes_partials_and_zeroed_tickets_from_the_workspace(fa
     lp = tiledsl.plan(tiledsl.ReduceOp(shape=(1 << 22,)), device=H200).detail
     assert lp.split > 1
     assert [(w["workspace"], w["count"], w["init"]) for w in ws] == [("partials", lp.partials, "none"),
-                                                                      ("tickets", 1, "zero")] * 2
+                                                                      ("tickets", 1, "counters")] * 2
     run = _launches(fake_gpu)[1]
     assert int(run["args"][1]) == out.data.ptr and run["args"][4:] == (np.int64(1), np.int64(1 << 22), np.int64(1),
                                                                         np.int64(0), np.int32(lp.split))
@@ -231,6 +231,22 @@ def test_workspaces_are_kept_per_stream_and_zeroed_by_a_memset_on_it(fake_gpu, m
     capturing.add(33)
     with pytest.raises(tiledsl.LaunchError, match="run the same call once before capturing"):
         launch.workspace_ptr(tickets, runtime.StreamRef(33))
+
+
+def test_counters_are_zeroed_when_allocated_and_never_again(fake_gpu, monkeypatch):
+    """Reduction tickets: the kernel's last block resets its counter, so only a new buffer is zeroed."""
+    memsets = []
+    monkeypatch.setattr(cupy.cuda.runtime, "memsetAsync", lambda *args: memsets.append(args))
+    monkeypatch.setattr(cupy.cuda.runtime, "streamIsCapturing", lambda ptr: False)
+    monkeypatch.setattr(cupy.cuda, "ExternalStream", lambda ptr: contextlib.nullcontext())
+    monkeypatch.setattr(launch, "_WORKSPACES", {})
+    s1 = runtime.StreamRef(11)
+    p1 = launch.workspace_ptr(Workspace("tickets", "uint32", 4, "counters"), s1)
+    for _ in range(3):
+        assert launch.workspace_ptr(Workspace("tickets", "uint32", 4, "counters"), s1) == p1
+    assert memsets == [(p1, 0, 256, 11)]  # the whole (256-byte minimum) allocation, once
+    p2 = launch.workspace_ptr(Workspace("tickets", "uint32", 1000, "counters"), s1)  # grows: a new buffer
+    assert p2 != p1 and memsets[1:] == [(p2, 0, 4000, 11)]
 
 
 def test_tma_gemm_passes_tensor_maps_encoded_once_per_address_pair(fake_gpu, monkeypatch):

@@ -374,3 +374,18 @@ def test_1024_thread_blocks_refuse_more_than_128_bytes_in_flight():
         tiledsl.compile(op, ReduceSchedule(block=1024, items_per_thread=16), arch="sm_90")
     assert ei.value.rule == "loads_fit_registers"
     ReduceSchedule(block=1024, items_per_thread=8).check_op(op)  # 128 bytes: fits 64 registers
+
+
+def test_default_schedule_keeps_8_loads_in_flight_for_large_full_reductions(tmp_path, monkeypatch):
+    """schedule=None: a reduction to one value of ≥ 2^20 elements issues 8 loads per thread, rows keep the
+    preset's 4 (measured reason in tiledsl.reduce.family.default_schedule)."""
+    from tiledsl.reduce.family import FULL_DEEP_MIN, default_schedule
+
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path))  # no tuned record of the user's applies
+    h = Target.known("H200")
+    preset = tiledsl.preset("reduce", "default")
+    assert default_schedule(ReduceOp(shape=(1 << 29,)), h).items_per_thread == 8
+    assert default_schedule(ReduceOp(shape=(1, 1 << 20), axis=1), h).items_per_thread == 8
+    assert default_schedule(ReduceOp(shape=(FULL_DEEP_MIN - 1,)), h) == preset
+    assert default_schedule(ReduceOp(shape=(128, 1 << 20), axis=1), h) == preset
+    assert default_schedule(ReduceOp(shape=(1 << 20, 2), axis=0), h) == preset  # strided: 2 outputs

@@ -218,6 +218,30 @@ def test_two_pass_is_bitwise_deterministic(shape, axis, rng):
                 tiledsl.Target.current().sm_count).split > 1  # blocks really were combined
 
 
+# ---- tickets: zeroed once per buffer, left zero by every kernel ----
+@pytest.mark.parametrize("combine", ["two_pass", "atomic"])
+def test_split_reductions_leave_their_tickets_zero(combine, rng):
+    """No memset before a split launch: each kernel's last block resets its ticket. Interleave full, row and
+    column reductions of different splits on one stream, check every result, then read the tickets."""
+    import cupy as cp
+
+    from tiledsl import launch
+
+    s = tiledsl.ReduceSchedule(block=256, vec=4, items_per_thread=4, combine=combine)
+    cases = [(((1 << 20) + 3,), None), ((16, 50257), 1), ((3, 300001), 1), ((4000, 64), 0), ((1000, 3, 33), 1)]
+    data = [(rng.uniform(-1, 1, size=shape).astype("float32"), axis) for shape, axis in cases]
+    for _ in range(3):
+        for xh, axis in data:
+            rop = tiledsl.ReduceOp(shape=xh.shape, axis=axis)
+            out = _poisoned(rop.out_shape, "float32")
+            tiledsl.reduce(cp.asarray(xh), "sum", axis, schedule=s, out=out)
+            _check(cp.asnumpy(out), xh, "sum", axis, "float32", "float32")
+    cp.cuda.get_current_stream().synchronize()
+    key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr, "tickets")
+    tickets = launch._WORKSPACES[key].view(np.uint32)
+    assert int(cp.count_nonzero(tickets)) == 0
+
+
 # ---- the reduction ladder presets ----
 @pytest.mark.parametrize("name", list(tiledsl.presets("reduce")))
 @pytest.mark.parametrize("shape,axis", [(((1 << 20) + 3,), None), ((64, 1000), 1), ((3, 300001), 1)])

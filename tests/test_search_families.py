@@ -319,5 +319,5 @@ def test_reduce_launch_notes_name_the_scratch_buffers():
     plan = reduce_plan(FULL, s, H200.sm_count, H200.max_threads_per_sm)
     assert plan.split > 1 and plan.tickets == 1
     assert f"split={plan.split}" in notes[0] and f"partials: {plan.partials} elements of float32" in notes[1]
-    assert "tickets: 1 unsigned ints, zeroed before each launch" in notes[2]
+    assert "tickets: 1 unsigned ints, zeroed once before the first launch" in notes[2]
     assert families.get("reduce").launch_grid(FULL, s, H200) == (plan.grid, 1, 1)

@@ -146,7 +146,8 @@ def workspace_ptr(ws: Workspace, stream=None) -> int:
     """The device address of a scratch buffer of ``ws.nbytes`` bytes for the current device and ``stream``
     (an object whose ``.ptr`` is the stream's address; None: CuPy's current stream), initialised on that
     stream as ``ws.init`` says: zeroed by a memset, or filled with ``ws.fill`` (a memset when that is 0),
-    so a graph capture records it.
+    so a graph capture records it; "counters" (reduction tickets) are zeroed once, when the buffer is
+    allocated, because every kernel leaves the counters it used at zero.
 
     The buffer is kept and reused by later launches on the same stream (stream order makes that safe);
     it grows when a larger one is needed. Growing allocates, which a CUDA graph capture cannot record:
@@ -164,7 +165,7 @@ def workspace_ptr(ws: Workspace, stream=None) -> int:
         buf = _grow(cupy, ws, sp, key, buf)
     ptr = buf.data.ptr
     init = ws.init
-    if init == "none":
+    if init == "none" or init == "counters":
         return ptr
     if init == "zero" or (ws.fill == 0 and math.copysign(1.0, ws.fill) > 0):  # all-zero bits
         cupy.cuda.runtime.memsetAsync(ptr, 0, ws.nbytes, sp)
@@ -182,6 +183,8 @@ def _grow(cupy, ws: Workspace, sp: int, key: tuple, buf):
         _RETIRED.append(buf)
     with runtime.external_stream(sp):  # the pool hands the memory back to this stream when it is freed
         buf = cupy.empty(max(ws.nbytes, 256), dtype=np.uint8)
+    if ws.init == "counters":  # zero once; the kernels keep them zero (tiledsl.planning.Workspace)
+        cupy.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, sp)
     _WORKSPACES[key] = buf
     return buf
 

@@ -78,7 +78,9 @@ class Workspace:
         name: the binding that fills a pointer :class:`Param` ("workspace", "partials", "tickets").
         dtype: NumPy dtype name of its elements.
         count: elements.
-        init: "none", "zero" (zeroed before each launch) or "identity" (filled with :attr:`fill`).
+        init: "none", "zero" (zeroed before each launch), "counters" (zeroed once, when the buffer is
+            allocated: the kernel leaves every counter it used at zero) or "identity" (filled with
+            :attr:`fill` before each launch).
         fill: the value of an "identity" buffer.
     """
 

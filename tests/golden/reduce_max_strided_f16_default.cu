@@ -121,6 +121,8 @@ tiledsl_reduce_max_f16f16_strided_v8_warp_shuffle_a8c596c6(const unsigned short*
   __syncthreads();
   if (!am_last) return;
   __threadfence();
+  // every block of this column tile has taken its ticket: leave it zero for the next launch (no memset)
+  if (threadIdx.x == 0) tickets[group] = 0u;
   const volatile acc_t* const p = partials;
   if (const int j = threadIdx.x; j < TX * V) {
     const long long c = tile * TX * V + j;

@@ -114,6 +114,8 @@ tiledsl_reduce_sum_f32f32_contiguous_v4_warp_shuffle_a8c596c6(const float* __res
   __syncthreads();
   if (!am_last) return;
   __threadfence();
+  // every block of this segment has taken its ticket: leave it zero for the next launch (no memset)
+  if (threadIdx.x == 0) tickets[segment] = 0u;
   // two_pass: reduce the split partials in a fixed order (same bits every run)
   const volatile acc_t* const p = partials + segment * split;
   acc_t a = identity();

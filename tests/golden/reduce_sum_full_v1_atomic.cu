@@ -104,5 +104,7 @@ tiledsl_reduce_sum_f32f32_contiguous_v1_atomic_7fcc55af(const float* __restrict_
   __syncthreads();
   if (!am_last) return;
   __threadfence();
+  // every block of this segment has taken its ticket: leave it zero for the next launch (no memset)
+  if (threadIdx.x == 0) tickets[segment] = 0u;
   if (threadIdx.x == 0) out[segment] = finalize(((const volatile acc_t*)partials)[segment], length);
 }

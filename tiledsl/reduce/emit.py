@@ -340,7 +340,9 @@ def _contiguous_body(w: Writer, op: ReduceOp, s: ReduceSchedule) -> None:
           "am_last = atomicAdd(&tickets[segment], 1u) == (unsigned int)split - 1;")
     w("__syncthreads();",
       "if (!am_last) return;",
-      "__threadfence();")
+      "__threadfence();",
+      "// every block of this segment has taken its ticket: leave it zero for the next launch (no memset)",
+      "if (threadIdx.x == 0) tickets[segment] = 0u;")
     if s.combine == "two_pass":
         w("// two_pass: reduce the split partials in a fixed order (same bits every run)",
           "const volatile acc_t* const p = partials + segment * split;",
@@ -416,6 +418,8 @@ def _strided_body(w: Writer, op: ReduceOp, s: ReduceSchedule) -> None:
       "__syncthreads();",
       "if (!am_last) return;",
       "__threadfence();",
+      "// every block of this column tile has taken its ticket: leave it zero for the next launch (no memset)",
+      "if (threadIdx.x == 0) tickets[group] = 0u;",
       "const volatile acc_t* const p = partials;")
     with w.block("if (const int j = threadIdx.x; j < TX * V)"):
         w("const long long c = tile * TX * V + j;",

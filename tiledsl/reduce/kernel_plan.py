@@ -74,7 +74,8 @@ class LaunchPlan:
         grid: blocks (1-D).
         split: blocks sharing one output group (1 = no cross-block combine).
         partials: accumulator slots needed (partials for two_pass, per-output accumulators for atomic).
-        tickets: ticket counters needed (zeroed before the launch), 0 when none.
+        tickets: ticket counters needed (zero before the launch; the last block of each output resets its
+            counter, so they are zeroed once, when the buffer is allocated), 0 when none.
         fill_identity: the partials must start at the op's identity (atomic combine).
         col_tiles: column tiles per outer index (strided only; 0 otherwise).
     """
@@ -179,7 +180,7 @@ def plan_reduce(op: ReduceOp, s: ReduceSchedule, target: Target | None = None) -
         workspace.append(Workspace("partials", acc, lp.partials, "identity" if lp.fill_identity else "none",
                                    identity_value(op)))
     if lp is not None and lp.tickets:
-        workspace.append(Workspace("tickets", "uint32", lp.tickets, "zero"))
+        workspace.append(Workspace("tickets", "uint32", lp.tickets, "counters"))
     if op.kind == "contiguous":
         rule = "(segments · split, 1, 1), split blocks per segment (one wave of blocks when grid=0)"
         vec = (("x", v),)
