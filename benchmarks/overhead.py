@@ -1,7 +1,10 @@
 """Per-call cost of repeated small calls: tiledsl beside CuPy and torch, in the same run.
 
-Each row times ``--calls`` (≥ 1000) back-to-back calls after ``--warmup`` calls, wall clock
-(``time.perf_counter``), with one device synchronisation before and after; µs per call = elapsed / calls.
+Each row times ``--calls`` (≥ 1000) back-to-back calls of each library after ``--warmup`` calls, wall
+clock (``time.perf_counter``), in ``--rounds`` interleaved rounds (tiledsl, CuPy, torch, then the next
+round in a rotated order), with a device synchronisation before and after each round; µs per call is the
+median over the rounds of elapsed / calls-in-the-round, so a drift of the host's or the GPU's clocks
+during the run falls on every library alike.
 For small problems this is the host's launch path (Python, argument packing, the launch itself); for
 large ones (the 2^29 full sum and the 16384² row sum, timed as a user calls them) it is the kernel.
 
@@ -25,6 +28,7 @@ import argparse
 import csv
 import datetime as dt
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -58,6 +62,21 @@ def per_call_us(fn, calls: int, warmup: int, sync) -> float:
         fn()
     sync()
     return (time.perf_counter() - t0) / calls * 1e6
+
+
+def interleaved_us(fns: dict, calls: int, warmup: int, rounds: int, sync) -> dict:
+    """Median over ``rounds`` of each function's wall-clock µs per call; every round times
+    ``ceil(calls / rounds)`` calls of each function in turn (order rotated per round), after one warm-up
+    of ``warmup`` calls each."""
+    names = list(fns)
+    per_round = -(-calls // rounds)
+    for name in names:
+        per_call_us(fns[name], 1, warmup, sync)
+    samples: dict = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            samples[name].append(per_call_us(fns[name], per_round, 0, sync))
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def _torch():
@@ -139,11 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=1000, help="timed calls per row (at least 1000; default 1000)")
     ap.add_argument("--warmup", type=int, default=100, help="untimed calls first (default 100)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per row; the median is kept (default 5)")
     ap.add_argument("--no-big", action="store_true", help="skip the 2^29 full sum and the 16384² row sum")
     ap.add_argument("--out", type=Path, default=None, help="JSON path (default benchmarks/results/overhead_<gpu>_<date>.json)")
     args = ap.parse_args(argv)
     if args.calls < 1000:
         ap.error(f"--calls {args.calls}: at least 1000 calls per row")
+    if args.rounds < 1:
+        ap.error(f"--rounds {args.rounds}: at least 1")
     gpu = _gpu()
     if gpu is None:
         return 0
@@ -156,23 +178,25 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     for name, ours, cupy_fn, torch_fn in cases(not args.no_big):
-        row = {"call": name, "tiledsl_us": per_call_us(ours, args.calls, args.warmup, sync),
-               "cupy_us": per_call_us(cupy_fn, args.calls, args.warmup, sync)}
+        fns = {"tiledsl_us": ours, "cupy_us": cupy_fn}
         if torch_fn is not None:
-            row["torch_us"] = per_call_us(torch_fn, args.calls, args.warmup, sync)
+            fns["torch_us"] = torch_fn
+        row = {"call": name, **interleaved_us(fns, args.calls, args.warmup, args.rounds, sync)}
         row["cupy_over_tiledsl"] = row["cupy_us"] / row["tiledsl_us"]
         results.append(row)
         print(f"{name}: tiledsl {row['tiledsl_us']:.1f} µs, CuPy {row['cupy_us']:.1f} µs"
               + (f", torch {row['torch_us']:.1f} µs" if "torch_us" in row else ""), flush=True)
     today = dt.date.today().isoformat()
     doc = {"benchmark": "overhead", "gpu": gpu, "date": today, "calls": args.calls, "warmup": args.warmup,
+           "rounds": args.rounds, "timing": "median over interleaved rounds of wall-clock µs per call",
            "command": "python " + " ".join(["benchmarks/overhead.py", *(argv if argv is not None else sys.argv[1:])]),
            "cupy": cp.__version__, "torch": getattr(torch, "__version__", None), "rows": results}
     out = args.out or ROOT / "benchmarks" / "results" / f"overhead_{gpu.replace(' ', '_')}_{today}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print()
-    print(f"µs per call, wall clock over {args.calls} calls after {args.warmup} warm-up calls ({gpu}, {today})")
+    print(f"µs per call, wall clock over {args.calls} calls after {args.warmup} warm-up calls, median of "
+          f"{args.rounds} interleaved rounds ({gpu}, {today})")
     print()
     print("| call | tiledsl | CuPy | torch | CuPy / tiledsl |")
     print("| --- | ---: | ---: | ---: | ---: |")

@@ -124,7 +124,8 @@ def fake_torch() -> types.ModuleType:
     Tensor.__module__ = "torch"
     mod.Tensor = Tensor
     mod.device = lambda kind, index=None: (kind, index)
-    mod.empty = lambda shape, dtype, device: Tensor(fake_empty(shape, dtype.name))
+    mod.empty = lambda *sizes, dtype, device: Tensor(fake_empty(
+        sizes[0] if len(sizes) == 1 and isinstance(sizes[0], tuple) else sizes, dtype.name))
     mod.from_dlpack = Tensor
     mod._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0)
     mod.cuda = types.SimpleNamespace(current_stream=lambda index=None: types.SimpleNamespace(cuda_stream=0))

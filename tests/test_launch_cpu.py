@@ -71,7 +71,8 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(cupy, "empty", empty)
     monkeypatch.setattr(Kernel, "function", lambda self: _Recorder(self.name, log))
     monkeypatch.setattr(gemm_api, "workspace_ptr", workspace_ptr)
-    monkeypatch.setattr(reduce_api, "workspace_ptr", workspace_ptr)
+    monkeypatch.setattr(reduce_api, "workspace_ptrs",
+                        lambda wss, stream=None: tuple(0 if w is None else workspace_ptr(w, stream) for w in wss))
     cache.clear_all()
     log.append(empty)  # the allocator, for the tests
     yield log

@@ -85,8 +85,9 @@ def _fake_torch(empty, state: dict):
     mod.nn = types.SimpleNamespace(Parameter=Parameter)
     mod.device = lambda kind, index: (kind, index)
 
-    def torch_empty(shape, dtype, device):
+    def torch_empty(*sizes, dtype, device):  # torch.empty((m, n), ...) or torch.empty(m, n, ...)
         state["torch_empty"] += 1
+        shape = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], tuple) else sizes
         if dtype is mod.bfloat16:
             return Tensor(empty(shape, "int16"), dtype)
         return Tensor(empty(shape, dtype.name))

@@ -157,9 +157,19 @@ def workspace_ptr(ws: Workspace, stream=None) -> int:
     Raises:
         LaunchError: the buffer must grow while the stream is capturing a graph.
     """
+    return workspace_ptrs((ws,), stream)[0]
+
+
+def workspace_ptrs(wss: tuple[Workspace | None, ...], stream=None) -> tuple[int, ...]:
+    """:func:`workspace_ptr` of each of ``wss`` on one stream (0 for None), the stream and device read once."""
     cupy = runtime.cupy_module()
     sp = cupy.cuda.get_current_stream().ptr if stream is None else stream.ptr
-    key = (runtime.device_id(), sp, ws.name)
+    dev = runtime.device_id()
+    return tuple(0 if ws is None else _ptr(cupy, ws, sp, dev) for ws in wss)
+
+
+def _ptr(cupy, ws: Workspace, sp: int, dev: int) -> int:
+    key = (dev, sp, ws.name)
     buf = _WORKSPACES.get(key)
     if buf is None or buf.nbytes < ws.nbytes:
         buf = _grow(cupy, ws, sp, key, buf)

@@ -243,10 +243,12 @@ class Output:
         name: the result's dtype name when it differs from ``dtype``'s ("bfloat16", a torch result only).
     """
 
-    __slots__ = ("device", "dtype", "index", "shape", "torch_dtype")
+    __slots__ = ("device", "dtype", "index", "shape", "sizes", "torch_dtype")
 
     def __init__(self, shape: tuple[int, ...], dtype, torch_index: int | None, name: str | None = None) -> None:
         self.shape, self.dtype, self.index = tuple(shape), dtype, torch_index
+        # torch.empty(*sizes): separate ints parse ~1 µs faster than one tuple (H200 host, torch 2.11)
+        self.sizes = self.shape or ((),)
         self.device = self.torch_dtype = None
         if torch_index is not None:
             torch = sys.modules["torch"]
@@ -258,7 +260,7 @@ class Output:
         if self.index is None:
             out = cupy_empty(self.shape, self.dtype)
             return out, out.data.ptr, None
-        out = sys.modules["torch"].empty(self.shape, dtype=self.torch_dtype, device=self.device)
+        out = sys.modules["torch"].empty(*self.sizes, dtype=self.torch_dtype, device=self.device)
         return out, out.data_ptr(), torch_stream(self.index)
 
     def stream(self):

@@ -6,7 +6,7 @@ import warnings
 
 from .. import cache, dtypes, runtime
 from ..errors import SpecError
-from ..launch import Built, Launcher, build, resolve_schedule, workspace_ptr
+from ..launch import Built, Launcher, build, resolve_schedule, workspace_ptrs
 from ..runtime import alignment_elems, as_cupy, returns_like_inputs
 from ..target import Target
 from .axes import normalize_axes, plan_axes
@@ -99,7 +99,8 @@ class _ReduceCall:
         ws = built.plan.workspace
         unused = {name: None for name in ("partials", "tickets") if name not in {w.name for w in ws}}
         self.launcher = Launcher(built.kernel, built.plan, unused, _ORDER)
-        self.ws = {w.name: w for w in ws}
+        named = {w.name: w for w in ws}
+        self.ws = (named.get("partials"), named.get("tickets")) if ws else ()  # in _ORDER, None where unused
         self.output = output
 
     def run(self, px: int, out_ptr: int | None, out):
@@ -109,12 +110,8 @@ class _ReduceCall:
             out, out_ptr, stream = self.output.new()
         else:
             stream = self.output.stream()
-        ws = self.ws
-        if ws:
-            p = ws.get("partials")
-            t = ws.get("tickets")
-            self.launcher((px, out_ptr, 0 if p is None else workspace_ptr(p, stream),
-                           0 if t is None else workspace_ptr(t, stream)), stream)
+        if self.ws:
+            self.launcher((px, out_ptr, *workspace_ptrs(self.ws, stream)), stream)
         else:
             self.launcher((px, out_ptr, 0, 0), stream)
         return out
