@@ -180,7 +180,7 @@ def rows(torch) -> dict:
         "reduce sum axis=1 128x4096, torch, out= given": lambda: tiledsl.reduce(tx, "sum", axis=1, out=tr),
         "transpose 64x64, torch": lambda: tiledsl.transpose(tt_),
         "(fake allocation of one 64x64 CuPy output)": lambda: fake_empty((64, 64)),
-        "(stand-in torch.empty of one 64x64 output)": lambda: torch.empty((64, 64), torch.float32, None),
+        "(stand-in torch.empty of one 64x64 output)": lambda: torch.empty(64, 64, dtype=torch.float32, device=None),
     }
 
 

@@ -24,10 +24,10 @@ from tiledsl import cache, launch, registry, runtime
 from tiledsl.compile import Kernel
 from tiledsl.gemm import api as gemm_api
 from tiledsl.planning import Workspace
-from tiledsl.reduce import api as reduce_api
 from tiledsl.target import Target
 
 H200 = Target.known("H200")
+REAL_PTR = launch._ptr  # the fixture fakes the scratch-buffer lookup; the workspace tests use the real one
 
 
 def _value(arg):
@@ -71,8 +71,9 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(cupy, "empty", empty)
     monkeypatch.setattr(Kernel, "function", lambda self: _Recorder(self.name, log))
     monkeypatch.setattr(gemm_api, "workspace_ptr", workspace_ptr)
-    monkeypatch.setattr(reduce_api, "workspace_ptrs",
-                        lambda wss, stream=None: tuple(0 if w is None else workspace_ptr(w, stream) for w in wss))
+    monkeypatch.setattr(launch, "_ptr", lambda cupy, ws, sp, dev: workspace_ptr(ws))
+    monkeypatch.setattr(launch, "_GENERATION", [0])
+    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: runtime.StreamRef(0))
     cache.clear_all()
     log.append(empty)  # the allocator, for the tests
     yield log
@@ -169,8 +170,12 @@ def test_reduce_full_sum_takes_partials_and_kept_zero_tickets_from_the_workspace
     ws = [e for e in fake_gpu if isinstance(e, dict) and "workspace" in e]
     lp = tiledsl.plan(tiledsl.ReduceOp(shape=(1 << 22,)), device=H200).detail
     assert lp.split > 1
+    # looked up once: the second call reuses the addresses (no buffer was replaced since)
     assert [(w["workspace"], w["count"], w["init"]) for w in ws] == [("partials", lp.partials, "none"),
-                                                                      ("tickets", 1, "counters")] * 2
+                                                                      ("tickets", 1, "counters")]
+    launch._GENERATION[0] += 1  # a buffer was replaced or freed: the next call looks them up again
+    tiledsl.reduce(x, "sum", out=out)
+    assert len([e for e in fake_gpu if isinstance(e, dict) and "workspace" in e]) == 4
     run = _launches(fake_gpu)[1]
     assert int(run["args"][1]) == out.data.ptr and run["args"][4:] == (np.int64(1), np.int64(1 << 22), np.int64(1),
                                                                         np.int64(0), np.int32(lp.split))
@@ -215,6 +220,7 @@ def test_an_overlapping_output_is_not_replayed(fake_gpu):
 
 
 def test_workspaces_are_kept_per_stream_and_zeroed_by_a_memset_on_it(fake_gpu, monkeypatch):
+    monkeypatch.setattr(launch, "_ptr", REAL_PTR)
     memsets, capturing = [], set()
     monkeypatch.setattr(cupy.cuda.runtime, "memsetAsync", lambda *args: memsets.append(args))
     monkeypatch.setattr(cupy.cuda.runtime, "streamIsCapturing", lambda ptr: ptr in capturing)
@@ -236,6 +242,7 @@ def test_workspaces_are_kept_per_stream_and_zeroed_by_a_memset_on_it(fake_gpu, m
 
 def test_counters_are_zeroed_when_allocated_and_never_again(fake_gpu, monkeypatch):
     """Reduction tickets: the kernel's last block resets its counter, so only a new buffer is zeroed."""
+    monkeypatch.setattr(launch, "_ptr", REAL_PTR)
     memsets = []
     monkeypatch.setattr(cupy.cuda.runtime, "memsetAsync", lambda *args: memsets.append(args))
     monkeypatch.setattr(cupy.cuda.runtime, "streamIsCapturing", lambda ptr: False)
@@ -248,6 +255,9 @@ def test_counters_are_zeroed_when_allocated_and_never_again(fake_gpu, monkeypatc
     assert memsets == [(p1, 0, 256, 11)]  # the whole (256-byte minimum) allocation, once
     p2 = launch.workspace_ptr(Workspace("tickets", "uint32", 1000, "counters"), s1)  # grows: a new buffer
     assert p2 != p1 and memsets[1:] == [(p2, 0, 4000, 11)]
+    generation = launch._GENERATION[0]  # a replaced buffer made remembered addresses stale; so does freeing
+    launch.free_workspaces()
+    assert launch._GENERATION[0] == generation + 1
 
 
 def test_tma_gemm_passes_tensor_maps_encoded_once_per_address_pair(fake_gpu, monkeypatch):

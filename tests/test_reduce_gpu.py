@@ -238,7 +238,7 @@ def test_split_reductions_leave_their_tickets_zero(combine, rng):
             _check(cp.asnumpy(out), xh, "sum", axis, "float32", "float32")
     cp.cuda.get_current_stream().synchronize()
     key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr, "tickets")
-    tickets = launch._WORKSPACES[key].view(np.uint32)
+    tickets = launch._WORKSPACES[key][0].view(np.uint32)
     assert int(cp.count_nonzero(tickets)) == 0
 
 

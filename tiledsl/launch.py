@@ -138,8 +138,9 @@ def _as_is(value):
 
 # ---------------------------------------------------------------- scratch buffers per (device, stream)
 
-_WORKSPACES: dict[tuple[int, int, str], object] = {}
+_WORKSPACES: dict[tuple[int, int, str], tuple] = {}  # (device, stream, name) -> (buffer, address, bytes)
 _RETIRED: list = []  # buffers replaced by larger ones: a captured graph may still write to them
+_GENERATION = [0]  # bumped when a buffer is replaced or freed: remembered addresses are stale then
 
 
 def workspace_ptr(ws: Workspace, stream=None) -> int:
@@ -165,15 +166,41 @@ def workspace_ptrs(wss: tuple[Workspace | None, ...], stream=None) -> tuple[int,
     cupy = runtime.cupy_module()
     sp = cupy.cuda.get_current_stream().ptr if stream is None else stream.ptr
     dev = runtime.device_id()
-    return tuple(0 if ws is None else _ptr(cupy, ws, sp, dev) for ws in wss)
+    return tuple([0 if ws is None else _ptr(cupy, ws, sp, dev) for ws in wss])
+
+
+class WorkspaceSet:
+    """The scratch buffers of one cached launch (None where a slot is unused), with their addresses
+    remembered per stream while no buffer is replaced or freed, when none needs filling before a launch
+    (init "none" or "counters"): a repeated launch then costs one comparison instead of a lookup per
+    buffer. Otherwise each call goes through :func:`workspace_ptrs`."""
+
+    __slots__ = ("_memo", "_static", "wss")
+
+    def __init__(self, wss: tuple[Workspace | None, ...]) -> None:
+        self.wss = wss
+        self._static = all(ws is None or ws.init in ("none", "counters") for ws in wss)
+        self._memo: tuple = (None, -1, ())  # (stream address, generation, addresses)
+
+    def ptrs(self, stream=None) -> tuple[int, ...]:
+        """The buffers' device addresses for ``stream`` (None: CuPy's current stream); see :func:`workspace_ptr`."""
+        if not self._static:
+            return workspace_ptrs(self.wss, stream)
+        sp = runtime.cupy_module().cuda.get_current_stream().ptr if stream is None else stream.ptr
+        memo = self._memo
+        if memo[0] == sp and memo[1] == _GENERATION[0]:
+            return memo[2]
+        got = workspace_ptrs(self.wss, stream)
+        self._memo = (sp, _GENERATION[0], got)
+        return got
 
 
 def _ptr(cupy, ws: Workspace, sp: int, dev: int) -> int:
     key = (dev, sp, ws.name)
-    buf = _WORKSPACES.get(key)
-    if buf is None or buf.nbytes < ws.nbytes:
-        buf = _grow(cupy, ws, sp, key, buf)
-    ptr = buf.data.ptr
+    held = _WORKSPACES.get(key)
+    if held is None or held[2] < ws.nbytes:
+        held = _grow(cupy, ws, sp, key, held)
+    buf, ptr, _ = held
     init = ws.init
     if init == "none" or init == "counters":
         return ptr
@@ -185,18 +212,19 @@ def _ptr(cupy, ws: Workspace, sp: int, dev: int) -> int:
     return ptr
 
 
-def _grow(cupy, ws: Workspace, sp: int, key: tuple, buf):
+def _grow(cupy, ws: Workspace, sp: int, key: tuple, held: tuple | None) -> tuple:
     if sp and cupy.cuda.runtime.streamIsCapturing(sp):
         raise LaunchError(f"the {ws.name} scratch buffer ({ws.nbytes} bytes) must be allocated while a CUDA "
                           f"graph is being captured: run the same call once before capturing it")
-    if buf is not None:
-        _RETIRED.append(buf)
+    if held is not None:
+        _RETIRED.append(held[0])
     with runtime.external_stream(sp):  # the pool hands the memory back to this stream when it is freed
         buf = cupy.empty(max(ws.nbytes, 256), dtype=np.uint8)
     if ws.init == "counters":  # zero once; the kernels keep them zero (tiledsl.planning.Workspace)
         cupy.cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, sp)
-    _WORKSPACES[key] = buf
-    return buf
+    held = _WORKSPACES[key] = (buf, buf.data.ptr, buf.nbytes)
+    _GENERATION[0] += 1
+    return held
 
 
 def free_workspaces() -> None:
@@ -204,3 +232,4 @@ def free_workspaces() -> None:
     them must not be replayed afterwards."""
     _WORKSPACES.clear()
     _RETIRED.clear()
+    _GENERATION[0] += 1

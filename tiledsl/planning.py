@@ -12,6 +12,7 @@ New facts slot in by adding a field with a default here, or by a family's own :a
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,8 +91,9 @@ class Workspace:
     init: str = "none"
     fill: int | float = 0
 
-    @property
+    @functools.cached_property
     def nbytes(self) -> int:
+        """Bytes of the buffer (computed once: a repeated launch reads it)."""
         return self.count * np.dtype(self.dtype).itemsize
 
 

@@ -6,7 +6,7 @@ import warnings
 
 from .. import cache, dtypes, runtime
 from ..errors import SpecError
-from ..launch import Built, Launcher, build, resolve_schedule, workspace_ptrs
+from ..launch import Built, Launcher, WorkspaceSet, build, resolve_schedule
 from ..runtime import alignment_elems, as_cupy, returns_like_inputs
 from ..target import Target
 from .axes import normalize_axes, plan_axes
@@ -100,7 +100,7 @@ class _ReduceCall:
         unused = {name: None for name in ("partials", "tickets") if name not in {w.name for w in ws}}
         self.launcher = Launcher(built.kernel, built.plan, unused, _ORDER)
         named = {w.name: w for w in ws}
-        self.ws = (named.get("partials"), named.get("tickets")) if ws else ()  # in _ORDER, None where unused
+        self.ws = WorkspaceSet((named.get("partials"), named.get("tickets"))) if ws else None  # in _ORDER
         self.output = output
 
     def run(self, px: int, out_ptr: int | None, out):
@@ -110,8 +110,8 @@ class _ReduceCall:
             out, out_ptr, stream = self.output.new()
         else:
             stream = self.output.stream()
-        if self.ws:
-            self.launcher((px, out_ptr, *workspace_ptrs(self.ws, stream)), stream)
+        if self.ws is not None:
+            self.launcher((px, out_ptr, *self.ws.ptrs(stream)), stream)
         else:
             self.launcher((px, out_ptr, 0, 0), stream)
         return out
