@@ -50,6 +50,9 @@ WGMMA_SWEEP = {  # name -> GemmSchedule fields (wgmma, bk 64); "tma": a producer
     "tma 128x128x64 s4": dict(bm=128, bn=128, stages=4, warp_specialize=True),
     "tma 128x128x64 s6": dict(bm=128, bn=128, stages=6, warp_specialize=True),
     "tma 128x256x64 s4 swizzle4": dict(bm=128, bn=256, stages=4, warp_specialize=True, swizzle=4),
+    "tma 128x256x64 s3 persistent": dict(bm=128, bn=256, stages=3, warp_specialize=True, persistent=True),
+    "tma 128x256x64 s4 persistent": dict(bm=128, bn=256, stages=4, warp_specialize=True, persistent=True),
+    "tma 128x128x64 s6 persistent": dict(bm=128, bn=128, stages=6, warp_specialize=True, persistent=True),
 }
 
 
@@ -137,6 +140,13 @@ def check(dtype: str, rng, hopper: bool = False) -> list[str]:
     return fails
 
 
+ONLY: list[str] = []  # --only: sweep the schedules whose name contains one of these ("default" included)
+
+
+def _selected(name: str) -> bool:
+    return not ONLY or any(text in name for text in ONLY)
+
+
 def one_call_and_stream(fn) -> tuple[float, float]:
     """(ms of one call, L2 flushed, median of 20; ms per call in streams of STREAM back-to-back calls, median
     of 10 streams)."""
@@ -179,7 +189,7 @@ def sweep_wgmma(rng) -> list[dict]:
                     vname = "cuBLAS (torch.matmul)"
                 vendor, vendor_stream = one_call_and_stream(vcall)
                 for name, kw in WGMMA_SWEEP.items():
-                    if size == 8192 and name not in SWEEP_8192:
+                    if (size == 8192 and name not in SWEEP_8192) or not _selected(name):
                         continue
                     s = wgmma(**kw)
                     try:
@@ -198,7 +208,8 @@ def sweep_wgmma(rng) -> list[dict]:
     return rows
 
 
-SWEEP_8192 = ("wgmma 128x256x64 s4", "tma 128x256x64 s3", "tma 128x256x64 s4", "tma 128x192x64 s5")
+SWEEP_8192 = ("wgmma 128x256x64 s4", "tma 128x256x64 s3", "tma 128x256x64 s4", "tma 128x192x64 s5",
+              "tma 128x256x64 s3 persistent", "tma 128x256x64 s4 persistent")
 STREAM = 10  # calls per timed stream: the kernel's time per call with the host's launch path overlapped
 
 
@@ -208,6 +219,8 @@ TF32_SWEEP = {  # name -> GemmSchedule fields (wgmma tf32, TMA); None: schedule=
     "tf32 128x256x32 s3": dict(bm=128, bn=256, bk=32, stages=3),
     "tf32 128x128x32 s6": dict(bm=128, bn=128, bk=32, stages=6),
     "tf32 128x192x32 s5": dict(bm=128, bn=192, bk=32, stages=5),
+    "tf32 128x256x32 s3 persistent": dict(bm=128, bn=256, bk=32, stages=3, persistent=True),
+    "tf32 128x256x32 s4 persistent": dict(bm=128, bn=256, bk=32, stages=4, persistent=True),
 }
 
 
@@ -232,7 +245,7 @@ def sweep_tf32() -> list[dict]:
                     torch.matmul(a, b, out=c)
                 vendor, vendor_stream = one_call_and_stream(vcall)
                 for name, kw in TF32_SWEEP.items():
-                    if precision == "ieee" and kw is not None:
+                    if (precision == "ieee" and kw is not None) or not _selected(name):
                         continue
                     s = None if kw is None else tiledsl.GemmSchedule(mma="wgmma", warp_specialize=True, **kw)
 
@@ -334,7 +347,10 @@ def main() -> int:
     p.add_argument("--triton", action="store_true", help="tiledsl's default vs Triton's autotuned matmul vs cuBLAS")
     p.add_argument("--tf32", action="store_true", help="float32: precision='tf32' vs cuBLAS TF32, IEEE vs cuBLAS SGEMM")
     p.add_argument("--out", default=None)
+    p.add_argument("--only", action="append", default=[], metavar="TEXT",
+                   help="sweep only the schedules whose name contains TEXT (repeatable; default: all)")
     args = p.parse_args()
+    ONLY.extend(args.only)
     if not tiledsl.gpu_available():
         print("no GPU: benchmarks/gemm_tc.py needs a CUDA GPU")
         return 0

@@ -159,7 +159,20 @@ def _tma_parts(op, schedule, params: list[tuple[str, str]]) -> tuple:
                 "  std::memcpy(&tmap_b, &maps[1], sizeof(tmap_b));\n")
     notes = ["A and B reach the kernel as TMA tensor maps (128-byte swizzle, zeros outside the matrix), encoded "
              "here for each call."]
-    return decl, names, _GEMM_GRID, notes, ("cuda.h", "cudaTypedefs.h", "cstring"), prologue
+    grid = _GEMM_GRID
+    if schedule.persistent:
+        notes.append("persistent: one block per SM (at most one per C tile); each walks the C tiles "
+                     "blockIdx.x, blockIdx.x + gridDim.x, ...")
+        grid = _PERSISTENT_GRID
+    return decl, names, grid, notes, ("cuda.h", "cudaTypedefs.h", "cstring"), prologue
+
+
+_PERSISTENT_GRID = """int device = 0, sms = 0;
+  cudaError_t e_sm = cudaGetDevice(&device);
+  if (e_sm == cudaSuccess) e_sm = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e_sm != cudaSuccess) return e_sm;
+  const long long tiles = (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+  dim3 grid((unsigned)(tiles < sms ? (tiles > 0 ? tiles : 1) : sms), 1, 1);  // persistent: one block per SM"""
 
 
 def kernel_cu(family: str, op, schedule, kernel, header: list[str], target=None) -> str:

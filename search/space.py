@@ -177,7 +177,8 @@ def describe(schedule) -> str:
     """A compact one-line description of a schedule, or of its ``to_dict()``."""
     d = schedule if isinstance(schedule, dict) else schedule.to_dict()
     if d.get("mma") == "wgmma":
-        return (f"wgmma{' tma' if d.get('warp_specialize') else ''} {d['bm']}x{d['bn']}x{d['bk']} s{d['stages']} "
+        tma = (' tma persistent' if d.get('persistent') else ' tma') if d.get('warp_specialize') else ''
+        return (f"wgmma{tma} {d['bm']}x{d['bn']}x{d['bk']} s{d['stages']} "
                 f"sw{d['swizzle']}")
     if d.get("mma") == "mma_sync":
         return f"mma.sync {d['bm']}x{d['bn']}x{d['bk']} w{d['wm']}x{d['wn']} s{d['stages']} sw{d['swizzle']}"
@@ -302,10 +303,11 @@ def _gemm_work(op) -> tuple[float, str, str, float]:
 
 
 # ---- tensor cores: float16 / bfloat16 inputs, and float32 with precision="tf32" ----
-_TC_KERNELS = ("mma_sync", "wgmma", "wgmma_tma")
+_TC_KERNELS = ("mma_sync", "wgmma", "wgmma_tma", "wgmma_tma_persistent")
 _TC_KNOBS = (
     Knob("kernel", 0, 2, doc="0: mma.sync fed by ldmatrix (sm_80+); 1: wgmma, every thread copying with cp.async; "
-                             "2: wgmma fed by a TMA producer warpgroup (sm_90)"),
+                             "2: wgmma fed by a TMA producer warpgroup (sm_90); 3: the same, persistent (one "
+                             "block per SM walking the C tiles)"),
     Knob("bm_log2", 6, 8, doc="block tile rows bm = 2^x (64..256)"),
     Knob("bn_log2", 6, 8, doc="block tile columns bn = 2^x (64..256)"),
     Knob("stages", 2, 6, doc="K tiles in the shared-memory pipeline"),
@@ -324,7 +326,9 @@ def _tc_fields_for(wgmma_bk: int) -> Callable[[dict], dict]:
         if kernel == "mma_sync":
             w = _p2(p["warp_log2"])
             return dict(mma="mma_sync", bk=32, wm=min(w, bm), wn=min(w, bn), smem_pad=8, **common)
-        return dict(mma="wgmma", bk=wgmma_bk, warp_specialize=kernel == "wgmma_tma", **common)
+        tma = kernel.startswith("wgmma_tma")
+        return dict(mma="wgmma", bk=wgmma_bk, warp_specialize=tma, persistent=kernel == "wgmma_tma_persistent",
+                    **common)
 
     return fields_of
 
@@ -333,7 +337,8 @@ def _tc_params_for(knobs: tuple[Knob, ...], fields_of: Callable[[dict], dict]) -
     def params_of(s) -> dict | None:
         if s.mma == "fma" or s.split_k != 1:
             return None
-        kernel = "mma_sync" if s.mma == "mma_sync" else ("wgmma_tma" if s.warp_specialize else "wgmma")
+        kernel = ("mma_sync" if s.mma == "mma_sync" else "wgmma" if not s.warp_specialize
+                  else "wgmma_tma_persistent" if s.persistent else "wgmma_tma")
         warp = _log2(s.wm) if s.mma == "mma_sync" else 6  # wgmma ignores it: one value, no duplicates
         params = {"kernel": _TC_KERNELS.index(kernel), "bm_log2": _log2(s.bm), "bn_log2": _log2(s.bn),
                   "stages": s.stages, "warp_log2": warp, "swizzle_log2": _log2(s.swizzle)}
@@ -347,7 +352,7 @@ def _tc_seeds(op, target) -> list:
     space = GEMM_SPACE.for_op(op)
     cands = [dict(space.to_fields({"kernel": kernel, "bm_log2": bm, "bn_log2": bn, "stages": st, "warp_log2": w,
                                     "swizzle_log2": 3}))
-             for kernel in (2, 1, 0) for bm in (7, 8, 6) for bn in (8, 7, 6) for st in (3, 4, 6) for w in (6, 5)]
+             for kernel in (3, 2, 1, 0) for bm in (7, 8, 6) for bn in (8, 7, 6) for st in (3, 4, 6) for w in (6, 5)]
     return _valid_seeds("gemm", cands, op, target, space.from_schedule)
 
 
@@ -359,9 +364,9 @@ def _tc_space(wgmma_bk: int, kernels: tuple[int, ...]) -> Space:
                  structure_ignore=("swizzle", "wm", "wn"), canonical=_plan_canonical)
 
 
-GEMM_TC16_SPACE = _tc_space(64, (0, 1, 2))
+GEMM_TC16_SPACE = _tc_space(64, (0, 1, 2, 3))
 """float16 / bfloat16: mma.sync, cp.async wgmma and TMA wgmma (the device rules drop wgmma before sm_90)."""
-GEMM_TF32_SPACE = _tc_space(32, (2,))
+GEMM_TF32_SPACE = _tc_space(32, (2, 3))
 """float32 with precision="tf32": TMA wgmma only (rules ``tf32_needs_tma``, ``mma_needs_16_bit_inputs``)."""
 GEMM_TC16_NO_TMA_SPACE = _tc_space(64, (0, 1))
 """float16 / bfloat16 where tensor maps cannot be encoded (no ``cuda-bindings``): no TMA kernels."""

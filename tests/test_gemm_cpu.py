@@ -53,6 +53,9 @@ FAILING = [
     ("warp_specialize_needs_wgmma", dict(mma="mma_sync", bk=32, smem_pad=8, warp_specialize=True)),
     ("warp_specialize_rows", dict(mma="wgmma", bm=256, bn=128, bk=64, stages=4, warp_specialize=True)),
     ("warp_specialize_registers", dict(mma="wgmma", bm=128, bn=64, bk=64, stages=4, warp_specialize=True)),
+    ("persistent_needs_tma", dict(mma="wgmma", bm=128, bn=256, bk=64, stages=4, persistent=True)),
+    ("persistent_needs_tma", dict(mma="wgmma", bm=128, bn=256, bk=64, stages=4, warp_specialize=True,
+                                  split_k=2, persistent=True)),
     ("kernel_kind", dict(kernel="gemm")),
     ("gemv_on_fma", dict(kernel="gemv", bm=4, bn=128, mma="mma_sync", bk=32, smem_pad=8)),
     ("gemv_rows", dict(kernel="gemv", bm=32, bn=128)),
@@ -444,7 +447,23 @@ def test_default_schedule_uses_tma_only_where_tensor_maps_can_be_encoded(monkeyp
 WGMMA_SCHEDULES = [dict(bm=128, bn=256, stages=4), dict(bm=256, bn=128, stages=4), dict(bm=128, bn=128, stages=6),
                    dict(bm=64, bn=64, stages=3), dict(bm=128, bn=128, stages=4, split_k=4),
                    dict(bm=128, bn=256, stages=4, warp_specialize=True),
-                   dict(bm=128, bn=128, stages=6, warp_specialize=True, split_k=2)]
+                   dict(bm=128, bn=128, stages=6, warp_specialize=True, split_k=2),
+                   dict(bm=128, bn=256, stages=4, warp_specialize=True, persistent=True)]
+
+
+def test_persistent_grid_is_one_block_per_sm_at_most_one_per_tile():
+    from tiledsl.gemm import plan_gemm
+
+    s = GemmSchedule(mma="wgmma", bm=128, bn=256, bk=64, stages=4, warp_specialize=True, persistent=True)
+    h = tiledsl.Target.known("H200")
+    big = GemmOp(4096, 4096, 4096, dtype="float16", align_a=8, align_b=8, align_c=8)
+    small = GemmOp(256, 512, 4096, dtype="float16", align_a=8, align_b=8, align_c=8)
+    assert tiledsl.plan(big, s, device=h).grid == (h.sm_count, 1, 1)  # 512 tiles on 132 SMs
+    assert tiledsl.plan(small, s, device=h).grid == (4, 1, 1)  # 2 x 2 tiles: one block each
+    assert plan_gemm(big, s).grid == (512, 1, 1)  # no device: the tiles (the cost model's work count)
+    src = tiledsl.compile(big, s, arch="sm_90").source
+    assert "for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)" in src
+    assert src.count("int it = 0;") == 2  # producer and consumers count K tiles across C tiles alike
 
 
 @pytest.mark.parametrize("kw", WGMMA_SCHEDULES, ids=lambda kw: "_".join(f"{k}{v}" for k, v in kw.items()))

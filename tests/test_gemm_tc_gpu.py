@@ -115,6 +115,13 @@ WGMMA_SCHEDULES = {
     "wgmma 128x256x64 s4 producer warpgroup": dict(bm=128, bn=256, stages=4, warp_specialize=True),
     "wgmma 128x128x64 s4 producer warpgroup split-K 2": dict(bm=128, bn=128, stages=4, warp_specialize=True,
                                                              split_k=2),
+    "wgmma 128x256x64 s4 producer warpgroup persistent": dict(bm=128, bn=256, stages=4, warp_specialize=True,
+                                                              persistent=True),
+}
+PERSISTENT_SCHEDULES = {
+    "128x256x64 s4": dict(bm=128, bn=256, stages=4),
+    "128x128x64 s6": dict(bm=128, bn=128, stages=6),
+    "128x256x64 s3 swizzle 1": dict(bm=128, bn=256, stages=3, swizzle=1),
 }
 WGMMA_SHAPES = [(8, 8, 8), (8, 24, 64), (128, 136, 72), (136, 128, 200), (40, 848, 2560), (256, 304, 1000)]
 
@@ -132,6 +139,28 @@ def test_wgmma_shapes_layouts(dtype, name, m, n, k, layout, rng):
     a, b, ha, hb = _operands(dtype, m, n, k, la, lb, 0, rng)
     c, hc = _out(dtype, m, n, rng, poison=False)
     s = tiledsl.GemmSchedule(mma="wgmma", bk=64, **WGMMA_SCHEDULES[name])
+    out = tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=s)
+    _check(out, 1.5 * ha @ hb - 0.5 * hc, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", list(PERSISTENT_SCHEDULES))
+@pytest.mark.parametrize("m,n,k", [(1544, 4104, 328), (4096, 4096, 256), (2048, 4096, 64), (1032, 8200, 1000)])
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN"])
+def test_persistent_blocks_walk_many_tiles(dtype, name, m, n, k, layout, rng):
+    """More C tiles than SMs, so each persistent block computes several (up to 8) with the pipeline's stages and
+    barrier phases carried from one tile to the next: K tiles per C tile fewer than, equal to, and not a
+    multiple of the stages; edge tiles in M and N."""
+    cp = pytest.importorskip("cupy")
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("wgmma needs an sm_90 GPU")
+    la, lb = ("row" if layout[0] == "N" else "col"), ("row" if layout[1] == "N" else "col")
+    a, b, ha, hb = _operands(dtype, m, n, k, la, lb, 0, rng)
+    c, hc = _out(dtype, m, n, rng, poison=False)
+    s = tiledsl.GemmSchedule(mma="wgmma", bk=64, warp_specialize=True, persistent=True, **PERSISTENT_SCHEDULES[name])
+    plan = tiledsl.plan(tiledsl.GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b=lb, align_a=8, align_b=8,
+                                       align_c=8, read_c=True), s, device=tiledsl.Target.current())
+    assert plan.grid[0] == tiledsl.Target.current().sm_count < -(-m // s.bm) * -(-n // s.bn)
     out = tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=s)
     _check(out, 1.5 * ha @ hb - 0.5 * hc, dtype)
 
@@ -166,11 +195,12 @@ TF32_TOL = 5e-3
 TF32_SCHEDULES = {
     "tf32 128x256x32 s4": dict(bm=128, bn=256, bk=32, stages=4),
     "tf32 128x128x32 s6 split-K 2": dict(bm=128, bn=128, bk=32, stages=6, split_k=2),
+    "tf32 128x256x32 s4 persistent": dict(bm=128, bn=256, bk=32, stages=4, persistent=True),
 }
 
 
 @pytest.mark.parametrize("name", list(TF32_SCHEDULES))
-@pytest.mark.parametrize("m,n,k", [(4, 4, 4), (136, 128, 200), (40, 848, 2560), (256, 300, 1000)])
+@pytest.mark.parametrize("m,n,k", [(4, 4, 4), (136, 128, 200), (40, 848, 2560), (256, 300, 1000), (2056, 4096, 200)])
 @pytest.mark.parametrize("beta", [0.0, -0.5])
 def test_tf32_wgmma_against_float64(name, m, n, k, beta, rng):
     cp = pytest.importorskip("cupy")

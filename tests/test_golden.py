@@ -46,6 +46,9 @@ def _cases() -> dict[str, str]:
         "gemm_bf16_tma_tn_128x256x64_s4.cu": source(
             GemmOp(4096, 4096, 4096, dtype="bfloat16", layout_a="col", align_a=8, align_b=8, align_c=8, read_c=True),
             preset("gemm", "hgemm_tma_128x256x64_s4")),
+        "gemm_f16_tma_persistent_nn_128x256x64_s4.cu": source(
+            GemmOp(4096, 4096, 4096, dtype="float16", align_a=8, align_b=8, align_c=8),
+            replace(preset("gemm", "hgemm_tma_128x256x64_s4"), persistent=True)),
         "gemm_tf32_tma_nt_128x256x32_s4.cu": source(
             GemmOp(4096, 4096, 4096, dtype="float32", layout_b="col", precision="tf32"),
             preset("gemm", "tf32_tma_128x256x32_s4")),

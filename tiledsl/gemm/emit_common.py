@@ -31,15 +31,18 @@ def kernel_name_reduce(op: GemmOp, s: GemmSchedule) -> str:
     return f"tiledsl_gemm_splitk_reduce_{dtypes.get(op.dtype).short}_{beta}_sk{s.split_k}"
 
 
-def block_to_tile(w: Writer) -> None:
-    """Emit the block -> C tile mapping: grouped rasterization of a 1-D grid (defines block_m, block_n)."""
-    w("// ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----",
-      "const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;",
-      "const int group = SWIZZLE * tiles_n;",
-      "const int first_m = (blockIdx.x / group) * SWIZZLE;",
+def block_to_tile(w: Writer, tile: str = "blockIdx.x", counts: bool = True) -> None:
+    """Emit the C tile ``tile`` -> origin mapping: grouped rasterization of a 1-D tile index (defines
+    block_m, block_n; with ``counts``, tiles_m and tiles_n first). ``tile`` is the block index, or the
+    loop variable of a persistent block walking several tiles."""
+    if counts:
+        w("// ---- C tile -> origin (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----",
+          "const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;")
+    w("const int group = SWIZZLE * tiles_n;",
+      f"const int first_m = ({tile} / group) * SWIZZLE;",
       "const int group_rows = min(tiles_m - first_m, SWIZZLE);",
-      "const int tile_m = first_m + (blockIdx.x % group) % group_rows;",
-      "const int tile_n = (blockIdx.x % group) / group_rows;",
+      f"const int tile_m = first_m + ({tile} % group) % group_rows;",
+      f"const int tile_n = ({tile} % group) / group_rows;",
       "const int block_m = tile_m * BM, block_n = tile_n * BN;")
 
 

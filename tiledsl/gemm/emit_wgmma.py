@@ -174,6 +174,9 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("MMA", 2, "mma='wgmma': Hopper warpgroup MMA"), ("KERNEL", 0, "kernel='tiled'"),
         ("WARP_SPECIALIZE", int(s.warp_specialize),
          "warp_specialize: a producer warpgroup issues TMA copies" if tma else "warp_specialize: off"),
+        ("PERSISTENT", int(s.persistent),
+         "persistent: each block walks C tiles blockIdx.x + i * gridDim.x" if s.persistent
+         else "persistent: off, one C tile per block"),
     ]
     constexpr_table(w, consts)
     w("// derived",
@@ -206,7 +209,12 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
           "// setmaxnreg: registers move from the producer to the consumers")
     w('extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)')
     with w.block(f"{name}({render_params(plan.params, breaks=(3,))})"):
-        block_to_tile(w)
+        if s.persistent:
+            w("// ---- C tiles: this block takes tiles blockIdx.x, blockIdx.x + gridDim.x, ... ----",
+              "const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;",
+              "const int tiles = tiles_m * tiles_n;")
+        else:
+            block_to_tile(w)
         w("// ---- thread -> warpgroup rows; lane -> accumulator rows/columns (wgmma m64nNk16 D layout) ----",
           "const int tid = threadIdx.x;",
           "const int wg = tid / 128, warp_in_wg = (tid % 128) / 32, lane = tid % 32;",
@@ -313,14 +321,31 @@ PRODUCER_REGS = 40
 def _warp_specialized_loop(w: Writer, op: GemmOp, s: GemmSchedule, lbo_a, sbo_a, step_a, lbo_b, sbo_b, step_b,
                            epilogue) -> None:
     """Producer warpgroup 0 (one thread) issues the TMA copies of K tiles into free stages; consumer warpgroups
-    1.. multiply them and run ``epilogue``."""
+    1.. multiply them and run ``epilogue``. ``persistent``: both walk the block's C tiles in the same order,
+    counting K tiles over all of them (``it``), so stage and barrier phase carry from one C tile to the next
+    and the producer fills the stages for the next tile while the consumers store the last one."""
+    persistent = s.persistent
+    counter = "it" if persistent else "kt"
+
+    def tiles_loop():
+        """Open the loop over this block's C tiles (persistent) and map the tile to its origin."""
+        ctx = w.block("for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)")
+        ctx.__enter__()
+        block_to_tile(w, "tile", counts=False)
+        return ctx
+
     with w.block("if (wg == 0)"):
-        w("// ---- producer: tile kt goes to stage kt % STAGES once the consumers released that stage ----",
+        w(f"// ---- producer: K tile {counter} goes to stage {counter} % STAGES once the consumers released that "
+          "stage ----",
           'asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\\n" :: "n"(PRODUCER_REGS));')
         with w.block("if (tid == 0)"):
-            with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
-                w("const int st = kt % STAGES, k0 = k_begin + kt * BK;",
-                  "if (kt >= STAGES) tdsl_mbar_wait(empty + 8 * st, (kt / STAGES - 1) & 1);  // tile kt-STAGES done",
+            if persistent:
+                w("int it = 0;  // K tiles issued by this block over all its C tiles")
+                outer = tiles_loop()
+            with w.block("for (int kt = 0; kt < k_tiles; ++kt" + (", ++it)" if persistent else ")")):
+                w(f"const int st = {counter} % STAGES, k0 = k_begin + kt * BK;",
+                  f"if ({counter} >= STAGES) tdsl_mbar_wait(empty + 8 * st, ({counter} / STAGES - 1) & 1);  "
+                  f"// K tile {counter}-STAGES done",
                   "tdsl_mbar_arrive_expect_tx(full + 8 * st, STAGE_BYTES);")
                 for which, base in (("A", "block_m"), ("B", "block_n")):
                     box_inner, box_outer, copies = tma_box(op, s, which)
@@ -334,15 +359,20 @@ def _warp_specialized_loop(w: Writer, op: GemmOp, s: GemmSchedule, lbo_a, sbo_a,
                           f"for (int j = 0; j < {copies}; ++j)  // {which}: {copies} boxes of {box_outer} K rows x "
                           f"{box_inner} {'M' if which == 'A' else 'N'} elements, 8192 bytes apart",
                           f"  tdsl_tma_load_2d({dst} + j * 8192, {tmap}, {base} + 64 * j, k0, full + 8 * st);")
+            if persistent:
+                outer.__exit__(None, None, None)
     with w.block("else"):
-        w("// ---- consumers: wait for tile kt, multiply it, release the stage of tile kt-1 ----",
-          'asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\\n" :: "n"(CONSUMER_REGS));',
-          "float acc[ACC];                       // this thread's part of its warpgroup's 64 x BN tile",
+        w(f"// ---- consumers: wait for K tile {counter}, multiply it, release the stage of K tile {counter}-1 ----",
+          'asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\\n" :: "n"(CONSUMER_REGS));')
+        if persistent:
+            w("int it = 0;  // K tiles consumed by this block over all its C tiles (the producer's count)")
+            outer = tiles_loop()
+        w("float acc[ACC];                       // this thread's part of its warpgroup's 64 x BN tile",
           "#pragma unroll",
           "for (int i = 0; i < ACC; ++i) acc[i] = 0.f;")
-        with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
-            w("const int cur = kt % STAGES;",
-              "tdsl_mbar_wait(full + 8 * cur, (kt / STAGES) & 1);  // the tile's copies have landed",
+        with w.block("for (int kt = 0; kt < k_tiles; ++kt" + (", ++it)" if persistent else ")")):
+            w(f"const int cur = {counter} % STAGES;",
+              f"tdsl_mbar_wait(full + 8 * cur, ({counter} / STAGES) & 1);  // the tile's copies have landed",
               "const unsigned a_tile = As + cur * STAGE_A_BYTES + (wg - 1) * 8192;  // this warpgroup's 64 rows",
               "const unsigned b_tile = Bs + cur * STAGE_B_BYTES;",
               "tdsl_wgmma_fence();",
@@ -352,11 +382,16 @@ def _warp_specialized_loop(w: Writer, op: GemmOp, s: GemmSchedule, lbo_a, sbo_a,
               f"  tdsl_wgmma(acc, tdsl_wgmma_desc<{lbo_a}, {sbo_a}>(a_tile + kk * {step_a}), "
               f"tdsl_wgmma_desc<{lbo_b}, {sbo_b}>(b_tile + kk * {step_b}));",
               "tdsl_wgmma_commit();",
-              "tdsl_wgmma_wait<1>();                // tile kt-1's products are complete ...",
-              "if (kt > 0) tdsl_mbar_arrive(empty + 8 * ((kt - 1) % STAGES));  // ... so its stage is free")
+              f"tdsl_wgmma_wait<1>();                // K tile {counter}-1's products are complete ...",
+              f"if (kt > 0) tdsl_mbar_arrive(empty + 8 * (({counter} - 1) % STAGES));  // ... so its stage is free")
         w("tdsl_wgmma_wait<0>();")
+        if persistent:
+            w("// the last K tile's stage is free too: the producer refills it for the next C tile during the epilogue",
+              "if (k_tiles > 0) tdsl_mbar_arrive(empty + 8 * ((it - 1) % STAGES));")
         w.blank()
         epilogue()
+        if persistent:
+            outer.__exit__(None, None, None)
 
 
 def _epilogue(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, row_group: str) -> None:

@@ -61,12 +61,17 @@ def gemv_widths(op: GemmOp, s: GemmSchedule) -> tuple[int, int]:
     return (vb if row_a and op.align_a >= vb else 1), vb
 
 
-def grid(op: GemmOp, s: GemmSchedule) -> tuple[int, int, int]:
+def grid(op: GemmOp, s: GemmSchedule, sm_count: int | None = None) -> tuple[int, int, int]:
     """One block per bm×bn tile of C (x), times split_k slices of K (y). kernel='gemv': one block per
-    :func:`gemv_columns_per_block` columns (x), K slices (y), bm-row groups of C (z)."""
+    :func:`gemv_columns_per_block` columns (x), K slices (y), bm-row groups of C (z). ``persistent``: one
+    block per SM (``sm_count``), at most one per tile; without ``sm_count`` the tile count (the work the
+    cost model counts)."""
     if s.kernel == "gemv":
         return (-(-op.n // gemv_columns_per_block(op, s)), s.split_k, -(-op.m // s.bm))
-    return (-(-op.m // s.bm) * -(-op.n // s.bn), s.split_k, 1)
+    tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
+    if s.persistent and sm_count:
+        return (max(1, min(tiles, sm_count)), 1, 1)
+    return (tiles, s.split_k, 1)
 
 
 def uses_tma(s: GemmSchedule) -> bool:
@@ -194,9 +199,11 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
     return Plan(
         family="gemm", op=op, schedule=s, canonical=canonical(op, s), arch=target and target.arch,
         device=target and target.name, kernel_name=kernel_name(op, s), block=(s.threads, 1, 1),
-        grid=grid(op, s),
+        grid=grid(op, s, target.sm_count if target is not None else None),
         grid_rule=(f"(ceil(N/{gemv_columns_per_block(op, s)}), split_k={s.split_k}, ceil(M/{s.bm}))"
-                   if s.kernel == "gemv" else f"(ceil(M/{s.bm})·ceil(N/{s.bn}), split_k={s.split_k}, 1)"),
+                   if s.kernel == "gemv" else
+                   f"(min(ceil(M/{s.bm})·ceil(N/{s.bn}), SMs), 1, 1): persistent blocks walk the tiles" if s.persistent
+                   else f"(ceil(M/{s.bm})·ceil(N/{s.bn}), split_k={s.split_k}, 1)"),
         dynamic_smem_bytes=_dynamic_smem(op, s), static_smem_bytes=0,
         vec=(("A", va), ("B", vb), ("C", vc)), min_blocks=min_blocks, max_registers=cap, est_registers=want,
         params=tuple(params), workspace=workspace, followup=followup,

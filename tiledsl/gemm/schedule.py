@@ -71,6 +71,10 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.bm={BM} must be 128 with warp_specialize (two consumer warpgroups of 64 rows share the "
            "registers the producer gives up: 40 + 2·232 = 3·168 per thread, the allocation ptxas makes for "
            "384 threads; one consumer warpgroup would wait forever in setmaxnreg.inc)", when="MMA == 2"),
+    R.Rule("persistent_needs_tma", "MMA == 2 and WARP_SPECIALIZE == 1 and SPLIT_K == 1",
+           "{cls}.persistent=True needs mma='wgmma' with warp_specialize=True and split_k=1 (the TMA producer "
+           "walks the block's C tiles; got mma kind {MMA}, warp_specialize={WARP_SPECIALIZE}, split_k={SPLIT_K})",
+           when="PERSISTENT == 1"),
     R.Rule("warp_specialize_registers", "WARP_SPECIALIZE == 0 or (BN >= 96 and MIN_BLOCKS == 1)",
            "{cls}.bn={BN}, min_blocks={MIN_BLOCKS}: warp_specialize needs bn ≥ 96 and min_blocks = 1 (ptxas then "
            "allocates 168 registers per thread, the pool setmaxnreg redistributes; with fewer accumulators it "
@@ -221,6 +225,10 @@ class GemmSchedule(ScheduleRecord):
         min_blocks: blocks per SM the register allocation must allow (``__launch_bounds__``'s second
             argument; caps registers at 65536 / (threads · min_blocks)). 0 = automatic: 2 when two
             blocks fit :attr:`est_registers`, else 1.
+        persistent: (TMA wgmma kernel only) launch one block per SM, each walking C tiles
+            ``blockIdx.x, blockIdx.x + gridDim.x, …`` in rasterization order; the producer warpgroup
+            loads the next tile's K tiles while the consumers store the last tile (the epilogue and
+            the pipeline's fill overlap instead of following each other).
 
     Raises:
         ScheduleError: a rule of :data:`GEMM_RULES` does not hold; the message names the field,
@@ -249,11 +257,12 @@ class GemmSchedule(ScheduleRecord):
     stages: int = 0
     warp_specialize: bool = False
     kernel: str = "tiled"
+    persistent: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name in ("double_buffer", "warp_specialize"):
+            if f.name in ("double_buffer", "warp_specialize", "persistent"):
                 if not isinstance(v, bool):
                     raise ScheduleError(f"GemmSchedule.{f.name}={v!r} must be True or False", "type")
             elif f.name == "mma":
