@@ -60,8 +60,8 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
             kc = _ceil_div(_ceil_div(op.k, split), base.bk) * base.bk  # K per slice, whole bk tiles
             if split > 1 and kc * (split - 1) >= op.k:
                 break  # an empty K slice: no more splitting
-            cand = base if split == 1 else replace(base, split_k=split)
-            blocks = plan_gemm(op, cand, target).blocks  # tiles of C times K slices
+            cand = base if split == 1 else replace(base, split_k=split, persistent=False)  # one tile per K slice
+            blocks = plan_gemm(op, cand).blocks  # tiles of C times K slices (a persistent grid is smaller)
             waves = -(-blocks // (target.sm_count * 2))
             per_block_rate = sm_flops / min(2, -(-blocks // target.sm_count)) * eff
             compute_s = waves * 2 * base.bm * base.bn * kc / per_block_rate
@@ -99,8 +99,10 @@ DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sg
 # wgmma (sm_90a, 16-byte-aligned operands): 128x256 measured 509 TFLOP/s (0.475) and 128x128 s6 434 (0.405)
 # at 4096³ NN fp16 (benchmarks/results/gemm_tc_sweep_wgmma_h200.json).
 # TMA (producer warpgroup): 128x256 s4 about 680 TFLOP/s bf16 at 4096³ (0.635), 128x128 s6 608 (0.57); used
-# only where the CUDA Python bindings that encode tensor maps are installed (tiledsl.tma.available).
-TC_DEFAULT_CANDIDATES = {"hgemm_tma_128x256x64_s4": 0.635, "hgemm_tma_128x128x64_s6": 0.57,
+# only where the CUDA Python bindings that encode tensor maps are installed (tiledsl.tma.available). The
+# persistent 128x256 s4 (one block per SM walking the tiles) measured 678-692 TFLOP/s fp16/bf16 at 4096³ (0.645),
+# 1-3% ahead of the same tile launched one block per tile (benchmarks/results/gemm_tc_sweep_persistent_h200.json).
+TC_DEFAULT_CANDIDATES = {"hgemm_tma_persistent_128x256x64_s4": 0.645, "hgemm_tma_128x128x64_s6": 0.57,
                          "tf32_tma_128x256x32_s4": 0.6, "tf32_tma_128x128x32_s6": 0.55,
                          "hgemm_wgmma_128x256x64_s4": 0.475, "hgemm_wgmma_128x128x64_s6": 0.405,
                          "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}
