@@ -6,6 +6,7 @@ from .. import cache, runtime, tma
 from ..errors import SpecError
 from ..launch import Built, Launcher, build, resolve_schedule, workspace_ptr
 from ..lru import LRU
+from ..planning import Workspace
 from ..runtime import (
     alignment_elems,
     as_cupy,
@@ -18,6 +19,8 @@ from ..runtime import (
 )
 from ..target import Target
 from ..tma import encode
+from ..transpose.family import TRANSPOSE
+from ..transpose.op import MAX_ACCESS_BYTES, TransposeOp, widest_vector
 from .family import GEMM, default_schedule
 from .kernel_plan import tensor_map, uses_tma
 from .op import GEMM_DTYPES, PRECISIONS, GemmOp
@@ -106,13 +109,45 @@ def _call_key(a, b, c, beta, schedule, precision) -> tuple | None:
 _ORDER = ("a", "b", "c", "workspace", "alpha", "beta", "tmap_a", "tmap_b")  # the run-time bindings of a GEMM launch
 
 
+class _KMajorCopy:
+    """The K-major copy of one MN-major float32 operand that tf32 wgmma needs (it reads both operands
+    K-major): tiledsl's transpose kernel writes it into a scratch buffer kept per stream, so a repeated call
+    allocates nothing and the copy's tensor map is encoded once per buffer address.
+
+    ``x`` is the operand as the GEMM sees it, transposed to (K, MN) row-major (``a.T`` of a column-major A,
+    or a row-major B itself); the copy is the (MN, K) row-major array, i.e. the operand K-major with
+    leading dimension K.
+    """
+
+    __slots__ = ("launcher", "ws")
+
+    def __init__(self, x, which: str, target: Target) -> None:
+        k, mn = x.shape
+        op = TransposeOp(shape=(k, mn), dtype="float32", in_strides=element_strides(x, which),
+                         align_in=widest_vector((k, mn), element_strides(x, which), 4,
+                                                base_align=alignment_elems(x, MAX_ACCESS_BYTES // 4)),
+                         align_out=widest_vector((mn, k), (k, 1), 4, base_align=MAX_ACCESS_BYTES // 4))
+        built = build(TRANSPOSE, op, resolve_schedule(TRANSPOSE, op, None, target), target)
+        self.launcher = Launcher(built.kernel, built.plan, None, ("x", "y"))
+        self.ws = Workspace(f"kmajor_{which}", "float32", k * mn)  # 256-byte aligned: 16-byte loads and TMA
+
+    def __call__(self, src: int, stream) -> int:
+        """Copy the operand at device address ``src`` on ``stream``; return the copy's address."""
+        dst = workspace_ptr(self.ws, stream)
+        self.launcher((src, dst), stream)
+        return dst
+
+
 class _GemmCall:
     """A cached GEMM call: launchers packed for one call signature; a repeated call fills the pointers and
-    alpha/beta and launches (no allocation when ``c`` is given: split-K's workspace is per stream)."""
+    alpha/beta and launches (no allocation when ``c`` is given: split-K's workspace and tf32's K-major
+    copies are per stream)."""
 
-    __slots__ = ("extents", "followup", "main", "maps", "output", "swap", "tma", "ws")
+    __slots__ = ("copies", "extents", "followup", "main", "maps", "output", "swap", "tma", "ws")
 
-    def __init__(self, built: Built, swap: bool, output: runtime.Output, extents, fixed: dict) -> None:
+    def __init__(self, built: Built, swap: bool, output: runtime.Output, extents, fixed: dict,
+                 copies: tuple[_KMajorCopy | None, _KMajorCopy | None] = (None, None)) -> None:
+        self.copies = copies if any(copies) else None
         p = built.plan
         self.main = Launcher(built.kernel, p, fixed, _ORDER)
         self.followup = Launcher(built.followup, p.followup, fixed, _ORDER) if p.followup is not None else None
@@ -128,6 +163,12 @@ class _GemmCall:
         """Launch on device pointers (a and b as the caller passed them) on ``stream`` (None: CuPy's)."""
         if self.swap:
             pa, pb = pb, pa
+        if self.copies is not None:  # tf32: MN-major operands copied K-major first, on the same stream
+            copy_a, copy_b = self.copies
+            if copy_a is not None:
+                pa = copy_a(pa, stream)
+            if copy_b is not None:
+                pb = copy_b(pb, stream)
         pw = 0 if self.ws is None else workspace_ptr(self.ws, stream)
         if self.tma is None:
             vals = (pa, pb, pc, pw, alpha, beta, None, None)
@@ -278,26 +319,30 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
     a0, b0 = a, b
     a, layout_a, lda, ext_a = _operand(a, "a")
     b, layout_b, ldb, ext_b = _operand(b, "b")
+    if a is not a0 or b is not b0:
+        key = None  # an operand was copied (no unit stride): nothing to replay
     target = Target.current()
+    k = a.shape[1]
+    align_a, align_b = _align(a, lda, ext_a), _align(b, ldb, ext_b)
+    copies: tuple[_KMajorCopy | None, _KMajorCopy | None] = (None, None)
     if precision == "tf32" and _tf32_wgmma_possible(schedule, target) and _tf32_aligned(
             a, layout_a, lda, ext_a, b, layout_b, ldb, ext_b):  # tf32 wgmma reads K-major operands
-        if layout_a != "row":
-            a = cupy.ascontiguousarray(a)
-            layout_a, lda, ext_a = "row", a.shape[1], a.shape[1]
-        if layout_b != "col":
-            b = cupy.asfortranarray(b)
-            layout_b, ldb, ext_b = "col", b.shape[0], b.shape[0]
-    if a is not a0 or b is not b0:
-        key = None  # an operand was copied: nothing to replay
-    op = GemmOp(m, n, a.shape[1], dtype=dtype, layout_a=layout_a, layout_b=layout_b,
-                align_a=_align(a, lda, ext_a), align_b=_align(b, ldb, ext_b), align_c=_align(c, ldc, n),
+        copies = (_KMajorCopy(a.T, "a", target) if layout_a != "row" else None,
+                  _KMajorCopy(b, "b", target) if layout_b != "col" else None)
+        if copies[0] is not None:  # the copy is (M, K) row-major in a 256-byte aligned buffer
+            layout_a, lda, align_a = "row", k, 4
+        if copies[1] is not None:  # the copy is B column-major: (N, K) row-major
+            layout_b, ldb, align_b = "col", k, 4
+    op = GemmOp(m, n, k, dtype=dtype, layout_a=layout_a, layout_b=layout_b,
+                align_a=align_a, align_b=align_b, align_c=_align(c, ldc, n),
                 read_c=beta != 0, precision=precision)
     s = resolve_schedule(GEMM, op, schedule, target)
     built = build(GEMM, op, s, target)
     fixed = {"m": m, "n": n, "k": op.k, "lda": lda, "ldb": ldb, "ldc": ldc, "one": 1.0}
     first, second = (b0, a0) if swap else (a0, b0)
     output = runtime.Output((c.shape[1], c.shape[0]) if swap else c.shape, c.dtype, torch_index, dtype)
-    call = _GemmCall(built, swap, output, (byte_extent(first), byte_extent(second), byte_extent(c)), fixed)
+    call = _GemmCall(built, swap, output, (byte_extent(first), byte_extent(second), byte_extent(c)), fixed,
+                     copies)
     pa, pb = a.data.ptr, b.data.ptr
     call.launch(*((pb, pa) if swap else (pa, pb)), c.data.ptr, alpha, beta, None)
     if key is not None and (given_c or not swap):
