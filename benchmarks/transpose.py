@@ -1,6 +1,8 @@
 """Transpose benchmark: the ladder and the default schedule beside CuPy, torch and a device copy, one run.
 
-Run on a GPU: ``python benchmarks/transpose.py [--n 16384] [--no-sweep] [--out benchmarks/results/transpose_h200.json]``.
+Run on a GPU: ``python benchmarks/transpose.py [--n 16384] [--no-sweep] [--out benchmarks/results/transpose_h200.json]``;
+``python benchmarks/transpose.py --shapes --out benchmarks/results/transpose_shapes_h200.json``: ``schedule=None``
+on the shapes users transpose (:data:`SHAPES`: short sides, attention heads, float16) beside CuPy and torch.
 
 Shape 16384×16384 float32 (1 GiB in, 1 GiB out, 4× the H200's L2). Every tiledsl result is checked
 bit-exact against ``cupy.ascontiguousarray(x.T)`` before it is timed. Timing: tiledsl.timing.time_gpu
@@ -49,6 +51,54 @@ SWEEP = {
 }
 
 
+# --shapes: the shapes users transpose (weights, activations, attention heads), short sides included
+SHAPES = [((8192, 1024), "float32"), ((1024, 8192), "float32"), ((4096, 4096), "float32"), ((2048, 2048), "float32"),
+          ((1024, 1024), "float32"), ((4096, 64), "float32"), ((64, 4096), "float32"), ((131072, 32), "float32"),
+          ((32, 131072), "float32"), ((50257, 768), "float32"), ((768, 50257), "float32"), ((4096, 14336), "float32"),
+          ((32, 2048, 128), "float32"), ((16, 512, 512), "float32"), ((8192, 1024), "float16"),
+          ((4096, 4096), "float16"), ((32, 2048, 128), "float16")]
+
+
+def shape_rows(repeat: int) -> list[dict]:
+    """``schedule=None`` on every shape of :data:`SHAPES` beside CuPy (``ascontiguousarray`` of the swapped
+    view) and torch (``.transpose(-1, -2).contiguous()``), same timing as the main table; each result checked
+    bit-exact against CuPy's first."""
+    import cupy as cp
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    rows = []
+    for shape, dtype in SHAPES:
+        x = cp.random.default_rng(1).random(shape, dtype=cp.float32).astype(dtype) + 1
+        swapped = x.swapaxes(-1, -2)
+        ref = cp.ascontiguousarray(swapped)
+        y = cp.empty_like(ref)
+        tiledsl.transpose(x, out=y)
+        if not bool(cp.array_equal(y, ref)):
+            raise SystemExit(f"WRONG RESULT for {shape} {dtype}")
+
+        def timed(fn) -> float:
+            return time_gpu(lambda: [fn() for _ in range(CALLS)], repeat=repeat).median_ms / CALLS
+
+        ours = timed(lambda x=x: tiledsl.transpose(x))
+        cupy_ms = timed(lambda swapped=swapped: cp.ascontiguousarray(swapped))
+        torch_ms = None
+        if torch is not None:
+            xt = torch.from_dlpack(x)
+            torch_ms = timed(lambda xt=xt: xt.transpose(-1, -2).contiguous())
+        nbytes = 2 * x.nbytes
+        s = transpose_default(TransposeOp(shape=shape, dtype=dtype), tiledsl.Target.current())
+        row = dict(shape=list(shape), dtype=dtype, schedule=s.to_dict(), ms=ours, gbps=nbytes / ours / 1e6,
+                   cupy_ms=cupy_ms, cupy_gbps=nbytes / cupy_ms / 1e6, x_cupy=cupy_ms / ours, torch_ms=torch_ms,
+                   x_torch=(torch_ms / ours) if torch_ms else None)
+        rows.append(row)
+        print(f"{'x'.join(map(str, shape)):>16s} {dtype:8s} tiledsl {row['gbps']:6.0f} GB/s  CuPy {row['cupy_gbps']:6.0f}"
+              f"  x CuPy {row['x_cupy']:.2f}" + (f"  x torch {row['x_torch']:.2f}" if torch_ms else ""), flush=True)
+    return rows
+
+
 def main() -> int:
     import cupy as cp
 
@@ -57,8 +107,19 @@ def main() -> int:
     ap.add_argument("--no-sweep", action="store_true", help="only the ladder, the default and the baselines")
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--out", default="benchmarks/results/transpose_h200.json")
+    ap.add_argument("--shapes", action="store_true",
+                    help="instead: schedule=None on the shapes users transpose (SHAPES) beside CuPy and torch")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/transpose.py")
+    if args.shapes:
+        rows = shape_rows(args.repeat)
+        meta = dict(command="python " + " ".join(sys.argv), gpu=cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+                    date=dt.date.today().isoformat(), cupy=cp.__version__,
+                    timing=f"tiledsl.timing.time_gpu: CUDA events around {CALLS} back-to-back calls, L2 flushed, "
+                           f"median of {args.repeat} samples / {CALLS}; GB/s counts read + write")
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(dict(meta=meta, shapes=rows), indent=1))
+        return 0
     n = args.n
     gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     x = cp.random.default_rng(0).random((n, n), dtype=cp.float32) + 0.5  # uniform [0.5, 1.5): no zeros
