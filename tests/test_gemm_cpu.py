@@ -451,6 +451,19 @@ WGMMA_SCHEDULES = [dict(bm=128, bn=256, stages=4), dict(bm=256, bn=128, stages=4
                    dict(bm=128, bn=256, stages=4, warp_specialize=True, persistent=True)]
 
 
+def test_the_persistent_knob_leaves_the_source_of_other_kernels_unchanged():
+    """Tuned records hash the emitted source (tiledsl.registry): a field added later must not change it where
+    it keeps its default, nor the kernel name."""
+    s = GemmSchedule()
+    assert "persistent" in s.to_dict() and "persistent" not in s.header_dict()
+    src = tiledsl.compile(GemmOp(256, 256, 256), s, arch="sm_80").source
+    assert '"persistent"' not in src and "PERSISTENT" not in src
+    p = GemmSchedule(mma="wgmma", bm=128, bn=256, bk=64, stages=4, warp_specialize=True, persistent=True)
+    assert p.header_dict()["persistent"] is True
+    assert p.short_hash() != GemmSchedule(mma="wgmma", bm=128, bn=256, bk=64, stages=4,
+                                          warp_specialize=True).short_hash()
+
+
 def test_persistent_grid_is_one_block_per_sm_at_most_one_per_tile():
     from tiledsl.gemm import plan_gemm
 

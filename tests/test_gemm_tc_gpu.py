@@ -265,7 +265,8 @@ def test_tf32_k_major_copies_are_cached_and_follow_new_data(rng):
              case(512, 256, 256, b_pad=8), case(2056, 4096, 200)]
     for rnd in range(3):
         for a, b, c in cases:
-            a[...] = cp.asarray(rng.uniform(-1, 1, a.shape).astype(np.float32))  # fresh data in place
+            a[...] = cp.asarray(rng.uniform(-1, 1, a.shape).astype(np.float32))  # fresh data in place, both
+            b[...] = cp.asarray(rng.uniform(-1, 1, b.shape).astype(np.float32))  # operands (b: padded view)
             c[...] = cp.nan
             hits = cache.LAUNCHES.hits
             out = tiledsl.gemm(a, b, c, precision="tf32")

@@ -65,9 +65,14 @@ class ScheduleRecord:
         check_fields(cls, d, (), schedule_error("fields"))
         return cls(**d)
 
+    def header_dict(self) -> dict:
+        """The fields the emitted source names (its ``// schedule:`` comment): all of them, unless a schedule
+        type leaves out later-added fields at their defaults."""
+        return self.to_dict()
+
     def short_hash(self) -> str:
-        """8 hex digits identifying the schedule (SHA-256 of its sorted JSON)."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
+        """8 hex digits identifying the schedule (SHA-256 of the sorted JSON of :meth:`header_dict`)."""
+        return hashlib.sha256(json.dumps(self.header_dict(), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def empty_dims(op) -> str | None:

@@ -1,6 +1,6 @@
 // tiledsl GEMM on Hopper tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C
 // bfloat16 inputs, wgmma.mma_async m64n256k16 with float32 accumulation; A col-major, B row-major, C row-major
-// schedule: {"bk": 64, "bm": 128, "bn": 256, "double_buffer": true, "kernel": "tiled", "min_blocks": 1, "mma": "wgmma", "persistent": false, "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": true, "wm": 64, "wn": 256}
+// schedule: {"bk": 64, "bm": 128, "bn": 256, "double_buffer": true, "kernel": "tiled", "min_blocks": 1, "mma": "wgmma", "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": true, "wm": 64, "wn": 256}
 // float16 / bfloat16 <-> float32, as raw 16-bit patterns (PTX cvt; round to nearest even)
 __device__ __forceinline__ float tdsl_h2f(unsigned short h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
@@ -100,7 +100,6 @@ constexpr int SPLIT_K = 1;          // split_k
 constexpr int MMA = 2;              // mma='wgmma': Hopper warpgroup MMA
 constexpr int KERNEL = 0;           // kernel='tiled'
 constexpr int WARP_SPECIALIZE = 1;  // warp_specialize: a producer warpgroup issues TMA copies
-constexpr int PERSISTENT = 0;       // persistent: off, one C tile per block
 // derived
 constexpr int CONSUMERS = BM / 64;            // warpgroups running wgmma, 64 rows each
 constexpr int THREADS = 128 * (CONSUMERS + 1);  // + one producer warpgroup (one thread issues the copies)
@@ -132,9 +131,9 @@ static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
 
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // setmaxnreg: registers move from the producer to the consumers
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-tiledsl_gemm_bf16f32bf16_tn_v888_beta_128x256x64_86f174a3(const __grid_constant__ tdsl_tensor_map tmap_a, const __grid_constant__ tdsl_tensor_map tmap_b, unsigned short* __restrict__ C,
+tiledsl_gemm_bf16f32bf16_tn_v888_beta_128x256x64_f33d9a42(const __grid_constant__ tdsl_tensor_map tmap_a, const __grid_constant__ tdsl_tensor_map tmap_b, unsigned short* __restrict__ C,
     int M, int N, int K, long long ldc, float alpha, float beta) {
-  // ---- C tile -> origin (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
+  // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
   const int group = SWIZZLE * tiles_n;
   const int first_m = (blockIdx.x / group) * SWIZZLE;
@@ -167,12 +166,12 @@ tiledsl_gemm_bf16f32bf16_tn_v888_beta_128x256x64_86f174a3(const __grid_constant_
   const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);
 
   if (wg == 0) {
-    // ---- producer: K tile kt goes to stage kt % STAGES once the consumers released that stage ----
+    // ---- producer: tile kt goes to stage kt % STAGES once the consumers released that stage ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(PRODUCER_REGS));
     if (tid == 0) {
       for (int kt = 0; kt < k_tiles; ++kt) {
         const int st = kt % STAGES, k0 = k_begin + kt * BK;
-        if (kt >= STAGES) tdsl_mbar_wait(empty + 8 * st, (kt / STAGES - 1) & 1);  // K tile kt-STAGES done
+        if (kt >= STAGES) tdsl_mbar_wait(empty + 8 * st, (kt / STAGES - 1) & 1);  // tile kt-STAGES done
         tdsl_mbar_arrive_expect_tx(full + 8 * st, STAGE_BYTES);
         #pragma unroll
         for (int j = 0; j < 2; ++j)  // A: 2 boxes of 64 K rows x 64 M elements, 8192 bytes apart
@@ -184,7 +183,7 @@ tiledsl_gemm_bf16f32bf16_tn_v888_beta_128x256x64_86f174a3(const __grid_constant_
     }
   }
   else {
-    // ---- consumers: wait for K tile kt, multiply it, release the stage of K tile kt-1 ----
+    // ---- consumers: wait for tile kt, multiply it, release the stage of tile kt-1 ----
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGS));
     float acc[ACC];                       // this thread's part of its warpgroup's 64 x BN tile
     #pragma unroll
@@ -199,7 +198,7 @@ tiledsl_gemm_bf16f32bf16_tn_v888_beta_128x256x64_86f174a3(const __grid_constant_
       for (int kk = 0; kk < BK / 16; ++kk)  // k16 steps: 2048 bytes into A, 2048 into B
         tdsl_wgmma(acc, tdsl_wgmma_desc<8192, 1024>(a_tile + kk * 2048), tdsl_wgmma_desc<8192, 1024>(b_tile + kk * 2048));
       tdsl_wgmma_commit();
-      tdsl_wgmma_wait<1>();                // K tile kt-1's products are complete ...
+      tdsl_wgmma_wait<1>();                // tile kt-1's products are complete ...
       if (kt > 0) tdsl_mbar_arrive(empty + 8 * ((kt - 1) % STAGES));  // ... so its stage is free
     }
     tdsl_wgmma_wait<0>();

@@ -1,6 +1,6 @@
 // tiledsl GEMM on tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]
 // float16 inputs, mma.sync m16n8k16 with float32 accumulation; A row-major, B row-major, C row-major
-// schedule: {"bk": 32, "bm": 128, "bn": 128, "double_buffer": true, "kernel": "tiled", "min_blocks": 2, "mma": "mma_sync", "persistent": false, "rm": 8, "rn": 8, "smem_pad": 8, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": false, "wm": 64, "wn": 64}
+// schedule: {"bk": 32, "bm": 128, "bn": 128, "double_buffer": true, "kernel": "tiled", "min_blocks": 2, "mma": "mma_sync", "rm": 8, "rn": 8, "smem_pad": 8, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": false, "wm": 64, "wn": 64}
 // float16 / bfloat16 <-> float32, as raw 16-bit patterns (PTX cvt; round to nearest even)
 __device__ __forceinline__ float tdsl_h2f(unsigned short h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
@@ -102,9 +102,9 @@ static_assert(SPLIT_K >= 1 && SPLIT_K <= 64, "rule split_k_range");
 static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-tiledsl_gemm_f16f32f16_nn_v888_nobeta_128x128x32_4238af53(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
+tiledsl_gemm_f16f32f16_nn_v888_nobeta_128x128x32_b5a197b3(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, float alpha) {
-  // ---- C tile -> origin (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
+  // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
   const int group = SWIZZLE * tiles_n;
   const int first_m = (blockIdx.x / group) * SWIZZLE;

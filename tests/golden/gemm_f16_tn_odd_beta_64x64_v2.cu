@@ -1,6 +1,6 @@
 // tiledsl GEMM: C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C
 // dtype float16 in/out, float32 accumulation; A col-major, B row-major, C row-major
-// schedule: {"bk": 8, "bm": 64, "bn": 64, "double_buffer": true, "kernel": "tiled", "min_blocks": 2, "mma": "fma", "persistent": false, "rm": 4, "rn": 4, "smem_pad": 0, "split_k": 1, "stages": 2, "swizzle": 8, "unroll": 8, "vec": 2, "warp_specialize": false, "wm": 16, "wn": 32}
+// schedule: {"bk": 8, "bm": 64, "bn": 64, "double_buffer": true, "kernel": "tiled", "min_blocks": 2, "mma": "fma", "rm": 4, "rn": 4, "smem_pad": 0, "split_k": 1, "stages": 2, "swizzle": 8, "unroll": 8, "vec": 2, "warp_specialize": false, "wm": 16, "wn": 32}
 // float16 / bfloat16 <-> float32, as raw 16-bit patterns (PTX cvt; round to nearest even)
 __device__ __forceinline__ float tdsl_h2f(unsigned short h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
@@ -76,9 +76,9 @@ static_assert(SPLIT_K >= 1 && SPLIT_K <= 64, "rule split_k_range");
 static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 2)  // registers capped near 128 per thread
-tiledsl_gemm_f16f32f16_tn_v422_beta_64x64x8_900a7a7e(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
+tiledsl_gemm_f16f32f16_tn_v422_beta_64x64x8_08a4b802(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, unsigned short* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, float alpha, float beta) {
-  // ---- C tile -> origin (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
+  // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
   const int group = SWIZZLE * tiles_n;
   const int first_m = (blockIdx.x / group) * SWIZZLE;

@@ -1,6 +1,6 @@
 // tiledsl GEMM: C[M,N] = alpha * A[M,K] @ B[K,N]
 // dtype float32 in/out, float32 accumulation; A row-major, B row-major, C row-major
-// schedule: {"bk": 8, "bm": 128, "bn": 128, "double_buffer": true, "kernel": "tiled", "min_blocks": 2, "mma": "fma", "persistent": false, "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 2, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": false, "wm": 32, "wn": 64}
+// schedule: {"bk": 8, "bm": 128, "bn": 128, "double_buffer": true, "kernel": "tiled", "min_blocks": 2, "mma": "fma", "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 2, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": false, "wm": 32, "wn": 64}
 
 // ---- schedule (tiledsl.GemmSchedule) ----
 constexpr int BM = 128;         // bm: block tile rows of C
@@ -61,9 +61,9 @@ static_assert(SPLIT_K >= 1 && SPLIT_K <= 64, "rule split_k_range");
 static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 2)  // registers capped near 128 per thread
-tiledsl_gemm_f32f32f32_nn_v444_nobeta_128x128x8_1fda0a88(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+tiledsl_gemm_f32f32f32_nn_v444_nobeta_128x128x8_6d8034b5(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, float alpha) {
-  // ---- C tile -> origin (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
+  // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
   const int group = SWIZZLE * tiles_n;
   const int first_m = (blockIdx.x / group) * SWIZZLE;

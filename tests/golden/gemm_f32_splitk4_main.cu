@@ -1,6 +1,6 @@
 // tiledsl GEMM: C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C
 // dtype float32 in/out, float32 accumulation; A row-major, B row-major, C row-major
-// schedule: {"bk": 16, "bm": 64, "bn": 64, "double_buffer": true, "kernel": "tiled", "min_blocks": 2, "mma": "fma", "persistent": false, "rm": 4, "rn": 4, "smem_pad": 4, "split_k": 4, "stages": 2, "swizzle": 8, "unroll": 16, "vec": 4, "warp_specialize": false, "wm": 16, "wn": 32}
+// schedule: {"bk": 16, "bm": 64, "bn": 64, "double_buffer": true, "kernel": "tiled", "min_blocks": 2, "mma": "fma", "rm": 4, "rn": 4, "smem_pad": 4, "split_k": 4, "stages": 2, "swizzle": 8, "unroll": 16, "vec": 4, "warp_specialize": false, "wm": 16, "wn": 32}
 
 // ---- schedule (tiledsl.GemmSchedule) ----
 constexpr int BM = 64;          // bm: block tile rows of C
@@ -62,9 +62,9 @@ static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
 
 // split-K: C is the float32 workspace [SPLIT_K][M][ldc]; tiledsl_gemm_splitk_reduce_f32_beta_sk4 sums it
 extern "C" __global__ void __launch_bounds__(THREADS, 2)  // registers capped near 128 per thread
-tiledsl_gemm_f32f32f32_nn_v444_beta_64x64x16_sk4_34368fab(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+tiledsl_gemm_f32f32f32_nn_v444_beta_64x64x16_sk4_30d7bc85(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
     int M, int N, int K, long long lda, long long ldb, long long ldc, float alpha) {
-  // ---- C tile -> origin (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
+  // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
   const int group = SWIZZLE * tiles_n;
   const int first_m = (blockIdx.x / group) * SWIZZLE;

@@ -1,6 +1,6 @@
 // tiledsl GEMM on Hopper tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]
 // float32 inputs read as tf32, wgmma.mma_async m64n256k8 with float32 accumulation; A row-major, B col-major, C row-major
-// schedule: {"bk": 32, "bm": 128, "bn": 256, "double_buffer": true, "kernel": "tiled", "min_blocks": 1, "mma": "wgmma", "persistent": false, "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": true, "wm": 64, "wn": 256}
+// schedule: {"bk": 32, "bm": 128, "bn": 256, "double_buffer": true, "kernel": "tiled", "min_blocks": 1, "mma": "wgmma", "rm": 8, "rn": 8, "smem_pad": 0, "split_k": 1, "stages": 4, "swizzle": 8, "unroll": 8, "vec": 4, "warp_specialize": true, "wm": 64, "wn": 256}
 
 // a CUtensorMap as the driver encodes it (cuTensorMapEncodeTiled): 128 opaque bytes, passed by value
 struct alignas(64) tdsl_tensor_map { unsigned long long opaque[16]; };
@@ -86,7 +86,6 @@ constexpr int SPLIT_K = 1;          // split_k
 constexpr int MMA = 2;              // mma='wgmma': Hopper warpgroup MMA
 constexpr int KERNEL = 0;           // kernel='tiled'
 constexpr int WARP_SPECIALIZE = 1;  // warp_specialize: a producer warpgroup issues TMA copies
-constexpr int PERSISTENT = 0;       // persistent: off, one C tile per block
 // derived
 constexpr int CONSUMERS = BM / 64;            // warpgroups running wgmma, 64 rows each
 constexpr int THREADS = 128 * (CONSUMERS + 1);  // + one producer warpgroup (one thread issues the copies)
@@ -118,9 +117,9 @@ static_assert(MIN_BLOCKS >= 1 && MIN_BLOCKS <= 32, "rule min_blocks_range");
 
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // setmaxnreg: registers move from the producer to the consumers
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-tiledsl_gemm_tf32f32f32_nt_v444_nobeta_128x256x32_83e89d84(const __grid_constant__ tdsl_tensor_map tmap_a, const __grid_constant__ tdsl_tensor_map tmap_b, float* __restrict__ C,
+tiledsl_gemm_tf32f32f32_nt_v444_nobeta_128x256x32_e99b5c24(const __grid_constant__ tdsl_tensor_map tmap_a, const __grid_constant__ tdsl_tensor_map tmap_b, float* __restrict__ C,
     int M, int N, int K, long long ldc, float alpha) {
-  // ---- C tile -> origin (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
+  // ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
   const int group = SWIZZLE * tiles_n;
   const int first_m = (blockIdx.x / group) * SWIZZLE;
@@ -153,12 +152,12 @@ tiledsl_gemm_tf32f32f32_nt_v444_nobeta_128x256x32_83e89d84(const __grid_constant
   const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);
 
   if (wg == 0) {
-    // ---- producer: K tile kt goes to stage kt % STAGES once the consumers released that stage ----
+    // ---- producer: tile kt goes to stage kt % STAGES once the consumers released that stage ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(PRODUCER_REGS));
     if (tid == 0) {
       for (int kt = 0; kt < k_tiles; ++kt) {
         const int st = kt % STAGES, k0 = k_begin + kt * BK;
-        if (kt >= STAGES) tdsl_mbar_wait(empty + 8 * st, (kt / STAGES - 1) & 1);  // K tile kt-STAGES done
+        if (kt >= STAGES) tdsl_mbar_wait(empty + 8 * st, (kt / STAGES - 1) & 1);  // tile kt-STAGES done
         tdsl_mbar_arrive_expect_tx(full + 8 * st, STAGE_BYTES);
         tdsl_tma_load_2d(As + st * STAGE_A_BYTES, tmap_a, k0, block_m, full + 8 * st);  // A: 128 rows x 32 K elements
         tdsl_tma_load_2d(Bs + st * STAGE_B_BYTES, tmap_b, k0, block_n, full + 8 * st);  // B: 256 rows x 32 K elements
@@ -166,7 +165,7 @@ tiledsl_gemm_tf32f32f32_nt_v444_nobeta_128x256x32_83e89d84(const __grid_constant
     }
   }
   else {
-    // ---- consumers: wait for K tile kt, multiply it, release the stage of K tile kt-1 ----
+    // ---- consumers: wait for tile kt, multiply it, release the stage of tile kt-1 ----
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGS));
     float acc[ACC];                       // this thread's part of its warpgroup's 64 x BN tile
     #pragma unroll
@@ -181,7 +180,7 @@ tiledsl_gemm_tf32f32f32_nt_v444_nobeta_128x256x32_83e89d84(const __grid_constant
       for (int kk = 0; kk < BK / 8; ++kk)  // k8 steps: 32 bytes into A, 32 into B
         tdsl_wgmma(acc, tdsl_wgmma_desc<16, 1024>(a_tile + kk * 32), tdsl_wgmma_desc<16, 1024>(b_tile + kk * 32));
       tdsl_wgmma_commit();
-      tdsl_wgmma_wait<1>();                // K tile kt-1's products are complete ...
+      tdsl_wgmma_wait<1>();                // tile kt-1's products are complete ...
       if (kt > 0) tdsl_mbar_arrive(empty + 8 * ((kt - 1) % STAGES));  // ... so its stage is free
     }
     tdsl_wgmma_wait<0>();

@@ -88,7 +88,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     w(f"// tiledsl GEMM: C[M,N] = alpha * A[M,K] @ B[K,N]{' + beta * C' if op.read_c else ''}",
       f"// dtype {op.dtype} in/out, float32 accumulation; A {op.layout_a}-major, B {op.layout_b}-major, "
       "C row-major",
-      f"// schedule: {json.dumps(s.to_dict(), sort_keys=True)}")
+      f"// schedule: {json.dumps(s.header_dict(), sort_keys=True)}")
     prelude = helpers_for(op.dtype)
     if prelude:
         w(prelude.rstrip("\n"))

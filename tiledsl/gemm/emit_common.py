@@ -36,7 +36,7 @@ def block_to_tile(w: Writer, tile: str = "blockIdx.x", counts: bool = True) -> N
     block_m, block_n; with ``counts``, tiles_m and tiles_n first). ``tile`` is the block index, or the
     loop variable of a persistent block walking several tiles."""
     if counts:
-        w("// ---- C tile -> origin (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----",
+        w("// ---- block -> C tile (grouped rasterization: SWIZZLE block-rows share B tiles in L2) ----",
           "const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;")
     w("const int group = SWIZZLE * tiles_n;",
       f"const int first_m = ({tile} / group) * SWIZZLE;",

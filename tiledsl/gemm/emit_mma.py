@@ -114,7 +114,7 @@ def emit_gemm_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
     w(f"// tiledsl GEMM on tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]{' + beta * C' if op.read_c else ''}",
       f"// {op.dtype} inputs, mma.sync m16n8k16 with float32 accumulation; A {op.layout_a}-major, "
       f"B {op.layout_b}-major, C row-major",
-      f"// schedule: {json.dumps(s.to_dict(), sort_keys=True)}")
+      f"// schedule: {json.dumps(s.header_dict(), sort_keys=True)}")
     w(helpers_for(op.dtype).rstrip("\n"), ASYNC_COPY_HELPERS.rstrip("\n"), _MMA_HELPERS.rstrip("\n"), _mma_fn(ptx).rstrip("\n"))
     w.blank()
     w("// ---- schedule (tiledsl.GemmSchedule) ----")

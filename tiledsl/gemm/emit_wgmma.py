@@ -154,7 +154,7 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
       f"// {'float32 inputs read as tf32' if ptx == 'tf32' else op.dtype + ' inputs'}, wgmma.mma_async "
       f"m64n{s.bn}k{wgmma_k(ptx)} with float32 accumulation; A {op.layout_a}-major, "
       f"B {op.layout_b}-major, C row-major",
-      f"// schedule: {json.dumps(s.to_dict(), sort_keys=True)}")
+      f"// schedule: {json.dumps(s.header_dict(), sort_keys=True)}")
     ka, kb = k_major(op, "A"), k_major(op, "B")
     tma = uses_tma(s)
     w(helpers_for(op.dtype).rstrip("\n"), (_TMA_HELPERS if tma else ASYNC_COPY_HELPERS).rstrip("\n"),
@@ -174,10 +174,9 @@ def emit_gemm_wgmma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("MMA", 2, "mma='wgmma': Hopper warpgroup MMA"), ("KERNEL", 0, "kernel='tiled'"),
         ("WARP_SPECIALIZE", int(s.warp_specialize),
          "warp_specialize: a producer warpgroup issues TMA copies" if tma else "warp_specialize: off"),
-        ("PERSISTENT", int(s.persistent),
-         "persistent: each block walks C tiles blockIdx.x + i * gridDim.x" if s.persistent
-         else "persistent: off, one C tile per block"),
     ]
+    if s.persistent:
+        consts.append(("PERSISTENT", 1, "persistent: each block walks C tiles blockIdx.x + i * gridDim.x"))
     constexpr_table(w, consts)
     w("// derived",
       "constexpr int CONSUMERS = BM / 64;            // warpgroups running wgmma, 64 rows each")
@@ -326,6 +325,7 @@ def _warp_specialized_loop(w: Writer, op: GemmOp, s: GemmSchedule, lbo_a, sbo_a,
     and the producer fills the stages for the next tile while the consumers store the last one."""
     persistent = s.persistent
     counter = "it" if persistent else "kt"
+    tile_word = "K tile" if persistent else "tile"  # K tiles, not C tiles, once a block walks several C tiles
 
     def tiles_loop():
         """Open the loop over this block's C tiles (persistent) and map the tile to its origin."""
@@ -335,8 +335,8 @@ def _warp_specialized_loop(w: Writer, op: GemmOp, s: GemmSchedule, lbo_a, sbo_a,
         return ctx
 
     with w.block("if (wg == 0)"):
-        w(f"// ---- producer: K tile {counter} goes to stage {counter} % STAGES once the consumers released that "
-          "stage ----",
+        w(f"// ---- producer: {tile_word} {counter} goes to stage {counter} % STAGES once the consumers released "
+          "that stage ----",
           'asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\\n" :: "n"(PRODUCER_REGS));')
         with w.block("if (tid == 0)"):
             if persistent:
@@ -345,7 +345,7 @@ def _warp_specialized_loop(w: Writer, op: GemmOp, s: GemmSchedule, lbo_a, sbo_a,
             with w.block("for (int kt = 0; kt < k_tiles; ++kt" + (", ++it)" if persistent else ")")):
                 w(f"const int st = {counter} % STAGES, k0 = k_begin + kt * BK;",
                   f"if ({counter} >= STAGES) tdsl_mbar_wait(empty + 8 * st, ({counter} / STAGES - 1) & 1);  "
-                  f"// K tile {counter}-STAGES done",
+                  f"// {tile_word} {counter}-STAGES done",
                   "tdsl_mbar_arrive_expect_tx(full + 8 * st, STAGE_BYTES);")
                 for which, base in (("A", "block_m"), ("B", "block_n")):
                     box_inner, box_outer, copies = tma_box(op, s, which)
@@ -362,7 +362,8 @@ def _warp_specialized_loop(w: Writer, op: GemmOp, s: GemmSchedule, lbo_a, sbo_a,
             if persistent:
                 outer.__exit__(None, None, None)
     with w.block("else"):
-        w(f"// ---- consumers: wait for K tile {counter}, multiply it, release the stage of K tile {counter}-1 ----",
+        w(f"// ---- consumers: wait for {tile_word} {counter}, multiply it, release the stage of {tile_word} "
+          f"{counter}-1 ----",
           'asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\\n" :: "n"(CONSUMER_REGS));')
         if persistent:
             w("int it = 0;  // K tiles consumed by this block over all its C tiles (the producer's count)")
@@ -382,7 +383,7 @@ def _warp_specialized_loop(w: Writer, op: GemmOp, s: GemmSchedule, lbo_a, sbo_a,
               f"  tdsl_wgmma(acc, tdsl_wgmma_desc<{lbo_a}, {sbo_a}>(a_tile + kk * {step_a}), "
               f"tdsl_wgmma_desc<{lbo_b}, {sbo_b}>(b_tile + kk * {step_b}));",
               "tdsl_wgmma_commit();",
-              f"tdsl_wgmma_wait<1>();                // K tile {counter}-1's products are complete ...",
+              f"tdsl_wgmma_wait<1>();                // {tile_word} {counter}-1's products are complete ...",
               f"if (kt > 0) tdsl_mbar_arrive(empty + 8 * (({counter} - 1) % STAGES));  // ... so its stage is free")
         w("tdsl_wgmma_wait<0>();")
         if persistent:

@@ -358,6 +358,15 @@ class GemmSchedule(ScheduleRecord):
                        MAX_THREADS_PER_SM=target.max_threads_per_sm)
         return env
 
+    def header_dict(self) -> dict:
+        """:meth:`to_dict` for the emitted source's ``// schedule:`` comment: ``persistent`` (added later)
+        only where it is True, so kernels it does not change keep their source byte for byte, and the
+        tuned records that hash that source (``tiledsl.registry``) stay valid."""
+        d = self.to_dict()
+        if not self.persistent:
+            del d["persistent"]
+        return d
+
     def check_op(self, op) -> GemmSchedule:
         """Check the rules that need the op (the tensor-core kernel takes 16-bit inputs only).
 
