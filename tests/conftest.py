@@ -60,3 +60,24 @@ def _tune_results_in_tmp(tmp_path, monkeypatch):
     tune = sys.modules.get("search.tune")
     if tune is not None:
         monkeypatch.setattr(tune, "DEFAULT_OUT", str(tmp_path / "tune-out"))
+
+
+@pytest.fixture
+def fake_empty():
+    """``cupy.empty`` over fake device memory (no GPU): CuPy views of addresses 16 MiB apart from 2^40 on,
+    256-byte aligned, for tests of the host-side call path whose launches are recorded, not run."""
+    import itertools
+
+    import cupy
+    import numpy as np
+
+    addresses = itertools.count(1 << 40, 1 << 24)
+
+    def empty(shape, dtype=np.float32, order="C"):
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
+        dt = np.dtype(dtype)
+        nbytes = max(1, int(np.prod(shape, dtype=np.int64))) * dt.itemsize
+        mem = cupy.cuda.UnownedMemory(next(addresses), nbytes, None, device_id=0)
+        return cupy.ndarray(shape, dt, cupy.cuda.MemoryPointer(mem, 0))
+
+    return empty

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import itertools
 from dataclasses import replace
 
 import cupy
@@ -49,17 +48,10 @@ class _Recorder:
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch):
+def fake_gpu(monkeypatch, fake_empty):
     """Launches recorded in a list; arrays are CuPy views of fake, 16 MiB-apart, 256-byte-aligned addresses."""
     log: list = []
-    addresses = itertools.count(1 << 40, 1 << 24)
-
-    def empty(shape, dtype=np.float32, order="C"):
-        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-        dt = np.dtype(dtype)
-        nbytes = max(1, int(np.prod(shape, dtype=np.int64))) * dt.itemsize
-        mem = cupy.cuda.UnownedMemory(next(addresses), nbytes, None, device_id=0)
-        return cupy.ndarray(shape, dt, cupy.cuda.MemoryPointer(mem, 0))
+    empty = fake_empty
 
     def workspace_ptr(ws, stream=None):
         log.append({"workspace": ws.name, "count": ws.count, "init": ws.init})

@@ -9,7 +9,6 @@ each call, read the tensors' ``data_ptr()`` without converting them, and allocat
 
 from __future__ import annotations
 
-import itertools
 import sys
 import types
 
@@ -99,19 +98,12 @@ def _fake_torch(empty, state: dict):
 
 
 @pytest.fixture
-def fake(monkeypatch):
+def fake(monkeypatch, fake_empty):
     """(torch stand-in, log of launches, state): arrays over fake, 16 MiB-apart addresses; each launch
     logs the address of the stream it ran on (an explicit stream, else CuPy's current one)."""
     log: list = []
     state = {"stream": TORCH_STREAM, "torch_empty": 0, "converted": 0, "current": [0]}
-    addresses = itertools.count(1 << 40, 1 << 24)
-
-    def empty(shape, dtype=np.float32, order="C"):
-        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-        dt = np.dtype(dtype)
-        nbytes = max(1, int(np.prod(shape, dtype=np.int64))) * dt.itemsize
-        mem = cupy.cuda.UnownedMemory(next(addresses), nbytes, None, device_id=0)
-        return cupy.ndarray(shape, dt, cupy.cuda.MemoryPointer(mem, 0))
+    empty = fake_empty
 
     torch = _fake_torch(empty, state)
 
