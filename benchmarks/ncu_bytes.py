@@ -18,9 +18,9 @@ shared memory      ``l1tex__data_pipe_lsu_wavefronts_mem_shared``   ``levels["sm
 
 Assumptions: one shared-memory wavefront moves 128 bytes (32 banks × 4 bytes; CUDA C++ Programming Guide,
 "Shared Memory"), so measured shared bytes = wavefronts × 128 (:data:`WAVEFRONT_BYTES`). The LSU metric
-counts the loads and stores that threads issue (LDS/STS and the shared side of ``cp.async``); wgmma's operand
-reads and TMA's writes of shared memory do not go through the LSU pipe, so for wgmma kernels the measured
-figure undercounts what the tensor cores read. Reductions have no shared-memory level in the model ("—").
+counts the shared-memory loads and stores that threads issue; wgmma's operand reads and TMA's writes of shared
+memory do not go through the LSU pipe, so for wgmma kernels the measured figure is expected to fall far below
+what the model counts (the tensor cores' reads). Reductions have no shared-memory level in the model ("—").
 
 Caches: ncu's default ``--cache-control all`` flushes and invalidates the caches before every profiled
 kernel, so each kernel starts with a cold L2 and its DRAM reads include the compulsory input bytes; no
@@ -88,6 +88,8 @@ LEVEL_TITLES = {"dram_read": "DRAM read", "dram_write": "DRAM write", "dram_tota
                 "l2": "L2↔SM (lts__t_bytes)", "smem": f"shared (wavefronts × {WAVEFRONT_BYTES})"}
 
 KERNEL_FILTER = "regex:tiledsl_"
+PERMISSION_ERROR = "ERR_NVGPUCTRPERM"
+"""What ncu prints when the user may not read the performance counters (no case can then be measured)."""
 CHILD_MARKER = "NCU_BYTES_CHILD "
 """Prefix of the one line the child prints (JSON: the case, op, schedule and device it ran)."""
 
@@ -399,7 +401,12 @@ def profile_case(case: Case, schedule_dict: dict, ncu: str, timeout_s: float) ->
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, "LC_ALL": "C"})
     except subprocess.TimeoutExpired as exc:
-        out["error"] = f"ncu ran past {timeout_s:.0f} s: {_tail(str(exc.stdout or ''))}"
+        partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        out["error"] = f"ncu ran past {timeout_s:.0f} s: {_tail(partial)}"
+        return out
+    if PERMISSION_ERROR in proc.stdout + proc.stderr:
+        out["error"] = (f"{PERMISSION_ERROR}: this user may not read the GPU's performance counters (run as root, "
+                        f"or load the driver with NVreg_RestrictProfilingToAdminUsers=0)")
         return out
     for line in proc.stdout.splitlines():
         if line.startswith(CHILD_MARKER):
@@ -434,16 +441,21 @@ def parent(args, known: dict[str, Case], selected: list[str]) -> int:
         case = known[name]
         fam = tiledsl.api.family(case.family)
         s = tuned[name] if name in tuned else resolve_schedule(fam, case.op, None, target)
-        pred = predicted_bytes(case.op, s, target)
+        try:
+            pred = predicted_bytes(case.op, s, target)
+        except tiledsl.TiledslError as exc:  # a --schedules entry that breaks a rule for this op or device
+            sys.exit(f"{SCRIPT}: case {name}: {exc}")
         print(f"{name}: {short_schedule(case.family, pred['schedule'])} …", flush=True)
         got = profile_case(case, pred["schedule"], ncu, args.timeout_s)
         row = {"case": name, "note": case.note, "family": case.family, "op": case.op.to_dict(),
                "schedule_source": "--schedules" if name in tuned else "schedule=None (default/tuned record)",
                "predicted": pred, **got,
                "ratio": ratios(pred, got["measured"]) if got["measured"] else None}
+        rows.append(row)
         if got["error"]:
             print(f"  error: {got['error'][:500]}", file=sys.stderr, flush=True)
-        rows.append(row)
+            if got["error"].startswith(PERMISSION_ERROR):
+                break  # every other case would fail the same way
     table = markdown_table(rows)
     print(table)
     result = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "device": target.name,

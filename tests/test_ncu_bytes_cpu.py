@@ -226,3 +226,35 @@ def test_the_child_call_builds_the_cases_op(fake_gpu, name):
     with pytest.raises(SystemExit, match="did not build"):
         other = nb.Case(case.name, nb.gemm_case_op(35, 8457, 2560, "float16"), "")
         nb.check_built(other, s, H200)
+
+
+def _fake_ncu(tmp_path: Path, stdout: str, status: int = 0) -> Path:
+    """An executable standing in for ncu: records its arguments, prints ``stdout``, exits with ``status``."""
+    (tmp_path / "ncu_out.txt").write_text(stdout)
+    exe = tmp_path / "ncu"
+    exe.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                   f"open({str(tmp_path / 'argv.json')!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+                   f"sys.stdout.write(open({str(tmp_path / 'ncu_out.txt')!r}).read())\nsys.exit({status})\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_profile_case_runs_ncu_and_sums_the_kernels(tmp_path):
+    case = nb.cases()["gemm_f32_35x8457x2560"]
+    schedule = tiledsl.GemmSchedule().to_dict()
+    got = nb.profile_case(case, schedule, str(_fake_ncu(tmp_path, SAMPLE)), 60)
+    assert got["error"] is None and got["child"]["case"] == case.name
+    assert [k["kernel"] for k in got["kernels"]] == [MAIN, RED]
+    assert got["measured"] == nb.measured_bytes(nb.parse_ncu_csv(SAMPLE))
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[-4:-2] == ["--child", case.name] and json.loads(argv[-1]) == schedule
+
+
+def test_profile_case_reports_failures(tmp_path):
+    case = nb.cases()["gemm_f32_1024"]
+    no_child = "\n".join(line for line in SAMPLE.splitlines() if not line.startswith(nb.CHILD_MARKER))
+    got = nb.profile_case(case, {}, str(_fake_ncu(tmp_path, no_child, status=1)), 60)
+    assert got["measured"] is None and got["error"].startswith("exit status 1, 2 kernel(s) profiled")
+    perm = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters"
+    got = nb.profile_case(case, {}, str(_fake_ncu(tmp_path, perm)), 60)
+    assert got["error"].startswith("ERR_NVGPUCTRPERM: this user may not read")
