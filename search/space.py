@@ -173,6 +173,12 @@ def tie_key(space: Space, op, target) -> Callable[[object], tuple]:
     return key
 
 
+def _pipeline_text(d: dict) -> str:
+    """FMA kernel pipeline: sb (1 stage), db (2, register prefetch), cpN (N cp.async stages)."""
+    stages = d.get("stages") or (2 if d.get("double_buffer") else 1)
+    return "sb" if stages == 1 else "db" if stages == 2 else f"cp{stages}"
+
+
 def describe(schedule) -> str:
     """A compact one-line description of a schedule, or of its ``to_dict()``."""
     d = schedule if isinstance(schedule, dict) else schedule.to_dict()
@@ -184,7 +190,7 @@ def describe(schedule) -> str:
         return f"mma.sync {d['bm']}x{d['bn']}x{d['bk']} w{d['wm']}x{d['wn']} s{d['stages']} sw{d['swizzle']}"
     if {"bm", "bn", "bk", "rm", "rn"} <= set(d):
         text = (f"{d['bm']}x{d['bn']}x{d['bk']} t{d['rm']}x{d['rn']} w{d['wm']}x{d['wn']} v{d['vec']} "
-                f"{'db' if d['double_buffer'] else 'sb'} u{d['unroll']} p{d['smem_pad']} s{d['swizzle']}")
+                f"{_pipeline_text(d)} u{d['unroll']} p{d['smem_pad']} s{d['swizzle']}")
         return text
     if {"strategy", "items_per_thread", "combine"} <= set(d):  # ReduceSchedule
         return (f"{d['strategy']} b{d['block']} v{d['vec']} i{d['items_per_thread']} g{d['grid'] or 'auto'} "
@@ -216,7 +222,8 @@ _GEMM_KNOBS = (
     Knob("rn_log2", 0, 4, doc="thread tile columns rn = 2^x (1..16)"),
     Knob("lanes_n_log2", 0, 5, doc="threads of a warp along N = 2^x; warp tile wn = lanes·rn, wm = (32/lanes)·rm"),
     Knob("vec_log2", 0, 2, doc="elements per global load vec = 2^x (1, 2, 4)"),
-    Knob("double_buffer", 0, 1, doc="two shared-memory stages with register prefetch"),
+    Knob("stages", 1, 4, doc="K tiles in the shared-memory pipeline: 1, 2 (register prefetch), 3-4 (cp.async, "
+                             "float32)"),
     Knob("unroll_log2", 0, 5, doc="inner-k unroll = 2^x (must divide bk)"),
     Knob("smem_pad", 0, 4, step=4, doc="padding elements per shared-memory row (0 or 4)"),
     Knob("swizzle_log2", 0, 4, doc="block-rows per rasterization group = 2^x (1..16)"),
@@ -229,7 +236,7 @@ def _gemm_fields(p: dict) -> dict:
     rm, rn = _p2(p["rm_log2"]), _p2(p["rn_log2"])
     return dict(bm=_p2(p["bm_log2"]), bn=_p2(p["bn_log2"]), bk=_p2(p["bk_log2"]), rm=rm, rn=rn,
                 wm=(32 // lanes_n) * rm, wn=lanes_n * rn, vec=_p2(p["vec_log2"]),
-                double_buffer=bool(p["double_buffer"]), unroll=_p2(p["unroll_log2"]),
+                stages=int(p["stages"]), unroll=_p2(p["unroll_log2"]),
                 smem_pad=int(p["smem_pad"]), swizzle=_p2(p["swizzle_log2"]), split_k=1,
                 min_blocks=int(p["min_blocks"]))
 
@@ -243,7 +250,7 @@ def _gemm_params(s) -> dict | None:
             "unroll_log2": _log2(s.unroll), "swizzle_log2": _log2(s.swizzle)}
     if any(v is None for v in logs.values()):
         return None
-    params = {**logs, "double_buffer": int(s.double_buffer), "smem_pad": s.smem_pad,
+    params = {**logs, "stages": s.stages, "smem_pad": s.smem_pad,
               "min_blocks": getattr(s, "min_blocks", 1)}
     for k in _GEMM_KNOBS:
         if not k.low <= params[k.name] <= k.high:

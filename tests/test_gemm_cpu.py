@@ -10,6 +10,7 @@ import pytest
 import tiledsl
 from tiledsl import rules as R
 from tiledsl.gemm import GEMM_RULES, GemmOp, GemmSchedule, emit_gemm
+from tiledsl.gemm.schedule import estimate_registers
 
 # One failing schedule per schedule-scope rule: (rule name, kwargs)
 FAILING = [
@@ -37,7 +38,7 @@ FAILING = [
     ("thread_tile_positive", dict(rm=0)),
     ("thread_tile_bounded", dict(bm=256, rm=128)),
     ("stages_range", dict(stages=9)),
-    ("fma_stages_at_most_2", dict(stages=3)),
+    ("gemv_stages_at_most_2", dict(kernel="gemv", bm=4, bn=128, stages=3)),
     ("mma_stages_at_least_2", dict(mma="mma_sync", bk=32, stages=1, smem_pad=8)),
     ("mma_warp_tile_shape", dict(mma="mma_sync", bk=32, bm=48, wm=24, wn=64)),
     ("mma_bk_multiple_of_16", dict(mma="mma_sync", bk=8)),
@@ -213,6 +214,11 @@ SWEEP = [
     (dict(bm=256, bn=64, bk=16, rm=8, rn=8, unroll=16), BOTH),
     (dict(bm=128, bn=32, bk=16, rm=4, rn=4, vec=2, unroll=8), BOTH),
     (dict(bm=64, bn=128, bk=8, rm=8, rn=8, unroll=2), BOTH),
+    # cp.async pipeline (stages >= 3): no registers staging the global tile
+    (dict(bm=256, bn=128, bk=8, rm=16, rn=8, stages=4), BOTH),
+    (dict(bm=128, bn=128, bk=16, unroll=16, stages=3, smem_pad=4), BOTH),
+    (dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, stages=5), BOTH),
+    (dict(bm=128, bn=64, bk=8, rm=8, rn=4, stages=3, split_k=2, vec=2), BOTH),
 ]
 
 
@@ -365,6 +371,23 @@ def test_tensor_core_schedule_needs_16_bit_inputs():
     s = GemmSchedule(mma="mma_sync", smem_pad=8, bk=32)
     with pytest.raises(tiledsl.ScheduleError, match="mma_needs_16_bit_inputs"):
         tiledsl.compile(GemmOp(64, 64, 64, dtype="float32"), s, arch="sm_90")
+
+
+def test_cp_async_pipeline_rules_and_source():
+    with pytest.raises(tiledsl.ScheduleError, match=r"stages=3: the FMA kernel's cp.async pipeline .* 2-byte inputs"):
+        GemmSchedule(stages=3).check_op(GemmOp(64, 64, 64, dtype="float16"))
+    GemmSchedule(stages=2).check_op(GemmOp(64, 64, 64, dtype="float16"))  # register prefetch converts
+    env = GemmSchedule(stages=4).env(tiledsl.Target.known("sm_80"))
+    assert not R.violations(GEMM_RULES, env, ("target",))
+    env.update(CC=75)
+    assert [r.name for r in R.violations(GEMM_RULES, env, ("target",))] == ["fma_cp_async_needs_sm_80"]
+    op = GemmOp(4096, 4096, 4096)  # NN: A transposed to k-major element by element, B copied 16 bytes wide
+    src = emit_gemm(op, GemmSchedule(stages=4)).source
+    assert "tdsl_cp_async<4>(&dst[c * LDS_A + r]" in src and "tdsl_cp_async<16>(&dst[r * LDS_B + c]" in src
+    assert "tdsl_cp_async_wait<STAGES - 2>();" in src and "a_stage" not in src
+    assert "cp_async" not in emit_gemm(op, GemmSchedule(stages=2)).source
+    assert (estimate_registers(GemmSchedule(stages=4), 4, 4)
+            == estimate_registers(GemmSchedule(stages=2), 4, 4) - (128 * 8 * 2) // 256)
 
 
 def test_stages_and_double_buffer_agree():

@@ -155,6 +155,41 @@ def test_schedule_knobs(kw, rng):
     assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < 1e-5
 
 
+CP_ASYNC_SCHEDULES = {  # the FMA kernel's cp.async pipeline (stages >= 3)
+    "256x128x8 s4": dict(bm=256, bn=128, bk=8, rm=16, rn=8, stages=4, unroll=8),
+    "128x128x16 s3 pad4": dict(bk=16, unroll=16, stages=3, smem_pad=4),
+    "64x64x16 s5 4x4": dict(bm=64, bn=64, bk=16, rm=4, rn=4, stages=5, unroll=16),
+    "128x64x8 s3 split2": dict(bm=128, bn=64, bk=8, rm=8, rn=4, vec=2, stages=3, split_k=2),
+}
+
+
+@pytest.mark.parametrize("name", list(CP_ASYNC_SCHEDULES))
+@pytest.mark.parametrize("la", ["row", "col"])
+@pytest.mark.parametrize("lb", ["row", "col"])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 5), (127, 129, 65), (129, 127, 300), (35, 8457, 2560)])
+def test_cp_async_pipeline_shapes_layouts(name, la, lb, m, n, k, rng):
+    """Edge tiles, K tails shorter than the pipeline (k_tiles < stages - 1), every layout, against float64."""
+    s = tiledsl.GemmSchedule(**CP_ASYNC_SCHEDULES[name])
+    a, ha = _rand((m, k), rng, layout=la)
+    b, hb = _rand((k, n), rng, layout=lb)
+    assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < 1e-5
+
+
+@pytest.mark.parametrize("vec", [1, 2])
+def test_cp_async_pipeline_narrow_copies_and_beta(vec, rng):
+    """Odd leading dimensions force 4- or 8-byte copies; beta reads C."""
+    cp = _cp()
+    s = tiledsl.GemmSchedule(stages=4, smem_pad=4, vec=vec)
+    big_a, hbig_a = _rand((301, 259), rng)
+    big_b, hbig_b = _rand((259, 203), rng)
+    a, ha = big_a[:, 1:], hbig_a[:, 1:]          # lda = 259: 4-byte aligned rows only
+    b, hb = big_b[:258, :201], hbig_b[:258, :201]
+    c0 = rng.uniform(-1, 1, (301, 201))
+    c = cp.asarray(c0.astype(np.float32))
+    tiledsl.gemm(a, b, c, alpha=-1.5, beta=0.25, schedule=s)
+    assert _rel_err(c, -1.5 * (ha @ hb) + 0.25 * c0) < 1e-5
+
+
 @pytest.mark.parametrize("dtype", ["float16"])
 def test_half_inputs_float32_accumulation(dtype, rng):
     a, ha = _rand((257, 130), rng, dtype)

@@ -41,7 +41,6 @@ static_assert(VEC == 1 || VEC == 2 || VEC == 4, "rule vec_width");
 static_assert(MMA == 0 || MMA == 1 || MMA == 2, "rule mma_kind");
 static_assert(KERNEL == 0 || KERNEL == 1, "rule kernel_kind");
 static_assert(STAGES >= 1 && STAGES <= 8, "rule stages_range");
-static_assert(STAGES <= 2, "rule fma_stages_at_most_2");
 static_assert(BM % RM == 0, "rule thread_tile_divides_block_m");
 static_assert(BN % RN == 0, "rule thread_tile_divides_block_n");
 static_assert(RM % 4 == 0 || RM == 1 || RM == 2, "rule fragment_width_m");

@@ -9,7 +9,9 @@ Structure of the kernel (GEMM tiling, ``docs/design.md``, "Background"; stage by
 3. global → registers → shared memory: A and B tiles loaded with ``vec``-wide loads, stored k-major
    (``As[k][m]``, ``Bs[k][n]``) so fragment reads are contiguous; out-of-range elements load as 0;
 4. main loop over K tiles: with double buffering the next tile is fetched into registers while the
-   current one is multiplied out of shared memory (one barrier per K step);
+   current one is multiplied out of shared memory (one barrier per K step); with ``stages`` ≥ 3 (float32)
+   tiles go global → shared with ``cp.async`` (no registers in between; element by element where the
+   tile is transposed to k-major), ``stages − 1`` K tiles in flight, still one barrier per K step;
 5. epilogue: C = alpha·acc (+ beta·C when ``op.read_c``), vector stores where C's alignment allows.
 """
 
@@ -20,7 +22,7 @@ from dataclasses import replace
 
 from .. import dtypes
 from .. import rules as R
-from ..codegen.prelude import helpers_for
+from ..codegen.prelude import ASYNC_COPY_HELPERS, helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
 from ..planning import render_params
@@ -92,6 +94,9 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     prelude = helpers_for(op.dtype)
     if prelude:
         w(prelude.rstrip("\n"))
+    pipelined = s.stages >= 3  # cp.async pipeline (rule fma_cp_async_float32: float32 tiles)
+    if pipelined:
+        w(ASYNC_COPY_HELPERS.rstrip("\n"))
     w.blank()
     w("// ---- schedule (tiledsl.GemmSchedule) ----")
     consts = [
@@ -105,7 +110,8 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("SWIZZLE", s.swizzle, "swizzle: block-rows per rasterization group"),
         ("SPLIT_K", s.split_k, "split_k"),
         ("MIN_BLOCKS", s.min_blocks, "min_blocks: resident blocks per SM the registers must allow"),
-        ("STAGES", s.stages, "stages (double_buffer -> 2)"),
+        ("STAGES", s.stages, "stages: K tiles in the pipeline (cp.async when >= 3)" if pipelined
+         else "stages (double_buffer -> 2)"),
         ("MMA", 0, "mma='fma': FP32 FMA units"), ("KERNEL", 0, "kernel='tiled'"),
         ("THREADS", s.threads, "(BM/RM)*(BN/RN)"),
         ("WARP_LANES", (s.wm // s.rm) * (s.wn // s.rn), "(WM/RM)*(WN/RN)"),
@@ -144,46 +150,115 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
           "  #pragma unroll",
           "  for (int j = 0; j < RN; ++j) acc[i][j] = 0.f;")
         w.blank()
-        w("// registers staging one K tile on its way from global to shared memory",
-          "alignas(16) float a_stage[LOADS_A * VA];",
-          "alignas(16) float b_stage[LOADS_B * VB];")
-        w.blank()
-        k_range(w, s.split_k)
-        w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
-        w("// ---- prologue: K tile 0 -> shared stage 0 ----")
-        _load_global(w, op, dt, "A", "k_begin", va)
-        _load_global(w, op, dt, "B", "k_begin", vb)
-        _store_shared(w, op, "A", "0", va)
-        _store_shared(w, op, "B", "0", vb)
-        w("__syncthreads();")
-        w.blank()
-        w("// ---- main loop over K tiles ----")
-        with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
-            if s.double_buffer:
-                w("const int cur = kt & 1;")
-                w("const bool has_next = kt + 1 < k_tiles;")
-                w("// prefetch K tile kt+1 into registers while tile kt is multiplied")
-                with w.block("if (has_next)"):
-                    _load_global(w, op, dt, "A", "k_begin + (kt + 1) * BK", va)
-                    _load_global(w, op, dt, "B", "k_begin + (kt + 1) * BK", vb)
-                _compute(w, "cur", cm, cn)
-                w("// publish the prefetched tile into the other stage")
-                with w.block("if (has_next)"):
-                    _store_shared(w, op, "A", "cur ^ 1", va)
-                    _store_shared(w, op, "B", "cur ^ 1", vb)
-                w("__syncthreads();")
-            else:
-                _compute(w, "0", cm, cn)
-                with w.block("if (kt + 1 < k_tiles)"):
-                    w("__syncthreads();  // everyone is done reading stage 0")
-                    _load_global(w, op, dt, "A", "k_begin + (kt + 1) * BK", va)
-                    _load_global(w, op, dt, "B", "k_begin + (kt + 1) * BK", vb)
-                    _store_shared(w, op, "A", "0", va)
-                    _store_shared(w, op, "B", "0", vb)
-                    w("__syncthreads();")
+        if pipelined:
+            k_range(w, s.split_k)
+            w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
+            _pipelined_main_loop(w, op, va, vb, cm, cn)
+        else:
+            _register_prefetch_main_loop(w, op, dt, s, va, vb, cm, cn)
         w.blank()
         _epilogue(w, out_op, out_dt, vc)
     return KernelSource(name=name, source=w.text(), block=p.block, dynamic_smem_bytes=p.dynamic_smem_bytes)
+
+
+def _register_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: GemmSchedule, va: int, vb: int,
+                                 cm: int, cn: int) -> None:
+    """K loop of a 1- or 2-stage kernel: the next K tile goes global → registers → shared memory (converted
+    to float32 on the way), prefetched into registers while the current tile is multiplied (2 stages)."""
+    w("// registers staging one K tile on its way from global to shared memory",
+      "alignas(16) float a_stage[LOADS_A * VA];",
+      "alignas(16) float b_stage[LOADS_B * VB];")
+    w.blank()
+    k_range(w, s.split_k)
+    w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
+    w("// ---- prologue: K tile 0 -> shared stage 0 ----")
+    _load_global(w, op, dt, "A", "k_begin", va)
+    _load_global(w, op, dt, "B", "k_begin", vb)
+    _store_shared(w, op, "A", "0", va)
+    _store_shared(w, op, "B", "0", vb)
+    w("__syncthreads();")
+    w.blank()
+    w("// ---- main loop over K tiles ----")
+    with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
+        if s.double_buffer:
+            w("const int cur = kt & 1;")
+            w("const bool has_next = kt + 1 < k_tiles;")
+            w("// prefetch K tile kt+1 into registers while tile kt is multiplied")
+            with w.block("if (has_next)"):
+                _load_global(w, op, dt, "A", "k_begin + (kt + 1) * BK", va)
+                _load_global(w, op, dt, "B", "k_begin + (kt + 1) * BK", vb)
+            _compute(w, "cur", cm, cn)
+            w("// publish the prefetched tile into the other stage")
+            with w.block("if (has_next)"):
+                _store_shared(w, op, "A", "cur ^ 1", va)
+                _store_shared(w, op, "B", "cur ^ 1", vb)
+            w("__syncthreads();")
+        else:
+            _compute(w, "0", cm, cn)
+            with w.block("if (kt + 1 < k_tiles)"):
+                w("__syncthreads();  // everyone is done reading stage 0")
+                _load_global(w, op, dt, "A", "k_begin + (kt + 1) * BK", va)
+                _load_global(w, op, dt, "B", "k_begin + (kt + 1) * BK", vb)
+                _store_shared(w, op, "A", "0", va)
+                _store_shared(w, op, "B", "0", vb)
+                w("__syncthreads();")
+
+
+def _pipelined_main_loop(w: Writer, op: GemmOp, va: int, vb: int, cm: int, cn: int) -> None:
+    """K loop of a ``stages`` ≥ 3 float32 kernel: K tiles 0 … STAGES−2 are requested before the loop (one
+    cp.async group each); iteration kt waits for tile kt (``wait_group STAGES−2``), one barrier makes it
+    visible to every thread and frees the stage read in iteration kt−1, tile kt+STAGES−1 is requested into
+    that stage, then tile kt is multiplied. An empty group past the last tile keeps the count uniform, so
+    every real copy has been waited for when the loop ends."""
+    w("// ---- prologue: K tiles 0 .. STAGES-2 requested, one cp.async group per tile ----",
+      "#pragma unroll")
+    with w.block("for (int st = 0; st < STAGES - 1; ++st)"):
+        with w.block("if (st < k_tiles)"):
+            _copy_async(w, op, "A", "st", "k_begin + st * BK", va)
+            _copy_async(w, op, "B", "st", "k_begin + st * BK", vb)
+        w("tdsl_cp_async_commit();")
+    w.blank()
+    w("// ---- main loop over K tiles ----")
+    with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
+        w("tdsl_cp_async_wait<STAGES - 2>();  // this thread's copies of K tile kt have landed",
+          "__syncthreads();                   // everyone's have; stage (kt - 1) % STAGES is read out",
+          "const int next = kt + STAGES - 1;  // request K tile kt + STAGES - 1 into the freed stage")
+        with w.block("if (next < k_tiles)"):
+            _copy_async(w, op, "A", "next % STAGES", "k_begin + next * BK", va)
+            _copy_async(w, op, "B", "next % STAGES", "k_begin + next * BK", vb)
+        w("tdsl_cp_async_commit();")
+        _compute(w, "kt % STAGES", cm, cn)
+
+
+def _copy_async(w: Writer, op: GemmOp, which: str, stage: str, k0: str, vec: int) -> None:
+    """Request one K tile of ``which`` into shared stage ``stage`` with cp.async, zero-filled outside the
+    matrix. Where the tile keeps its global layout (k-major already): ``vec``-wide copies. Where it is
+    transposed to k-major: one 4-byte copy per element, consecutive threads taking consecutive elements of a
+    row (each warp instruction then reads whole 32-byte sectors; ``smem_pad`` = 4 spreads its transposed
+    shared-memory writes over the banks)."""
+    g = _operand_geometry(op, which)
+    base = "As" if which == "A" else "Bs"
+    layout = op.layout_a if which == "A" else op.layout_b
+    how = "4-byte copies transposed to k-major" if g["transposed"] else f"{g['v']}-wide copies, k-major as stored"
+    w(f"// global -> shared (cp.async): {which} tile ({layout}-major), {how}, zeros outside the matrix")
+    with w.block(""):
+        w(f"const int k0 = {k0};",
+          f"float* const dst = {base} + ({stage}) * BK * {g['ld']};",
+          "#pragma unroll")
+        if g["transposed"]:
+            with w.block(f"for (int i = 0; i < {g['loads']} * {g['v']}; ++i)"):
+                w("const int idx = tid + i * THREADS;",
+                  f"const int r = idx / {g['contig']};  // strided index",
+                  f"const int c = idx % {g['contig']};  // contiguous index (K)",
+                  f"const bool in_range = {g['bound']};",
+                  f"tdsl_cp_async<4>(&dst[c * {g['ld']} + r], {g['ptr']}, in_range);")
+            return
+        with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
+            w("const int idx = tid + i * THREADS;",
+              f"const int r = idx / ({g['contig']} / {g['v']});              // strided index",
+              f"const int c = (idx % ({g['contig']} / {g['v']})) * {g['v']};  // contiguous index",
+              f"const bool in_range = {g['bound']};",
+              f"tdsl_cp_async<{vec * 4}>(&dst[r * {g['ld']} + c], {g['ptr']}, in_range);")
 
 
 def _thread_to_fragment(w: Writer) -> None:

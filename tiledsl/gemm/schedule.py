@@ -41,9 +41,16 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.bn={BN} must be a multiple of 32 with kernel='gemv' (threads per block, whole warps)",
            when="KERNEL == 1"),
     R.Rule("stages_range", "STAGES >= 1 and STAGES <= 8", "{cls}.stages={STAGES} must be in 1..8"),
-    R.Rule("fma_stages_at_most_2", "STAGES <= 2",
-           "{cls}.stages={STAGES}: the FMA kernel pipelines at most 2 stages (register prefetch); "
-           "deeper cp.async pipelines need mma='mma_sync'", when="MMA == 0"),
+    R.Rule("gemv_stages_at_most_2", "STAGES <= 2",
+           "{cls}.stages={STAGES} must be 1 or 2 with kernel='gemv' (it keeps no shared-memory tiles)",
+           when="KERNEL == 1"),
+    R.Rule("fma_cp_async_float32", "STAGES <= 2 or ITEMSIZE == 4",
+           "{cls}.stages={STAGES}: the FMA kernel's cp.async pipeline (stages ≥ 3) copies float32 tiles "
+           "unconverted; {ITEMSIZE}-byte inputs take stages ≤ 2 (register prefetch) or a tensor-core mma",
+           scope="op", when="MMA == 0 and KERNEL == 0"),
+    R.Rule("fma_cp_async_needs_sm_80", "STAGES <= 2 or CC >= 80",
+           "{cls}.stages={STAGES}: the FMA kernel's cp.async pipeline (stages ≥ 3) needs sm_80 or newer, "
+           "not cc {CC}", scope="target", resource=True, when="MMA == 0 and KERNEL == 0"),
     R.Rule("mma_stages_at_least_2", "STAGES >= 2",
            "{cls}.stages={STAGES} must be ≥ 2 with mma='mma_sync' (cp.async pipeline)", when="MMA == 1"),
     R.Rule("wgmma_block_rows", "BM % 64 == 0 and BM <= 256",
@@ -198,7 +205,8 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
         return s.bn // 2 + 40
     if s.mma != "fma":  # wm·wn/32 accumulators + A/B fragments of one k16 step + addresses
         return s.wm * s.wn // 32 + s.wm // 4 + s.wn // 4 + 40
-    staged = (s.bm * s.bk + s.bk * s.bn) // threads
+    # stages ≤ 2 stage the next global tile in registers; deeper pipelines copy it with cp.async
+    staged = (s.bm * s.bk + s.bk * s.bn) // threads if s.stages <= 2 else 0
     loads = s.bm * s.bk // (threads * max(va, 1)) + s.bk * s.bn // (threads * max(vb, 1))
     return s.rm * s.rn + s.rm + s.rn + staged + 2 * loads + 36
 
@@ -213,7 +221,7 @@ class GemmSchedule(ScheduleRecord):
         vec: elements per global load (1, 2 or 4; 4 = 16-byte loads for float32). Lowered
             automatically to what the operands' alignment allows.
         double_buffer: two shared-memory stages; the next K tile is prefetched into registers
-            while the current one is computed (one barrier per K step).
+            while the current one is computed (one barrier per K step). Same as ``stages=2``.
         unroll: unroll factor of the inner k loop over bk.
         smem_pad: elements of padding per shared-memory row (multiple of 4) against bank conflicts.
         wm, wn: warp tile (0 = choose: threads of a warp arranged 4×8 where possible).
@@ -225,6 +233,10 @@ class GemmSchedule(ScheduleRecord):
         min_blocks: blocks per SM the register allocation must allow (``__launch_bounds__``'s second
             argument; caps registers at 65536 / (threads · min_blocks)). 0 = automatic: 2 when two
             blocks fit :attr:`est_registers`, else 1.
+        stages: K tiles in the shared-memory pipeline (0 = what ``double_buffer`` says: 2 or 1). The FMA
+            kernel keeps 1 or 2 with register prefetch; 3..8 copy tiles with ``cp.async`` (float32, sm_80+)
+            so ``stages − 1`` K tiles are in flight while one is multiplied (CUTLASS's SIMT SGEMM uses 4).
+            Tensor-core kernels: ``cp.async`` (mma_sync, ≥ 2) or TMA/``cp.async`` (wgmma, ≥ 3).
         persistent: (TMA wgmma kernel only) launch one block per SM, each walking C tiles
             ``blockIdx.x, blockIdx.x + gridDim.x, …`` in rasterization order; the producer warpgroup
             loads the next tile's K tiles while the consumers store the last tile (the epilogue and
