@@ -53,6 +53,12 @@ WGMMA_SWEEP = {  # name -> GemmSchedule fields (wgmma, bk 64); "tma": a producer
     "tma 128x256x64 s3 persistent": dict(bm=128, bn=256, stages=3, warp_specialize=True, persistent=True),
     "tma 128x256x64 s4 persistent": dict(bm=128, bn=256, stages=4, warp_specialize=True, persistent=True),
     "tma 128x128x64 s6 persistent": dict(bm=128, bn=128, stages=6, warp_specialize=True, persistent=True),
+    "tma 128x256x64 s4 persistent sw2": dict(bm=128, bn=256, stages=4, warp_specialize=True, persistent=True,
+                                             swizzle=2),
+    "tma 128x256x64 s4 persistent sw4": dict(bm=128, bn=256, stages=4, warp_specialize=True, persistent=True,
+                                             swizzle=4),
+    "tma 128x256x64 s4 persistent sw16": dict(bm=128, bn=256, stages=4, warp_specialize=True, persistent=True,
+                                              swizzle=16),
 }
 
 
@@ -154,6 +160,16 @@ def one_call_and_stream(fn) -> tuple[float, float]:
             time_gpu(lambda: [fn() for _ in range(STREAM)], repeat=10).median_ms / STREAM)
 
 
+def bracketed(fn, vendor_fn) -> tuple[float, float, float, float]:
+    """:func:`one_call_and_stream` of ``fn`` and of the vendor call, the vendor timed right before and right
+    after ``fn`` and averaged, so the clocks' drift under sustained load (8192³ runs long) falls on both alike:
+    (ms, ms_stream, vendor ms, vendor ms_stream)."""
+    before = one_call_and_stream(vendor_fn)
+    ms, ms_stream = one_call_and_stream(fn)
+    after = one_call_and_stream(vendor_fn)
+    return ms, ms_stream, (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+
+
 def _row(flop: float, ms: float, ms_stream: float, vendor_ms: float, vendor_stream_ms: float, **fields) -> dict:
     """A sweep row: the fields, TFLOP/s of tiledsl and the vendor, one call and stream, and their ratios."""
     return dict(**fields, ms=ms, tflops=flop / ms / 1e9, vendor_ms=vendor_ms, vendor_tflops=flop / vendor_ms / 1e9,
@@ -187,14 +203,14 @@ def sweep_wgmma(rng) -> list[dict]:
                     def vcall(a=a, b=b, c=c):
                         torch.matmul(a, b, out=c)
                     vname = "cuBLAS (torch.matmul)"
-                vendor, vendor_stream = one_call_and_stream(vcall)
                 for name, kw in WGMMA_SWEEP.items():
                     if (size == 8192 and name not in SWEEP_8192) or not _selected(name):
                         continue
                     s = wgmma(**kw)
                     try:
                         tiledsl.gemm(a, b, c, schedule=s)
-                        ms, ms_stream = one_call_and_stream(lambda a=a, b=b, c=c, s=s: tiledsl.gemm(a, b, c, schedule=s))
+                        ms, ms_stream, vendor, vendor_stream = bracketed(
+                            lambda a=a, b=b, c=c, s=s: tiledsl.gemm(a, b, c, schedule=s), vcall)
                     except Exception as e:  # noqa: BLE001 - a failing candidate is a row, not the end
                         print(f"{size} {dtype} {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
                         continue
@@ -209,7 +225,8 @@ def sweep_wgmma(rng) -> list[dict]:
 
 
 SWEEP_8192 = ("wgmma 128x256x64 s4", "tma 128x256x64 s3", "tma 128x256x64 s4", "tma 128x192x64 s5",
-              "tma 128x256x64 s3 persistent", "tma 128x256x64 s4 persistent")
+              "tma 128x256x64 s3 persistent", "tma 128x256x64 s4 persistent", "tma 128x256x64 s4 persistent sw2",
+              "tma 128x256x64 s4 persistent sw4", "tma 128x256x64 s4 persistent sw16")
 STREAM = 10  # calls per timed stream: the kernel's time per call with the host's launch path overlapped
 
 
