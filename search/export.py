@@ -18,7 +18,10 @@ from pathlib import Path
 from tiledsl import dtypes
 from tiledsl.gemm.kernel_plan import k_major, tma_box, uses_tma
 
+from .config import TuneConfig
 from .families import get
+from .finalists import Finalist
+from .storage import mask, mask_text
 
 
 def nvcc_command(arch: str) -> str:
@@ -202,3 +205,46 @@ def write(dirpath: str | Path, family: str, op, schedule, kernel, record: dict, 
     js = d / "schedule.json"
     js.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     return [cu, js]
+
+
+def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, vendor_s: float | None, mode: str,
+                  study_name: str, model_label: str, date: str, out=print) -> list:
+    """Compile the winner and write it into ``folder`` (:func:`write`); a measured winner is also stored where
+    ``schedule=None`` finds it (and, with ``--ship``, in the shipped schedules). Returns the files written.
+
+    A failure to store is printed as a warning: the export stands."""
+    import cupy
+
+    import tiledsl
+    from tiledsl.compile import nvrtc_version
+    from tiledsl.registry import make_record, shipped_path, store
+
+    k = tiledsl.compile(op, winner.schedule, arch=target.arch)
+    measured = None
+    if mode == "measured":
+        measured = {"median_s": winner.median_s, "spread": winner.spread, "vendor_s": vendor_s,
+                    "percent_of_vendor": None if not vendor_s else 100 * vendor_s / winner.median_s}
+    rec = make_record(cfg.family, op, target, winner.schedule,
+                      mode=mode, measured=measured,
+                      predicted={"predicted_s": winner.predicted_s, "bound_by": winner.bound_by, "model": model_label},
+                      compiler={"nvrtc": list(nvrtc_version()), "cupy": cupy.__version__, "options": list(k.options)},
+                      kernel={"name": k.name, "block": list(k.block), "dynamic_smem_bytes": k.dynamic_smem_bytes,
+                              **k.resources()},
+                      study=study_name, storage=mask(cfg.storage), trial=winner.number, date=date,
+                      command=mask_text(cfg.command))
+    files = write(folder, cfg.family, op, winner.schedule, k, rec, target=target)
+    out(f"exported: {', '.join(map(str, files))}")
+    if mode == "measured":
+        figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}
+        try:
+            path = store(cfg.family, op, target, winner.schedule, **figs)
+            out(f"stored for schedule=None: {path}")
+            if cfg.ship:
+                ship = store(cfg.family, op, target, winner.schedule, path=shipped_path(cfg.family, target.arch),
+                             **figs)
+                out(f"shipped: {ship}")
+        except Exception as exc:  # OSError, filelock.Timeout, a record failing its schema: the export stands
+            out(f"warning: the winner was exported but not stored for schedule=None: {type(exc).__name__}: {exc}")
+    else:
+        out("not stored for schedule=None: a model-only winner is a prediction, never measured")
+    return files

@@ -296,3 +296,18 @@ def family_of_op(op) -> SearchFamily:
     """The search's part of ``op``'s family record."""
     return get(tiledsl_family.of(op).name)
 
+
+
+def op_text(op) -> str:
+    """``op`` as the report names it (the family's ``op_text``; the op's dict when it has no family)."""
+    import json
+
+    try:
+        return family_of_op(op).op_text(op)
+    except (KeyError, TypeError, ValueError):
+        return json.dumps(op.to_dict())
+
+
+def vendor_name(family: str, op) -> str:
+    """The vendor call the worker times next to the candidates (``Bench.vendor_name``)."""
+    return get(family).bench(op).vendor_name

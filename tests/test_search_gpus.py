@@ -24,6 +24,7 @@ optuna = pytest.importorskip("optuna")
 from optuna.trial import TrialState  # noqa: E402
 
 from search import devices, tune  # noqa: E402
+from search import trials as trial_book  # noqa: E402
 from search.devices import SIMULATED_ENV  # noqa: E402
 from search.model_worker import ModelWorker  # noqa: E402
 
@@ -212,7 +213,7 @@ def test_a_schedule_claimed_by_another_host_before_dispatch_is_not_measured(tmp_
                                                                                              device=device))
     Recording.log = []
     url = f"sqlite:///{tmp_path / 't.db'}"
-    real = tune.find_duplicate
+    real = trial_book.find_duplicate
     race: dict = {}
 
     def find_then_host_b_claims(study, trial, key):
@@ -224,7 +225,7 @@ def test_a_schedule_claimed_by_another_host_before_dispatch_is_not_measured(tmp_
             race.update(a=trial.number, b=other.number, key=key)
         return dup
 
-    monkeypatch.setattr(tune, "find_duplicate", find_then_host_b_claims)
+    monkeypatch.setattr(trial_book, "find_duplicate", find_then_host_b_claims)
     assert tune.main(_args(tmp_path / "t.db", "--model-only", "--gpus", "0,1", "--trials", "8")) == 0
     trials = {t.number: t for t in _trials(tmp_path / "t.db", STUDY + "-model")}
     a = trials[race["a"]]

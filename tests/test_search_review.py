@@ -21,7 +21,7 @@ import tiledsl
 
 optuna = pytest.importorskip("optuna")
 
-from search import families, measure, objective, tune  # noqa: E402
+from search import families, finalists, measure, objective, tune  # noqa: E402
 from search.space import GEMM_SPACE, REDUCE_SPACE, TRANSPOSE_SPACE, schedule_key, tie_key  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +134,7 @@ def test_model_only_falls_back_to_the_default_when_everything_spills(tmp_path, c
         return k if s == default else dataclasses.replace(k, spill_bytes=64)
 
     monkeypatch.setattr(tiledsl, "compile", spilling)
-    monkeypatch.setattr(tune, "SPILL_SEARCH_COMPILES", 2)
+    monkeypatch.setattr(finalists, "SPILL_SEARCH_COMPILES", 2)
     assert tune.main(_model_only(tmp_path, "--trials", "20", "--compile-top", "1",
                                  shape=("1024", "1024", "512"))) == 0
     text = capsys.readouterr().out
