@@ -211,6 +211,7 @@ def test_no_gpu_error_says_no_gpu_and_how_to_compile():
 
 SCRIPTS = [["benchmarks/gemm.py"], ["benchmarks/reduce.py"], ["benchmarks/reduce_ladder.py"],
            ["benchmarks/transpose.py"], ["benchmarks/costmodel_fit.py"], ["benchmarks/tune_workloads.py"],
+           ["benchmarks/model_prune.py"],
            ["examples/reduce.py"], ["examples/transpose.py"], ["examples/torch_mlp.py"],
            ["examples/gemm_quickstart.py"]]
 
