@@ -75,7 +75,7 @@ def trial_records(study, mode: str) -> list[dict]:
 
 
 def finalist_record(f, mode: str) -> dict:
-    """A report row (a ``search.tune.Finalist``) as JSON: measured figures only in measured mode."""
+    """A report row (a ``search.finalists.Finalist``) as JSON: measured figures only in measured mode."""
     return {"trial": f.number, "schedule": f.schedule.to_dict(), "schedule_text": describe(f.schedule),
             "predicted_s": f.predicted_s, "bound_by": f.bound_by,
             "measured_s": f.median_s if mode == "measured" else None,

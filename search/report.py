@@ -282,8 +282,8 @@ def render(r: ReportInputs) -> str:
         lines.append("pruned by rule: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
     if r.model_prune is not None:
         lines.append(f"model pruning (--model-prune {r.model_prune:g}): {r.counts.model_pruned} sampled schedules "
-                     f"this run predicted more than {r.model_prune:g}x slower than the best prediction so far were "
-                     f"not compiled or measured ({reasons.get(MODEL_PRUNE_RULE, 0)} in the study)")
+                     f"of this run, predicted at more than {r.model_prune:g}x the best prediction so far, were not "
+                     f"compiled or measured ({reasons.get(MODEL_PRUNE_RULE, 0)} in the study)")
     if r.roofline:
         lines.append(r.roofline)
     return "\n".join(lines)
