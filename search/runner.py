@@ -166,13 +166,13 @@ class Runner:
             self.pool.shutdown(wait=False, cancel_futures=True)
         book.close()
         book.observer.bar.close()  # after the clean-up: its seconds stay on the search's bar
-        model_only = self.pool is None
-        for w in self.workers[1:] if not model_only else self.workers:  # the first GPU worker re-measures the finalists
+        # measured (a compile pool): the first device's worker stays to re-measure the finalists (see close)
+        for w in self.workers[1:] if self.pool is not None else self.workers:
             w.close()
         self._wake_w.close()
         self._wake_r.close()
 
     def close(self) -> None:
-        """Stop every worker still running (the finalists' one, after the final re-measurement)."""
-        for w in self.workers:
-            w.close()
+        """Stop the worker :meth:`search` left running for the finalists (measured mode), after them."""
+        if self.pool is not None and self.workers:
+            self.workers[0].close()

@@ -230,25 +230,10 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     search_s = time.perf_counter() - t_run
 
     # ---- finalists, export, report
-    winner, tied, info, final_device = None, [], {}, None
-    if cfg.model_only:
-        bar = Progress(0, cfg.progress, f"compile finalists for {target.arch}", "kernel")
-        try:
-            finals, winner, info = model_only_finalists(study, space, target, cfg, model, op, out, bar,
-                                                        compile_them=not intr.requested)
-        finally:
-            bar.close()
-        split.compiled(info["compile_s"], info["compiled"])
-    else:
-        finals, vendor_final = remeasured_finalists(study, space, target, cfg, runner.final_worker, op, out,
-                                                    remeasure=not intr.requested)
-        vendor_s = vendor_final if vendor_final is not None else vendor_s
-        runner.close()
-        final_device = runner.devices[0] if len(runner.devices) > 1 else None
-        if finals:
-            w, tied = R.pick_winner([{"number": f.number, "median_s": f.median_s, "spread": f.spread, "f": f}
-                                     for f in finals])
-            winner = w["f"]
+    finals, winner, tied, info, vendor_final = _finalists(cfg, study, space, target, model, op, runner, split,
+                                                          not intr.requested, out)
+    vendor_s = vendor_final if vendor_final is not None else vendor_s
+    final_device = runner.devices[0] if not cfg.model_only and len(runner.devices) > 1 else None
     if winner is not None:
         final = {"winner_trial": winner.number, "median_s": winner.median_s, "vendor_s": vendor_s, "date": _now()}
         if not cfg.model_only and cfg.gpus is not None:
@@ -285,6 +270,35 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     _write_results(cfg, inputs, name, results, text, runner.devices, exported, out)
     return TuneResult(name, mode, winner.schedule if winner else None, winner.median_s if winner else None,
                       vendor_s, book.asked, text, exported, results, interrupted=intr.requested)
+
+
+def _finalists(cfg: TuneConfig, study, space, target, model, op, runner: Runner, split: TimeSplit, complete: bool,
+               out) -> tuple[list, Finalist | None, list, dict, float | None]:
+    """The report's rows and the winner: measured, the top re-measured with the vendor library on the first
+    device (then the device workers stop); model-only, the best predicted compiled. ``complete`` False
+    (Ctrl-C): nothing is re-measured or compiled.
+
+    Returns:
+        (rows, winner or None, candidates tied with it, model-only finalist facts, the vendor library's time
+        from the final re-measurement or None).
+    """
+    if cfg.model_only:
+        bar = Progress(0, cfg.progress, f"compile finalists for {target.arch}", "kernel")
+        try:
+            finals, winner, info = model_only_finalists(study, space, target, cfg, model, op, out, bar,
+                                                        compile_them=complete)
+        finally:
+            bar.close()
+        split.compiled(info["compile_s"], info["compiled"])
+        return finals, winner, [], info, None
+    finals, vendor_s = remeasured_finalists(study, space, target, cfg, runner.final_worker, op, out,
+                                            remeasure=complete)
+    runner.close()
+    if not finals:
+        return finals, None, [], {}, vendor_s
+    w, tied = R.pick_winner([{"number": f.number, "median_s": f.median_s, "spread": f.spread, "f": f}
+                             for f in finals])
+    return finals, w["f"], tied, {}, vendor_s
 
 
 def _vendor(runner: Runner, cfg: TuneConfig, op, work: float, unit: str, scale: float, out) -> float | None:
