@@ -51,17 +51,18 @@ class TrialBook:
         predict_here: predict each screened schedule in this process (``--model-only``, or ``--model-prune``
             which needs the prediction before compiling); False: the compile pool predicts it.
         model_only: the device workers are cost-model stand-ins (their "measure" seconds are predictions).
-        work, unit, scale: throughput = work / seconds / scale, in ``unit``.
         out: where warnings are printed.
+
+    A measured trial's throughput is the observer's ``work / seconds / scale``, in its ``unit``.
     """
 
     def __init__(self, study, space: Space, model: Model, op, target, worker_id: str, observer: SearchObserver,
                  pruner: ModelPruner, split: TimeSplit, beat: Heartbeat, stale_after_s: float,
-                 predict_here: bool, model_only: bool, work: float, unit: str, scale: float, out=print) -> None:
+                 predict_here: bool, model_only: bool, out=print) -> None:
         self.study, self.space, self.model, self.op, self.target = study, space, model, op, target
         self.worker_id, self.observer, self.pruner, self.split, self.beat = worker_id, observer, pruner, split, beat
         self.stale_after_s, self.predict_here, self.model_only = stale_after_s, predict_here, model_only
-        self.work, self.unit, self.scale, self.out = work, unit, scale, out
+        self.out = out
         self.predicted: dict[int, float | None] = {}  # trial number -> predicted seconds, until it is told
         self.asked = 0
         self._last_expiry = time.monotonic()
@@ -246,7 +247,8 @@ class TrialBook:
             self.finish(trial, TrialState.FAIL)
             return
         t = m["median_ms"] / 1e3
-        _attr(trial, time_s=t, throughput=self.work / t / self.scale, throughput_unit=self.unit,
+        o = self.observer
+        _attr(trial, time_s=t, throughput=o.work / t / o.scale, throughput_unit=o.unit,
               spread=m["spread"], repeats=m["repeats"], timing=m["timing"], max_rel_err=m["max_rel_err"])
         self.finish(trial, TrialState.COMPLETE, t)
 

@@ -221,8 +221,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     worker_id = f"{socket.gethostname()}:{os.getpid()}"
     book = TrialBook(study, space, model, op, target, worker_id, observer, pruner, split,
                      Heartbeat(storage, heartbeat_interval(cfg.stale_after_s)), cfg.stale_after_s,
-                     predict_here=cfg.model_only or pruner.enabled, model_only=cfg.model_only,
-                     work=work, unit=unit, scale=scale, out=out)
+                     predict_here=cfg.model_only or pruner.enabled, model_only=cfg.model_only, out=out)
     deadline = None if cfg.timeout_s is None else time.monotonic() + cfg.timeout_s
     runner.search(book, Budget(cfg.trials, 20 * cfg.trials, deadline), intr)
     if intr.requested:
