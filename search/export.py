@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from tiledsl import dtypes
-from tiledsl.gemm.kernel_plan import k_major, tma_box, uses_tma
+from tiledsl.gemm.kernel_plan import gemv_columns_per_block, k_major, tma_box, uses_tma
 
 from .config import TuneConfig
 from .families import get
@@ -59,16 +59,17 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
     (default: the known H200, tiledsl's reference device).
     """
     params = kernel_params(kernel.source, kernel.name)
-    if family == "gemm" and schedule.split_k != 1:
-        raise ValueError(f"no host launcher for split_k={schedule.split_k}: it needs the workspace and the "
-                         "split-K reduction kernel (the search tunes split_k=1)")
     if family == "gemm" and uses_tma(schedule):
+        if schedule.split_k != 1:
+            raise ValueError(f"no host launcher for a TMA kernel with split_k={schedule.split_k}")
         return _frame(kernel, *_tma_parts(op, schedule, params))
+    if family == "gemm" and schedule.split_k != 1:
+        return _frame(kernel, *_splitk_parts(op, schedule, params))
     decl = ",\n    ".join(p for p, _ in params)
     names = ", ".join(n for _, n in params)
     notes: list[str] = []
     if family == "gemm":
-        grid = _GEMM_GRID
+        grid = _gemm_grid(op, schedule)
     else:
         fam = get(family)
         if target is None:
@@ -84,10 +85,48 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
 _GEMM_GRID = "dim3 grid((unsigned)(((M + BM - 1) / BM) * ((N + BN - 1) / BN)), 1, 1);  // one block per BMxBN tile"
 
 
+def _gemm_grid(op, schedule) -> str:
+    """The GEMM launcher's grid statement, the same formula as ``tiledsl.gemm.kernel_plan.grid`` in C."""
+    if schedule.kernel == "gemv":
+        cols = gemv_columns_per_block(op, schedule)
+        return (f"dim3 grid((unsigned)((N + {cols} - 1) / {cols}), SPLIT_K, (unsigned)((M + BM - 1) / BM));"
+                f"  // {cols} columns per block, K slices, BM-row groups")
+    if schedule.split_k != 1:
+        return ("dim3 grid((unsigned)(((M + BM - 1) / BM) * ((N + BN - 1) / BN)), SPLIT_K, 1);"
+                "  // one block per BMxBN tile and K slice")
+    return _GEMM_GRID
+
+
+def _splitk_parts(op, schedule, params: list[tuple[str, str]]) -> tuple:
+    """(decl, names, grid, notes, includes, epilogue) of a split-K GEMM's launcher: the main kernel writes
+    float32 partial products of each K slice into the caller's workspace; the reduction kernel (appended to
+    the file) sums them in a fixed order into C and applies alpha (and beta)."""
+    from tiledsl.gemm.emit import emit_splitk_reduce
+    from tiledsl.gemm.kernel_plan import splitk_reduce_plan
+
+    red = splitk_reduce_plan(op, schedule, None)
+    red_params = kernel_params(emit_splitk_reduce(op, schedule).source, red.kernel_name)
+    user_c = next(p for p, n in red_params if n == "C")
+    by_name = dict((n, p) for p, n in params)
+    decl = ",\n    ".join([by_name["A"], by_name["B"], user_c, by_name["M"], by_name["N"], by_name["K"],
+                           by_name["lda"], by_name["ldb"], "long long ldc", "float alpha",
+                           *(["float beta"] if op.read_c else []), "float* workspace"])
+    names = "A, B, workspace, M, N, K, lda, ldb, (long long)N, 1.0f"
+    red_args = "workspace, C, M, N, ldc, alpha" + (", beta" if op.read_c else "")
+    notes = [f"split-K: workspace holds SPLIT_K * M * N floats ({schedule.split_k} float32 partial products of C, "
+             "allocated by the caller, no initialisation needed);",
+             f"{red.kernel_name} (below the main kernel) sums them in a fixed order into C: bitwise reproducible."]
+    epilogue = (f"  {{\n    cudaError_t e = cudaGetLastError();\n    if (e != cudaSuccess) return e;\n  }}\n"
+                f"  {red.kernel_name}<<<dim3((unsigned)(((long long)M * N + {red.block[0]} - 1) / {red.block[0]})), "
+                f"dim3({red.block[0]}), 0, stream>>>({red_args});\n")
+    return decl, names, _gemm_grid(op, schedule), notes, (), "", epilogue
+
+
 def _frame(kernel, decl: str, names: str, grid: str, notes: list[str], includes: tuple[str, ...] = (),
-           prologue: str = "") -> str:
+           prologue: str = "", epilogue: str = "") -> str:
     """The host launcher around a kernel: parameters ``decl``, ``prologue`` (statements preparing the
-    kernel's arguments), the grid, the dynamic shared-memory attribute above 48 KiB, the launch of ``names``."""
+    kernel's arguments), the grid, the dynamic shared-memory attribute above 48 KiB, the launch of ``names``,
+    ``epilogue`` (statements after it: split-K's reduction kernel)."""
     smem = kernel.dynamic_smem_bytes
     bx, by, bz = kernel.block
     head = "".join(f"#include <{h}>\n" for h in (*includes, "cuda_runtime.h"))
@@ -108,7 +147,7 @@ def _frame(kernel, decl: str, names: str, grid: str, notes: list[str], includes:
     if (e != cudaSuccess) return e;
   }}
   {kernel.name}<<<grid, block, smem_bytes, stream>>>({names});
-  return cudaGetLastError();
+{epilogue}  return cudaGetLastError();
 }}
 #endif  // __CUDACC_RTC__
 """
@@ -181,7 +220,12 @@ _PERSISTENT_GRID = """int device = 0, sms = 0;
 def kernel_cu(family: str, op, schedule, kernel, header: list[str], target=None) -> str:
     """The text of ``kernel.cu``: comment header, the emitted source, the host launcher."""
     head = "".join(f"// {line}\n" for line in header)
-    return head + "\n" + kernel.source.rstrip("\n") + "\n" + launcher(family, op, schedule, kernel, target)
+    body = kernel.source.rstrip("\n") + "\n"
+    if family == "gemm" and schedule.split_k != 1 and not uses_tma(schedule):
+        from tiledsl.gemm.emit import emit_splitk_reduce
+
+        body += "\n" + emit_splitk_reduce(op, schedule, standalone=False).source.rstrip("\n") + "\n"
+    return head + "\n" + body + launcher(family, op, schedule, kernel, target)
 
 
 def write(dirpath: str | Path, family: str, op, schedule, kernel, record: dict, target=None) -> list[Path]:

@@ -18,7 +18,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -191,6 +191,8 @@ def describe(schedule) -> str:
     if {"bm", "bn", "bk", "rm", "rn"} <= set(d):
         text = (f"{d['bm']}x{d['bn']}x{d['bk']} t{d['rm']}x{d['rn']} w{d['wm']}x{d['wn']} v{d['vec']} "
                 f"{_pipeline_text(d)} u{d['unroll']} p{d['smem_pad']} s{d['swizzle']}")
+        if d.get("split_k", 1) > 1:
+            text += f" sk{d['split_k']}"
         return text
     if {"strategy", "items_per_thread", "combine"} <= set(d):  # ReduceSchedule
         return (f"{d['strategy']} b{d['block']} v{d['vec']} i{d['items_per_thread']} g{d['grid'] or 'auto'} "
@@ -215,8 +217,8 @@ def _log2(x: int) -> int | None:
 
 
 _GEMM_KNOBS = (
-    Knob("bm_log2", 5, 8, doc="block tile rows bm = 2^x (32..256)"),
-    Knob("bn_log2", 5, 8, doc="block tile columns bn = 2^x (32..256)"),
+    Knob("bm_log2", 4, 8, doc="block tile rows bm = 2^x (16..256)"),
+    Knob("bn_log2", 4, 8, doc="block tile columns bn = 2^x (16..256)"),
     Knob("bk_log2", 3, 5, doc="K depth of a shared-memory tile bk = 2^x (8..32)"),
     Knob("rm_log2", 0, 4, doc="thread tile rows rm = 2^x (1..16)"),
     Knob("rn_log2", 0, 4, doc="thread tile columns rn = 2^x (1..16)"),
@@ -228,6 +230,8 @@ _GEMM_KNOBS = (
     Knob("smem_pad", 0, 4, step=4, doc="padding elements per shared-memory row (0 or 4)"),
     Knob("swizzle_log2", 0, 4, doc="block-rows per rasterization group = 2^x (1..16)"),
     Knob("min_blocks", 1, 2, doc="blocks per SM the register allocation must allow (__launch_bounds__)"),
+    Knob("split_k_log2", 0, 4, doc="slices of K computed by separate blocks split_k = 2^x (1..16; a second kernel "
+                                   "sums them in a fixed order)"),
 )
 
 
@@ -237,17 +241,17 @@ def _gemm_fields(p: dict) -> dict:
     return dict(bm=_p2(p["bm_log2"]), bn=_p2(p["bn_log2"]), bk=_p2(p["bk_log2"]), rm=rm, rn=rn,
                 wm=(32 // lanes_n) * rm, wn=lanes_n * rn, vec=_p2(p["vec_log2"]),
                 stages=int(p["stages"]), unroll=_p2(p["unroll_log2"]),
-                smem_pad=int(p["smem_pad"]), swizzle=_p2(p["swizzle_log2"]), split_k=1,
-                min_blocks=int(p["min_blocks"]))
+                smem_pad=int(p["smem_pad"]), swizzle=_p2(p["swizzle_log2"]),
+                split_k=_p2(p.get("split_k_log2", 0)), min_blocks=int(p["min_blocks"]))
 
 
 def _gemm_params(s) -> dict | None:
-    if s.split_k != 1 or s.smem_pad not in (0, 4):
+    if s.smem_pad not in (0, 4) or getattr(s, "kernel", "tiled") != "tiled" or getattr(s, "mma", "fma") != "fma":
         return None
     lanes_n = s.wn // s.rn if s.rn else 0
     logs = {"bm_log2": _log2(s.bm), "bn_log2": _log2(s.bn), "bk_log2": _log2(s.bk), "rm_log2": _log2(s.rm),
             "rn_log2": _log2(s.rn), "lanes_n_log2": _log2(lanes_n), "vec_log2": _log2(s.vec),
-            "unroll_log2": _log2(s.unroll), "swizzle_log2": _log2(s.swizzle)}
+            "unroll_log2": _log2(s.unroll), "swizzle_log2": _log2(s.swizzle), "split_k_log2": _log2(s.split_k)}
     if any(v is None for v in logs.values()):
         return None
     params = {**logs, "stages": s.stages, "smem_pad": s.smem_pad,
@@ -265,7 +269,10 @@ def _gemm_params(s) -> dict | None:
 
 
 def _gemm_seeds(op, target) -> list:
-    """Structural candidates: tiles 64..256, thread tiles 4..16, the usual fast settings elsewhere."""
+    """Structural candidates: tiles 64..256, thread tiles 4..16, the usual fast settings elsewhere; where the
+    op has fewer C tiles than the device has SMs, also small tiles (16..32 rows for a few rows of C) and each
+    candidate split 2..16 ways along K (slices of at least 2·bk), so a grid smaller than one wave is seeded
+    with candidates that fill the GPU."""
     from tiledsl.errors import ScheduleError
     from tiledsl.gemm import GemmSchedule
     from tiledsl.registry import presets
@@ -293,6 +300,29 @@ def _gemm_seeds(op, target) -> list:
                 add(s.validate(target))
         except ScheduleError:
             continue
+    sms = getattr(target, "sm_count", None) or 132
+    if op is None or -(-op.m // 64) * -(-op.n // 64) >= sms:
+        return out
+    small = []
+    for bm, bn, bk, rm, rn, lanes_n in itertools.product((16, 32), (64, 128, 256), (16, 32), (1, 2, 4), (4, 8),
+                                                         (8, 16, 32)):
+        try:
+            small.append(GemmSchedule(bm=bm, bn=bn, bk=bk, rm=rm, rn=rn, wm=(32 // lanes_n) * rm,
+                                      wn=lanes_n * rn, vec=4, double_buffer=True, unroll=min(bk, 16),
+                                      smem_pad=0, swizzle=8).validate(target))
+        except ScheduleError:
+            continue
+    for s in [*out, *small]:
+        if s.split_k != 1:
+            continue
+        tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
+        for split in (1, 2, 4, 8, 16):
+            if tiles * split > 4 * sms or (split > 1 and op.k < split * 2 * s.bk):
+                break
+            try:
+                add(replace(s, split_k=split).validate(target) if split > 1 else s)
+            except ScheduleError:
+                continue
     return out
 
 

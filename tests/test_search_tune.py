@@ -172,3 +172,36 @@ def test_two_workers_share_one_postgresql_study(tmp_path):
         pytest.skip("TILEDSL_TEST_PG_URL is not set (.ci/run starts a local PostgreSQL and sets it)")
     pytest.importorskip("psycopg2")
     _two_workers(url, tmp_path)
+
+
+@pytest.mark.parametrize("kw,read_c", [(dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, split_k=4), False),
+                                       (dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, split_k=3, stages=3), True),
+                                       (dict(kernel="gemv", bm=4, bn=128, split_k=8), False)])
+def test_split_k_and_gemv_exports_launch_every_kernel_they_need(tmp_path, kw, read_c):
+    """A split-K winner's kernel.cu holds the main kernel and the reduction kernel, and its launcher takes a
+    workspace, launches both on the stream (the grid has SPLIT_K slices in y); a GEMV launcher uses the GEMV
+    grid. NVRTC compiles the file (the launcher skipped), nvcc compiles kernels and launcher where it exists."""
+    from search.export import write
+    from tiledsl.compile import KernelSource, compile_source
+    from tiledsl.gemm.emit import kernel_name_reduce
+
+    op = tiledsl.GemmOp(35, 8457, 2560, read_c=read_c)
+    s = tiledsl.GemmSchedule(**kw)
+    k = tiledsl.compile(op, s, arch="sm_90")
+    cu, _ = write(tmp_path, "gemm", op, s, k, {"mode": "model-only", "device": "H200"})
+    src = cu.read_text()
+    if s.kernel == "gemv":
+        assert "dim3 grid((unsigned)((N + " in src and "SPLIT_K, (unsigned)((M + BM - 1) / BM))" in src
+    else:
+        red = kernel_name_reduce(op, s)
+        assert src.count("__global__") == 2 and f"{red}<<<" in src and "float* workspace" in src
+        assert "(A, B, workspace, M, N, K, lda, ldb, (long long)N, 1.0f)" in src
+        assert ("workspace, C, M, N, ldc, alpha, beta)" in src) == read_c
+        assert "SPLIT_K, 1);" in src and src.count("constexpr int SPLIT_K") == 1
+        compile_source(KernelSource(red, src, (256, 1, 1), 0), "sm_90")
+    compile_source(KernelSource(k.name, src, k.block, k.dynamic_smem_bytes), "sm_90")
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed on this machine: the host launcher was not compiled")
+    r = subprocess.run(["nvcc", "-arch=sm_90", "-c", str(cu), "-o", str(tmp_path / "k.o")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr

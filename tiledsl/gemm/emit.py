@@ -37,19 +37,21 @@ from .schedule import GEMM_RULES, GemmSchedule
 __all__ = ["emit_gemm", "emit_splitk_reduce", "grid", "kernel_name", "kernel_name_reduce"]
 
 
-def emit_splitk_reduce(op: GemmOp, s: GemmSchedule) -> KernelSource:
+def emit_splitk_reduce(op: GemmOp, s: GemmSchedule, standalone: bool = True) -> KernelSource:
     """The second kernel of a split-K GEMM: C = alpha · Σ_z W[z] (+ beta · C), summed in a fixed order
     (z = 0, 1, …), so results are bitwise reproducible. One thread per element of C, 256 per block;
-    launch on ceil(M·N / 256) blocks."""
+    launch on ceil(M·N / 256) blocks. ``standalone=False``: without the dtype helpers and the SPLIT_K
+    constant, for a file that already holds the main kernel's source (the exported ``kernel.cu``)."""
     dt = dtypes.get(op.dtype)
     t = dt.c_type
     w = Writer()
     w(f"// tiledsl split-K epilogue: C[M,N] = alpha * sum of {s.split_k} float32 partial products"
       + (" + beta * C" if op.read_c else ""))
     prelude = helpers_for(op.dtype)
-    if prelude:
+    if prelude and standalone:
         w(prelude.rstrip("\n"))
-    w(f"constexpr int SPLIT_K = {s.split_k};  // GemmSchedule.split_k")
+    if standalone:
+        w(f"constexpr int SPLIT_K = {s.split_k};  // GemmSchedule.split_k")
     p = splitk_reduce_plan(op, s, None)
     w(f'extern "C" __global__ void __launch_bounds__({p.threads})')
     with w.block(f"{p.kernel_name}({render_params(p.params)})"):
