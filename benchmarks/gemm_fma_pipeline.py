@@ -1,4 +1,5 @@
-"""FP32 FMA kernel: register-prefetch double buffering vs the cp.async pipeline (stages 3-4), beside cuBLAS.
+"""FP32 FMA kernel: register-prefetch double buffering (with and without fragment prefetch) vs the cp.async
+pipeline (stages 3-4), beside cuBLAS.
 
 Run on a GPU: ``python benchmarks/gemm_fma_pipeline.py --out benchmarks/results/gemm_fma_pipeline_h200.json``.
 
@@ -23,6 +24,15 @@ from tiledsl.timing import time_gpu
 
 SCHEDULES = {
     "256x128x8 t16x8 db": dict(bm=256, bn=128, bk=8, rm=16, rn=8, unroll=8),
+    "256x128x8 t16x8 db fp": dict(bm=256, bn=128, bk=8, rm=16, rn=8, unroll=8, fragment_prefetch=True),
+    "256x128x8 t16x8 db fp p4": dict(bm=256, bn=128, bk=8, rm=16, rn=8, unroll=8, fragment_prefetch=True,
+                                     smem_pad=4),
+    "128x256x8 t8x16 db": dict(bm=128, bn=256, bk=8, rm=8, rn=16, unroll=8),
+    "128x256x8 t8x16 db fp": dict(bm=128, bn=256, bk=8, rm=8, rn=16, unroll=8, fragment_prefetch=True),
+    "128x128x8 t8x8 db": dict(bm=128, bn=128, bk=8, rm=8, rn=8, unroll=8),
+    "128x128x8 t8x8 db fp": dict(bm=128, bn=128, bk=8, rm=8, rn=8, unroll=8, fragment_prefetch=True),
+    "128x256x16 t16x8 w128x32 db fp": dict(bm=128, bn=256, bk=16, rm=16, rn=8, wm=128, wn=32, unroll=16,
+                                           fragment_prefetch=True),
     "256x128x8 t16x8 cp3 p4": dict(bm=256, bn=128, bk=8, rm=16, rn=8, stages=3, smem_pad=4),
     "256x128x8 t16x8 cp4 p4": dict(bm=256, bn=128, bk=8, rm=16, rn=8, stages=4, smem_pad=4),
     "256x128x16 t16x8 cp3 p4": dict(bm=256, bn=128, bk=16, rm=16, rn=8, stages=3, smem_pad=4, unroll=16),
@@ -38,9 +48,11 @@ SCHEDULES = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="benchmarks/results/gemm_fma_pipeline_h200.json")
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="time only the schedules whose name contains TEXT (repeatable)")
     args = ap.parse_args()
     target = gpu_or_exit("gemm_fma_pipeline.py")
     import cupy as cp
@@ -59,6 +71,8 @@ def main() -> int:
             repeat = 30 if n <= 4096 else 10
             flop = 2.0 * n ** 3
             for name, kw in SCHEDULES.items():
+                if args.only and not any(text in name for text in args.only):
+                    continue
                 s = tiledsl.GemmSchedule(**kw)
                 c = cp.full((n, n), cp.nan, dtype=cp.float32)
                 tiledsl.gemm(a, b, c, schedule=s)

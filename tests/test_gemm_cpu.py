@@ -39,6 +39,8 @@ FAILING = [
     ("thread_tile_bounded", dict(bm=256, rm=128)),
     ("stages_range", dict(stages=9)),
     ("gemv_stages_at_most_2", dict(kernel="gemv", bm=4, bn=128, stages=3)),
+    ("fragment_prefetch_needs_unrolled_double_buffer", dict(unroll=4, fragment_prefetch=True)),
+    ("fragment_prefetch_needs_unrolled_double_buffer", dict(stages=3, fragment_prefetch=True)),
     ("mma_stages_at_least_2", dict(mma="mma_sync", bk=32, stages=1, smem_pad=8)),
     ("mma_warp_tile_shape", dict(mma="mma_sync", bk=32, bm=48, wm=24, wn=64)),
     ("mma_bk_multiple_of_16", dict(mma="mma_sync", bk=8)),
@@ -214,6 +216,8 @@ SWEEP = [
     (dict(bm=256, bn=64, bk=16, rm=8, rn=8, unroll=16), BOTH),
     (dict(bm=128, bn=32, bk=16, rm=4, rn=4, vec=2, unroll=8), BOTH),
     (dict(bm=64, bn=128, bk=8, rm=8, rn=8, unroll=2), BOTH),
+    (dict(bm=128, bn=128, bk=8, rm=8, rn=8, fragment_prefetch=True), BOTH),
+    (dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, fragment_prefetch=True, split_k=2), BOTH),
     # cp.async pipeline (stages >= 3): no registers staging the global tile
     (dict(bm=256, bn=128, bk=8, rm=16, rn=8, stages=4), BOTH),
     (dict(bm=128, bn=128, bk=16, unroll=16, stages=3, smem_pad=4), BOTH),
@@ -388,6 +392,17 @@ def test_cp_async_pipeline_rules_and_source():
     assert "cp_async" not in emit_gemm(op, GemmSchedule(stages=2)).source
     assert (estimate_registers(GemmSchedule(stages=4), 4, 4)
             == estimate_registers(GemmSchedule(stages=2), 4, 4) - (128 * 8 * 2) // 256)
+
+
+def test_fragment_prefetch_source_and_unchanged_neighbours():
+    op = GemmOp(4096, 4096, 4096)
+    plain = GemmSchedule(bm=256, bn=128, bk=8, rm=16, rn=8)
+    src = emit_gemm(op, GemmSchedule(bm=256, bn=128, bk=8, rm=16, rn=8, fragment_prefetch=True)).source
+    assert "float a_frag[2][RM];" in src and "acc[i][j] = fmaf(a_frag[kk & 1][i], b_frag[kk & 1][j]" in src
+    assert src.count("__syncthreads();") == 2  # the prologue's and one per K tile
+    assert '"fragment_prefetch": true' in src
+    assert "fragment_prefetch" not in emit_gemm(op, plain).source  # other kernels keep their source and hash
+    assert "fragment_prefetch" not in plain.header_dict() and plain.short_hash() == plain.short_hash()
 
 
 def test_stages_and_double_buffer_agree():

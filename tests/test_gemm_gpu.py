@@ -175,6 +175,25 @@ def test_cp_async_pipeline_shapes_layouts(name, la, lb, m, n, k, rng):
     assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < 1e-5
 
 
+FRAGMENT_PREFETCH_SCHEDULES = {  # two register sets of fragments; the next tile's first ones after the barrier
+    "256x128x8 t16x8": dict(bm=256, bn=128, bk=8, rm=16, rn=8, unroll=8, fragment_prefetch=True),
+    "128x128x16 t8x8 pad4": dict(bk=16, unroll=16, smem_pad=4, fragment_prefetch=True),
+    "64x64x16 t4x4 split3": dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, split_k=3, fragment_prefetch=True),
+}
+
+
+@pytest.mark.parametrize("name", list(FRAGMENT_PREFETCH_SCHEDULES))
+@pytest.mark.parametrize("la", ["row", "col"])
+@pytest.mark.parametrize("lb", ["row", "col"])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 5), (127, 129, 65), (300, 270, 333), (35, 8457, 2560)])
+def test_fragment_prefetch_shapes_layouts(name, la, lb, m, n, k, rng):
+    """One K tile only, K tails, edge tiles, every layout, against float64."""
+    s = tiledsl.GemmSchedule(**FRAGMENT_PREFETCH_SCHEDULES[name])
+    a, ha = _rand((m, k), rng, layout=la)
+    b, hb = _rand((k, n), rng, layout=lb)
+    assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < 1e-5
+
+
 @pytest.mark.parametrize("vec", [1, 2])
 def test_cp_async_pipeline_narrow_copies_and_beta(vec, rng):
     """Odd leading dimensions force 4- or 8-byte copies; beta reads C."""

@@ -38,6 +38,8 @@ def _cases() -> dict[str, str]:
     t3 = TransposeOp(shape=(3, 100, 98), dtype="float16")
     return {
         "gemm_f32_nn_4096_128x128.cu": source(GemmOp(4096, 4096, 4096), sgemm),
+        "gemm_f32_nn_fragment_prefetch_256x128x8.cu": source(
+            GemmOp(4096, 4096, 4096), GemmSchedule(bm=256, bn=128, bk=8, rm=16, rn=8, fragment_prefetch=True)),
         "gemm_f32_nn_cp_async_256x128x8_s4.cu": source(
             GemmOp(4096, 4096, 4096), GemmSchedule(bm=256, bn=128, bk=8, rm=16, rn=8, stages=4, smem_pad=4)),
         "gemm_f16_tn_odd_beta_64x64_v2.cu": source(tn_half, GemmSchedule(bm=64, bn=64, bk=8, rm=4, rn=4, vec=2)),

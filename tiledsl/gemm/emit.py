@@ -180,6 +180,9 @@ def _register_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: Gem
     _store_shared(w, op, "B", "0", vb)
     w("__syncthreads();")
     w.blank()
+    if s.fragment_prefetch:
+        _fragment_prefetch_main_loop(w, op, dt, va, vb, cm, cn)
+        return
     w("// ---- main loop over K tiles ----")
     with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
         if s.double_buffer:
@@ -204,6 +207,64 @@ def _register_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: Gem
                 _store_shared(w, op, "A", "0", va)
                 _store_shared(w, op, "B", "0", vb)
                 w("__syncthreads();")
+
+
+def _fragment_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int, cm: int,
+                                 cn: int) -> None:
+    """K loop of ``fragment_prefetch``: two register sets of fragments. K step kk loads step kk+1's fragments
+    (set (kk+1)&1) before its FMAs on set kk&1; in the last step of a K tile the prefetched tile is stored
+    into the other stage, one barrier publishes it, and step 0 of the next tile is loaded from it before the
+    step's FMAs, which then hide that load's latency. Stage kt&1 is overwritten only after the barrier of
+    tile kt−1, when every read of it (all before that barrier) is done: one barrier per K tile."""
+    w("// ---- fragments: two register sets, k step kk uses set kk & 1 while set (kk + 1) & 1 is loaded ----",
+      "alignas(16) float a_frag[2][RM];",
+      "alignas(16) float b_frag[2][RN];")
+    _load_fragments(w, "0", "0", "0", cm, cn)
+    w.blank()
+    w("// ---- main loop over K tiles ----")
+    with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
+        w("const int cur = kt & 1;",
+          "const bool has_next = kt + 1 < k_tiles;",
+          "// prefetch K tile kt+1 into registers while tile kt is multiplied")
+        with w.block("if (has_next)"):
+            _load_global(w, op, dt, "A", "k_begin + (kt + 1) * BK", va)
+            _load_global(w, op, dt, "B", "k_begin + (kt + 1) * BK", vb)
+        w("#pragma unroll")
+        with w.block("for (int kk = 0; kk < BK; ++kk)"):
+            with w.block("if (kk == BK - 1)"):
+                w("// last k step: publish the prefetched tile into the other stage; after this barrier")
+                w("// every read of that stage (tile kt-1) is done and tile kt+1 is visible")
+                with w.block("if (has_next)"):
+                    _store_shared(w, op, "A", "cur ^ 1", va)
+                    _store_shared(w, op, "B", "cur ^ 1", vb)
+                w("__syncthreads();")
+            w("// fragments of the next k step: kk+1 of this tile, or k step 0 of the next tile")
+            _load_fragments(w, "(kk + 1) & 1", "kk == BK - 1 ? cur ^ 1 : cur", "(kk + 1) % BK", cm, cn)
+            w("#pragma unroll",
+              "for (int i = 0; i < RM; ++i)",
+              "  #pragma unroll",
+              "  for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a_frag[kk & 1][i], b_frag[kk & 1][j], acc[i][j]);")
+
+
+def _load_fragments(w: Writer, buf: str, stage: str, kk: str, cm: int, cn: int) -> None:
+    """Load the A and B fragments of k step ``kk`` of shared stage ``stage`` into register set ``buf``
+    (16-byte reads where the chunk is 4 wide)."""
+    with w.block(""):
+        if stage == "0" and kk == "0":  # the prologue: k step 0 of stage 0
+            w("const float* const as = As;", "const float* const bs = Bs;")
+        else:
+            w(f"const float* const as = As + ({stage}) * BK * LDS_A + ({kk}) * LDS_A;",
+              f"const float* const bs = Bs + ({stage}) * BK * LDS_B + ({kk}) * LDS_B;")
+        for frag, chunk, width, lanes, src, base, n in (("a_frag", "CM", cm, "LANES_M", "as", "frag_m", "RM"),
+                                                         ("b_frag", "CN", cn, "LANES_N", "bs", "frag_n", "RN")):
+            w("#pragma unroll")
+            with w.block(f"for (int s = 0; s < {n} / {chunk}; ++s)"):
+                src_at = f"{src}[{base} + s * {lanes} * {chunk}]"
+                if width == 1:
+                    w(f"{frag}[{buf}][s] = {src_at};")
+                else:
+                    w(f"*reinterpret_cast<float{width}*>(&{frag}[{buf}][s * {chunk}]) = "
+                      f"*reinterpret_cast<const float{width}*>(&{src_at});")
 
 
 def _pipelined_main_loop(w: Writer, op: GemmOp, va: int, vb: int, cm: int, cn: int) -> None:

@@ -78,6 +78,11 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.bm={BM} must be 128 with warp_specialize (two consumer warpgroups of 64 rows share the "
            "registers the producer gives up: 40 + 2·232 = 3·168 per thread, the allocation ptxas makes for "
            "384 threads; one consumer warpgroup would wait forever in setmaxnreg.inc)", when="MMA == 2"),
+    R.Rule("fragment_prefetch_needs_unrolled_double_buffer",
+           "MMA == 0 and KERNEL == 0 and STAGES == 2 and UNROLL == BK",
+           "{cls}.fragment_prefetch=True needs the FMA kernel's register-prefetch double buffer with the k loop "
+           "fully unrolled (mma='fma', kernel='tiled', stages=2, unroll=bk; got mma kind {MMA}, stages={STAGES}, "
+           "unroll={UNROLL}, bk={BK})", when="FRAGMENT_PREFETCH == 1"),
     R.Rule("persistent_needs_tma", "MMA == 2 and WARP_SPECIALIZE == 1 and SPLIT_K == 1",
            "{cls}.persistent=True needs mma='wgmma' with warp_specialize=True and split_k=1 (the TMA producer "
            "walks the block's C tiles; got mma kind {MMA}, warp_specialize={WARP_SPECIALIZE}, split_k={SPLIT_K})",
@@ -208,7 +213,8 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
     # stages ≤ 2 stage the next global tile in registers; deeper pipelines copy it with cp.async
     staged = (s.bm * s.bk + s.bk * s.bn) // threads if s.stages <= 2 else 0
     loads = s.bm * s.bk // (threads * max(va, 1)) + s.bk * s.bn // (threads * max(vb, 1))
-    return s.rm * s.rn + s.rm + s.rn + staged + 2 * loads + 36
+    fragments = (s.rm + s.rn) * (2 if s.fragment_prefetch else 1)
+    return s.rm * s.rn + fragments + staged + 2 * loads + 36
 
 
 @dataclass(frozen=True)
@@ -237,6 +243,10 @@ class GemmSchedule(ScheduleRecord):
             kernel keeps 1 or 2 with register prefetch; 3..8 copy tiles with ``cp.async`` (float32, sm_80+)
             so ``stages − 1`` K tiles are in flight while one is multiplied (CUTLASS's SIMT SGEMM uses 4).
             Tensor-core kernels: ``cp.async`` (mma_sync, ≥ 2) or TMA/``cp.async`` (wgmma, ≥ 3).
+        fragment_prefetch: (FMA kernel, stages=2, unroll=bk) keep two register sets of A/B fragments: each k
+            step loads the next step's fragments before its FMAs, and the last k step of a K tile loads the
+            next tile's first fragments right after the barrier, so the FMAs of that step hide the barrier's
+            shared-memory latency (CUTLASS's warp-level fragment prefetch).
         persistent: (TMA wgmma kernel only) launch one block per SM, each walking C tiles
             ``blockIdx.x, blockIdx.x + gridDim.x, …`` in rasterization order; the producer warpgroup
             loads the next tile's K tiles while the consumers store the last tile (the epilogue and
@@ -270,11 +280,12 @@ class GemmSchedule(ScheduleRecord):
     warp_specialize: bool = False
     kernel: str = "tiled"
     persistent: bool = False
+    fragment_prefetch: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name in ("double_buffer", "warp_specialize", "persistent"):
+            if f.name in ("double_buffer", "warp_specialize", "persistent", "fragment_prefetch"):
                 if not isinstance(v, bool):
                     raise ScheduleError(f"GemmSchedule.{f.name}={v!r} must be True or False", "type")
             elif f.name == "mma":
@@ -371,12 +382,13 @@ class GemmSchedule(ScheduleRecord):
         return env
 
     def header_dict(self) -> dict:
-        """:meth:`to_dict` for the emitted source's ``// schedule:`` comment: ``persistent`` (added later)
-        only where it is True, so kernels it does not change keep their source byte for byte, and the
-        tuned records that hash that source (``tiledsl.registry``) stay valid."""
+        """:meth:`to_dict` for the emitted source's ``// schedule:`` comment: ``persistent`` and
+        ``fragment_prefetch`` (added later) only where they are True, so kernels they do not change keep their
+        source byte for byte, and the tuned records that hash that source (``tiledsl.registry``) stay valid."""
         d = self.to_dict()
-        if not self.persistent:
-            del d["persistent"]
+        for knob in ("persistent", "fragment_prefetch"):
+            if not d[knob]:
+                del d[knob]
         return d
 
     def check_op(self, op) -> GemmSchedule:
