@@ -23,6 +23,7 @@ import tiledsl
 from tiledsl.timing import time_gpu
 
 SCHEDULES = {
+    "schedule=None": None,
     "256x128x8 t16x8 db": dict(bm=256, bn=128, bk=8, rm=16, rn=8, unroll=8),
     "256x128x8 t16x8 db fp": dict(bm=256, bn=128, bk=8, rm=16, rn=8, unroll=8, fragment_prefetch=True),
     "256x128x8 t16x8 db fp p4": dict(bm=256, bn=128, bk=8, rm=16, rn=8, unroll=8, fragment_prefetch=True,
@@ -30,6 +31,7 @@ SCHEDULES = {
     "128x256x8 t8x16 db": dict(bm=128, bn=256, bk=8, rm=8, rn=16, unroll=8),
     "128x256x8 t8x16 db fp": dict(bm=128, bn=256, bk=8, rm=8, rn=16, unroll=8, fragment_prefetch=True),
     "128x128x8 t8x8 db": dict(bm=128, bn=128, bk=8, rm=8, rn=8, unroll=8),
+    "128x128x8 t8x8 db sk2": dict(bm=128, bn=128, bk=8, rm=8, rn=8, unroll=8, split_k=2),
     "128x128x8 t8x8 db fp": dict(bm=128, bn=128, bk=8, rm=8, rn=8, unroll=8, fragment_prefetch=True),
     "128x256x16 t16x8 w128x32 db fp": dict(bm=128, bn=256, bk=16, rm=16, rn=8, wm=128, wn=32, unroll=16,
                                            fragment_prefetch=True),
@@ -73,7 +75,7 @@ def main() -> int:
             for name, kw in SCHEDULES.items():
                 if args.only and not any(text in name for text in args.only):
                     continue
-                s = tiledsl.GemmSchedule(**kw)
+                s = None if kw is None else tiledsl.GemmSchedule(**kw)
                 c = cp.full((n, n), cp.nan, dtype=cp.float32)
                 tiledsl.gemm(a, b, c, schedule=s)
                 if ref is not None:
@@ -87,7 +89,10 @@ def main() -> int:
                 t = time_gpu(lambda a=a, b=b, s=s, c=c: tiledsl.gemm(a, b, c, schedule=s), repeat=repeat).median_ms
                 after = time_gpu(lambda a=a, b=b: cp.matmul(a, b), repeat=repeat).median_ms
                 vendor = (before + after) / 2
-                row = dict(n=n, layout=layout, schedule=name, stages=s.stages, ms=t, cublas_ms=vendor,
+                op = tiledsl.GemmOp(n, n, n, layout_a="col" if layout[0] == "T" else "row",
+                                    layout_b="col" if layout[1] == "T" else "row")
+                used = s if s is not None else tiledsl.plan(op, device=target).schedule
+                row = dict(n=n, layout=layout, schedule=name, used=used.to_dict(), ms=t, cublas_ms=vendor,
                            tflops=flop / t / 1e9, cublas_tflops=flop / vendor / 1e9, ratio=vendor / t, rel_err=err)
                 rows.append(row)
                 print(f"{n} {layout} {name:34s} {row['tflops']:6.2f} TFLOP/s  cuBLAS {row['cublas_tflops']:6.2f}"

@@ -193,6 +193,8 @@ def describe(schedule) -> str:
                 f"{_pipeline_text(d)} u{d['unroll']} p{d['smem_pad']} s{d['swizzle']}")
         if d.get("split_k", 1) > 1:
             text += f" sk{d['split_k']}"
+        if d.get("fragment_prefetch"):
+            text += " fp"
         return text
     if {"strategy", "items_per_thread", "combine"} <= set(d):  # ReduceSchedule
         return (f"{d['strategy']} b{d['block']} v{d['vec']} i{d['items_per_thread']} g{d['grid'] or 'auto'} "
@@ -232,6 +234,8 @@ _GEMM_KNOBS = (
     Knob("min_blocks", 1, 2, doc="blocks per SM the register allocation must allow (__launch_bounds__)"),
     Knob("split_k_log2", 0, 4, doc="slices of K computed by separate blocks split_k = 2^x (1..16; a second kernel "
                                    "sums them in a fixed order)"),
+    Knob("fragment_prefetch", 0, 1, doc="two register sets of fragments, the next K tile's first loaded under the "
+                                        "last k step's FMAs (stages 2, unroll = bk)"),
 )
 
 
@@ -242,7 +246,8 @@ def _gemm_fields(p: dict) -> dict:
                 wm=(32 // lanes_n) * rm, wn=lanes_n * rn, vec=_p2(p["vec_log2"]),
                 stages=int(p["stages"]), unroll=_p2(p["unroll_log2"]),
                 smem_pad=int(p["smem_pad"]), swizzle=_p2(p["swizzle_log2"]),
-                split_k=_p2(p.get("split_k_log2", 0)), min_blocks=int(p["min_blocks"]))
+                split_k=_p2(p.get("split_k_log2", 0)), min_blocks=int(p["min_blocks"]),
+                fragment_prefetch=bool(p.get("fragment_prefetch", 0)))
 
 
 def _gemm_params(s) -> dict | None:
@@ -254,7 +259,7 @@ def _gemm_params(s) -> dict | None:
             "unroll_log2": _log2(s.unroll), "swizzle_log2": _log2(s.swizzle), "split_k_log2": _log2(s.split_k)}
     if any(v is None for v in logs.values()):
         return None
-    params = {**logs, "stages": s.stages, "smem_pad": s.smem_pad,
+    params = {**logs, "stages": s.stages, "smem_pad": s.smem_pad, "fragment_prefetch": int(s.fragment_prefetch),
               "min_blocks": getattr(s, "min_blocks", 1)}
     for k in _GEMM_KNOBS:
         if not k.low <= params[k.name] <= k.high:
