@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import shlex
+import sys
 
 import numpy as np
 from gpu_check import gpu_or_exit
@@ -97,7 +99,7 @@ def main() -> int:
                 rows.append(row)
                 print(f"{n} {layout} {name:34s} {row['tflops']:6.2f} TFLOP/s  cuBLAS {row['cublas_tflops']:6.2f}"
                       f"  {row['ratio']:.3f}x", flush=True)
-    meta = dict(command="python benchmarks/gemm_fma_pipeline.py --out " + args.out, gpu=target.name,
+    meta = dict(command=" ".join(["python", *map(shlex.quote, sys.argv)]), gpu=target.name,
                 date=str(dt.date.today()), cupy=cp.__version__)
     with open(args.out, "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
