@@ -69,9 +69,32 @@ def predict_seeds(space: Space, model: Model, op, target, top: int, budget_s: fl
     return [(p, s) for p, _, s in scored[:top]]
 
 
+def library_default(space: Space, op, target):
+    """The schedule ``schedule=None`` picks for ``op`` where no tuned record applies (the family's
+    ``builtin_schedule``), made canonical for the op; None where the family has none, the schedule is refused
+    on ``target`` or the space cannot express it (e.g. the GEMV kernel outside the tiled GEMM space)."""
+    from tiledsl.api import family as get_family
+    from tiledsl.errors import TiledslError
+
+    fam = get_family(space.family)
+    if fam.builtin_schedule is None:
+        return None
+    try:
+        s = fam.builtin_schedule(op, target)
+        s = space.canonicalize(s, op)
+    except TiledslError:
+        return None
+    return s if space.from_schedule(s) is not None else None
+
+
 def seed_study(study, space: Space, model: Model, op, target, top: int) -> None:
-    """Enqueue the cost model's ``top`` predictions as the study's next trials (once per study and point:
-    ``skip_if_exists``; they carry ``seeded_by_model``)."""
+    """Enqueue the library's default for the op first (``seeded_by = "library default"``: a tune measures
+    what ``schedule=None`` would run, so the record it stores is never slower), then the cost model's ``top``
+    predictions (once per study and point: ``skip_if_exists``; they carry ``seeded_by_model``)."""
+    default = library_default(space, op, target)
+    if default is not None:
+        study.enqueue_trial(space.from_schedule(default), user_attrs={"seeded_by": "library default"},
+                            skip_if_exists=True)
     for _, s in predict_seeds(space, model, op, target, top):
         params = space.from_schedule(s)
         if params is not None:

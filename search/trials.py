@@ -141,7 +141,9 @@ class TrialBook:
             self.finish(trial, TrialState.PRUNED)
             return None
         predicted = None
-        if self.pruner.enabled:  # before the claim: a pruned point owns nothing, like a rule-pruned one
+        # before the claim (a pruned point owns nothing, like a rule-pruned one); never the library default,
+        # which is measured whatever the model says (strategy.seed_study)
+        if self.pruner.enabled and trial.user_attrs.get("seeded_by") != "library default":
             predicted = self._predict(trial, built)
             why = self.pruner.verdict(predicted)
             if why is not None:

@@ -205,3 +205,21 @@ def test_split_k_and_gemv_exports_launch_every_kernel_they_need(tmp_path, kw, re
     r = subprocess.run(["nvcc", "-arch=sm_90", "-c", str(cu), "-o", str(tmp_path / "k.o")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_library_default_is_measured_first(tmp_path, cache):
+    """The first trial of a study is what schedule=None would run (GEMM: the fragment-prefetch preset for
+    float32 NN at 4096³), so a tune can never store a record slower than the default it replaces."""
+    from search.space import GEMM_SPACE
+    from tiledsl.gemm.family import builtin_schedule
+
+    db = tmp_path / "t.db"
+    args = ["gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--trials", "4", "--model-only",
+            "--storage", f"sqlite:///{db}", "--no-progress", "--compile-top", "1"]
+    assert tune.main(args) == 0
+    study = optuna.load_study(study_name=optuna.study.get_all_study_names(f"sqlite:///{db}")[0],
+                              storage=f"sqlite:///{db}")
+    first = min(study.trials, key=lambda t: t.number)
+    assert first.user_attrs.get("seeded_by") == "library default"
+    default = builtin_schedule(tiledsl.GemmOp(4096, 4096, 4096), tiledsl.Target.known("H200"))
+    assert default.fragment_prefetch and first.params == GEMM_SPACE.from_schedule(default)

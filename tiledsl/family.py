@@ -27,6 +27,8 @@ class Family:
         plan: pure function (op, schedule, target or None) -> :class:`~tiledsl.plan.Plan`.
         emit: pure function (op, schedule) -> KernelSource (renders the plan).
         default_schedule: (op, target) -> schedule for ``schedule=None`` (a tuned record first).
+        builtin_schedule: (op, target) -> the library's own choice, what ``default_schedule`` returns where no
+            tuned record applies (the search measures it first, so a tune never ships a slower record).
         emit_followup: (op, schedule) -> KernelSource of the plan's followup kernel (GEMM split-K's
             reduction), or None for families without one.
         extensions: what other layers attach (the search: ``"search"``); not part of equality.
@@ -40,6 +42,7 @@ class Family:
     emit: Callable[[object, object], KernelSource]
     default_schedule: Callable[[object, Target], object]
     emit_followup: Callable[[object, object], KernelSource] | None = None
+    builtin_schedule: Callable[[object, Target], object] | None = None
     extensions: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def attach(self, key: str, value) -> None:

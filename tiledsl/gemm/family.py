@@ -35,8 +35,13 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """
     refuse_empty(op, "choose a schedule for")
     tuned = registry.lookup(GEMM, op, target)
-    if tuned is not None:
-        return tuned
+    return tuned if tuned is not None else builtin_schedule(op, target)
+
+
+def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
+    """:func:`default_schedule` without the tuned records: the GEMV kernel for a few rows, else the best
+    preset × split-K factor by the estimate described there."""
+    refuse_empty(op, "choose a schedule for")
     if op.m <= GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]:
         return gemv_schedule(op, target)
 
@@ -139,4 +144,4 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
 
 GEMM = Family("gemm", GemmOp, GemmSchedule, GEMM_RULES, plan_gemm, emit_gemm, default_schedule,
-              emit_followup=emit_splitk_reduce)
+              emit_followup=emit_splitk_reduce, builtin_schedule=builtin_schedule)

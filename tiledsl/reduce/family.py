@@ -28,8 +28,12 @@ def default_schedule(op: ReduceOp, target: Target) -> ReduceSchedule:
     """
     refuse_empty(op, "choose a schedule for")
     tuned = registry.lookup(REDUCE, op, target)
-    if tuned is not None:
-        return tuned
+    return tuned if tuned is not None else builtin_schedule(op, target)
+
+
+def builtin_schedule(op: ReduceOp, target: Target) -> ReduceSchedule:
+    """:func:`default_schedule` without the tuned records: the shipped preset, 8 loads in flight for a long
+    reduction to one value."""
     preset = registry.preset(REDUCE, "default")
     if op.out_size == 1 and op.length >= FULL_DEEP_MIN:
         return dataclasses.replace(preset, items_per_thread=8)
@@ -39,4 +43,5 @@ def default_schedule(op: ReduceOp, target: Target) -> ReduceSchedule:
 FULL_DEEP_MIN = 1 << 20  # elements from which a reduction to one value keeps 8 loads in flight per thread
 
 
-REDUCE = Family("reduce", ReduceOp, ReduceSchedule, REDUCE_RULES, plan_reduce, emit_reduce, default_schedule)
+REDUCE = Family("reduce", ReduceOp, ReduceSchedule, REDUCE_RULES, plan_reduce, emit_reduce, default_schedule,
+                builtin_schedule=builtin_schedule)

@@ -30,9 +30,11 @@ def default_schedule(op: TransposeOp, target: Target) -> TransposeSchedule:
     """
     refuse_empty(op, "choose a schedule for")
     tuned = registry.lookup(TRANSPOSE, op, target)
-    if tuned is not None:
-        return tuned
+    return tuned if tuned is not None else builtin_schedule(op, target)
 
+
+def builtin_schedule(op: TransposeOp, target: Target) -> TransposeSchedule:
+    """:func:`default_schedule` without the tuned records: the shipped preset with 16-byte chunks."""
     base: TransposeSchedule = registry.preset(TRANSPOSE, DEFAULT_PRESET)
     vec = MAX_ACCESS_BYTES // op.itemsize
     if vec == base.vec:
@@ -43,4 +45,4 @@ def default_schedule(op: TransposeOp, target: Target) -> TransposeSchedule:
 
 
 TRANSPOSE = Family("transpose", TransposeOp, TransposeSchedule, TRANSPOSE_RULES, plan_transpose, emit_transpose,
-                   default_schedule)
+                   default_schedule, builtin_schedule=builtin_schedule)
