@@ -163,18 +163,6 @@ CP_ASYNC_SCHEDULES = {  # the FMA kernel's cp.async pipeline (stages >= 3)
 }
 
 
-@pytest.mark.parametrize("name", list(CP_ASYNC_SCHEDULES))
-@pytest.mark.parametrize("la", ["row", "col"])
-@pytest.mark.parametrize("lb", ["row", "col"])
-@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 5), (127, 129, 65), (129, 127, 300), (35, 8457, 2560)])
-def test_cp_async_pipeline_shapes_layouts(name, la, lb, m, n, k, rng):
-    """Edge tiles, K tails shorter than the pipeline (k_tiles < stages - 1), every layout, against float64."""
-    s = tiledsl.GemmSchedule(**CP_ASYNC_SCHEDULES[name])
-    a, ha = _rand((m, k), rng, layout=la)
-    b, hb = _rand((k, n), rng, layout=lb)
-    assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < 1e-5
-
-
 FRAGMENT_PREFETCH_SCHEDULES = {  # two register sets of fragments; the next tile's first ones after the barrier
     "256x128x8 t16x8": dict(bm=256, bn=128, bk=8, rm=16, rn=8, unroll=8, fragment_prefetch=True),
     "128x128x16 t8x8 pad4": dict(bk=16, unroll=16, smem_pad=4, fragment_prefetch=True),
@@ -182,13 +170,18 @@ FRAGMENT_PREFETCH_SCHEDULES = {  # two register sets of fragments; the next tile
 }
 
 
-@pytest.mark.parametrize("name", list(FRAGMENT_PREFETCH_SCHEDULES))
+PIPELINE_SCHEDULES = {**{f"cp.async {k}": v for k, v in CP_ASYNC_SCHEDULES.items()},
+                      **{f"fragment prefetch {k}": v for k, v in FRAGMENT_PREFETCH_SCHEDULES.items()}}
+
+
+@pytest.mark.parametrize("name", list(PIPELINE_SCHEDULES))
 @pytest.mark.parametrize("la", ["row", "col"])
 @pytest.mark.parametrize("lb", ["row", "col"])
-@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 5), (127, 129, 65), (300, 270, 333), (35, 8457, 2560)])
-def test_fragment_prefetch_shapes_layouts(name, la, lb, m, n, k, rng):
-    """One K tile only, K tails, edge tiles, every layout, against float64."""
-    s = tiledsl.GemmSchedule(**FRAGMENT_PREFETCH_SCHEDULES[name])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 5), (127, 129, 65), (129, 127, 300), (35, 8457, 2560)])
+def test_fma_pipelines_shapes_layouts(name, la, lb, m, n, k, rng):
+    """The cp.async pipeline and fragment prefetch: edge tiles, K tails shorter than the pipeline (k_tiles <
+    stages - 1), one K tile only, every layout, against float64."""
+    s = tiledsl.GemmSchedule(**PIPELINE_SCHEDULES[name])
     a, ha = _rand((m, k), rng, layout=la)
     b, hb = _rand((k, n), rng, layout=lb)
     assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < 1e-5

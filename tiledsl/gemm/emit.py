@@ -174,10 +174,8 @@ def _register_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: Gem
     k_range(w, s.split_k)
     w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
     w("// ---- prologue: K tile 0 -> shared stage 0 ----")
-    _load_global(w, op, dt, "A", "k_begin", va)
-    _load_global(w, op, dt, "B", "k_begin", vb)
-    _store_shared(w, op, "A", "0", va)
-    _store_shared(w, op, "B", "0", vb)
+    _tile_to_registers(w, op, dt, "k_begin", va, vb)
+    _registers_to_stage(w, op, "0", va, vb)
     w("__syncthreads();")
     w.blank()
     if s.fragment_prefetch:
@@ -190,23 +188,31 @@ def _register_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: Gem
             w("const bool has_next = kt + 1 < k_tiles;")
             w("// prefetch K tile kt+1 into registers while tile kt is multiplied")
             with w.block("if (has_next)"):
-                _load_global(w, op, dt, "A", "k_begin + (kt + 1) * BK", va)
-                _load_global(w, op, dt, "B", "k_begin + (kt + 1) * BK", vb)
+                _tile_to_registers(w, op, dt, "k_begin + (kt + 1) * BK", va, vb)
             _compute(w, "cur", cm, cn)
             w("// publish the prefetched tile into the other stage")
             with w.block("if (has_next)"):
-                _store_shared(w, op, "A", "cur ^ 1", va)
-                _store_shared(w, op, "B", "cur ^ 1", vb)
+                _registers_to_stage(w, op, "cur ^ 1", va, vb)
             w("__syncthreads();")
         else:
             _compute(w, "0", cm, cn)
             with w.block("if (kt + 1 < k_tiles)"):
                 w("__syncthreads();  // everyone is done reading stage 0")
-                _load_global(w, op, dt, "A", "k_begin + (kt + 1) * BK", va)
-                _load_global(w, op, dt, "B", "k_begin + (kt + 1) * BK", vb)
-                _store_shared(w, op, "A", "0", va)
-                _store_shared(w, op, "B", "0", vb)
+                _tile_to_registers(w, op, dt, "k_begin + (kt + 1) * BK", va, vb)
+                _registers_to_stage(w, op, "0", va, vb)
                 w("__syncthreads();")
+
+
+def _tile_to_registers(w: Writer, op: GemmOp, dt: dtypes.DType, k0: str, va: int, vb: int) -> None:
+    """The A and B tiles at K offset ``k0`` → the staging registers."""
+    _load_global(w, op, dt, "A", k0, va)
+    _load_global(w, op, dt, "B", k0, vb)
+
+
+def _registers_to_stage(w: Writer, op: GemmOp, stage: str, va: int, vb: int) -> None:
+    """The staging registers → shared stage ``stage`` (k-major)."""
+    _store_shared(w, op, "A", stage, va)
+    _store_shared(w, op, "B", stage, vb)
 
 
 def _fragment_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int, cm: int,
@@ -227,16 +233,14 @@ def _fragment_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: in
           "const bool has_next = kt + 1 < k_tiles;",
           "// prefetch K tile kt+1 into registers while tile kt is multiplied")
         with w.block("if (has_next)"):
-            _load_global(w, op, dt, "A", "k_begin + (kt + 1) * BK", va)
-            _load_global(w, op, dt, "B", "k_begin + (kt + 1) * BK", vb)
+            _tile_to_registers(w, op, dt, "k_begin + (kt + 1) * BK", va, vb)
         w("#pragma unroll")
         with w.block("for (int kk = 0; kk < BK; ++kk)"):
             with w.block("if (kk == BK - 1)"):
                 w("// last k step: publish the prefetched tile into the other stage; after this barrier")
                 w("// every read of that stage (tile kt-1) is done and tile kt+1 is visible")
                 with w.block("if (has_next)"):
-                    _store_shared(w, op, "A", "cur ^ 1", va)
-                    _store_shared(w, op, "B", "cur ^ 1", vb)
+                    _registers_to_stage(w, op, "cur ^ 1", va, vb)
                 w("__syncthreads();")
             w("// fragments of the next k step: kk+1 of this tile, or k step 0 of the next tile")
             _load_fragments(w, "(kk + 1) & 1", "kk == BK - 1 ? cur ^ 1 : cur", "(kk + 1) % BK", cm, cn)
