@@ -122,6 +122,33 @@ def test_model_only_prunes_the_10x_slower_schedules_and_records_why(tmp_path, ca
     assert sum(r["failure"] is not None and "10.0x" in r["failure"] for r in rep["trials"]) == len(pruned)
 
 
+def test_the_library_default_is_never_pruned_by_the_model(tmp_path, cache, monkeypatch):
+    """Resuming a study that did not seed the default: a reference exists when the default is screened and the
+    model predicts it 10x slower than that; it is measured all the same (search.trials, seeded_by)."""
+    from search import strategy
+    from search.space import space_for
+
+    op, h200 = tiledsl.GemmOp(512, 384, 256), tiledsl.Target.known("H200")
+    default = strategy.library_default(space_for("gemm").for_op(op), op, h200)
+    assert default is not None
+    slow = json.dumps(default.to_dict(), sort_keys=True)
+
+    def predict(s):
+        return SLOW if json.dumps(s.to_dict(), sort_keys=True) == slow else FAST
+
+    monkeypatch.setattr(objective.Model, "predict", lambda self, op, s, t, kernel=None: predict(s))
+    monkeypatch.setattr(objective.Model, "explain", lambda self, op, s, t: {"predicted_s": predict(s), "bound_by": "hbm"})
+    library_default = strategy.library_default
+    monkeypatch.setattr(strategy, "library_default", lambda *a: None)  # an older study: no default seeded
+    first = _run(tmp_path, "resumed", "--model-only", "--trials", "4", "--model-prune", "3", "--seed-top", "0")
+    assert not [t for t in first if t.user_attrs.get("seeded_by") == "library default"]
+    monkeypatch.setattr(strategy, "library_default", library_default)
+    trials = _run(tmp_path, "resumed", "--model-only", "--trials", "4", "--model-prune", "3")
+    seeded = [t for t in trials if t.user_attrs.get("seeded_by") == "library default"]
+    assert len(seeded) == 1 and seeded[0].number == len(first)  # the first trial of the second run
+    assert seeded[0].state == TrialState.COMPLETE and seeded[0].user_attrs.get("rule") != MODEL_PRUNE_RULE
+
+
 def test_without_the_flag_nothing_is_pruned_by_the_model(tmp_path, cache, fake_model, capsys):
     trials = _run(tmp_path, "off", "--model-only", "--trials", "20")
     text = capsys.readouterr().out
