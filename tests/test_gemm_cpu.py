@@ -394,6 +394,14 @@ def test_cp_async_pipeline_rules_and_source():
             == estimate_registers(GemmSchedule(stages=2), 4, 4) - (128 * 8 * 2) // 256)
 
 
+def test_fragment_prefetch_rule_names_the_offending_kernel():
+    # every other condition holds (mma='fma', stages=2, unroll=bk): the message must say kernel='gemv' is why
+    with pytest.raises(tiledsl.ScheduleError, match=r"kernel kind 1 \(0 = 'tiled', 1 = 'gemv'\)"):
+        GemmSchedule(kernel="gemv", bm=4, bn=128, bk=8, unroll=8, fragment_prefetch=True).validate()
+    with pytest.raises(tiledsl.ScheduleError, match=r"mma kind 1 \(0 = 'fma', 1 = 'mma_sync'"):
+        GemmSchedule(mma="mma_sync", bk=32, unroll=32, smem_pad=8, fragment_prefetch=True).validate()
+
+
 def test_fragment_prefetch_source_and_unchanged_neighbours():
     op = GemmOp(4096, 4096, 4096)
     plain = GemmSchedule(bm=256, bn=128, bk=8, rm=16, rn=8)

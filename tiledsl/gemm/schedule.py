@@ -81,7 +81,8 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("fragment_prefetch_needs_unrolled_double_buffer",
            "MMA == 0 and KERNEL == 0 and STAGES == 2 and UNROLL == BK",
            "{cls}.fragment_prefetch=True needs the FMA kernel's register-prefetch double buffer with the k loop "
-           "fully unrolled (mma='fma', kernel='tiled', stages=2, unroll=bk; got mma kind {MMA}, stages={STAGES}, "
+           "fully unrolled (mma='fma', kernel='tiled', stages=2, unroll=bk; got mma kind {MMA} (0 = 'fma', "
+           "1 = 'mma_sync', 2 = 'wgmma'), kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), stages={STAGES}, "
            "unroll={UNROLL}, bk={BK})", when="FRAGMENT_PREFETCH == 1"),
     R.Rule("persistent_needs_tma", "MMA == 2 and WARP_SPECIALIZE == 1 and SPLIT_K == 1",
            "{cls}.persistent=True needs mma='wgmma' with warp_specialize=True and split_k=1 (the TMA producer "
