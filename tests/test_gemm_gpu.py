@@ -177,10 +177,13 @@ PIPELINE_SCHEDULES = {**{f"cp.async {k}": v for k, v in CP_ASYNC_SCHEDULES.items
 @pytest.mark.parametrize("name", list(PIPELINE_SCHEDULES))
 @pytest.mark.parametrize("la", ["row", "col"])
 @pytest.mark.parametrize("lb", ["row", "col"])
-@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 5), (127, 129, 65), (129, 127, 300), (35, 8457, 2560)])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 5), (127, 129, 65), (129, 127, 300), (35, 8457, 2560),
+                                   (132, 260, 300), (130, 258, 66)])
 def test_fma_pipelines_shapes_layouts(name, la, lb, m, n, k, rng):
     """The cp.async pipeline and fragment prefetch: edge tiles, K tails shorter than the pipeline (k_tiles <
-    stages - 1), one K tile only, every layout, against float64."""
+    stages - 1), one K tile only, every layout, against float64. Odd M and N leave the operands copied as
+    stored (column-major A, row-major B) 4 bytes wide; M, N multiples of 4 (132, 260) and of 2 only (130, 258)
+    give them 16- and 8-byte copies (loads) at edge tiles with a K tail."""
     s = tiledsl.GemmSchedule(**PIPELINE_SCHEDULES[name])
     a, ha = _rand((m, k), rng, layout=la)
     b, hb = _rand((k, n), rng, layout=lb)
