@@ -190,16 +190,17 @@ def test_fma_pipelines_shapes_layouts(name, la, lb, m, n, k, rng):
     assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < 1e-5
 
 
-@pytest.mark.parametrize("vec", [1, 2])
-def test_cp_async_pipeline_narrow_copies_and_beta(vec, rng):
-    """Odd leading dimensions force 4- or 8-byte copies; beta reads C."""
+@pytest.mark.parametrize("n,ldb", [(201, 203), (202, 204)])
+def test_cp_async_pipeline_narrow_copies_and_beta(n, ldb, rng):
+    """Leading dimensions that narrow the copies: A (lda = 259, offset by one element) and B (ldb = 203) take
+    4-byte copies, B with ldb = 204 and N = 202 8-byte ones (vec=4 asked); beta reads C."""
     cp = _cp()
-    s = tiledsl.GemmSchedule(stages=4, smem_pad=4, vec=vec)
+    s = tiledsl.GemmSchedule(stages=4, smem_pad=4)
     big_a, hbig_a = _rand((301, 259), rng)
-    big_b, hbig_b = _rand((259, 203), rng)
+    big_b, hbig_b = _rand((259, ldb), rng)
     a, ha = big_a[:, 1:], hbig_a[:, 1:]          # lda = 259: 4-byte aligned rows only
-    b, hb = big_b[:258, :201], hbig_b[:258, :201]
-    c0 = rng.uniform(-1, 1, (301, 201))
+    b, hb = big_b[:258, :n], hbig_b[:258, :n]
+    c0 = rng.uniform(-1, 1, (301, n))
     c = cp.asarray(c0.astype(np.float32))
     tiledsl.gemm(a, b, c, alpha=-1.5, beta=0.25, schedule=s)
     assert _rel_err(c, -1.5 * (ha @ hb) + 0.25 * c0) < 1e-5
