@@ -48,6 +48,10 @@ SCHEDULES = {
                                             smem_pad=4, unroll=16),
     "128x128x16 t8x8 cp4 p4": dict(bm=128, bn=128, bk=16, rm=8, rn=8, stages=4, smem_pad=4, unroll=16),
     "128x128x8 t8x8 cp4 p4": dict(bm=128, bn=128, bk=8, rm=8, rn=8, stages=4, smem_pad=4),
+    # the copy method apart from the padding: cp.async without smem_pad, register prefetch with it
+    "256x128x8 t16x8 cp3 p0": dict(bm=256, bn=128, bk=8, rm=16, rn=8, stages=3),
+    "256x128x8 t16x8 cp4 p0": dict(bm=256, bn=128, bk=8, rm=16, rn=8, stages=4),
+    "256x128x8 t16x8 db p4": dict(bm=256, bn=128, bk=8, rm=16, rn=8, unroll=8, smem_pad=4),
 }
 
 

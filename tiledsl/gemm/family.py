@@ -103,7 +103,7 @@ DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sg
                       "skinny_m_16x64": 0.25}
 # float32 with row-major A and B (numpy's a @ b) also: fragment prefetch measured 48.5 TFLOP/s at 4096³ (0.725 of the
 # FP32 peak; 0.949x cuBLAS, 0.956x at 8192³) where the plain 256x128 measured 46.3 (0.904x); with a column-major
-# operand it is behind the plain preset (0.90-0.91x against 0.93-0.94x), so it is offered for NN only
+# operand it is behind the plain preset (0.89-0.91x against 0.92-0.94x), so it is offered for NN only
 # (benchmarks/results/gemm_fma_fragment_prefetch_h200.json, H200, 2026-12-01).
 ROW_MAJOR_FP32_CANDIDATES = {"sgemm_256x128_16x8_fragment_prefetch": 0.725}
 # Tensor-core presets for float16/bfloat16 on sm_80+, with their fraction of the dense tensor-core peak
