@@ -7,7 +7,6 @@ text; :func:`json_header` gives the same facts to ``report.json`` (``search.outp
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -18,34 +17,9 @@ from .observers import Counts, TimeSplit
 from .space import describe
 from .strategy import MODEL_PRUNE_RULE
 
+from tiledsl.costmodel.ranking import ranks, spearman
 
-def ranks(values: Sequence[float]) -> list[float]:
-    """Ranks 1..n, ties sharing the average rank."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    out = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for t in range(i, j + 1):
-            out[order[t]] = (i + j) / 2 + 1
-        i = j + 1
-    return out
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman's ρ: Pearson correlation of the ranks (None with fewer than 3 pairs or no spread)."""
-    if len(x) != len(y) or len(x) < 3:
-        return None
-    rx, ry = ranks(x), ranks(y)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
-    vx = math.sqrt(sum((a - mx) ** 2 for a in rx))
-    vy = math.sqrt(sum((b - my) ** 2 for b in ry))
-    if vx == 0 or vy == 0:
-        return None
-    return cov / (vx * vy)
+__all__ = ["fmt_ms", "fmt_pct", "importances", "pick_winner", "ranks", "spearman", "table"]
 
 
 def pick_winner(cands: Sequence[dict], tie_rel: float = 0.01) -> tuple[dict, list[dict]]:

@@ -11,19 +11,28 @@ A (M×K) · B (K×N), element size e, block tile bm×bn×bk, thread tile rm×rn,
   M·N·K·(1/rm + 1/rn)·4 (tiledsl's emitter stages tiles as float32 whatever the input dtype);
 * registers: every FMA reads 3 four-byte registers: M·N·K·12.
 
-Time: the largest of the L2 and HBM bounds and the SM pipeline time. The SM pipeline (per K step of a
-block, in SM clock cycles) takes the largest of
+Time: the largest of the L2 and HBM bounds and the SM pipeline time. The SM pipeline, per K step of a
+block, in SM clock cycles (constants: :class:`~tiledsl.costmodel.params.FmaParams`, fitted per arch on
+the tuner's measured studies, ``benchmarks/costmodel_rank.py``):
 
-* instruction issue: warp-instructions / 4 schedulers (an FFMA warp-instruction per scheduler per clock
-  is the FP32 peak, so every LDS/LDG/STS/index instruction takes a slot from an FFMA: the
-  instruction-level ceilings of the roofline);
+* instruction issue: warp-instructions (FFMA, LDS, LDG, STS, index math, spill accesses) per scheduler,
+  divided by the fitted ``issue_efficiency`` (an FFMA warp-instruction per scheduler per clock is the
+  FP32 peak, so every other instruction takes a slot from an FFMA: the roofline's instruction ceilings);
+* latency hiding (:func:`hidden`): a warp's K step is a dependent chain of its issue time plus bk waits
+  of ``lds_latency_cycles`` (fragment loads before the FMAs of each k); with W warps per scheduler the
+  scheduler finds a ready warp with probability 1 − (1 − u)^W, u = issue / chain: one warp pays the whole
+  chain, many warps only their issue;
 * shared-memory wavefronts (one 128-byte wavefront per clock per SM; broadcasts and bank conflicts
-  simulated on the emitter's real index arithmetic for warp 0);
-* the critical path of one block: its own instructions on ≤ 4 schedulers plus the global-load latency,
-  overlapped with the math when ``double_buffer`` (Little's law, ``001_…``: what is not in flight waits),
+  simulated on the emitter's real index arithmetic for warp 0; spilled registers add L1 wavefronts);
+* the critical path of one block: its own K step, overlapped with the global-load latency when the next
+  tile is in flight (``stages`` ≥ 2: Little's law), plus ``barrier_cycles`` (other resident blocks hide it);
 
-summed over the waves of blocks each SM runs (wave quantization) — a last, partial wave runs fewer
-blocks per SM and is priced as such.
+b resident blocks take max(issue and hiding of b blocks' warps, b × wavefronts, path) per K step, summed
+over the waves of blocks each SM runs (wave quantization) — a last, partial wave runs fewer blocks per SM
+and is priced as such. Registers for the occupancy are the plan's estimate times ``register_ratio``
+(what ptxas allocated per estimated register on the studies), capped; spills are the estimate's excess
+over the cap, ``spill_accesses_per_step`` local accesses per spilled word per K step. Split-K adds the
+float32 workspace's write and read-back and a second launch.
 """
 
 from __future__ import annotations
@@ -38,17 +47,13 @@ from .. import dtypes
 from ..gemm.kernel_plan import plan_gemm
 from ..target import Target
 from .occupancy import Occupancy, Waves, occupancy, waves
+from .params import FmaParams, fma_params
 from .report import Level, Report
+from .stream import LAUNCH_S  # one launch-and-drain figure for every kernel the model prices
 
 # ---- model constants (cycles); documented in docs/costmodel.md ----
 ISSUE_PER_CLOCK = 4
 """Warp-instructions issued per clock per SM: 4 schedulers × 1 (CUDA guide, cc 9.0 SM description)."""
-MEM_LATENCY_CYCLES = 600.0
-"""Latency of a global load under load (L2 hit ~270 cycles idle, HBM ~500+), SM cycles."""
-STEP_OVERHEAD_CYCLES = 60.0
-"""Barrier + shared-memory store→load turnaround per K step of one block, SM cycles."""
-LAUNCH_S = 3e-6
-"""Kernel launch and drain, seconds."""
 ALU_PER_GLOBAL_LOAD = 4
 """Index, bounds and predicate instructions per global vector load in the emitted load loop."""
 STEP_FIXED_INSTR = 12
@@ -181,17 +186,28 @@ def _per_step(op, s) -> dict[str, float]:
     }
 
 
-def estimate_registers(op, s) -> tuple[int, int]:
+def estimate_registers(op, s, ratio: float = 1.0) -> tuple[int, int]:
     """(registers per thread, spill bytes) estimated without compiling: the plan's estimate, capped by
     what its ``__launch_bounds__(threads, min_blocks)`` lets the compiler use; the excess spills (8 bytes
-    of spill traffic per spilled register: a store and a load). See ``tiledsl.gemm.kernel_plan``."""
+    of spill traffic per spilled register: a store and a load). See ``tiledsl.gemm.kernel_plan``.
+
+    ``ratio``: registers ptxas allocates per estimated register below the cap
+    (:attr:`~tiledsl.costmodel.params.FmaParams.register_ratio`), for the occupancy; 1 = the plan's
+    estimate as is. The spills stay the plan's."""
     p = plan_gemm(op, s)
-    return min(p.max_registers, -(-p.est_registers // 8) * 8), p.detail.spill_bytes
+    want = math.ceil(p.est_registers * ratio)
+    return min(p.max_registers, -(-want // 8) * 8), p.detail.spill_bytes
 
 
 @dataclass(frozen=True)
 class GemmTimes:
-    """The pieces of the GEMM time prediction (seconds unless named otherwise)."""
+    """The pieces of the GEMM time prediction (seconds unless named otherwise).
+
+    ``issue_cycles_per_step``, ``smem_cycles_per_step`` and ``path_cycles_per_step`` are for one block's
+    K step on an SM of its own: its warps' issue time, its shared-memory wavefronts, and its critical
+    path (issue or the latency chain of one warp, plus the barrier and the global-load wait).
+    ``warps_per_scheduler``: resident warps per busy scheduler in a full wave.
+    """
 
     occupancy: Occupancy
     waves: Waves
@@ -205,42 +221,89 @@ class GemmTimes:
     instr_per_ffma: float
     smem_moved_bytes: float
     clock_hz: float
+    warps_per_scheduler: float = 0.0
+    params: FmaParams = FmaParams()
+
+
+def hidden(warps: float, issue: float, chain: float) -> float:
+    """Cycles a scheduler needs for ``warps`` warps that each issue ``issue`` cycles of instructions
+    within a dependent chain of ``chain`` cycles (issue plus waits).
+
+    A warp is ready in a given cycle with probability u = issue / chain; with W warps the scheduler
+    finds one ready with probability 1 − (1 − u)^W (warps stalling independently), so it needs
+    W · issue / (1 − (1 − u)^W) cycles: ``chain`` for one warp, W · issue with many (latency hidden).
+    """
+    if chain <= issue or issue <= 0:
+        return warps * issue
+    u = issue / chain
+    return warps * issue / (1.0 - (1.0 - u) ** warps)
+
+
+def _grid_work(op, s) -> tuple[int, int]:
+    """(blocks, K steps per block): split-K multiplies the blocks and divides K (``k_range`` of the
+    emitter: each slice is ⌈K / (split_k·bk)⌉·bk deep)."""
+    tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
+    if not op.k:
+        return tiles, 0
+    split = max(s.split_k, 1)
+    if split == 1:
+        return tiles, -(-op.k // s.bk)
+    k_per = -(-op.k // (split * s.bk)) * s.bk
+    return tiles * split, -(-k_per // s.bk)
 
 
 def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int | None = None,
                smem_bytes: int | None = None, regs_source: str = "estimate",
-               ceilings: dict | None = None) -> GemmTimes:
-    """The per-SM pipeline model of the module docstring, for concrete (op, s, target)."""
+               ceilings: dict | None = None, params: FmaParams | None = None) -> GemmTimes:
+    """The per-SM pipeline model of the module docstring, for concrete (op, s, target).
+
+    Args:
+        op, s: the GEMM and its FMA schedule.
+        target: the device (SM count, limits; ``ceilings`` default to ``target.ceilings()``).
+        regs, spill_bytes, smem_bytes: a compiled kernel's ptxas figures (None: estimated).
+        regs_source: "ptxas" or "estimate" (recorded in the occupancy).
+        params: the pipeline constants (None: :func:`~tiledsl.costmodel.params.fma_params` of the arch).
+    """
     c = ceilings or target.ceilings()
+    prm = fma_params(target.arch) if params is None else params
     if regs is None:
-        regs, spill_est = estimate_registers(op, s)
+        regs, spill_est = estimate_registers(op, s, prm.register_ratio)
         spill_bytes = spill_est if spill_bytes is None else spill_bytes
     spill_bytes = spill_bytes or 0
     smem = s.smem_bytes() if smem_bytes is None else smem_bytes
     occ = occupancy(target, s.threads, regs, smem, regs_source)
-    tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
-    ksteps = -(-op.k // s.bk) if op.k else 0
+    blocks, ksteps = _grid_work(op, s)
     blocks_per_sm = max(occ.blocks_per_sm, 1)
-    wv = waves(tiles, target.sm_count, blocks_per_sm)
+    wv = waves(blocks, target.sm_count, blocks_per_sm)
     p = _per_step(op, s)
     warps = -(-s.threads // 32)
-    spill_instr = spill_bytes / 4.0           # ptxas counts static spill bytes; in the unrolled K step
+    eta = prm.issue_efficiency
+    spill_instr = prm.spill_accesses_per_step * spill_bytes / 4.0   # local loads/stores per thread per K step
     instr_thread = p["ffma"] + p["lds"] + p["ldg"] + p["alu"] + p["sts"] + spill_instr
-    issue_b = warps * instr_thread / ISSUE_PER_CLOCK
-    smem_b = warps * (p["wf_lds"] + p["wf_sts"] + spill_instr)
-    alone_b = warps * instr_thread / min(warps, ISSUE_PER_CLOCK)
-    if s.double_buffer:
-        path_b = max(alone_b, MEM_LATENCY_CYCLES) + STEP_OVERHEAD_CYCLES
+    smem_b = warps * (p["wf_lds"] + p["wf_sts"] + spill_instr)      # local memory shares the L1 wavefronts
+    chain = instr_thread / eta + s.bk * prm.lds_latency_cycles     # one warp's K step, nothing hiding it
+
+    def sched_cycles(b: int) -> tuple[float, float]:
+        """(cycles of one K step of b blocks on a scheduler, warps per busy scheduler)."""
+        busy = min(ISSUE_PER_CLOCK, b * warps)
+        w_per = b * warps / busy
+        return hidden(w_per, instr_thread / eta, chain), w_per
+
+    alone_b, _ = sched_cycles(1)
+    stages = max(s.stages, 1)
+    if stages >= 2:  # the next tile(s) in flight while this one is computed: Little's law
+        path_b = max(alone_b, prm.mem_latency_cycles / (stages - 1)) + prm.barrier_cycles
     else:
-        path_b = alone_b + MEM_LATENCY_CYCLES + STEP_OVERHEAD_CYCLES
+        path_b = alone_b + prm.mem_latency_cycles + prm.barrier_cycles
 
     def round_cycles(b: int) -> tuple[float, str]:
-        parts = {"compute": b * issue_b, "smem": b * smem_b, "latency": path_b}
+        issue, _ = sched_cycles(b)
+        parts = {"compute": issue, "smem": b * smem_b, "latency": path_b}
         k = max(parts, key=lambda x: parts[x])
         return parts[k], k
 
     slots = target.sm_count * blocks_per_sm
-    full, rem = divmod(tiles, slots)
+    full, rem = divmod(blocks, slots)
     t_full, bound = round_cycles(blocks_per_sm)
     cycles = full * ksteps * t_full
     if rem:
@@ -249,21 +312,31 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
         if not full:
             bound = b_last
     # prologue (first tile load) and epilogue per wave
-    cycles += wv.waves * (MEM_LATENCY_CYCLES + STEP_OVERHEAD_CYCLES)
+    cycles += wv.waves * (prm.mem_latency_cycles + prm.barrier_cycles)
     clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
     tr = traffic(op, s)
-    t_l2 = tr["l2"] / c["l2_bytes_per_s"].value
-    t_hbm = tr["hbm"] / c["hbm_bytes_per_s"].value
-    smem_moved = tiles * ksteps * (p["wf_lds"] + p["wf_sts"]) * warps * 128.0
-    return GemmTimes(occ, wv, cycles / clock, t_l2, t_hbm, bound, issue_b, smem_b, path_b,
-                     instr_thread / max(p["ffma"], 1), smem_moved, clock)
+    # split-K: the float32 partial sums are written and read back by the followup kernel
+    ws = 2.0 * s.split_k * op.m * op.n * 4 if s.split_k > 1 else 0.0
+    t_l2 = (tr["l2"] + ws) / c["l2_bytes_per_s"].value
+    t_hbm = (tr["hbm"] + ws) / c["hbm_bytes_per_s"].value
+    smem_moved = blocks * ksteps * (p["wf_lds"] + p["wf_sts"]) * warps * 128.0
+    _, w_full = sched_cycles(min(blocks_per_sm, -(-blocks // target.sm_count)) or 1)
+    return GemmTimes(occ, wv, cycles / clock, t_l2, t_hbm, bound, warps * instr_thread / ISSUE_PER_CLOCK / eta,
+                     smem_b, path_b, instr_thread / max(p["ffma"], 1), smem_moved, clock, w_full, prm)
 
 
-def predict_gemm(op, s, target: Target, ceilings: dict | None = None, kernel=None) -> float:
-    """Predicted seconds of the GEMM kernel: max(SM pipeline, L2, HBM) + launch."""
+def predict_gemm(op, s, target: Target, ceilings: dict | None = None, kernel=None,
+                 params: FmaParams | None = None) -> float:
+    """Predicted seconds of the GEMM kernel: max(SM pipeline, L2, HBM) + launch (two with split-K).
+    ``params``: pipeline constants to use instead of the arch's fitted ones (the fit script's trials)."""
     kw = _kernel_resources(kernel)
-    g = gemm_times(op, s, target, ceilings=ceilings, **kw)
-    return max(g.t_sm_s, g.t_l2_s, g.t_hbm_s) + LAUNCH_S
+    g = gemm_times(op, s, target, ceilings=ceilings, params=params, **kw)
+    return max(g.t_sm_s, g.t_l2_s, g.t_hbm_s) + _launches(s) * LAUNCH_S
+
+
+def _launches(s) -> int:
+    """Kernel launches of the schedule: the split-K followup is a second one."""
+    return 2 if s.split_k > 1 else 1
 
 
 def _kernel_resources(kernel) -> dict:
@@ -291,26 +364,33 @@ def explain_gemm(op, s, target: Target, kernel=None):
         b = int(ex[name])
         if name == "registers":
             bw = c["fp32_flops_per_s"].value / 2 * 3 * REG_BYTES
-            src = "3 × 4 B per FMA lane per clock (the FP32 rate)"
+            src = f"derived: 3 × 4 B per FMA lane per clock at the FP32 rate ({c['fp32_flops_per_s'].source})"
             moved = b
         else:
             bw, src = c[ceil_key[name]].value, c[ceil_key[name]].source
             moved = g.smem_moved_bytes if name == "smem" else b
         levels[name] = Level(name, b, flops / b if b else math.inf, bw, src, moved / bw, moved, notes[name])
     compute_s = flops / c["fp32_flops_per_s"].value
-    terms = {"sm_pipeline_s": g.t_sm_s, "l2_s": g.t_l2_s, "hbm_s": g.t_hbm_s, "launch_s": LAUNCH_S,
+    launch_s = _launches(s) * LAUNCH_S
+    terms = {"sm_pipeline_s": g.t_sm_s, "l2_s": g.t_l2_s, "hbm_s": g.t_hbm_s, "launch_s": launch_s,
              "issue_cycles_per_step": g.issue_cycles_per_step, "smem_cycles_per_step": g.smem_cycles_per_step,
              "path_cycles_per_step": g.path_cycles_per_step, "instr_per_ffma": g.instr_per_ffma,
-             "wave_efficiency": g.waves.efficiency, "clock_hz": g.clock_hz}
+             "wave_efficiency": g.waves.efficiency, "clock_hz": g.clock_hz,
+             "warps_per_scheduler": g.warps_per_scheduler,
+             **{f"param_{k}": v for k, v in g.params.to_dict().items() if k != "source"}}
     biggest = max(("sm", g.t_sm_s), ("l2", g.t_l2_s), ("hbm", g.t_hbm_s), key=lambda x: x[1])
     bound = g.sm_bound if biggest[0] == "sm" else biggest[0]
-    predicted = biggest[1] + LAUNCH_S
+    predicted = biggest[1] + launch_s
+    prm = g.params
     lines = (
         f"instruction issue: {g.instr_per_ffma:.2f} warp-instructions per FFMA "
-        f"(FFMA, LDS, LDG, STS, index math) → FP32 ceiling {1 / g.instr_per_ffma:.0%} of peak",
+        f"(FFMA, LDS, LDG, STS, index math) at {prm.issue_efficiency:.0%} issue efficiency → FP32 ceiling "
+        f"{prm.issue_efficiency / g.instr_per_ffma:.0%} of peak",
         f"per K step of one block: issue {g.issue_cycles_per_step:.0f} cyc, smem {g.smem_cycles_per_step:.0f} cyc, "
-        f"critical path {g.path_cycles_per_step:.0f} cyc ({'double-buffered' if s.double_buffer else 'single stage'}, "
-        f"load latency {MEM_LATENCY_CYCLES:.0f} cyc)",
+        f"critical path {g.path_cycles_per_step:.0f} cyc ({s.stages} stage{'s' if s.stages > 1 else ''}, "
+        f"load latency {prm.mem_latency_cycles:.0f} cyc, barrier {prm.barrier_cycles:.0f} cyc, shared-load "
+        f"latency {prm.lds_latency_cycles:.0f} cyc per k); {g.warps_per_scheduler:.3g} warps per scheduler",
+        f"pipeline constants: {prm.source}",
     )
     if kernel is not None and kernel.spill_bytes:
         lines += (f"ptxas reports {kernel.spill_bytes} bytes of spills: local-memory traffic slows the K loop",)

@@ -121,6 +121,8 @@ class Report:
         table = ["  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r[:5], widths, strict=True)))
                  + ("  " + r[5] if r[5] else "") for r in rows]
         lines = [head, "", table[0], "-" * max(len(x) for x in table), *table[1:]]
+        lines.append("ceilings: " + "; ".join([*(f"{lv.name} {lv.ceiling_source}" for lv in self.levels.values()),
+                                               f"compute {self.compute_ceiling_source}"]))
         lines.append("")
         if self.occupancy is not None:
             o = self.occupancy

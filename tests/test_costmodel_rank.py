@@ -1,0 +1,153 @@
+"""The FMA GEMM model's fitted pipeline terms, and its ranking of measured studies (CPU only).
+
+The studies are the tuner's measured trials committed under ``benchmarks/results/studies/`` (H200,
+2026-12-01); ``docs/costmodel.md`` ("A cost model that ranks") has the fit and its held-out check.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import tiledsl
+from tiledsl.costmodel import gemm as cg
+from tiledsl.costmodel import predict
+from tiledsl.costmodel.params import FmaParams, fma_params, params_path
+from tiledsl.costmodel.ranking import model_top, rank_quality, spearman
+from tiledsl.target import Target
+
+H200 = Target.known("H200")
+OP = tiledsl.GemmOp(4096, 4096, 4096)
+STUDIES = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "studies"
+
+
+def _study(shape: str) -> dict:
+    (path,) = STUDIES.glob(f"gemm_fp32_{shape}_h200_*.json")
+    return json.loads(path.read_text())
+
+
+# ---- the pipeline terms behave as the physics says ----
+def test_predictions_are_deterministic_and_use_the_shipped_constants():
+    s = tiledsl.GemmSchedule(bm=128, bn=256, bk=16, rm=16, rn=8)
+    a, b = predict(OP, s, "H200"), predict(OP, s, "H200")
+    assert a == b
+    assert a == cg.predict_gemm(OP, s, H200, params=fma_params("sm_90"))
+    # the unfitted defaults are the model before the fit: a different (more optimistic) figure
+    assert cg.predict_gemm(OP, s, H200, params=FmaParams()) < a
+
+
+def test_big_thread_tile_beats_small_one_at_4096():
+    big = tiledsl.GemmSchedule(bm=128, bn=128, bk=32, rm=8, rn=8, vec=2)  # 64 FMAs per 4 LDS.128 per k
+    small = tiledsl.GemmSchedule(bm=64, bn=64, bk=32, rm=2, rn=2, vec=2)  # 4 FMAs per 2 LDS.64 per k
+    assert predict(OP, big, "H200") < predict(OP, small, "H200") / 1.5
+
+
+def test_spills_predict_slower():
+    s = tiledsl.GemmSchedule(bm=128, bn=128, bk=16, rm=8, rn=8, min_blocks=1)
+    clean = cg.gemm_times(OP, s, H200, regs=160, spill_bytes=0, regs_source="ptxas")
+    spilled = cg.gemm_times(OP, s, H200, regs=160, spill_bytes=512, regs_source="ptxas")
+    assert spilled.t_sm_s > clean.t_sm_s * 1.05
+    # from the schedule alone: a 256×256 tile of 16×8 thread tiles wants ~212 registers under a cap of 128
+    big = tiledsl.GemmSchedule(bm=256, bn=256, bk=16, rm=16, rn=8)
+    assert tiledsl.plan(OP, big, arch="sm_90").detail.spill_bytes > 0
+    fine = tiledsl.GemmSchedule(bm=128, bn=256, bk=16, rm=16, rn=8)
+    assert predict(OP, big, "H200") > predict(OP, fine, "H200")
+
+
+def test_latency_hiding_needs_warps():
+    # one warp waits its whole chain; many warps hide it (issue-bound); monotone in between
+    assert cg.hidden(1, 100.0, 300.0) == pytest.approx(300.0)
+    assert cg.hidden(64, 100.0, 300.0) == pytest.approx(6400.0, rel=1e-6)
+    per_warp = [cg.hidden(w, 100.0, 300.0) / w for w in (1, 2, 4, 8)]
+    assert per_warp == sorted(per_warp, reverse=True) and per_warp[-1] > 100.0
+    assert cg.hidden(4, 100.0, 100.0) == 400.0   # nothing to hide
+
+
+def test_fewer_resident_warps_predict_slower_per_flop():
+    # same tile; __launch_bounds__ for 2 blocks (128 registers) vs 1 block per SM: 16 vs 8 warps
+    two = tiledsl.GemmSchedule(bm=128, bn=128, bk=16, rm=8, rn=8, min_blocks=2)
+    g2 = cg.gemm_times(OP, two, H200, regs=128, spill_bytes=0, regs_source="ptxas")
+    g1 = cg.gemm_times(OP, two, H200, regs=255, spill_bytes=0, regs_source="ptxas")
+    assert g2.occupancy.blocks_per_sm == 2 and g1.occupancy.blocks_per_sm == 1
+    assert g1.t_sm_s > g2.t_sm_s
+
+
+def test_tail_wave_costs_a_round():
+    s = tiledsl.GemmSchedule(bm=128, bn=128, bk=16, rm=8, rn=8, min_blocks=2)
+    fits = tiledsl.GemmOp(128, 128 * 264, 4096)          # 264 tiles = 132 SMs × 2 blocks: one wave
+    over = tiledsl.GemmOp(128, 128 * 265, 4096)          # one tile more: a second, nearly empty wave
+    g = cg.gemm_times(fits, s, H200)
+    assert g.occupancy.blocks_per_sm == 2
+    assert predict(over, s, "H200") > 1.3 * predict(fits, s, "H200")
+
+
+def test_split_k_pays_its_workspace_and_second_launch():
+    op = tiledsl.GemmOp(512, 512, 65536)
+    one = tiledsl.GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=4)
+    four = replace(one, split_k=4)
+    g1, g4 = cg.gemm_times(op, one, H200), cg.gemm_times(op, four, H200)
+    ws = 2 * 4 * 512 * 512 * 4     # float32 partials written and read back
+    assert g4.t_hbm_s == pytest.approx(g1.t_hbm_s + ws / H200.ceilings()["hbm_bytes_per_s"].value)
+    # 64 tiles on 132 SMs: four slices fill the GPU, so split-K predicts faster on this long K
+    assert g4.waves.blocks == 4 * g1.waves.blocks
+    assert predict(op, four, "H200") < predict(op, one, "H200")
+
+
+def test_params_file_has_provenance_and_other_archs_fall_back():
+    data = json.loads(params_path("sm_90").read_text())
+    assert set(data["params"]) == {f for f in FmaParams().to_dict() if f != "source"}
+    assert "costmodel_rank.py" in data["provenance"]["command"]
+    assert "fitted on sm_90" in fma_params("sm_90").source
+    assert "used for sm_80" in fma_params("sm_80").source
+
+
+def test_explain_names_the_constants_and_one_ceiling_per_level():
+    r = tiledsl.explain(OP, tiledsl.GemmSchedule(), device="H200")
+    text = str(r)
+    assert "issue efficiency" in text and "pipeline constants: fitted on sm_90" in text
+    assert r.terms["param_issue_efficiency"] == fma_params("sm_90").issue_efficiency
+    for name, lv in r.levels.items():
+        assert lv.ceiling_source, name
+    assert r.compute_ceiling_source.startswith("datasheet")
+
+
+# ---- ranking figures: one definition for the tuner and the fit script ----
+def test_rank_quality_reproduces_the_tuners_report():
+    # the tuner's log of 2026-12-01 (search.tune report, old model): rho and its top 10 on 4096³
+    expected = {"4096x4096x4096": 0.690, "1024x1024x1024": 0.445, "35x8457x2560": 0.662}
+    for shape, rho in expected.items():
+        d = _study(shape)
+        t = d["trials"]
+        q = rank_quality([x["predicted_s_then"] for x in t], [x["time_s"] for x in t], [x["number"] for x in t],
+                         d["winner_trial"])
+        assert q.n == d["n_trials"]
+        assert q.spearman == pytest.approx(rho, abs=5e-4)
+        assert not q.best_in_top10
+    d = _study("4096x4096x4096")
+    t = d["trials"]
+    assert model_top([x["predicted_s_then"] for x in t], [x["number"] for x in t]) == [0, 1, 2, 3, 4, 5, 6, 7, 59, 60]
+
+
+def test_rank_quality_definitions():
+    q = rank_quality([1.0, 2.0, 3.0, 4.0], [10.0, 30.0, 20.0, 40.0], [7, 8, 9, 10])
+    assert q.spearman == pytest.approx(spearman([1, 2, 3, 4], [10, 30, 20, 40])) == pytest.approx(0.8)
+    assert q.best == 7 and q.best_in_top10 and q.best_model_rank == 1
+    assert q.median_ratio == pytest.approx(10.0)   # ratios 10, 15, 6.67, 10
+    with pytest.raises(ValueError, match="best=3"):
+        rank_quality([1.0], [1.0], [1], best=3)
+
+
+def test_shipped_model_ranks_the_committed_studies():
+    # in-sample guard of the shipped fit (held-out figures: docs/costmodel.md); the old model had
+    # rho 0.690 / 0.445 / 0.662 and the best outside its top 10 on all three
+    for shape, floor in {"4096x4096x4096": 0.85, "1024x1024x1024": 0.8, "35x8457x2560": 0.65}.items():
+        d = _study(shape)
+        op = tiledsl.GemmOp(**d["op"])
+        t = d["trials"]
+        pred = [predict(op, tiledsl.GemmSchedule(**x["schedule"]), "H200") for x in t]
+        q = rank_quality(pred, [x["time_s"] for x in t], [x["number"] for x in t], d["winner_trial"])
+        assert q.spearman > floor, (shape, q)
+        assert 0.75 < q.median_ratio < 1.3, (shape, q)

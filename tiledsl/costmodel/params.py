@@ -1,0 +1,106 @@
+"""Fitted constants of the FMA GEMM pipeline model (``tiledsl.costmodel.gemm``), one JSON file per
+architecture, with provenance.
+
+The constants are data, not code: ``benchmarks/costmodel_rank.py --write-params`` fits them on the
+tuner's measured studies (``benchmarks/results/studies/``) and writes ``gemm_fma_<arch>.json`` next to
+this module; :func:`fma_params` reads it. An architecture without a file uses the sm_90 fit (the file
+says so in :attr:`FmaParams.source`). ``docs/costmodel.md`` ("A cost model that ranks") describes each
+term, the fit and its held-out check.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+from ..errors import SpecError
+
+_DIR = Path(__file__).resolve().parent
+FALLBACK_ARCH = "sm_90"
+
+
+@dataclass(frozen=True)
+class FmaParams:
+    """The named constants of the FMA GEMM pipeline model (cycles are SM clock cycles).
+
+    Attributes:
+        issue_efficiency: share of a scheduler's issue slots the compiled K loop uses when enough warps
+            are resident (register-bank conflicts, operand-reuse misses, dependent-issue gaps); the FP32
+            peak assumes 1.0. Fitted.
+        lds_latency_cycles: shared-memory load latency a warp waits for once per k of its inner loop when
+            nothing hides it: one warp's K step takes its instructions / ``issue_efficiency`` plus
+            bk · this. Fitted (the idle shared-load latency is ~30 cycles).
+        barrier_cycles: cost of a K step's ``__syncthreads`` and the store→load turnaround, exposed on
+            one block's critical path (other resident blocks hide it). Fitted.
+        mem_latency_cycles: latency of a global load under load (L2 hit ~270 cycles idle, HBM 500+),
+            waited once per K step unless the next tile is in flight (``stages`` ≥ 2). Fitted.
+        spill_accesses_per_step: local-memory accesses per spilled 4-byte register per K step (one store
+            and one load at least). Fitted.
+        register_ratio: registers ptxas allocates / the plan's estimate
+            (:func:`tiledsl.gemm.schedule.estimate_registers`), for the occupancy: ptxas lengthens live
+            ranges and hoists loads when the ``__launch_bounds__`` cap leaves room. Not searched: the
+            median over the studies' kernels below their register cap.
+        source: where these figures come from (the fit command, studies, date).
+    """
+
+    issue_efficiency: float = 1.0
+    lds_latency_cycles: float = 0.0
+    barrier_cycles: float = 60.0
+    mem_latency_cycles: float = 600.0
+    spill_accesses_per_step: float = 1.0
+    register_ratio: float = 1.0
+    source: str = "unfitted defaults (the model before issue 11)"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> FmaParams:
+        """Build from a dict with exactly the fields of :class:`FmaParams` (``source`` optional).
+
+        Raises:
+            SpecError: an unknown or missing numeric field, naming it.
+        """
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise SpecError(f"FmaParams: unknown field(s) {sorted(unknown)}; expected {sorted(names)}")
+        missing = names - set(d) - {"source"}
+        if missing:
+            raise SpecError(f"FmaParams: missing field(s) {sorted(missing)}")
+        return cls(**{k: (v if k == "source" else float(v)) for k, v in d.items()})
+
+    def with_values(self, **kw: float) -> FmaParams:
+        """A copy with some constants replaced (what the fit script tries)."""
+        return replace(self, **kw)
+
+
+NUMERIC = tuple(f.name for f in fields(FmaParams) if f.name != "source")
+"""The numeric constants, in the dataclass's order."""
+
+
+def params_path(arch: str) -> Path:
+    """Where the fitted constants of ``arch`` live: ``tiledsl/costmodel/gemm_fma_<arch>.json``."""
+    return _DIR / f"gemm_fma_{arch}.json"
+
+
+@functools.cache
+def fma_params(arch: str) -> FmaParams:
+    """The fitted :class:`FmaParams` of ``arch`` (the sm_90 fit when ``arch`` has none).
+
+    Raises:
+        SpecError: the JSON file exists but does not hold valid constants.
+    """
+    path = params_path(arch)
+    used = arch
+    if not path.exists():
+        path, used = params_path(FALLBACK_ARCH), FALLBACK_ARCH
+    if not path.exists():
+        return FmaParams()
+    data = json.loads(path.read_text())
+    p = FmaParams.from_dict(data["params"])
+    src = data.get("provenance", {}).get("command", "")
+    note = f"fitted on {used}" + (f" ({src})" if src else "") + ("" if used == arch else f", used for {arch}")
+    return replace(p, source=note)
