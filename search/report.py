@@ -2,7 +2,8 @@
 
 :func:`render` turns one :class:`ReportInputs` (every fact of the run the report shows) into the printed
 text; :func:`json_header` gives the same facts to ``report.json`` (``search.outputs``). The helpers below
-(ranks, Spearman's rho, the winner's tie-break, tables) have no other inputs.
+(Spearman's rho and the model's top 10 from :mod:`tiledsl.costmodel.ranking`, the winner's tie-break, tables) have
+no other inputs.
 """
 
 from __future__ import annotations
@@ -10,16 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tiledsl.costmodel.ranking import model_top, spearman  # one definition for the tuner and the fit
+
 from .families import op_text, vendor_name
 from .finalists import Finalist, owned_complete
 from .objective import roofline_bound_s, roofs
 from .observers import Counts, TimeSplit
 from .space import describe
 from .strategy import MODEL_PRUNE_RULE
-
-from tiledsl.costmodel.ranking import ranks, spearman
-
-__all__ = ["fmt_ms", "fmt_pct", "importances", "pick_winner", "ranks", "spearman", "table"]
 
 
 def pick_winner(cands: Sequence[dict], tie_rel: float = 0.01) -> tuple[dict, list[dict]]:
@@ -192,9 +191,8 @@ def _ranking_lines(r: ReportInputs) -> list[str]:
     lines = [f"cost model ranking: Spearman rho(predicted, measured) = "
              f"{'n/a' if rho is None else f'{rho:.3f}'} over {len(pairs)} measured trials"]
     if r.winner is not None and pairs:
-        by_pred = sorted((t for t in owned if t.user_attrs.get("predicted_s")),
-                         key=lambda t: (t.user_attrs["predicted_s"], t.number))
-        top10 = [t.number for t in by_pred[:10]]
+        rated = [t for t in owned if t.user_attrs.get("predicted_s")]
+        top10 = model_top([t.user_attrs["predicted_s"] for t in rated], [t.number for t in rated])
         lines.append(f"measured best (trial {r.winner.number}) in the model's top 10 of the measured trials: "
                      f"{'yes' if r.winner.number in top10 else 'no'} (model top 10: {top10})")
     return lines
