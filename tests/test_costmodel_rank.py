@@ -7,6 +7,9 @@ The studies are the tuner's measured trials committed under ``benchmarks/results
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -151,3 +154,13 @@ def test_shipped_model_ranks_the_committed_studies():
         q = rank_quality(pred, [x["time_s"] for x in t], [x["number"] for x in t], d["winner_trial"])
         assert q.spearman > floor, (shape, q)
         assert 0.75 < q.median_ratio < 1.3, (shape, q)
+
+
+def test_rank_script_eval_runs_without_a_gpu():
+    root = STUDIES.parent.parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "costmodel_rank.py"), "eval"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = [x for x in r.stdout.splitlines() if x.startswith("shipped fit") and "4096x4096x4096" in x]
+    assert len(lines) == 1 and "yes (#1)" in lines[0], r.stdout
