@@ -97,13 +97,19 @@ def _gemm_grid(op, schedule) -> str:
     return _GEMM_GRID
 
 
+_SPLITK_ARGS = {  # plan parameter source -> the split-K launcher's C expression for it
+    "a": "A", "b": "B", "c": "C", "workspace": "workspace", "m": "M", "n": "N", "k": "K", "lda": "lda",
+    "ldb": "ldb", "ldc": "ldc", "alpha": "alpha", "beta": "beta", "one": "1.0f"}
+
+
 def _splitk_parts(op, schedule, params: list[tuple[str, str]]) -> tuple:
     """(decl, names, grid, notes, includes, epilogue) of a split-K GEMM's launcher: the main kernel writes
     float32 partial products of each K slice into the caller's workspace; the reduction kernel (appended to
     the file) sums them in a fixed order into C and applies alpha (and beta)."""
     from tiledsl.gemm.emit import emit_splitk_reduce
-    from tiledsl.gemm.kernel_plan import splitk_reduce_plan
+    from tiledsl.gemm.kernel_plan import plan_gemm, splitk_reduce_plan
 
+    main = plan_gemm(op, schedule)
     red = splitk_reduce_plan(op, schedule, None)
     red_params = kernel_params(emit_splitk_reduce(op, schedule).source, red.kernel_name)
     user_c = next(p for p, n in red_params if n == "C")
@@ -111,8 +117,9 @@ def _splitk_parts(op, schedule, params: list[tuple[str, str]]) -> tuple:
     decl = ",\n    ".join([by_name["A"], by_name["B"], user_c, by_name["M"], by_name["N"], by_name["K"],
                            by_name["lda"], by_name["ldb"], "long long ldc", "float alpha",
                            *(["float beta"] if op.read_c else []), "float* workspace"])
-    names = "A, B, workspace, M, N, K, lda, ldb, (long long)N, 1.0f"
-    red_args = "workspace, C, M, N, ldc, alpha" + (", beta" if op.read_c else "")
+    # each kernel's arguments in its plan's parameter order, from the binding that fills each parameter
+    names = ", ".join(_SPLITK_ARGS[p.source] for p in main.params)
+    red_args = ", ".join(_SPLITK_ARGS[p.source] for p in red.params)
     notes = [f"split-K: workspace holds SPLIT_K * M * N floats ({schedule.split_k} float32 partial products of C, "
              "allocated by the caller, no initialisation needed);",
              f"{red.kernel_name} (below the main kernel) sums them in a fixed order into C: bitwise reproducible."]
