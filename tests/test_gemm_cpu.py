@@ -385,7 +385,7 @@ def test_cp_async_pipeline_rules_and_source():
     assert not R.violations(GEMM_RULES, env, ("target",))
     env.update(CC=75)
     assert [r.name for r in R.violations(GEMM_RULES, env, ("target",))] == ["fma_cp_async_needs_sm_80"]
-    op = GemmOp(4096, 4096, 4096)  # NN: A transposed to k-major element by element, B copied 16 bytes wide
+    op = GemmOp(4096, 4096, 4096)  # NN: A transposed to K-outer element by element, B copied 16 bytes wide
     src = emit_gemm(op, GemmSchedule(stages=4)).source
     assert "tdsl_cp_async<4>(&dst[c * LDS_A + r]" in src and "tdsl_cp_async<16>(&dst[r * LDS_B + c]" in src
     assert "tdsl_cp_async_wait<STAGES - 2>();" in src and "a_stage" not in src

@@ -48,8 +48,8 @@ constexpr int LANES_N = WN / RN;              // threads of a warp along N
 constexpr int LANES_M = WM / RM;              // threads of a warp along M
 constexpr int CM = 4, CN = 4;               // fragment chunk widths (contiguous rows / cols)
 constexpr int VA = 4, VB = 4, VC = 4;      // effective vector widths of A, B, C (op alignment 4/4/4)
-constexpr int LDS_A = BM + SMEM_PAD;          // shared row pitch of A (k-major)
-constexpr int LDS_B = BN + SMEM_PAD;          // shared row pitch of B (k-major)
+constexpr int LDS_A = BM + SMEM_PAD;          // shared row pitch of A (As[k][m])
+constexpr int LDS_B = BN + SMEM_PAD;          // shared row pitch of B (Bs[k][n])
 constexpr int LOADS_A = BM * BK / (THREADS * VA);
 constexpr int LOADS_B = BK * BN / (THREADS * VB);
 static_assert(CN % VC == 0, "a C chunk splits into VC-wide stores");
@@ -96,7 +96,7 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_77d1d359(const float* __restrict
   const int warp_id = tid / 32, lane = tid % 32;
   const int frag_m = (warp_id / WARPS_N) * WM + (lane / LANES_N) * CM;  // first row of chunk 0
   const int frag_n = (warp_id % WARPS_N) * WN + (lane % LANES_N) * CN;  // first column of chunk 0
-  // ---- shared memory: STAGES x (As[BK][LDS_A], Bs[BK][LDS_B]), k-major ----
+  // ---- shared memory: STAGES x (As[BK][LDS_A], Bs[BK][LDS_B]), K outer ----
   extern __shared__ float4 smem_raw[];
   float* const As = reinterpret_cast<float*>(smem_raw);
   float* const Bs = As + STAGES * BK * LDS_A;
@@ -113,7 +113,7 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_77d1d359(const float* __restrict
   #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     if (st < k_tiles) {
-      // global -> shared (cp.async): A tile (row-major), 4-byte copies transposed to k-major, zeros outside the matrix
+      // global -> shared (cp.async): A tile (row-major), 4-byte copies transposed to K-outer, zeros outside the matrix
       {
         const int k0 = k_begin + st * BK;
         float* const dst = As + (st) * BK * LDS_A;
@@ -126,7 +126,7 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_77d1d359(const float* __restrict
           tdsl_cp_async<4>(&dst[c * LDS_A + r], A + (long long)(block_m + r) * lda + (k0 + c), in_range);
         }
       }
-      // global -> shared (cp.async): B tile (row-major), VB-wide copies, k-major as stored, zeros outside the matrix
+      // global -> shared (cp.async): B tile (row-major), VB-wide copies, K-outer as stored, zeros outside the matrix
       {
         const int k0 = k_begin + st * BK;
         float* const dst = Bs + (st) * BK * LDS_B;
@@ -149,7 +149,7 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_77d1d359(const float* __restrict
     __syncthreads();                   // everyone's have; stage (kt - 1) % STAGES is read out
     const int next = kt + STAGES - 1;  // request K tile kt + STAGES - 1 into the freed stage
     if (next < k_tiles) {
-      // global -> shared (cp.async): A tile (row-major), 4-byte copies transposed to k-major, zeros outside the matrix
+      // global -> shared (cp.async): A tile (row-major), 4-byte copies transposed to K-outer, zeros outside the matrix
       {
         const int k0 = k_begin + next * BK;
         float* const dst = As + (next % STAGES) * BK * LDS_A;
@@ -162,7 +162,7 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_77d1d359(const float* __restrict
           tdsl_cp_async<4>(&dst[c * LDS_A + r], A + (long long)(block_m + r) * lda + (k0 + c), in_range);
         }
       }
-      // global -> shared (cp.async): B tile (row-major), VB-wide copies, k-major as stored, zeros outside the matrix
+      // global -> shared (cp.async): B tile (row-major), VB-wide copies, K-outer as stored, zeros outside the matrix
       {
         const int k0 = k_begin + next * BK;
         float* const dst = Bs + (next % STAGES) * BK * LDS_B;

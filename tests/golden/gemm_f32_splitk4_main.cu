@@ -27,8 +27,8 @@ constexpr int LANES_N = WN / RN;              // threads of a warp along N
 constexpr int LANES_M = WM / RM;              // threads of a warp along M
 constexpr int CM = 4, CN = 4;               // fragment chunk widths (contiguous rows / cols)
 constexpr int VA = 4, VB = 4, VC = 4;      // effective vector widths of A, B, C (op alignment 4/4/4)
-constexpr int LDS_A = BM + SMEM_PAD;          // shared row pitch of A (k-major)
-constexpr int LDS_B = BN + SMEM_PAD;          // shared row pitch of B (k-major)
+constexpr int LDS_A = BM + SMEM_PAD;          // shared row pitch of A (As[k][m])
+constexpr int LDS_B = BN + SMEM_PAD;          // shared row pitch of B (Bs[k][n])
 constexpr int LOADS_A = BM * BK / (THREADS * VA);
 constexpr int LOADS_B = BK * BN / (THREADS * VB);
 static_assert(CN % VC == 0, "a C chunk splits into VC-wide stores");
@@ -76,7 +76,7 @@ tiledsl_gemm_f32f32f32_nn_v444_beta_64x64x16_sk4_30d7bc85(const float* __restric
   const int warp_id = tid / 32, lane = tid % 32;
   const int frag_m = (warp_id / WARPS_N) * WM + (lane / LANES_N) * CM;  // first row of chunk 0
   const int frag_n = (warp_id % WARPS_N) * WN + (lane % LANES_N) * CN;  // first column of chunk 0
-  // ---- shared memory: STAGES x (As[BK][LDS_A], Bs[BK][LDS_B]), k-major ----
+  // ---- shared memory: STAGES x (As[BK][LDS_A], Bs[BK][LDS_B]), K outer ----
   extern __shared__ float4 smem_raw[];
   float* const As = reinterpret_cast<float*>(smem_raw);
   float* const Bs = As + STAGES * BK * LDS_A;
@@ -132,7 +132,7 @@ tiledsl_gemm_f32f32f32_nn_v444_beta_64x64x16_sk4_30d7bc85(const float* __restric
       b_stage[i * VB + 3] = v.w;
     }
   }
-  // registers -> shared: A tile, transposed to k-major
+  // registers -> shared: A tile, transposed to K-outer
   {
     float* const dst = As;
     #pragma unroll
@@ -144,7 +144,7 @@ tiledsl_gemm_f32f32f32_nn_v444_beta_64x64x16_sk4_30d7bc85(const float* __restric
       for (int e = 0; e < VA; ++e) dst[(c + e) * LDS_A + r] = a_stage[i * VA + e];
     }
   }
-  // registers -> shared: B tile, k-major as loaded
+  // registers -> shared: B tile, K-outer as loaded
   {
     float* const dst = Bs;
     #pragma unroll
@@ -222,7 +222,7 @@ tiledsl_gemm_f32f32f32_nn_v444_beta_64x64x16_sk4_30d7bc85(const float* __restric
     }
     // publish the prefetched tile into the other stage
     if (has_next) {
-      // registers -> shared: A tile, transposed to k-major
+      // registers -> shared: A tile, transposed to K-outer
       {
         float* const dst = As + (cur ^ 1) * BK * LDS_A;
         #pragma unroll
@@ -234,7 +234,7 @@ tiledsl_gemm_f32f32f32_nn_v444_beta_64x64x16_sk4_30d7bc85(const float* __restric
           for (int e = 0; e < VA; ++e) dst[(c + e) * LDS_A + r] = a_stage[i * VA + e];
         }
       }
-      // registers -> shared: B tile, k-major as loaded
+      // registers -> shared: B tile, K-outer as loaded
       {
         float* const dst = Bs + (cur ^ 1) * BK * LDS_B;
         #pragma unroll

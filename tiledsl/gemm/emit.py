@@ -6,12 +6,12 @@ Structure of the kernel (GEMM tiling, ``docs/design.md``, "Background"; stage by
 2. thread → fragment: each warp owns a wm×wn warp tile, each thread an rm×rn thread tile made of
    4-wide chunks strided across the warp tile, so shared-memory fragment reads are 16-byte and
    broadcast inside the warp;
-3. global → registers → shared memory: A and B tiles loaded with ``vec``-wide loads, stored k-major
+3. global → registers → shared memory: A and B tiles loaded with ``vec``-wide loads, stored K-outer
    (``As[k][m]``, ``Bs[k][n]``) so fragment reads are contiguous; out-of-range elements load as 0;
 4. main loop over K tiles: with double buffering the next tile is fetched into registers while the
    current one is multiplied out of shared memory (one barrier per K step); with ``stages`` ≥ 3 (float32)
    tiles go global → shared with ``cp.async`` (no registers in between; element by element where the
-   tile is transposed to k-major), ``stages − 1`` K tiles in flight, still one barrier per K step;
+   tile is transposed to K-outer), ``stages − 1`` K tiles in flight, still one barrier per K step;
 5. epilogue: C = alpha·acc (+ beta·C when ``op.read_c``), vector stores where C's alignment allows.
 """
 
@@ -126,8 +126,8 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
       f"constexpr int CM = {cm}, CN = {cn};               // fragment chunk widths (contiguous rows / cols)",
       f"constexpr int VA = {va}, VB = {vb}, VC = {vc};      // effective vector widths of A, B, C "
       f"(op alignment {op.align_a}/{op.align_b}/{op.align_c})",
-      "constexpr int LDS_A = BM + SMEM_PAD;          // shared row pitch of A (k-major)",
-      "constexpr int LDS_B = BN + SMEM_PAD;          // shared row pitch of B (k-major)",
+      "constexpr int LDS_A = BM + SMEM_PAD;          // shared row pitch of A (As[k][m])",
+      "constexpr int LDS_B = BN + SMEM_PAD;          // shared row pitch of B (Bs[k][n])",
       "constexpr int LOADS_A = BM * BK / (THREADS * VA);",
       "constexpr int LOADS_B = BK * BN / (THREADS * VB);",
       'static_assert(CN % VC == 0, "a C chunk splits into VC-wide stores");')
@@ -210,7 +210,7 @@ def _tile_to_registers(w: Writer, op: GemmOp, dt: dtypes.DType, k0: str, va: int
 
 
 def _registers_to_stage(w: Writer, op: GemmOp, stage: str, va: int, vb: int) -> None:
-    """The staging registers → shared stage ``stage`` (k-major)."""
+    """The staging registers → shared stage ``stage`` (K-outer: ``As[k][m]``, ``Bs[k][n]``)."""
     _store_shared(w, op, "A", stage, va)
     _store_shared(w, op, "B", stage, vb)
 
@@ -299,14 +299,14 @@ def _pipelined_main_loop(w: Writer, op: GemmOp, va: int, vb: int, cm: int, cn: i
 
 def _copy_async(w: Writer, op: GemmOp, which: str, stage: str, k0: str, vec: int) -> None:
     """Request one K tile of ``which`` into shared stage ``stage`` with cp.async, zero-filled outside the
-    matrix. Where the tile keeps its global layout (k-major already): ``vec``-wide copies. Where it is
-    transposed to k-major: one 4-byte copy per element, consecutive threads taking consecutive elements of a
+    matrix. Where the tile keeps its global layout (K-outer already): ``vec``-wide copies. Where it is
+    transposed to K-outer: one 4-byte copy per element, consecutive threads taking consecutive elements of a
     row (each warp instruction then reads whole 32-byte sectors; ``smem_pad`` = 4 spreads its transposed
     shared-memory writes over the banks)."""
     g = _operand_geometry(op, which)
     base = "As" if which == "A" else "Bs"
     layout = op.layout_a if which == "A" else op.layout_b
-    how = "4-byte copies transposed to k-major" if g["transposed"] else f"{g['v']}-wide copies, k-major as stored"
+    how = "4-byte copies transposed to K-outer" if g["transposed"] else f"{g['v']}-wide copies, K-outer as stored"
     w(f"// global -> shared (cp.async): {which} tile ({layout}-major), {how}, zeros outside the matrix")
     with w.block(""):
         w(f"const int k0 = {k0};",
@@ -337,7 +337,7 @@ def _thread_to_fragment(w: Writer) -> None:
 
 
 def _shared_memory(w: Writer) -> None:
-    w("// ---- shared memory: STAGES x (As[BK][LDS_A], Bs[BK][LDS_B]), k-major ----",
+    w("// ---- shared memory: STAGES x (As[BK][LDS_A], Bs[BK][LDS_B]), K outer ----",
       "extern __shared__ float4 smem_raw[];",
       "float* const As = reinterpret_cast<float*>(smem_raw);",
       "float* const Bs = As + STAGES * BK * LDS_A;")
@@ -397,7 +397,7 @@ def _store_shared(w: Writer, op: GemmOp, which: str, stage: str, vec: int) -> No
     g = _operand_geometry(op, which)
     stage_reg = "a_stage" if which == "A" else "b_stage"
     base = "As" if which == "A" else "Bs"
-    how = "transposed to k-major" if g["transposed"] else "k-major as loaded"
+    how = "transposed to K-outer" if g["transposed"] else "K-outer as loaded"
     w(f"// registers -> shared: {which} tile, {how}")
     with w.block(""):
         w(f"float* const dst = {base};" if stage == "0" else f"float* const dst = {base} + ({stage}) * BK * {g['ld']};")

@@ -343,7 +343,7 @@ class GemmSchedule(ScheduleRecord):
 
     def smem_bytes(self, smem_itemsize: int | None = None) -> int:
         """Dynamic shared memory per block, bytes. FMA: stages · bk · ((bm + pad) + (bn + pad)) · 4 (tiles
-        stored k-major as float32). Tensor cores: stages · (A tile + B tile) · 2 with the padded contiguous
+        stored K-outer, As[k][m], as float32). Tensor cores: stages · (A tile + B tile) · 2 with the padded contiguous
         dimension; the layout decides which dimension that is, so this is the larger of the two (the
         kernel allocates :func:`tiledsl.gemm.emit_mma.smem_tile_elems` for its own layout)."""
         p = self.smem_pad
