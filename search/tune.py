@@ -410,25 +410,24 @@ def _seed(text: str) -> int:
     return v
 
 
-def _positive_seconds(text: str) -> float:
+def _finite_above(text: str, low: float, what: str, why: str = "") -> float:
+    """A finite number > ``low`` parsed from ``text``; ``what`` names it in the error ("a number of seconds")."""
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds > 0")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if not (math.isfinite(v) and v > low):
+        raise argparse.ArgumentTypeError(f"{text!r} must be {what} > {low:g}{why}")
     return v
+
+
+def _positive_seconds(text: str) -> float:
+    return _finite_above(text, 0, "a number of seconds")
 
 
 def _prune_factor(text: str) -> float:
     """``--model-prune``: a finite number > 1."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(v) and v > 1):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number > 1 (a factor of the best prediction so far)")
-    return v
+    return _finite_above(text, 1, "a number", " (a factor of the best prediction so far)")
 
 
 def _common(sp: argparse.ArgumentParser) -> None:
