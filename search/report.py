@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from tiledsl.costmodel.ranking import model_top, spearman  # one definition for the tuner and the fit
 
 from .families import op_text, vendor_name
-from .finalists import Finalist, owned_complete
+from .finalists import MODEL_RESOLUTION, Finalist, owned_complete
 from .objective import roofline_bound_s, roofs
 from .observers import Counts, TimeSplit
 from .space import describe
@@ -170,9 +170,13 @@ def _model_only_table(r: ReportInputs, bound_s: float) -> tuple[str, list, list]
     head = ["#", "trial", "schedule", "predicted ms", f"predicted {unit}", "% roofline",
             "re-predicted ms (compiled)", "bound by", "regs/smem/spill"]
     n_rows = len(r.finals) - (info.get("fallback") is not None)
-    how = ("* = winner: the compiled one without register spills with the lowest re-predicted ms"
-           if not info.get("fallback") else
-           f"* = winner: the library default (last row), because {info['fallback']}")
+    if info.get("fallback"):
+        how = f"* = winner: the library default (last row), because {info['fallback']}"
+    elif info.get("default_kept") is not None:
+        how = (f"* = winner: the library default (trial {info['default_kept']}), predicted within "
+               f"{MODEL_RESOLUTION:.0%} of the lowest re-predicted ms among the compiled ones without register spills")
+    else:
+        how = "* = winner: the compiled one without register spills with the lowest re-predicted ms"
     title = (f"best predicted schedule of each tile structure ({n_rows} rows, by predicted ms); "
              f"{info.get('compiled', 0)} compiled for {r.target.arch} ({info.get('clean', 0)} without register "
              "spills" + (f"; {info['extra']} of them beyond --compile-top, by predicted rank, looking for one "

@@ -223,3 +223,19 @@ def test_the_library_default_is_measured_first(tmp_path, cache):
     assert first.user_attrs.get("seeded_by") == "library default"
     default = builtin_schedule(tiledsl.GemmOp(4096, 4096, 4096), tiledsl.Target.known("H200"))
     assert default.fragment_prefetch and first.params == GEMM_SPACE.from_schedule(default)
+
+
+def test_model_only_exports_the_library_default_within_the_model_resolution(tmp_path, cache, capsys):
+    """At 4096³ float32 the model predicts the fastest schedules within a few percent of each other: the
+    measured library default (fragment prefetch) is exported rather than an arbitrary near-tie."""
+    from search.finalists import MODEL_RESOLUTION
+
+    out = tmp_path / "best"
+    args = ["gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--trials", "30", "--model-only", "--storage",
+            f"sqlite:///{tmp_path / 't.db'}", "--no-progress", "--export", str(out), "--compile-top", "2"]
+    assert tune.main(args) == 0
+    text = capsys.readouterr().out
+    s = tiledsl.GemmSchedule.from_dict(json.loads((out / "schedule.json").read_text())["schedule"])
+    assert s.fragment_prefetch and (s.bm, s.bn, s.rm, s.rn) == (256, 128, 16, 8), text
+    assert f"predicted within {MODEL_RESOLUTION:.0%} of the best prediction" in text
+    assert "* = winner: the library default (trial 0)" in text
