@@ -30,6 +30,19 @@ def _mma(**kw) -> tiledsl.GemmSchedule:
     return tiledsl.GemmSchedule(mma="mma_sync", smem_pad=8, **kw)
 
 
+def _layouts(layout: str) -> tuple[str, str]:
+    """"NT" -> ("row", "col"): N = row-major, T = column-major, for A then B."""
+    return tuple("row" if c == "N" else "col" for c in layout)
+
+
+def _cupy_on_sm90(what: str):
+    """CuPy, or skip the test (with ``what`` in the reason) where the GPU is not sm_90."""
+    cp = pytest.importorskip("cupy")
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip(f"{what} needs an sm_90 GPU")
+    return cp
+
+
 def _operands(dtype, m, n, k, la, lb, offset, rng):
     """A (m×k) and B (k×n) in the given layouts, sliced by ``offset`` along K (misaligned views), and
     their float64 values after rounding to ``dtype``."""
@@ -86,7 +99,7 @@ def _check(c, ref, dtype):
 @pytest.mark.parametrize("m,n,k", SHAPES)
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
 def test_shapes_layouts(dtype, name, m, n, k, layout, rng):
-    la, lb = ("row" if layout[0] == "N" else "col"), ("row" if layout[1] == "N" else "col")
+    la, lb = _layouts(layout)
     a, b, ha, hb = _operands(dtype, m, n, k, la, lb, 0, rng)
     c, _ = _out(dtype, m, n, rng, poison=True)
     out = tiledsl.gemm(a, b, c, alpha=1.5, schedule=_mma(**SCHEDULES[name]))
@@ -98,7 +111,7 @@ def test_shapes_layouts(dtype, name, m, n, k, layout, rng):
 @pytest.mark.parametrize("layout", ["NN", "TT"])
 def test_alpha_beta_and_misaligned_views(dtype, name, layout, rng):
     """beta ≠ 0 reads C; K sliced by one element makes every operand address odd (2-byte copies)."""
-    la, lb = ("row" if layout[0] == "N" else "col"), ("row" if layout[1] == "N" else "col")
+    la, lb = _layouts(layout)
     m, n, k = 131, 97, 301
     for offset in (0, 1):
         a, b, ha, hb = _operands(dtype, m, n, k, la, lb, offset, rng)
@@ -132,10 +145,8 @@ WGMMA_SHAPES = [(8, 8, 8), (8, 24, 64), (128, 136, 72), (136, 128, 200), (40, 84
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
 def test_wgmma_shapes_layouts(dtype, name, m, n, k, layout, rng):
     """sm_90a wgmma: every extent a multiple of 8 (16-byte copies along any contiguous dimension)."""
-    cp = pytest.importorskip("cupy")
-    if cp.cuda.Device().compute_capability != "90":
-        pytest.skip("wgmma needs an sm_90 GPU")
-    la, lb = ("row" if layout[0] == "N" else "col"), ("row" if layout[1] == "N" else "col")
+    _cupy_on_sm90("wgmma")
+    la, lb = _layouts(layout)
     a, b, ha, hb = _operands(dtype, m, n, k, la, lb, 0, rng)
     c, hc = _out(dtype, m, n, rng, poison=False)
     s = tiledsl.GemmSchedule(mma="wgmma", bk=64, **WGMMA_SCHEDULES[name])
@@ -151,10 +162,8 @@ def test_persistent_blocks_walk_many_tiles(dtype, name, m, n, k, layout, rng):
     """More C tiles than SMs, so each persistent block computes several (up to 8) with the pipeline's stages and
     barrier phases carried from one tile to the next: K tiles per C tile fewer than, equal to, and not a
     multiple of the stages; edge tiles in M and N."""
-    cp = pytest.importorskip("cupy")
-    if cp.cuda.Device().compute_capability != "90":
-        pytest.skip("wgmma needs an sm_90 GPU")
-    la, lb = ("row" if layout[0] == "N" else "col"), ("row" if layout[1] == "N" else "col")
+    _cupy_on_sm90("wgmma")
+    la, lb = _layouts(layout)
     a, b, ha, hb = _operands(dtype, m, n, k, la, lb, 0, rng)
     c, hc = _out(dtype, m, n, rng, poison=False)
     s = tiledsl.GemmSchedule(mma="wgmma", bk=64, warp_specialize=True, persistent=True, **PERSISTENT_SCHEDULES[name])
@@ -203,9 +212,7 @@ TF32_SCHEDULES = {
 @pytest.mark.parametrize("m,n,k", [(4, 4, 4), (136, 128, 200), (40, 848, 2560), (256, 300, 1000), (2056, 4096, 200)])
 @pytest.mark.parametrize("beta", [0.0, -0.5])
 def test_tf32_wgmma_against_float64(name, m, n, k, beta, rng):
-    cp = pytest.importorskip("cupy")
-    if cp.cuda.Device().compute_capability != "90":
-        pytest.skip("tf32 wgmma needs an sm_90 GPU")
+    cp = _cupy_on_sm90("tf32 wgmma")
     a64, b64 = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
     a = cp.asarray(a64.astype(np.float32))
     b = cp.asfortranarray(cp.asarray(b64.astype(np.float32)))  # K-major B: x @ W.T with a row-major W
@@ -249,9 +256,7 @@ def test_tf32_k_major_copies_are_cached_and_follow_new_data(rng):
     """MN-major operands are copied K-major by the transpose kernel into per-stream scratch buffers: repeated
     calls replay from the launch cache on fresh data; shapes of different sizes share (and grow) the buffers;
     a column-major C (computed as Cᵀ = Bᵀ·Aᵀ), a B with padded rows and a column-major A."""
-    cp = pytest.importorskip("cupy")
-    if cp.cuda.Device().compute_capability != "90":
-        pytest.skip("tf32 wgmma needs an sm_90 GPU")
+    cp = _cupy_on_sm90("tf32 wgmma")
     from tiledsl import cache
 
     def case(m, n, k, a_col=False, c_col=False, b_pad=0):
