@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -406,12 +407,64 @@ def test_fragment_prefetch_source_and_unchanged_neighbours():
     op = GemmOp(4096, 4096, 4096)
     plain = GemmSchedule(bm=256, bn=128, bk=8, rm=16, rn=8)
     src = emit_gemm(op, GemmSchedule(bm=256, bn=128, bk=8, rm=16, rn=8, fragment_prefetch=True)).source
-    assert "float a_frag[2][RM];" in src and "acc[i][j] = fmaf(a_frag[kk & 1][i], b_frag[kk & 1][j]" in src
+    assert "float a_frag[2][RM];" in src and "acc[i][jj] = fmaf(a_frag[kk & 1][i], b_frag[kk & 1][jj]" in src
     assert src.count("__syncthreads();") == 2  # the prologue's and one per K tile
     assert '"fragment_prefetch": true' in src
     assert "fragment_prefetch" not in emit_gemm(op, plain).source  # other kernels keep their source and hash
     assert "fragment_prefetch" not in plain.header_dict()
     assert plain.short_hash() == "ddd4a1f9"  # its hash before fragment_prefetch existed (47a9e22): names unchanged
+
+
+def _store_index(src: str, which: str):
+    """(r, c) of piece i of thread tid in the emitted 'registers -> shared' loop of ``which``, evaluated from
+    the kernel's own C lines (non-negative integers: C's / is Python's //)."""
+    block = src[src.index(f"// registers -> shared: {which} tile"):]
+    lines = [ln.strip() for ln in block.splitlines()[1:12]]
+    r = next(ln for ln in lines if ln.startswith("const int r ="))
+    c = next(ln for ln in lines if ln.startswith("const int c ="))
+    consts = dict(re.findall(r"\b([A-Z][A-Z_]*) = (\d+)[,;]", src))  # constexpr int BM = 256; VA = 4, ...
+
+    def ev(line, **env):
+        expr = line.split("=", 1)[1].split(";")[0].replace("/", "//")
+        return eval(expr, {}, {**{k: int(v) for k, v in consts.items()}, **env})  # noqa: S307
+
+    def at(tid, i):
+        env = dict(tid=tid, i=i, idx=tid + i * int(consts["THREADS"]), warp_id=tid // 32, lane=tid % 32)
+        return ev(r, **env), ev(c, **env)
+    return at, r
+
+
+@pytest.mark.parametrize("layouts,a_across,b_across", [(("row", "row"), True, False), (("row", "col"), True, False),
+                                                       (("col", "row"), False, False)])
+def test_transposed_tiles_load_a_warp_per_32_rows(layouts, a_across, b_across):
+    """A tile transposed into shared memory (A row-major, B column-major) is loaded with a warp's lanes on 32
+    consecutive rows where each thread's loads cover whole rows, so the transposing stores hit 32 banks; the
+    emitted (r, c) still cover every 4-wide piece of the tile exactly once."""
+    op = GemmOp(4096, 4096, 4096, layout_a=layouts[0], layout_b=layouts[1])
+    s = GemmSchedule(bm=256, bn=128, bk=8, rm=16, rn=8)
+    src = emit_gemm(op, s).source
+    for which, rows, across in (("A", s.bm, a_across), ("B", s.bn, b_across)):
+        at, r_line = _store_index(src, which)
+        assert ("lane" in r_line) == across, r_line
+        transposed = (which == "A") == (layouts[0 if which == "A" else 1] == "row")
+        loads = rows * s.bk // (s.threads * 4)
+        pieces = [at(tid, i) for tid in range(s.threads) for i in range(loads)]
+        shape = (rows, s.bk // 4) if transposed else (s.bk, rows // 4)
+        assert sorted(pieces) == [(r, c * 4) for r in range(shape[0]) for c in range(shape[1])]
+        if across:  # each store instruction of a warp: 32 rows, one column -> 32 distinct banks
+            for i in range(loads):
+                warp = [at(lane, i) for lane in range(32)]
+                assert len({c for _, c in warp}) == 1 and len({r % 32 for r, _ in warp}) == 32
+
+
+def test_float32_default_offers_fragment_prefetch_for_tn_only():
+    """Measured on the H200 (2026-12-01): fragment prefetch is ahead for TN, the plain 256x128 tile for NN and NT."""
+    from tiledsl.gemm.family import builtin_schedule
+
+    h200 = tiledsl.Target.known("H200")
+    for (la, lb), fp in ((("row", "row"), False), (("row", "col"), False), (("col", "row"), True)):
+        s = builtin_schedule(GemmOp(4096, 4096, 4096, layout_a=la, layout_b=lb), h200)
+        assert (s.bm, s.bn, s.rm, s.rn, s.fragment_prefetch) == (256, 128, 16, 8, fp), (la, lb)
 
 
 def test_stages_and_double_buffer_agree():

@@ -208,7 +208,7 @@ def test_split_k_and_gemv_exports_launch_every_kernel_they_need(tmp_path, kw, re
 
 
 def test_the_library_default_is_measured_first(tmp_path, cache):
-    """The first trial of a study is what schedule=None would run (GEMM: the fragment-prefetch preset for
+    """The first trial of a study is what schedule=None would run (GEMM: the plain 256x128 preset for
     float32 NN at 4096³), so a tune can never store a record slower than the default it replaces."""
     from search.space import GEMM_SPACE
     from tiledsl.gemm.family import builtin_schedule
@@ -222,12 +222,13 @@ def test_the_library_default_is_measured_first(tmp_path, cache):
     first = min(study.trials, key=lambda t: t.number)
     assert first.user_attrs.get("seeded_by") == "library default"
     default = builtin_schedule(tiledsl.GemmOp(4096, 4096, 4096), tiledsl.Target.known("H200"))
-    assert default.fragment_prefetch and first.params == GEMM_SPACE.from_schedule(default)
+    assert (default.bm, default.bn, default.fragment_prefetch) == (256, 128, False)
+    assert first.params == GEMM_SPACE.from_schedule(default)
 
 
 def test_model_only_exports_the_library_default_within_the_model_resolution(tmp_path, cache, capsys):
     """At 4096³ float32 the model predicts the fastest schedules within a few percent of each other: the
-    measured library default (fragment prefetch) is exported rather than an arbitrary near-tie."""
+    measured library default (the 256x128 preset) is exported rather than an arbitrary near-tie."""
     from search.finalists import MODEL_RESOLUTION
 
     out = tmp_path / "best"
@@ -236,6 +237,6 @@ def test_model_only_exports_the_library_default_within_the_model_resolution(tmp_
     assert tune.main(args) == 0
     text = capsys.readouterr().out
     s = tiledsl.GemmSchedule.from_dict(json.loads((out / "schedule.json").read_text())["schedule"])
-    assert s.fragment_prefetch and (s.bm, s.bn, s.rm, s.rn) == (256, 128, 16, 8), text
+    assert not s.fragment_prefetch and (s.bm, s.bn, s.rm, s.rn) == (256, 128, 16, 8), text
     assert f"predicted within {MODEL_RESOLUTION:.0%} of the best prediction" in text
     assert "* = winner: the library default (trial 0)" in text

@@ -100,8 +100,8 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_e96a5baf(const float* __restrict
     #pragma unroll
     for (int i = 0; i < LOADS_A; ++i) {
       const int idx = tid + i * THREADS;
-      const int r = idx / (BK / VA);              // strided index
-      const int c = (idx % (BK / VA)) * VA;  // contiguous index
+      const int r = (warp_id + (i / (BK / VA)) * (THREADS / 32)) * 32 + lane;  // a warp's lanes on 32 consecutive rows
+      const int c = (i % (BK / VA)) * VA;  // its loads walk along them
       const bool in_range = block_m + r < M && k0 + c < k_end;
       float4 v = make_float4(0, 0, 0, 0);
       if (in_range) v = *reinterpret_cast<const float4*>(A + (long long)(block_m + r) * lda + (k0 + c));
@@ -134,8 +134,8 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_e96a5baf(const float* __restrict
     #pragma unroll
     for (int i = 0; i < LOADS_A; ++i) {
       const int idx = tid + i * THREADS;
-      const int r = idx / (BK / VA);
-      const int c = (idx % (BK / VA)) * VA;
+      const int r = (warp_id + (i / (BK / VA)) * (THREADS / 32)) * 32 + lane;
+      const int c = (i % (BK / VA)) * VA;
       #pragma unroll
       for (int e = 0; e < VA; ++e) dst[(c + e) * LDS_A + r] = a_stage[i * VA + e];
     }
@@ -181,8 +181,8 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_e96a5baf(const float* __restrict
         #pragma unroll
         for (int i = 0; i < LOADS_A; ++i) {
           const int idx = tid + i * THREADS;
-          const int r = idx / (BK / VA);              // strided index
-          const int c = (idx % (BK / VA)) * VA;  // contiguous index
+          const int r = (warp_id + (i / (BK / VA)) * (THREADS / 32)) * 32 + lane;  // a warp's lanes on 32 consecutive rows
+          const int c = (i % (BK / VA)) * VA;  // its loads walk along them
           const bool in_range = block_m + r < M && k0 + c < k_end;
           float4 v = make_float4(0, 0, 0, 0);
           if (in_range) v = *reinterpret_cast<const float4*>(A + (long long)(block_m + r) * lda + (k0 + c));
@@ -222,8 +222,8 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_e96a5baf(const float* __restrict
             #pragma unroll
             for (int i = 0; i < LOADS_A; ++i) {
               const int idx = tid + i * THREADS;
-              const int r = idx / (BK / VA);
-              const int c = (idx % (BK / VA)) * VA;
+              const int r = (warp_id + (i / (BK / VA)) * (THREADS / 32)) * 32 + lane;
+              const int c = (i % (BK / VA)) * VA;
               #pragma unroll
               for (int e = 0; e < VA; ++e) dst[(c + e) * LDS_A + r] = a_stage[i * VA + e];
             }
@@ -256,9 +256,13 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_e96a5baf(const float* __restrict
         }
       }
       #pragma unroll
-      for (int i = 0; i < RM; ++i)
+      for (int i = 0; i < RM; ++i) {
         #pragma unroll
-        for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a_frag[kk & 1][i], b_frag[kk & 1][j], acc[i][j]);
+        for (int j = 0; j < RN; ++j) {
+          const int jj = (i & 1) ? RN - 1 - j : j;  // serpentine
+          acc[i][jj] = fmaf(a_frag[kk & 1][i], b_frag[kk & 1][jj], acc[i][jj]);
+        }
+      }
     }
   }
 

@@ -174,12 +174,12 @@ def _register_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: Gem
     k_range(w, s.split_k)
     w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
     w("// ---- prologue: K tile 0 -> shared stage 0 ----")
-    _tile_to_registers(w, op, dt, "k_begin", va, vb)
-    _registers_to_stage(w, op, "0", va, vb)
+    _tile_to_registers(w, op, dt, s, "k_begin", va, vb)
+    _registers_to_stage(w, op, s, "0", va, vb)
     w("__syncthreads();")
     w.blank()
     if s.fragment_prefetch:
-        _fragment_prefetch_main_loop(w, op, dt, va, vb, cm, cn)
+        _fragment_prefetch_main_loop(w, op, dt, s, va, vb, cm, cn)
         return
     w("// ---- main loop over K tiles ----")
     with w.block("for (int kt = 0; kt < k_tiles; ++kt)"):
@@ -188,35 +188,36 @@ def _register_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: Gem
             w("const bool has_next = kt + 1 < k_tiles;")
             w("// prefetch K tile kt+1 into registers while tile kt is multiplied")
             with w.block("if (has_next)"):
-                _tile_to_registers(w, op, dt, "k_begin + (kt + 1) * BK", va, vb)
+                _tile_to_registers(w, op, dt, s, "k_begin + (kt + 1) * BK", va, vb)
             _compute(w, "cur", cm, cn)
             w("// publish the prefetched tile into the other stage")
             with w.block("if (has_next)"):
-                _registers_to_stage(w, op, "cur ^ 1", va, vb)
+                _registers_to_stage(w, op, s, "cur ^ 1", va, vb)
             w("__syncthreads();")
         else:
             _compute(w, "0", cm, cn)
             with w.block("if (kt + 1 < k_tiles)"):
                 w("__syncthreads();  // everyone is done reading stage 0")
-                _tile_to_registers(w, op, dt, "k_begin + (kt + 1) * BK", va, vb)
-                _registers_to_stage(w, op, "0", va, vb)
+                _tile_to_registers(w, op, dt, s, "k_begin + (kt + 1) * BK", va, vb)
+                _registers_to_stage(w, op, s, "0", va, vb)
                 w("__syncthreads();")
 
 
-def _tile_to_registers(w: Writer, op: GemmOp, dt: dtypes.DType, k0: str, va: int, vb: int) -> None:
+def _tile_to_registers(w: Writer, op: GemmOp, dt: dtypes.DType, s: GemmSchedule, k0: str, va: int,
+                       vb: int) -> None:
     """The A and B tiles at K offset ``k0`` → the staging registers."""
-    _load_global(w, op, dt, "A", k0, va)
-    _load_global(w, op, dt, "B", k0, vb)
+    _load_global(w, op, dt, s, "A", k0, va)
+    _load_global(w, op, dt, s, "B", k0, vb)
 
 
-def _registers_to_stage(w: Writer, op: GemmOp, stage: str, va: int, vb: int) -> None:
+def _registers_to_stage(w: Writer, op: GemmOp, s: GemmSchedule, stage: str, va: int, vb: int) -> None:
     """The staging registers → shared stage ``stage`` (K-outer: ``As[k][m]``, ``Bs[k][n]``)."""
-    _store_shared(w, op, "A", stage, va)
-    _store_shared(w, op, "B", stage, vb)
+    _store_shared(w, op, s, "A", stage, va)
+    _store_shared(w, op, s, "B", stage, vb)
 
 
-def _fragment_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int, cm: int,
-                                 cn: int) -> None:
+def _fragment_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: GemmSchedule, va: int, vb: int,
+                                 cm: int, cn: int) -> None:
     """K loop of ``fragment_prefetch``: two register sets of fragments. K step kk loads step kk+1's fragments
     (set (kk+1)&1) before its FMAs on set kk&1; in the last step of a K tile the prefetched tile is stored
     into the other stage, one barrier publishes it, and step 0 of the next tile is loaded from it before the
@@ -233,21 +234,31 @@ def _fragment_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: in
           "const bool has_next = kt + 1 < k_tiles;",
           "// prefetch K tile kt+1 into registers while tile kt is multiplied")
         with w.block("if (has_next)"):
-            _tile_to_registers(w, op, dt, "k_begin + (kt + 1) * BK", va, vb)
+            _tile_to_registers(w, op, dt, s, "k_begin + (kt + 1) * BK", va, vb)
         w("#pragma unroll")
         with w.block("for (int kk = 0; kk < BK; ++kk)"):
             with w.block("if (kk == BK - 1)"):
                 w("// last k step: publish the prefetched tile into the other stage; after this barrier")
                 w("// every read of that stage (tile kt-1) is done and tile kt+1 is visible")
                 with w.block("if (has_next)"):
-                    _registers_to_stage(w, op, "cur ^ 1", va, vb)
+                    _registers_to_stage(w, op, s, "cur ^ 1", va, vb)
                 w("__syncthreads();")
             w("// fragments of the next k step: kk+1 of this tile, or k step 0 of the next tile")
             _load_fragments(w, "(kk + 1) & 1", "kk == BK - 1 ? cur ^ 1 : cur", "(kk + 1) % BK", cm, cn)
-            w("#pragma unroll",
-              "for (int i = 0; i < RM; ++i)",
-              "  #pragma unroll",
-              "  for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a_frag[kk & 1][i], b_frag[kk & 1][j], acc[i][j]);")
+            _rank1_update(w, "a_frag[kk & 1]", "b_frag[kk & 1]")
+
+
+def _rank1_update(w: Writer, a: str, b: str) -> None:
+    """acc += a ⊗ b, the row pairs walked in serpentine order (as CUTLASS's SIMT thread-level MMA): row i
+    runs j forwards, row i+1 backwards, so the turn reuses the b value just read. On the H200 (ptxas 13.0)
+    with the 256x128 tile and fragment prefetch it moved 4096³ float32 from 0.933× to 0.956× cuBLAS
+    (together with :func:`_rows_across_lanes`; ``benchmarks/results/gemm_fma_serpentine_h200.json``)."""
+    w("#pragma unroll")
+    with w.block("for (int i = 0; i < RM; ++i)"):
+        w("#pragma unroll")
+        with w.block("for (int j = 0; j < RN; ++j)"):
+            w("const int jj = (i & 1) ? RN - 1 - j : j;  // serpentine",
+              f"acc[i][jj] = fmaf({a}[i], {b}[jj], acc[i][jj]);")
 
 
 def _load_fragments(w: Writer, buf: str, stage: str, kk: str, cm: int, cn: int) -> None:
@@ -363,7 +374,44 @@ def _operand_geometry(op: GemmOp, which: str) -> dict:
                 bound="block_n + r < N && k0 + c < k_end", transposed=True, ld="LDS_B")
 
 
-def _load_global(w: Writer, op: GemmOp, dt: dtypes.DType, which: str, k0: str, vec: int) -> None:
+def _rows_across_lanes(op: GemmOp, s: GemmSchedule, which: str, vec: int) -> bool:
+    """Whether a tile transposed on its way to shared memory is loaded with a warp's 32 lanes on 32
+    consecutive rows (one ``vec``-wide piece each, the warp's next loads taking the next pieces of the same
+    rows) rather than side by side along each row.
+
+    Along the rows, the lanes of one transposing store ``dst[(c + e) * LDS + r]`` cover 32 / (bk / vec) rows
+    and so 32 / (bk / vec) banks: a (bk / vec)-way conflict (2-way for bk = 8, vec = 4; Nsight Compute
+    counted 16.8 M conflicted store wavefronts of 41.9 M at 4096³). Across the rows they hit 32 banks; each
+    load instruction then reads part of 32 sectors, whose rest the same warp's next loads take (from L1).
+    Used for 4-wide loads when the tile's rows are a multiple of 32, hold more than one vector, and each
+    thread's loads cover whole rows (loads per thread a multiple of bk / vec). H200, 2026-12-01:
+    ``benchmarks/results/gemm_fma_serpentine_h200.json``.
+    """
+    g = _operand_geometry(op, which)
+    rows = s.bm if which == "A" else s.bn
+    per_row = s.bk // vec
+    loads = rows * s.bk // (s.threads * vec)
+    return g["transposed"] and vec == 4 and rows % 32 == 0 and per_row > 1 and loads % per_row == 0
+
+
+def _tile_index(g: dict, across_lanes: bool, comments: bool) -> tuple[str, str]:
+    """C lines for (r, c) of load ``i`` (piece ``idx``) of a tile: r along the strided dim, c (a multiple of
+    the vector width) along the contiguous one; ``across_lanes`` puts a warp's 32 lanes on 32 consecutive
+    rows and its loads i, i+1, … on consecutive pieces of them."""
+    per = f"({g['contig']} / {g['v']})"
+    if across_lanes:
+        r = f"const int r = (warp_id + (i / {per}) * (THREADS / 32)) * 32 + lane;"
+        c = f"const int c = (i % {per}) * {g['v']};"
+        notes = ("  // a warp's lanes on 32 consecutive rows", "  // its loads walk along them")
+    else:
+        r = f"const int r = idx / {per};"
+        c = f"const int c = (idx % {per}) * {g['v']};"
+        notes = ("              // strided index", "  // contiguous index")
+    return (r + notes[0], c + notes[1]) if comments else (r, c)
+
+
+def _load_global(w: Writer, op: GemmOp, dt: dtypes.DType, s: GemmSchedule, which: str, k0: str,
+                 vec: int) -> None:
     g = _operand_geometry(op, which)
     stage = "a_stage" if which == "A" else "b_stage"
     layout = op.layout_a if which == "A" else op.layout_b
@@ -374,8 +422,7 @@ def _load_global(w: Writer, op: GemmOp, dt: dtypes.DType, which: str, k0: str, v
         w("#pragma unroll")
         with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
             w("const int idx = tid + i * THREADS;",
-              f"const int r = idx / ({g['contig']} / {g['v']});              // strided index",
-              f"const int c = (idx % ({g['contig']} / {g['v']})) * {g['v']};  // contiguous index",
+              *_tile_index(g, _rows_across_lanes(op, s, which, vec), comments=True),
               f"const bool in_range = {g['bound']};")
             _emit_vector_load(w, dt, vec, g["ptr"], f"{stage}[i * {g['v']}", "in_range")
 
@@ -393,7 +440,7 @@ def _emit_vector_load(w: Writer, dt: dtypes.DType, vec: int, ptr: str, dst: str,
         w(f"{dst} + {e}] = {dt.to_acc(f'v.{COMPONENTS[e]}')};")
 
 
-def _store_shared(w: Writer, op: GemmOp, which: str, stage: str, vec: int) -> None:
+def _store_shared(w: Writer, op: GemmOp, s: GemmSchedule, which: str, stage: str, vec: int) -> None:
     g = _operand_geometry(op, which)
     stage_reg = "a_stage" if which == "A" else "b_stage"
     base = "As" if which == "A" else "Bs"
@@ -404,8 +451,7 @@ def _store_shared(w: Writer, op: GemmOp, which: str, stage: str, vec: int) -> No
         w("#pragma unroll")
         with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
             w("const int idx = tid + i * THREADS;",
-              f"const int r = idx / ({g['contig']} / {g['v']});",
-              f"const int c = (idx % ({g['contig']} / {g['v']})) * {g['v']};")
+              *_tile_index(g, _rows_across_lanes(op, s, which, vec), comments=False))
             v = g["v"]
             if g["transposed"]:
                 w("#pragma unroll",
@@ -441,10 +487,7 @@ def _compute(w: Writer, stage: str, cm: int, cn: int) -> None:
                         vt = f"float{width}"
                         w(f"*reinterpret_cast<{vt}*>(&{frag}[s * {chunk}]) = "
                           f"*reinterpret_cast<const {vt}*>(&{src_at});")
-            w("#pragma unroll",
-              "for (int i = 0; i < RM; ++i)",
-              "  #pragma unroll",
-              "  for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);")
+            _rank1_update(w, "a_frag", "b_frag")
 
 
 def _epilogue(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int) -> None:

@@ -19,8 +19,8 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """A sensible schedule for the shape, chosen among the shipped presets and split-K factors.
 
     float16/bfloat16 on sm_80+ choose among the tensor-core presets (:data:`TC_DEFAULT_CANDIDATES`,
-    ``mma="mma_sync"``); float32 among the FMA presets (:data:`DEFAULT_CANDIDATES`, and with row-major A and B
-    :data:`ROW_MAJOR_FP32_CANDIDATES`).
+    ``mma="mma_sync"``); float32 among the FMA presets (:data:`DEFAULT_CANDIDATES`, and with a column-major A and a
+    row-major B :data:`COL_ROW_FP32_CANDIDATES`).
 
     Each candidate (preset in :data:`DEFAULT_CANDIDATES` × split_k in 1, 2, 4, …, 32) gets a quick
     roofline estimate: the larger of its compute time — waves of
@@ -55,8 +55,8 @@ def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
                       and (tma.available() or not uses_tma(table[name]))}
         if not candidates:  # tf32 where no tf32 kernel applies: the exact FMA kernels
             tensor_cores, candidates = False, DEFAULT_CANDIDATES
-    if not tensor_cores and op.dtype == "float32" and (op.layout_a, op.layout_b) == ("row", "row"):
-        candidates = {**candidates, **ROW_MAJOR_FP32_CANDIDATES}
+    if not tensor_cores and op.dtype == "float32" and (op.layout_a, op.layout_b) == ("col", "row"):
+        candidates = {**candidates, **COL_ROW_FP32_CANDIDATES}
     peak = target.tensor_core_ceiling(op.precision)[0] if tensor_cores else target.peak_fp32_flops
     sm_flops = peak / target.sm_count
     best, best_s = None, float("inf")
@@ -101,11 +101,12 @@ def _ceil_div(a: int, b: int) -> int:
 DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sgemm_128x64_8x4": 0.57,
                       "sgemm_64x64_4x4": 0.47, "sgemm_32x64_2x4": 0.3, "skinny_n_64x16": 0.25,
                       "skinny_m_16x64": 0.25}
-# float32 with row-major A and B (numpy's a @ b) also: fragment prefetch measured 48.5 TFLOP/s at 4096³ (0.725 of the
-# FP32 peak; 0.949x cuBLAS, 0.956x at 8192³) where the plain 256x128 measured 46.3 (0.904x); with a column-major
-# operand it is behind the plain preset (0.89-0.91x against 0.92-0.94x), so it is offered for NN only
-# (benchmarks/results/gemm_fma_fragment_prefetch_h200.json, H200, 2026-12-01).
-ROW_MAJOR_FP32_CANDIDATES = {"sgemm_256x128_16x8_fragment_prefetch": 0.725}
+# float32 with a column-major A and a row-major B (TN) also: fragment prefetch measured 49.5 TFLOP/s at 4096³ (0.74 of
+# the FP32 peak; 0.954x cuBLAS, 0.929x at 8192³) where the plain 256x128 measured 48.8 (0.941x, 0.918x). With a
+# row-major A (NN, NT) the plain preset is ahead since its A tile is loaded a warp per 32 rows (NN 0.953x / 0.962x
+# against 0.928x / 0.932x; NT 0.932x / 0.929x against 0.911x / 0.908x), so fragment prefetch is offered for TN only
+# (benchmarks/results/gemm_fma_serpentine_h200.json, H200, 2026-12-01).
+COL_ROW_FP32_CANDIDATES = {"sgemm_256x128_16x8_fragment_prefetch": 0.725}
 # Tensor-core presets for float16/bfloat16 on sm_80+, with their fraction of the dense tensor-core peak
 # (Target.peak_tc16_flops, 1070 TFLOP/s for the H200 table entry): 128x128 measured 322 TFLOP/s at 4096³
 # (0.30; benchmarks/results/gemm_tc_h200.json, H200, 2026-12-01); the 64x64 figure is an estimate.
