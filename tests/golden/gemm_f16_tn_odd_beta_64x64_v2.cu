@@ -220,10 +220,7 @@ tiledsl_gemm_f16f32f16_tn_v422_beta_64x64x8_08a4b802(const unsigned short* __res
         #pragma unroll
         for (int i = 0; i < RM; ++i) {
           #pragma unroll
-          for (int j = 0; j < RN; ++j) {
-            const int jj = (i & 1) ? RN - 1 - j : j;  // serpentine
-            acc[i][jj] = fmaf(a_frag[i], b_frag[jj], acc[i][jj]);
-          }
+          for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
         }
       }
     }

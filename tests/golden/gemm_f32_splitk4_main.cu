@@ -217,10 +217,7 @@ tiledsl_gemm_f32f32f32_nn_v444_beta_64x64x16_sk4_30d7bc85(const float* __restric
         #pragma unroll
         for (int i = 0; i < RM; ++i) {
           #pragma unroll
-          for (int j = 0; j < RN; ++j) {
-            const int jj = (i & 1) ? RN - 1 - j : j;  // serpentine
-            acc[i][jj] = fmaf(a_frag[i], b_frag[jj], acc[i][jj]);
-          }
+          for (int j = 0; j < RN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
         }
       }
     }

@@ -155,7 +155,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         if pipelined:
             k_range(w, s.split_k)
             w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
-            _pipelined_main_loop(w, op, va, vb, cm, cn)
+            _pipelined_main_loop(w, op, s, va, vb, cm, cn)
         else:
             _register_prefetch_main_loop(w, op, dt, s, va, vb, cm, cn)
         w.blank()
@@ -189,13 +189,13 @@ def _register_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: Gem
             w("// prefetch K tile kt+1 into registers while tile kt is multiplied")
             with w.block("if (has_next)"):
                 _tile_to_registers(w, op, dt, s, "k_begin + (kt + 1) * BK", va, vb)
-            _compute(w, "cur", cm, cn)
+            _compute(w, s, "cur", cm, cn)
             w("// publish the prefetched tile into the other stage")
             with w.block("if (has_next)"):
                 _registers_to_stage(w, op, s, "cur ^ 1", va, vb)
             w("__syncthreads();")
         else:
-            _compute(w, "0", cm, cn)
+            _compute(w, s, "0", cm, cn)
             with w.block("if (kt + 1 < k_tiles)"):
                 w("__syncthreads();  // everyone is done reading stage 0")
                 _tile_to_registers(w, op, dt, s, "k_begin + (kt + 1) * BK", va, vb)
@@ -245,17 +245,22 @@ def _fragment_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: Gem
                 w("__syncthreads();")
             w("// fragments of the next k step: kk+1 of this tile, or k step 0 of the next tile")
             _load_fragments(w, "(kk + 1) & 1", "kk == BK - 1 ? cur ^ 1 : cur", "(kk + 1) % BK", cm, cn)
-            _rank1_update(w, "a_frag[kk & 1]", "b_frag[kk & 1]")
+            _rank1_update(w, s, "a_frag[kk & 1]", "b_frag[kk & 1]")
 
 
-def _rank1_update(w: Writer, a: str, b: str) -> None:
-    """acc += a ⊗ b, the row pairs walked in serpentine order (as CUTLASS's SIMT thread-level MMA): row i
-    runs j forwards, row i+1 backwards, so the turn reuses the b value just read. On the H200 (ptxas 13.0)
-    with the 256x128 tile and fragment prefetch it moved 4096³ float32 from 0.933× to 0.956× cuBLAS
-    (together with :func:`_rows_across_lanes`; ``benchmarks/results/gemm_fma_serpentine_h200.json``)."""
+def _rank1_update(w: Writer, s: GemmSchedule, a: str, b: str) -> None:
+    """acc += a ⊗ b. With ``min_blocks`` = 1 the row pairs are walked in serpentine order (as CUTLASS's SIMT
+    thread-level MMA): row i runs j forwards, row i+1 backwards, so the turn reuses the b value just read.
+    With fragment prefetch on the 256x128 tile it cut ptxas's allocation from 255 registers to 219–227 and,
+    with :func:`_rows_across_lanes`, moved 4096³ float32 NN from 0.933× to 0.956× cuBLAS (H200, 2026-12-01,
+    ``docs/gemm.md``). Under a tighter register cap (``min_blocks`` ≥ 2: 128 per thread for 256 threads) it
+    makes ptxas spill (112 bytes for 128x128 with 8x8 thread tiles), so there the plain order stays."""
     w("#pragma unroll")
     with w.block("for (int i = 0; i < RM; ++i)"):
         w("#pragma unroll")
+        if s.min_blocks > 1:
+            w(f"for (int j = 0; j < RN; ++j) acc[i][j] = fmaf({a}[i], {b}[j], acc[i][j]);")
+            return
         with w.block("for (int j = 0; j < RN; ++j)"):
             w("const int jj = (i & 1) ? RN - 1 - j : j;  // serpentine",
               f"acc[i][jj] = fmaf({a}[i], {b}[jj], acc[i][jj]);")
@@ -282,7 +287,7 @@ def _load_fragments(w: Writer, buf: str, stage: str, kk: str, cm: int, cn: int) 
                       f"*reinterpret_cast<const float{width}*>(&{src_at});")
 
 
-def _pipelined_main_loop(w: Writer, op: GemmOp, va: int, vb: int, cm: int, cn: int) -> None:
+def _pipelined_main_loop(w: Writer, op: GemmOp, s: GemmSchedule, va: int, vb: int, cm: int, cn: int) -> None:
     """K loop of a ``stages`` ≥ 3 float32 kernel: K tiles 0 … STAGES−2 are requested before the loop (one
     cp.async group each); iteration kt waits for tile kt (``wait_group STAGES−2``), one barrier makes it
     visible to every thread and frees the stage read in iteration kt−1, tile kt+STAGES−1 is requested into
@@ -305,7 +310,7 @@ def _pipelined_main_loop(w: Writer, op: GemmOp, va: int, vb: int, cm: int, cn: i
             _copy_async(w, op, "A", "next % STAGES", "k_begin + next * BK", va)
             _copy_async(w, op, "B", "next % STAGES", "k_begin + next * BK", vb)
         w("tdsl_cp_async_commit();")
-        _compute(w, "kt % STAGES", cm, cn)
+        _compute(w, s, "kt % STAGES", cm, cn)
 
 
 def _copy_async(w: Writer, op: GemmOp, which: str, stage: str, k0: str, vec: int) -> None:
@@ -464,7 +469,7 @@ def _store_shared(w: Writer, op: GemmOp, s: GemmSchedule, which: str, stage: str
                   f"for (int e = 0; e < {v}; ++e) dst[r * {g['ld']} + c + e] = {stage_reg}[i * {v} + e];")
 
 
-def _compute(w: Writer, stage: str, cm: int, cn: int) -> None:
+def _compute(w: Writer, s: GemmSchedule, stage: str, cm: int, cn: int) -> None:
     w("// compute: rank-1 updates of the RMxRN thread tile from shared-memory fragments")
     with w.block(""):
         off_a = "" if stage == "0" else f" + ({stage}) * BK * LDS_A"
@@ -487,7 +492,7 @@ def _compute(w: Writer, stage: str, cm: int, cn: int) -> None:
                         vt = f"float{width}"
                         w(f"*reinterpret_cast<{vt}*>(&{frag}[s * {chunk}]) = "
                           f"*reinterpret_cast<const {vt}*>(&{src_at});")
-            _rank1_update(w, "a_frag", "b_frag")
+            _rank1_update(w, s, "a_frag", "b_frag")
 
 
 def _epilogue(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int) -> None:
