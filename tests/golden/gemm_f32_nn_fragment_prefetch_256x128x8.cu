@@ -99,7 +99,6 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_e96a5baf(const float* __restrict
     const int k0 = k_begin;
     #pragma unroll
     for (int i = 0; i < LOADS_A; ++i) {
-      const int idx = tid + i * THREADS;
       const int r = (warp_id + (i / (BK / VA)) * (THREADS / 32)) * 32 + lane;  // a warp's lanes on 32 consecutive rows
       const int c = (i % (BK / VA)) * VA;  // its loads walk along them
       const bool in_range = block_m + r < M && k0 + c < k_end;
@@ -133,7 +132,6 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_e96a5baf(const float* __restrict
     float* const dst = As;
     #pragma unroll
     for (int i = 0; i < LOADS_A; ++i) {
-      const int idx = tid + i * THREADS;
       const int r = (warp_id + (i / (BK / VA)) * (THREADS / 32)) * 32 + lane;
       const int c = (i % (BK / VA)) * VA;
       #pragma unroll
@@ -180,7 +178,6 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_e96a5baf(const float* __restrict
         const int k0 = k_begin + (kt + 1) * BK;
         #pragma unroll
         for (int i = 0; i < LOADS_A; ++i) {
-          const int idx = tid + i * THREADS;
           const int r = (warp_id + (i / (BK / VA)) * (THREADS / 32)) * 32 + lane;  // a warp's lanes on 32 consecutive rows
           const int c = (i % (BK / VA)) * VA;  // its loads walk along them
           const bool in_range = block_m + r < M && k0 + c < k_end;
@@ -221,7 +218,6 @@ tiledsl_gemm_f32f32f32_nn_v444_nobeta_256x128x8_e96a5baf(const float* __restrict
             float* const dst = As + (cur ^ 1) * BK * LDS_A;
             #pragma unroll
             for (int i = 0; i < LOADS_A; ++i) {
-              const int idx = tid + i * THREADS;
               const int r = (warp_id + (i / (BK / VA)) * (THREADS / 32)) * 32 + lane;
               const int c = (i % (BK / VA)) * VA;
               #pragma unroll

@@ -399,20 +399,23 @@ def _rows_across_lanes(op: GemmOp, s: GemmSchedule, which: str, vec: int) -> boo
     return g["transposed"] and vec == 4 and rows % 32 == 0 and per_row > 1 and loads % per_row == 0
 
 
-def _tile_index(g: dict, across_lanes: bool, comments: bool) -> tuple[str, str]:
-    """C lines for (r, c) of load ``i`` (piece ``idx``) of a tile: r along the strided dim, c (a multiple of
-    the vector width) along the contiguous one; ``across_lanes`` puts a warp's 32 lanes on 32 consecutive
-    rows and its loads i, i+1, … on consecutive pieces of them."""
+def _tile_index(g: dict, across_lanes: bool, comments: bool) -> tuple[str, ...]:
+    """C lines for (r, c) of load ``i`` of a tile: r along the strided dim, c (a multiple of the vector
+    width) along the contiguous one. Pieces are numbered ``idx = tid + i * THREADS`` along the rows, or with
+    ``across_lanes`` a warp's 32 lanes take 32 consecutive rows and its loads i, i+1, … consecutive pieces
+    of them."""
     per = f"({g['contig']} / {g['v']})"
     if across_lanes:
         r = f"const int r = (warp_id + (i / {per}) * (THREADS / 32)) * 32 + lane;"
         c = f"const int c = (i % {per}) * {g['v']};"
         notes = ("  // a warp's lanes on 32 consecutive rows", "  // its loads walk along them")
+        first: tuple[str, ...] = ()
     else:
         r = f"const int r = idx / {per};"
         c = f"const int c = (idx % {per}) * {g['v']};"
         notes = ("              // strided index", "  // contiguous index")
-    return (r + notes[0], c + notes[1]) if comments else (r, c)
+        first = ("const int idx = tid + i * THREADS;",)
+    return (*first, r + notes[0], c + notes[1]) if comments else (*first, r, c)
 
 
 def _load_global(w: Writer, op: GemmOp, dt: dtypes.DType, s: GemmSchedule, which: str, k0: str,
@@ -426,8 +429,7 @@ def _load_global(w: Writer, op: GemmOp, dt: dtypes.DType, s: GemmSchedule, which
         w(f"const int k0 = {k0};")
         w("#pragma unroll")
         with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
-            w("const int idx = tid + i * THREADS;",
-              *_tile_index(g, _rows_across_lanes(op, s, which, vec), comments=True),
+            w(*_tile_index(g, _rows_across_lanes(op, s, which, vec), comments=True),
               f"const bool in_range = {g['bound']};")
             _emit_vector_load(w, dt, vec, g["ptr"], f"{stage}[i * {g['v']}", "in_range")
 
@@ -455,8 +457,7 @@ def _store_shared(w: Writer, op: GemmOp, s: GemmSchedule, which: str, stage: str
         w(f"float* const dst = {base};" if stage == "0" else f"float* const dst = {base} + ({stage}) * BK * {g['ld']};")
         w("#pragma unroll")
         with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
-            w("const int idx = tid + i * THREADS;",
-              *_tile_index(g, _rows_across_lanes(op, s, which, vec), comments=False))
+            w(*_tile_index(g, _rows_across_lanes(op, s, which, vec), comments=False))
             v = g["v"]
             if g["transposed"]:
                 w("#pragma unroll",
