@@ -1,6 +1,8 @@
 """GEMM benchmark: tiledsl beside cuBLAS (cupy.matmul) in the same run; TFLOP/s and ratio; JSON out.
 
-Run on a GPU: ``python benchmarks/gemm.py [--quick] [--out benchmarks/results/gemm_h200.json]``.
+Run on a GPU: ``python benchmarks/gemm.py [--quick] [--out benchmarks/results/gemm_h200.json]``, or
+``python benchmarks/gemm.py --workloads --out benchmarks/results/gemm_workloads_h200.json`` for ``schedule=None``
+on every distinct float32 shape and layout of both data sets (no sweep), with a summary by shape class.
 
 Shapes: 4096³ and 8192³ (with a sweep of hand-picked schedules at 4096³), rows of
 ``benchmarks/data/deepbench_gemm.csv`` (cuBLAS column-major convention: C(m×n) = op(A)·op(B), a_t/b_t = 1
@@ -73,32 +75,7 @@ def bench(a, b, schedule=None, repeat=20):
     return t.median_ms, tb.median_ms, err
 
 
-def main() -> int:
-    import cupy as cp
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer data-set rows")
-    ap.add_argument("--out", default="benchmarks/results/gemm_h200.json")
-    args = ap.parse_args()
-    gpu_or_exit("benchmarks/gemm.py")
-    rng = np.random.default_rng(0)
-    gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    rows = []
-
-    def record(kind, shape, name, t, tb, err, extra=None):
-        m, n, k = shape
-        flops = 2 * m * n * k
-        row = dict(kind=kind, m=m, n=n, k=k, schedule=name, tiledsl_ms=t, cublas_ms=tb,
-                   tiledsl_tflops=flops / t / 1e9, cublas_tflops=flops / tb / 1e9, ratio=tb / t,
-                   rel_err=err, **(extra or {}))
-        rows.append(row)
-        print(f"{kind:10s} {m:6d} {n:6d} {k:6d}  {name:26s} {row['tiledsl_tflops']:7.2f} "
-              f"{row['cublas_tflops']:7.2f} {row['ratio']:6.2f}  err {err:.1e}", flush=True)
-        if not err < 1e-5 * max(1.0, (k / 4096) ** 0.5):  # float32 accumulation error grows ~ sqrt(K)
-            raise SystemExit(f"WRONG RESULT: rel err {err} for {shape} {name}")
-
-    print(f"{'kind':10s} {'M':>6s} {'N':>6s} {'K':>6s}  {'schedule':26s} {'tiledsl':>7s} {'cuBLAS':>7s} "
-          f"{'ratio':>6s}   (TFLOP/s)")
+def _sweep_and_samples(args, rng, rows, record) -> dict:
     a, b = rand((4096, 4096), rng), rand((4096, 4096), rng)
     for name, kw in SWEEP.items():
         s = tiledsl.preset("gemm", name) if kw == "preset" else (
@@ -129,6 +106,100 @@ def main() -> int:
         m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
         t, tb, err = bench(rand((m, k), rng), rand((k, n), rng))
         record("llm", (m, n, k), f"default {r['model']}.{r['layer']}"[:26], t, tb, err)
+    return best
+
+
+def _workloads(rng, record, max_n: int | None) -> None:
+    """schedule=None on every distinct (M, N, K, layout) of deepbench_gemm.csv and llm_gemm.csv (N ≤ max_n)."""
+    import cupy as cp
+
+    shapes = {}
+    with open(DATA / "deepbench_gemm.csv") as f:
+        for r in csv.DictReader(f):  # column-major convention, as in the samples above
+            key = (int(r["m"]), int(r["n"]), int(r["k"]), "N" if r["a_t"] == "1" else "T",
+                   "N" if r["b_t"] == "1" else "T")
+            shapes.setdefault(key, f"deepbench {r['source']}")
+    with open(DATA / "llm_gemm.csv") as f:
+        for r in csv.DictReader(f):
+            shapes.setdefault((int(r["m"]), int(r["n"]), int(r["k"]), "N", "N"), f"llm {r['model']}.{r['layer']}")
+    for (m, n, k, la, lb), source in shapes.items():
+        if max_n is not None and n > max_n:
+            continue
+        a = rand((m, k), rng, "C" if la == "N" else "F")
+        b = rand((k, n), rng, "C" if lb == "N" else "F")
+        row_a, row_b = la == "N", lb == "N"
+        if n == 1 < m:  # tiledsl.gemm runs one column as the row yᵀ = xᵀ·Aᵀ (the transposes flip the layouts)
+            op = tiledsl.GemmOp(1, m, k, layout_a="col" if row_b else "row", layout_b="col" if row_a else "row")
+        else:
+            op = tiledsl.GemmOp(m, n, k, layout_a="row" if row_a else "col", layout_b="row" if row_b else "col")
+        used = tiledsl.plan(op).schedule
+        t, tb, err = bench(a, b)
+        record("workload", (m, n, k), f"default {la}{lb}", t, tb, err,
+               dict(source=source, layout=la + lb, used=used.to_dict()))
+        del a, b
+        cp.get_default_memory_pool().free_all_blocks()
+    return None
+
+
+def _shape_class(r: dict) -> str:
+    if r["m"] <= 16 or r["n"] <= 16:
+        return "M or N <= 16"
+    if r["m"] <= 128 or r["n"] <= 128:
+        return "M or N in 17..128"
+    return "both > 128"
+
+
+def _summary(rows: list) -> list:
+    """One row per shape class (and all): count, geometric-mean ratio, minimum, and how many are below 0.7x."""
+    out = []
+    work = [r for r in rows if r["kind"] == "workload"]
+    for cls in ("M or N <= 16", "M or N in 17..128", "both > 128", "all"):
+        sel = [r for r in work if cls == "all" or _shape_class(r) == cls]
+        if not sel:
+            continue
+        ratios = np.array([r["ratio"] for r in sel])
+        row = dict(kind="summary", shape_class=cls, shapes=len(sel), geomean_ratio=float(np.exp(np.log(ratios).mean())),
+                   min_ratio=float(ratios.min()), below_0_7=int((ratios < 0.7).sum()))
+        print(f"summary {cls:20s} {row['shapes']:4d} shapes  geomean {row['geomean_ratio']:.3f}  "
+              f"min {row['min_ratio']:.3f}  below 0.7x: {row['below_0_7']}", flush=True)
+        out.append(row)
+    return out
+
+
+def main() -> int:
+    import cupy as cp
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer data-set rows")
+    ap.add_argument("--out", default="benchmarks/results/gemm_h200.json")
+    ap.add_argument("--workloads", action="store_true",
+                    help="only schedule=None on every distinct data-set shape (no sweep, no 8192^3)")
+    ap.add_argument("--max-n", type=int, default=None, help="with --workloads: only shapes with N <= this")
+    args = ap.parse_args()
+    gpu_or_exit("benchmarks/gemm.py")
+    rng = np.random.default_rng(0)
+    gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    rows = []
+
+    def record(kind, shape, name, t, tb, err, extra=None):
+        m, n, k = shape
+        flops = 2 * m * n * k
+        row = dict(kind=kind, m=m, n=n, k=k, schedule=name, tiledsl_ms=t, cublas_ms=tb,
+                   tiledsl_tflops=flops / t / 1e9, cublas_tflops=flops / tb / 1e9, ratio=tb / t,
+                   rel_err=err, **(extra or {}))
+        rows.append(row)
+        print(f"{kind:10s} {m:6d} {n:6d} {k:6d}  {name:26s} {row['tiledsl_tflops']:7.2f} "
+              f"{row['cublas_tflops']:7.2f} {row['ratio']:6.2f}  err {err:.1e}", flush=True)
+        if not err < 1e-5 * max(1.0, (k / 4096) ** 0.5):  # float32 accumulation error grows ~ sqrt(K)
+            raise SystemExit(f"WRONG RESULT: rel err {err} for {shape} {name}")
+
+    print(f"{'kind':10s} {'M':>6s} {'N':>6s} {'K':>6s}  {'schedule':26s} {'tiledsl':>7s} {'cuBLAS':>7s} "
+          f"{'ratio':>6s}   (TFLOP/s)")
+    if args.workloads:
+        best = _workloads(rng, record, args.max_n)
+        rows.extend(_summary(rows))
+    else:
+        best = _sweep_and_samples(args, rng, rows, record)
 
     meta = dict(command="python " + " ".join(sys.argv), gpu=gpu, date=dt.date.today().isoformat(),
                 cupy=cp.__version__, nvrtc=".".join(map(str, nvrtc_version())),
@@ -138,8 +209,9 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(out, indent=1))
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], Path(args.out).name).write_text(json.dumps(out, indent=1))
-    print(f"\nbest hand-picked schedule at 4096^3: {best['schedule']}: {best['tiledsl_tflops']:.1f} TFLOP/s "
-          f"= {best['ratio']:.0%} of cuBLAS ({best['cublas_tflops']:.1f}) — {gpu}, {meta['date']}")
+    if best is not None:
+        print(f"\nbest hand-picked schedule at 4096^3: {best['schedule']}: {best['tiledsl_tflops']:.1f} TFLOP/s "
+              f"= {best['ratio']:.0%} of cuBLAS ({best['cublas_tflops']:.1f}) — {gpu}, {meta['date']}")
     return 0
 
 

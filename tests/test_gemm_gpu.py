@@ -281,6 +281,29 @@ def test_default_schedule_on_dataset_shapes(rng):
         assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
 
 
+@pytest.mark.parametrize("la", ["row", "col"])
+def test_one_column_runs_as_a_row(la, rng):
+    """N = 1 with schedule=None runs yᵀ = xᵀ·Aᵀ (the GEMV-style kernel): results for both layouts of A, with
+    beta reading C, a repeated (cached) call on new data, a strided output column and an explicit schedule
+    (which keeps the tiled kernel)."""
+    cp = _cp()
+    m, k = 3000, 1000
+    a, ha = _rand((m, k), rng, layout=la)
+    x, hx = _rand((k, 1), rng)
+    assert _rel_err(tiledsl.gemm(a, x), ha @ hx) < 1e-5          # new output, then its cached repeat
+    x2, hx2 = _rand((k, 1), rng)
+    assert _rel_err(tiledsl.gemm(a, x2), ha @ hx2) < 1e-5
+    c0 = rng.uniform(-1, 1, (m, 1))
+    c = cp.asarray(c0.astype(np.float32))
+    tiledsl.gemm(a, x, c, alpha=0.5, beta=-2.0)
+    assert _rel_err(c, 0.5 * (ha @ hx) - 2.0 * c0) < 1e-5
+    big = cp.full((m, 5), cp.nan, dtype=cp.float32)
+    tiledsl.gemm(a, x, big[:, 2:3])                                 # no unit stride along M: not swapped
+    assert _rel_err(big[:, 2:3], ha @ hx) < 1e-5 and bool(cp.isnan(big[:, [0, 1, 3, 4]]).all())
+    s = tiledsl.preset("gemm", "skinny_n_64x16")
+    assert _rel_err(_gemm_nan_out(a, x, schedule=s), ha @ hx) < 1e-5
+
+
 def test_output_overlapping_an_input_is_refused():
     cp = _cp()
     a = cp.ones((64, 64), cp.float32)

@@ -306,6 +306,12 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
 
     m, n = c.shape
     sr, sc = element_strides(c, "c")
+    if schedule is None and n == 1 < m and sr == 1 and not swap:
+        # one column (y = A·x): run the transposed product yᵀ = xᵀ·Aᵀ, a single row, which schedule=None
+        # gives the GEMV-style kernel; the tiled kernel would compute one useful column per block tile
+        # (0.39-0.53x cuBLAS on DeepBench's N = 1 rows, benchmarks/results/gemm_workloads_h200.json)
+        _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype, key, given_c, True, precision, torch_index)
+        return
     if not (sc == 1 or n == 1) and (sr == 1 or m == 1):
         # column-major C: compute Cᵀ = Bᵀ·Aᵀ into the row-major view c.T, no copy
         _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype, key, given_c, not swap, precision, torch_index)
@@ -345,5 +351,5 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
                      copies)
     pa, pb = a.data.ptr, b.data.ptr
     call.launch(*((pb, pa) if swap else (pa, pb)), c.data.ptr, alpha, beta, None)
-    if key is not None and (given_c or not swap):
-        cache.LAUNCHES.put(key, call)
+    if key is not None and (given_c or not swap or m == 1):  # a repeat allocates C as the caller's shape:
+        cache.LAUNCHES.put(key, call)                         # the swapped C's layout unless it is one row
