@@ -30,7 +30,7 @@ from .emit_common import COMPONENTS, VEC_TYPES, block_to_tile, constexpr_table, 
 from .emit_gemv import emit_gemm_gemv
 from .emit_mma import emit_gemm_mma
 from .emit_wgmma import emit_gemm_wgmma
-from .kernel_plan import grid, kernel_name, kernel_name_reduce, plan_gemm, splitk_reduce_plan
+from .kernel_plan import canonical, grid, kernel_name, kernel_name_reduce, plan_gemm, splitk_reduce_plan
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
 
@@ -97,6 +97,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     if prelude:
         w(prelude.rstrip("\n"))
     pipelined = s.stages >= 3  # cp.async pipeline (rule fma_cp_async_float32: float32 tiles)
+    effective = canonical(op, s)  # the K loop follows the min_blocks the launch bounds keep
     if pipelined:
         w(ASYNC_COPY_HELPERS.rstrip("\n"))
     w.blank()
@@ -155,9 +156,9 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         if pipelined:
             k_range(w, s.split_k)
             w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
-            _pipelined_main_loop(w, op, s, va, vb, cm, cn)
+            _pipelined_main_loop(w, op, effective, va, vb, cm, cn)
         else:
-            _register_prefetch_main_loop(w, op, dt, s, va, vb, cm, cn)
+            _register_prefetch_main_loop(w, op, dt, effective, va, vb, cm, cn)
         w.blank()
         _epilogue(w, out_op, out_dt, vc)
     return KernelSource(name=name, source=w.text(), block=p.block, dynamic_smem_bytes=p.dynamic_smem_bytes)
