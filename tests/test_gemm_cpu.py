@@ -434,15 +434,22 @@ def _store_index(src: str, which: str):
     return at, r
 
 
+@pytest.mark.parametrize("bk", [8, 16, 32])
 @pytest.mark.parametrize("layouts,a_across,b_across", [(("row", "row"), True, False), (("row", "col"), True, False),
                                                        (("col", "row"), False, False)])
-def test_transposed_tiles_load_a_warp_per_32_rows(layouts, a_across, b_across):
+def test_transposed_tiles_load_a_warp_per_32_rows(layouts, a_across, b_across, bk):
     """A tile transposed into shared memory (A row-major, B column-major) is loaded with a warp's lanes on 32
     consecutive rows where each thread's loads cover whole rows, so the transposing stores hit 32 banks; the
-    emitted (r, c) still cover every 4-wide piece of the tile exactly once."""
+    emitted (r, c) still cover every 4-wide piece of the tile exactly once, and load and store agree."""
     op = GemmOp(4096, 4096, 4096, layout_a=layouts[0], layout_b=layouts[1])
-    s = GemmSchedule(bm=256, bn=128, bk=8, rm=16, rn=8)
+    s = GemmSchedule(bm=256, bn=128, bk=bk, rm=16, rn=8, unroll=8)
+    # A (256 rows): bk/4 loads per thread, bk/4 pieces per row: whole rows at every bk; B (128 rows): bk/8 loads
     src = emit_gemm(op, s).source
+    for which in ("A", "B"):  # the global -> registers loop computes the same (r, c) as the store
+        load = src[src.index(f"// global -> registers: {which} tile"):].splitlines()[1:12]
+        store = src[src.index(f"// registers -> shared: {which} tile"):].splitlines()[1:12]
+        pick = [ln.split("//")[0].strip() for ln in load if "const int r =" in ln or "const int c =" in ln]
+        assert pick == [ln.strip() for ln in store if "const int r =" in ln or "const int c =" in ln]
     for which, rows, across in (("A", s.bm, a_across), ("B", s.bn, b_across)):
         at, r_line = _store_index(src, which)
         assert ("lane" in r_line) == across, r_line

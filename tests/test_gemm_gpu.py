@@ -286,13 +286,21 @@ def test_one_column_runs_as_a_row(la, rng):
     """N = 1 with schedule=None runs yᵀ = xᵀ·Aᵀ (the GEMV-style kernel): results for both layouts of A, with
     beta reading C, a repeated (cached) call on new data, a strided output column and an explicit schedule
     (which keeps the tiled kernel)."""
+    from tiledsl import cache
+
     cp = _cp()
     m, k = 3000, 1000
     a, ha = _rand((m, k), rng, layout=la)
     x, hx = _rand((k, 1), rng)
+    cache.LAUNCHES.clear()
     assert _rel_err(tiledsl.gemm(a, x), ha @ hx) < 1e-5          # new output, then its cached repeat
+    (call,) = list(cache.LAUNCHES._data.values())
+    assert call.swap and "gemv" in call.main.name                  # it ran as the row xᵀ·Aᵀ
     x2, hx2 = _rand((k, 1), rng)
     assert _rel_err(tiledsl.gemm(a, x2), ha @ hx2) < 1e-5
+    c2 = cp.full((m, 1), cp.nan, dtype=cp.float32)
+    for _ in range(2):                                              # given c: first call, then its replay
+        assert _rel_err(tiledsl.gemm(a, x2, c2), ha @ hx2) < 1e-5
     c0 = rng.uniform(-1, 1, (m, 1))
     c = cp.asarray(c0.astype(np.float32))
     tiledsl.gemm(a, x, c, alpha=0.5, beta=-2.0)
@@ -301,7 +309,19 @@ def test_one_column_runs_as_a_row(la, rng):
     tiledsl.gemm(a, x, big[:, 2:3])                                 # no unit stride along M: not swapped
     assert _rel_err(big[:, 2:3], ha @ hx) < 1e-5 and bool(cp.isnan(big[:, [0, 1, 3, 4]]).all())
     s = tiledsl.preset("gemm", "skinny_n_64x16")
+    cache.LAUNCHES.clear()
     assert _rel_err(_gemm_nan_out(a, x, schedule=s), ha @ hx) < 1e-5
+    assert all(not c.swap and "gemv" not in c.main.name for c in cache.LAUNCHES._data.values())
+
+
+def test_one_column_torch(rng):
+    torch = pytest.importorskip("torch")
+    a = torch.tensor(rng.uniform(-1, 1, (2048, 512)), device="cuda", dtype=torch.float32)
+    x = torch.tensor(rng.uniform(-1, 1, (512, 1)), device="cuda", dtype=torch.float32)
+    for _ in range(2):
+        y = tiledsl.gemm(a, x)
+        assert isinstance(y, torch.Tensor) and tuple(y.shape) == (2048, 1)
+        assert _rel_err(y, a.double().cpu().numpy() @ x.double().cpu().numpy()) < 1e-5
 
 
 def test_output_overlapping_an_input_is_refused():

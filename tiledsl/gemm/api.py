@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import cache, runtime, tma
 from ..errors import SpecError
 from ..launch import Built, Launcher, build, resolve_schedule, workspace_ptr
@@ -21,7 +23,7 @@ from ..target import Target
 from ..tma import encode
 from ..transpose.family import TRANSPOSE
 from ..transpose.op import MAX_ACCESS_BYTES, TransposeOp, widest_vector
-from .family import GEMM, default_schedule
+from .family import GEMM, default_schedule, runs_as_row
 from .kernel_plan import tensor_map, uses_tma
 from .op import GEMM_DTYPES, PRECISIONS, GemmOp
 from .schedule import GemmSchedule
@@ -306,12 +308,6 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
 
     m, n = c.shape
     sr, sc = element_strides(c, "c")
-    if schedule is None and n == 1 < m and sr == 1 and not swap:
-        # one column (y = A·x): run the transposed product yᵀ = xᵀ·Aᵀ, a single row, which schedule=None
-        # gives the GEMV-style kernel; the tiled kernel would compute one useful column per block tile
-        # (0.39-0.53x cuBLAS on DeepBench's N = 1 rows, benchmarks/results/gemm_workloads_h200.json)
-        _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype, key, given_c, True, precision, torch_index)
-        return
     if not (sc == 1 or n == 1) and (sr == 1 or m == 1):
         # column-major C: compute Cᵀ = Bᵀ·Aᵀ into the row-major view c.T, no copy
         _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype, key, given_c, not swap, precision, torch_index)
@@ -330,6 +326,12 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
     target = Target.current()
     k = a.shape[1]
     align_a, align_b = _align(a, lda, ext_a), _align(b, ldb, ext_b)
+    op = GemmOp(m, n, k, dtype=dtype, layout_a=layout_a, layout_b=layout_b, align_a=align_a, align_b=align_b,
+                align_c=_align(c, ldc, n), read_c=beta != 0, precision=precision)
+    if schedule is None and not swap and sr == 1 and runs_as_row(op, target):
+        # one column: the single row yᵀ = xᵀ·Aᵀ into the view c.T (unit stride along M), no copy
+        _gemm_into(b0.T, a0.T, c.T, alpha, beta, schedule, dtype, key, given_c, True, precision, torch_index)
+        return
     copies: tuple[_KMajorCopy | None, _KMajorCopy | None] = (None, None)
     if precision == "tf32" and _tf32_wgmma_possible(schedule, target) and _tf32_aligned(
             a, layout_a, lda, ext_a, b, layout_b, ldb, ext_b):  # tf32 wgmma reads K-major operands
@@ -339,9 +341,7 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
             layout_a, lda, align_a = "row", k, 4
         if copies[1] is not None:  # the copy is B column-major: (N, K) row-major
             layout_b, ldb, align_b = "col", k, 4
-    op = GemmOp(m, n, k, dtype=dtype, layout_a=layout_a, layout_b=layout_b,
-                align_a=align_a, align_b=align_b, align_c=_align(c, ldc, n),
-                read_c=beta != 0, precision=precision)
+        op = replace(op, layout_a=layout_a, layout_b=layout_b, align_a=align_a, align_b=align_b)
     s = resolve_schedule(GEMM, op, schedule, target)
     built = build(GEMM, op, s, target)
     fixed = {"m": m, "n": n, "k": op.k, "lda": lda, "ldb": ldb, "ldc": ldc, "one": 1.0}

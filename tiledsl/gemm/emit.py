@@ -252,9 +252,9 @@ def _fragment_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: Gem
 def _rank1_update(w: Writer, s: GemmSchedule, a: str, b: str) -> None:
     """acc += a ⊗ b. With ``min_blocks`` = 1 the row pairs are walked in serpentine order (as CUTLASS's SIMT
     thread-level MMA): row i runs j forwards, row i+1 backwards, so the turn reuses the b value just read.
-    With fragment prefetch on the 256x128 tile it cut ptxas's allocation from 255 registers to 219–227 and,
-    with :func:`_rows_across_lanes`, moved 4096³ float32 NN from 0.933× to 0.956× cuBLAS (H200, 2026-12-01,
-    ``docs/gemm.md``). Under a tighter register cap (``min_blocks`` ≥ 2: 128 per thread for 256 threads) it
+    With :func:`_rows_across_lanes` it took the plain 256x128 tile from 0.904× to 0.953× cuBLAS at 4096³
+    float32 NN, and cut ptxas's allocation for its fragment-prefetch variant from 255 registers to 219
+    (H200, 2026-12-01, ``benchmarks/results/gemm_fma_serpentine_h200.json``, ``docs/gemm.md``). Under a tighter register cap (``min_blocks`` ≥ 2: 128 per thread for 256 threads) it
     makes ptxas spill (112 bytes for 128x128 with 8x8 thread tiles), so there the plain order stays."""
     w("#pragma unroll")
     with w.block("for (int i = 0; i < RM; ++i)"):
@@ -396,6 +396,7 @@ def _rows_across_lanes(op: GemmOp, s: GemmSchedule, which: str, vec: int) -> boo
     g = _operand_geometry(op, which)
     rows = s.bm if which == "A" else s.bn
     per_row = s.bk // vec
+    assert s.threads % 32 == 0, "rule warp_is_32_threads: whole warps (the lane mapping assumes them)"
     loads = rows * s.bk // (s.threads * vec)
     return g["transposed"] and vec == 4 and rows % 32 == 0 and per_row > 1 and loads % per_row == 0
 

@@ -105,8 +105,9 @@ DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sg
 # the FP32 peak; 0.954x cuBLAS, 0.929x at 8192³) where the plain 256x128 measured 48.8 (0.941x, 0.918x). With a
 # row-major A (NN, NT) the plain preset is ahead since its A tile is loaded a warp per 32 rows (NN 0.953x / 0.962x
 # against 0.928x / 0.932x; NT 0.932x / 0.929x against 0.911x / 0.908x), so fragment prefetch is offered for TN only
-# (benchmarks/results/gemm_fma_serpentine_h200.json, H200, 2026-12-01).
-COL_ROW_FP32_CANDIDATES = {"sgemm_256x128_16x8_fragment_prefetch": 0.725}
+# (benchmarks/results/gemm_fma_serpentine_h200.json, H200, 2026-12-01). The plain preset's 0.69 above stays its
+# 2026-11-29 figure, which ranks it against the other presets and split-K factors as measured since.
+COL_ROW_FP32_CANDIDATES = {"sgemm_256x128_16x8_fragment_prefetch": 0.74}
 # Tensor-core presets for float16/bfloat16 on sm_80+, with their fraction of the dense tensor-core peak
 # (Target.peak_tc16_flops, 1070 TFLOP/s for the H200 table entry): 128x128 measured 322 TFLOP/s at 4096³
 # (0.30; benchmarks/results/gemm_tc_h200.json, H200, 2026-12-01); the 64x64 figure is an estimate.
@@ -120,6 +121,16 @@ TC_DEFAULT_CANDIDATES = {"hgemm_tma_persistent_128x256x64_s4": 0.645, "hgemm_tma
                          "tf32_tma_128x256x32_s4": 0.6, "tf32_tma_128x128x32_s6": 0.55,
                          "hgemm_wgmma_128x256x64_s4": 0.475, "hgemm_wgmma_128x128x64_s6": 0.405,
                          "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}
+
+
+def runs_as_row(op: GemmOp, target: Target) -> bool:
+    """Whether ``tiledsl.gemm(..., schedule=None)`` computes the one-column product ``op`` (N = 1 < M, y = A·x)
+    as the single row yᵀ = xᵀ·Aᵀ, which takes the GEMV-style kernel (:data:`GEMV_MAX_M`: one row, every dtype
+    and layout): yes unless a tuned record exists for ``op`` itself. Run as given, the tiled kernels compute one
+    useful column per block tile: DeepBench's 14 one-column products measured a geomean of 0.59× cuBLAS
+    (0.39–1.12×; H200, 2026-12-01, ``benchmarks/results/gemm_workloads_h200.json``). The output must have a
+    unit stride along M (the caller checks; its transpose is then a contiguous row)."""
+    return op.n == 1 < op.m and registry.lookup(GEMM, op, target) is None
 
 
 GEMV_MAX_M = {(True, True): 16, (True, False): 1, (False, True): 1, (False, False): 1}
