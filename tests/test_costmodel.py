@@ -224,3 +224,50 @@ def test_tensor_core_traffic_and_roof():
     assert tiledsl.predict(op, s, "H200") == r.predicted_s
     fma = tiledsl.explain(tiledsl.GemmOp(4096, 4096, 4096), tiledsl.GemmSchedule(), device="H200")
     assert fma.compute_unit == "peak FP32 FMA rate"
+
+
+# ---- the GEMV-style kernel (kernel='gemv', tiledsl/gemm/emit_gemv.py): no shared memory ----
+GEMV_OP = tiledsl.GemmOp(1, 4096, 4096)
+
+
+@pytest.mark.parametrize("op", [GEMV_OP, tiledsl.GemmOp(1, 4096, 4096, layout_b="col"),
+                                tiledsl.GemmOp(16, 4096, 4096), tiledsl.GemmOp(4096, 4096, 4096)],
+                         ids=["gemv_row_b", "gemv_col_b", "gemv_16_rows", "tiled"])
+def test_shared_memory_level_exists_exactly_when_the_emitted_kernel_has_shared_memory(op):
+    """The GEMV kernel keeps rows of A and vectors of B in registers and sums a warp's partial dot products
+    with shuffles: no ``__shared__`` array, no barrier, so no shared-memory level, bytes, wavefronts or
+    shared-memory cycles (the model used to price its unused rm×rn knobs as tile fragment reads: 143 MB
+    requested, 671 MB of wavefronts for 1×4096×4096). The tiled kernel keeps its level."""
+    s = tiledsl.api.family("gemm").default_schedule(op, H200)
+    src = tiledsl.api.family("gemm").emit(op, s).source
+    has_smem = "__shared__" in src
+    assert has_smem == (s.kernel == "tiled") == cg.uses_shared_memory(s.kernel)
+    assert has_smem == ("__syncthreads" in src)
+    r = tiledsl.explain(op, s, device="H200")
+    assert list(r.levels) == (["hbm", "l2", "smem", "registers"] if has_smem else ["hbm", "l2", "registers"])
+    assert set(r.to_dict()["levels"]) == set(r.levels)
+    assert any(k.startswith("smem") for k in r.expr) == has_smem
+    assert any(k.startswith("smem") for k in cg.traffic(op, s)) == has_smem
+    assert any(line.startswith("smem ") for line in str(r).splitlines()) == has_smem
+    g = cg.gemm_times(op, s, H200)
+    assert (g.smem_moved_bytes > 0) == has_smem and (g.smem_cycles_per_step > 0) == has_smem
+    if not has_smem:
+        assert r.bound_by != "smem"
+        step = cg._per_step(op, s)
+        assert step["lds"] == step["sts"] == step["wf_lds"] == step["wf_sts"] == 0
+    assert predict(op, s, "H200") == pytest.approx(r.predicted_s)
+
+
+def test_gemv_1x4096x4096_is_hbm_bound_by_hand():
+    """schedule=None picks the GEMV kernel, 64 K slices (gemv_schedule: 4·132 blocks / 8 column blocks,
+    capped at 64).
+    HBM: (1·4096 + 4096·4096)·4 + 1·4096·4 = 67 141 632 B; the split-K workspace adds 2·64·1·4096·4
+    = 2 097 152 B → 69 238 784 B / 4.22 TB/s = 16.41 µs, + 2 launches × 3 µs = 22.41 µs (measured 23.1 µs:
+    benchmarks/results/gemv_h200.json). L2 → SM: 32 column tiles · 512 K steps · 8 · (1 + 128) · 4 + 4096·4
+    = 67 649 536 B. Before the fix the phantom shared-memory wavefronts bound it (27.5 µs, bound by smem)."""
+    r = tiledsl.explain(GEMV_OP, device="H200")
+    assert (r.schedule.kernel, r.schedule.split_k) == ("gemv", 64)
+    assert r.levels["hbm"].bytes == 67_141_632 and r.levels["l2"].bytes == 67_649_536
+    assert r.bound_by == "hbm"
+    assert r.predicted_s == pytest.approx(69_238_784 / 4.22e12 + 2 * 3e-6, rel=1e-12)
+    assert "no shared memory" in str(r)

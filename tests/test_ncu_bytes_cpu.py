@@ -100,8 +100,9 @@ def test_predicted_bytes_are_positive_for_every_case_without_a_gpu():
         for level in ("dram_read", "dram_write", "dram_total", "l2"):
             assert p[level] > 0, (case.name, level, p[level])
         assert p["dram_total"] == p["dram_read"] + p["dram_write"]
-        if case.family == "reduce":
-            assert p["smem"] is None  # no shared-memory level in the reduction model
+        if case.family == "reduce" or p["schedule"].get("kernel") == "gemv":
+            assert p["smem"] is None  # no shared-memory level in the reduction model and the GEMV kernel's
+            assert p["smem_requested"] is None and p["smem_wavefronts"] is None
         else:
             assert p["smem"] > 0 and p["smem_wavefronts"] == p["smem"] / 128, case.name
         assert p["schedule"] == tiledsl.api.family(case.family).default_schedule(case.op, H200).to_dict()
@@ -170,6 +171,7 @@ def test_predict_only_writes_every_case_without_a_gpu(tmp_path, capsys):
                     "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert [r["case"] for r in data["rows"]] == ["gemv_f32_1x4096x4096", "reduce_rowsum_16384"]
+    assert data["rows"][0]["predicted"]["smem"] is None  # the GEMV kernel has no shared memory
     assert "| gemv_f32_1x4096x4096 | gemv " in capsys.readouterr().out
 
 

@@ -11,6 +11,10 @@ A (M×K) · B (K×N), element size e, block tile bm×bn×bk, thread tile rm×rn,
   M·N·K·(1/rm + 1/rn)·4 (tiledsl's emitter stages tiles as float32 whatever the input dtype);
 * registers: every FMA reads 3 four-byte registers: M·N·K·12.
 
+The GEMV-style kernel (``kernel='gemv'``, ``tiledsl/gemm/emit_gemv.py``) has no shared-memory level: it keeps
+its rows of A in registers, loads B straight into registers and sums a warp's partial dot products with
+shuffles, so it issues no shared-memory load or store and no block barrier (:func:`uses_shared_memory`).
+
 Time: the largest of the L2 and HBM bounds and the SM pipeline time. The SM pipeline, per K step of a
 block, in SM clock cycles (constants: :class:`~tiledsl.costmodel.params.FmaParams`, fitted per arch on
 the tuner's measured studies, ``benchmarks/costmodel_rank.py``):
@@ -48,7 +52,7 @@ from ..gemm.kernel_plan import plan_gemm
 from ..target import Target
 from .occupancy import Occupancy, Waves, occupancy, waves
 from .params import FmaParams, fma_params
-from .report import Level, Report
+from .report import LEVELS, Level, Report
 from .stream import LAUNCH_S  # one launch-and-drain figure for every kernel the model prices
 
 # ---- model constants (cycles); documented in docs/costmodel.md ----
@@ -68,14 +72,31 @@ SMEM_ITEM = 4                                               # shared tiles are f
 REG_BYTES = 4
 
 
+SMEM_KEYS = ("smem_write", "smem_read", "smem")
+"""The shared-memory entries of :func:`expressions` (absent for a kernel without shared memory)."""
+
+
+def uses_shared_memory(kernel: str) -> bool:
+    """Whether the FMA GEMM kernel kind ``kernel`` (``GemmSchedule.kernel``) goes through shared memory.
+
+    "tiled": yes (A and B tiles staged as float32, fragments read back, a barrier per K step). "gemv": no
+    (``tiledsl/gemm/emit_gemv.py``: rows of A and vectors of B go straight to registers; a column-major B's
+    partial dot products are summed with warp shuffles; no ``__shared__`` array, no ``__syncthreads``).
+    """
+    return kernel != "gemv"
+
+
 @functools.cache
-def expressions() -> dict[str, sp.Expr]:
-    """FLOPs and bytes per level as sympy expressions of M, N, K, bm, bn, bk, rm, rn, e, read_c."""
+def expressions(kernel: str = "tiled") -> dict[str, sp.Expr]:
+    """FLOPs and bytes per level as sympy expressions of M, N, K, bm, bn, bk, rm, rn, e, read_c.
+
+    ``kernel``: the schedule's kernel kind; one without shared memory (:func:`uses_shared_memory`) has no
+    ``smem_write``, ``smem_read`` and ``smem`` entries."""
     tiles = sp.ceiling(M / bm) * sp.ceiling(N / bn)
     ksteps = sp.ceiling(K / bk)
     c_bytes = M * N * e * (1 + rc)
     work = tiles * ksteps * bk * bm * bn            # multiply-adds actually issued (padded tiles)
-    return {
+    ex = {
         "flops": 2 * M * N * K,
         "hbm": (M * K + K * N) * e + c_bytes,
         "l2": tiles * ksteps * bk * (bm + bn) * e + c_bytes,
@@ -84,15 +105,18 @@ def expressions() -> dict[str, sp.Expr]:
         "smem": tiles * ksteps * bk * (bm + bn) * SMEM_ITEM + work * (1 / rm + 1 / rn) * SMEM_ITEM,
         "registers": work * 3 * REG_BYTES,
     }
+    if not uses_shared_memory(kernel):
+        ex = {k: v for k, v in ex.items() if k not in SMEM_KEYS}
+    return ex
 
 
 _ARGS = (M, N, K, bm, bn, bk, rm, rn, e, rc)
 
 
 @functools.cache
-def _numeric():
-    """The expressions lambdified once to plain-Python functions (fast path for :func:`predict`)."""
-    return {k: sp.lambdify(_ARGS, v, modules="math") for k, v in expressions().items()}
+def _numeric(kernel: str = "tiled"):
+    """The expressions lambdified once per kernel kind to plain-Python functions (fast path for :func:`predict`)."""
+    return {k: sp.lambdify(_ARGS, v, modules="math") for k, v in expressions(kernel).items()}
 
 
 def _values(op, s) -> tuple:
@@ -100,12 +124,13 @@ def _values(op, s) -> tuple:
 
 
 def traffic(op, s, exact: bool = False) -> dict[str, float]:
-    """FLOPs and bytes per level for concrete sizes (``exact``: sympy integers, else floats)."""
+    """FLOPs and bytes per level for concrete sizes (``exact``: sympy integers, else floats); no shared-memory
+    entries for a kernel without shared memory (``s.kernel == "gemv"``)."""
     vals = _values(op, s)
     if exact:
         sub = dict(zip(_ARGS, vals, strict=True))
-        return {k: sp.nsimplify(v.subs(sub)) for k, v in expressions().items()}
-    return {k: float(f(*vals)) for k, f in _numeric().items()}
+        return {k: sp.nsimplify(v.subs(sub)) for k, v in expressions(s.kernel).items()}
+    return {k: float(f(*vals)) for k, f in _numeric(s.kernel).items()}
 
 
 # ---- shared-memory wavefronts (bank model) ----
@@ -160,13 +185,19 @@ def _store_wavefronts(op, s, which: str, vec: int) -> tuple[int, int]:
 
 @functools.cache
 def _per_step(op, s) -> dict[str, float]:
-    """Per thread per K step: instruction counts; per warp per K step: shared-memory wavefronts."""
+    """Per thread per K step: instruction counts; per warp per K step: shared-memory wavefronts (none, and no
+    LDS or STS, for a kernel without shared memory: :func:`uses_shared_memory`)."""
     p = plan_gemm(op, s)
     va, vb = p.width("A"), p.width("B")
     cm, cn = p.detail.cm, p.detail.cn
     lanes_m, lanes_n = s.wm // s.rm, s.wn // s.rn
     loads_a = s.bm * s.bk // (s.threads * va)
     loads_b = s.bk * s.bn // (s.threads * vb)
+    loop = 0 if s.unroll >= s.bk else 3 * (s.bk // s.unroll)
+    if not uses_shared_memory(s.kernel):
+        return {"ffma": s.bk * s.rm * s.rn, "lds": 0, "ldg": loads_a + loads_b,
+                "alu": ALU_PER_GLOBAL_LOAD * (loads_a + loads_b) + STEP_FIXED_INSTR + loop,
+                "sts": 0, "wf_lds": 0, "wf_sts": 0}
     sts_a, wf_sts_a = _store_wavefronts(op, s, "A", va)
     sts_b, wf_sts_b = _store_wavefronts(op, s, "B", vb)
     frag_a = s.rm // cm
@@ -174,7 +205,6 @@ def _per_step(op, s) -> dict[str, float]:
     wf_frag_a = wavefronts([(lane // lanes_n) * cm for lane in range(32)], cm)
     wf_frag_b = wavefronts([(lane % lanes_n) * cn for lane in range(32)], cn)
     del lanes_m
-    loop = 0 if s.unroll >= s.bk else 3 * (s.bk // s.unroll)
     return {
         "ffma": s.bk * s.rm * s.rn,
         "lds": s.bk * (frag_a + frag_b),
@@ -281,7 +311,10 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
     spill_instr = prm.spill_accesses_per_step * spill_bytes / 4.0   # local loads/stores per thread per K step
     instr_thread = p["ffma"] + p["lds"] + p["ldg"] + p["alu"] + p["sts"] + spill_instr
     smem_b = warps * (p["wf_lds"] + p["wf_sts"] + spill_instr)      # local memory shares the L1 wavefronts
-    chain = instr_thread / eta + s.bk * prm.lds_latency_cycles     # one warp's K step, nothing hiding it
+    # shared-load waits and the barrier per K step exist only where tiles go through shared memory
+    lds_wait, barrier = ((prm.lds_latency_cycles, prm.barrier_cycles) if uses_shared_memory(s.kernel)
+                         else (0.0, 0.0))
+    chain = instr_thread / eta + s.bk * lds_wait                   # one warp's K step, nothing hiding it
 
     def sched_cycles(b: int) -> tuple[float, float]:
         """(cycles of one K step of b blocks on a scheduler, warps per busy scheduler)."""
@@ -292,9 +325,9 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
     alone_b, _ = sched_cycles(1)
     stages = max(s.stages, 1)
     if stages >= 2:  # the next tile(s) in flight while this one is computed: Little's law
-        path_b = max(alone_b, prm.mem_latency_cycles / (stages - 1)) + prm.barrier_cycles
+        path_b = max(alone_b, prm.mem_latency_cycles / (stages - 1)) + barrier
     else:
-        path_b = alone_b + prm.mem_latency_cycles + prm.barrier_cycles
+        path_b = alone_b + prm.mem_latency_cycles + barrier
 
     def round_cycles(b: int) -> tuple[float, str]:
         issue, _ = sched_cycles(b)
@@ -312,7 +345,7 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
         if not full:
             bound = b_last
     # prologue (first tile load) and epilogue per wave
-    cycles += wv.waves * (prm.mem_latency_cycles + prm.barrier_cycles)
+    cycles += wv.waves * (prm.mem_latency_cycles + barrier)
     clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
     tr = traffic(op, s)
     # split-K: the float32 partial sums are written and read back by the followup kernel
@@ -360,7 +393,7 @@ def explain_gemm(op, s, target: Target, kernel=None):
         "registers": "3 source registers per FMA",
     }
     ceil_key = {"hbm": "hbm_bytes_per_s", "l2": "l2_bytes_per_s", "smem": "smem_bytes_per_s"}
-    for name in ("hbm", "l2", "smem", "registers"):
+    for name in (lv for lv in LEVELS if lv in ex):  # no "smem" for a kernel without shared memory
         b = int(ex[name])
         if name == "registers":
             bw = c["fp32_flops_per_s"].value / 2 * 3 * REG_BYTES
@@ -382,18 +415,25 @@ def explain_gemm(op, s, target: Target, kernel=None):
     bound = g.sm_bound if biggest[0] == "sm" else biggest[0]
     predicted = biggest[1] + launch_s
     prm = g.params
+    if uses_shared_memory(s.kernel):
+        mix = "FFMA, LDS, LDG, STS, index math"
+        step = (f"smem {g.smem_cycles_per_step:.0f} cyc, critical path {g.path_cycles_per_step:.0f} cyc "
+                f"({s.stages} stage{'s' if s.stages > 1 else ''}, load latency {prm.mem_latency_cycles:.0f} cyc, "
+                f"barrier {prm.barrier_cycles:.0f} cyc, shared-load latency {prm.lds_latency_cycles:.0f} cyc per k)")
+    else:
+        mix = "FFMA, LDG, index math; no shared memory"
+        step = (f"critical path {g.path_cycles_per_step:.0f} cyc ({s.stages} stage{'s' if s.stages > 1 else ''}, "
+                f"load latency {prm.mem_latency_cycles:.0f} cyc; no shared memory, no barrier)")
     lines = (
         f"instruction issue: {g.instr_per_ffma:.2f} warp-instructions per FFMA "
-        f"(FFMA, LDS, LDG, STS, index math) at {prm.issue_efficiency:.0%} issue efficiency → FP32 ceiling "
+        f"({mix}) at {prm.issue_efficiency:.0%} issue efficiency → FP32 ceiling "
         f"{prm.issue_efficiency / g.instr_per_ffma:.0%} of peak",
-        f"per K step of one block: issue {g.issue_cycles_per_step:.0f} cyc, smem {g.smem_cycles_per_step:.0f} cyc, "
-        f"critical path {g.path_cycles_per_step:.0f} cyc ({s.stages} stage{'s' if s.stages > 1 else ''}, "
-        f"load latency {prm.mem_latency_cycles:.0f} cyc, barrier {prm.barrier_cycles:.0f} cyc, shared-load "
-        f"latency {prm.lds_latency_cycles:.0f} cyc per k); {g.warps_per_scheduler:.3g} warps per scheduler",
+        f"per K step of one block: issue {g.issue_cycles_per_step:.0f} cyc, {step}; "
+        f"{g.warps_per_scheduler:.3g} warps per scheduler",
         f"pipeline constants: {prm.source}",
     )
     if kernel is not None and kernel.spill_bytes:
         lines += (f"ptxas reports {kernel.spill_bytes} bytes of spills: local-memory traffic slows the K loop",)
     return Report("gemm", op, s, target, flops, levels, compute_s, c["fp32_flops_per_s"].value,
                   c["fp32_flops_per_s"].source, g.occupancy, g.waves, predicted, bound, terms,
-                  dict(expressions()), lines)
+                  dict(expressions(s.kernel)), lines)
