@@ -17,6 +17,7 @@ from .config import TuneConfig
 from .objective import Model, trial_problem, warn_trial
 from .observers import Progress
 from .space import Space, describe, tie_key
+from .strategy import LIBRARY_DEFAULT
 
 
 @dataclass
@@ -84,7 +85,7 @@ def model_only_finalists(study, space: Space, target, cfg: TuneConfig, model: Mo
     compiled (ptxas registers, shared memory, spills) and re-predicted with the kernel.
 
     The winner is the compiled candidate without register spills with the lowest re-predicted time
-    (ties: :func:`search.space.tie_key`), unless the library default (the study's first trial) is re-predicted
+    (ties: :func:`search.space.tie_key`), unless the library default (its ``seeded_by`` trial) is re-predicted
     within :data:`MODEL_RESOLUTION` of it: then the default, whose speed was measured, is exported. When every one of them spills, further candidates are compiled
     by predicted rank (at most ``SPILL_SEARCH_COMPILES`` / ``SPILL_SEARCH_S``; a GEMM candidate whose
     register estimate is at least that of one that spilled under no larger register cap is skipped)
@@ -209,7 +210,7 @@ schedules within 1.5 % of each other (4.13-4.19 ms) while they measure 2.83-3.00
 def _library_default_within_resolution(owned: list, compiled: dict, compile_trial, clean, best: float):
     """The study's library-default trial (``seeded_by = "library default"``), compiled, when it compiles without
     spills and its re-predicted time is within :data:`MODEL_RESOLUTION` of ``best``; else None."""
-    t = next((t for t in owned if t.user_attrs.get("seeded_by") == "library default"), None)
+    t = next((t for t in owned if t.user_attrs.get("seeded_by") == LIBRARY_DEFAULT), None)
     if t is None or t.value > best * (1 + MODEL_RESOLUTION):
         return None
     f = compiled.get(t.number) or compile_trial(t)

@@ -141,6 +141,12 @@ def _claim_of(study, t):
     return c
 
 
+def claimed_key(study, t) -> str | None:
+    """The schedule key ``t`` claimed, or None (no claim, or a malformed one: warned)."""
+    c = _claim_of(study, t)
+    return c[0] if c else None
+
+
 def claim(trial, key: str) -> None:
     """Mark ``trial`` as evaluating ``key`` (a user attribute, visible to every worker of the study)."""
     trial.set_user_attr("claim", [key, time.time(), trial.number])

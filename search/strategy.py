@@ -1,8 +1,9 @@
 """Which schedules a ``search.tune`` run evaluates: the Optuna sampler, the cost model's seeds, model pruning.
 
 * :func:`make_sampler`: the sampler that proposes points (tpe, random, grid, cmaes, qmc), seeded.
-* :func:`predict_seeds` / :func:`seed_study`: the cost model's best predictions among the space's seed
-  candidates are enqueued as the study's first trials.
+* :func:`predict_seeds` / :func:`seed_study`: the library default, then the cost model's best predictions
+  among the space's seed candidates, are enqueued; the default is asked first in every run until it is
+  measured, even ahead of seeds an earlier run left waiting (:func:`ask_waiting`).
 * :class:`ModelPruner` (``--model-prune FACTOR``): a sampled schedule whose predicted time is more than
   FACTOR × the best prediction among the study's evaluated trials is not worth compiling or measuring; it
   is told PRUNED (``rule = "model_prune"``, ``pruned_reason`` saying by how much), like the cost-model
@@ -16,11 +17,12 @@ import math
 import time
 from dataclasses import dataclass
 
-from .objective import Model, trial_problem
-from .space import Space, tie_key
+from .objective import Model, claimed_key, trial_problem
+from .space import Rejection, Space, schedule_key, tie_key
 
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "qmc")
 MODEL_PRUNE_RULE = "model_prune"  # the ``rule`` user attribute of a trial pruned by the cost model
+LIBRARY_DEFAULT = "library default"  # the ``seeded_by`` user attribute of the library default's trial
 
 
 def make_sampler(name: str, seed: int, space: Space):
@@ -87,18 +89,84 @@ def library_default(space: Space, op, target):
     return s if space.from_schedule(s) is not None else None
 
 
-def seed_study(study, space: Space, model: Model, op, target, top: int) -> None:
-    """Enqueue the library's default for the op first (``seeded_by = "library default"``: a tune measures
-    what ``schedule=None`` would run, so the record it stores is never slower), then the cost model's ``top``
-    predictions (once per study and point: ``skip_if_exists``; they carry ``seeded_by_model``)."""
+def seed_study(study, space: Space, model: Model, op, target, top: int) -> int | None:
+    """Enqueue the library's default for the op (``seeded_by = "library default"``: a tune measures what
+    ``schedule=None`` would run, so the record it stores is never slower), then the cost model's ``top``
+    predictions (once per study and point: ``skip_if_exists``; they carry ``seeded_by_model``).
+
+    The default is enqueued unless a trial of the study settles it (:func:`settles_default`); one already
+    WAITING is not enqueued again. Optuna pops WAITING trials first in, first out, so in a resumed study
+    the default would wait behind the seeds an earlier run left waiting: the run asks it first instead
+    (:class:`search.trials.TrialBook` ``first``, :func:`ask_waiting`).
+
+    Returns:
+        The storage id of the default's WAITING trial, to ask before any other; None when the default is
+        settled or the space cannot express it.
+    """
     default = library_default(space, op, target)
+    first = None
     if default is not None:
-        study.enqueue_trial(space.from_schedule(default), user_attrs={"seeded_by": "library default"},
-                            skip_if_exists=True)
+        params = space.from_schedule(default)
+        built = space.build(params, target, op)
+        key = None if isinstance(built, Rejection) else schedule_key(built)
+        settled, waiting = _default_trials(study, params, key)
+        if not settled and waiting is None:
+            # not skip_if_exists: a trial of this point that was never evaluated (FAIL without error) would skip it
+            study.enqueue_trial(params, user_attrs={"seeded_by": LIBRARY_DEFAULT})
+            settled, waiting = _default_trials(study, params, key)
+        first = None if settled or waiting is None else waiting._trial_id
     for _, s in predict_seeds(space, model, op, target, top):
         params = space.from_schedule(s)
         if params is not None:
             study.enqueue_trial(params, user_attrs={"seeded_by_model": True}, skip_if_exists=True)
+    return first
+
+
+def settles_default(t) -> bool:
+    """Whether trial ``t`` of the library default's point means it needs no trial of its own: COMPLETE or
+    RUNNING (measured, or being measured), FAIL with an ``error`` (it would fail again), PRUNED by a rule or as a
+    duplicate (it would be again). A FAIL without ``error`` (never evaluated: its worker died or the run was
+    interrupted), a model-pruned trial (a sampled copy of the point, in a run before the default was seeded)
+    and a WAITING one do not."""
+    from optuna.trial import TrialState
+
+    if t.state in (TrialState.COMPLETE, TrialState.RUNNING):
+        return True
+    if t.state == TrialState.FAIL:
+        return "error" in t.user_attrs
+    if t.state == TrialState.PRUNED:
+        return t.user_attrs.get("rule") != MODEL_PRUNE_RULE
+    return False
+
+
+def _default_trials(study, params: dict, key: str | None) -> tuple[bool, object | None]:
+    """(whether a trial of the default's point settles it, the first WAITING one or None). A trial is of the
+    point when its enqueued or sampled parameters are ``params`` or it claimed the schedule ``key``."""
+    from optuna.trial import TrialState
+
+    waiting = None
+    for t in study.get_trials(deepcopy=False):
+        if t.system_attrs.get("fixed_params", t.params) != params and (key is None or claimed_key(study, t) != key):
+            continue
+        if t.state == TrialState.WAITING:
+            waiting = waiting or t
+        elif settles_default(t):
+            return True, None
+    return False, waiting
+
+
+def ask_waiting(study, trial_id: int):
+    """The WAITING trial ``trial_id`` taken to RUNNING, as ``study.ask()`` takes the oldest one (the same
+    storage transaction, so one worker takes it), or None when another worker took or finished it first."""
+    import optuna
+    from optuna.trial import TrialState
+
+    try:
+        if not study._storage.set_trial_state_values(trial_id, state=TrialState.RUNNING):
+            return None
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return None
+    return optuna.Trial(study, trial_id)
 
 
 def check_factor(factor: float | None) -> float | None:

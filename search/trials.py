@@ -16,7 +16,7 @@ from .objective import Model, claim, find_duplicate
 from .observers import SearchObserver, TimeSplit
 from .space import Rejection, Space, schedule_key
 from .storage import Heartbeat, expire_stale, heartbeat_interval
-from .strategy import MODEL_PRUNE_RULE, ModelPruner
+from .strategy import LIBRARY_DEFAULT, MODEL_PRUNE_RULE, ModelPruner, ask_waiting
 
 
 def _attr(trial, **kv) -> None:
@@ -52,17 +52,19 @@ class TrialBook:
             which needs the prediction before compiling); False: the compile pool predicts it.
         model_only: the device workers are cost-model stand-ins (their "measure" seconds are predictions).
         out: where warnings are printed.
+        first: the storage id of the library default's WAITING trial (:func:`search.strategy.seed_study`),
+            asked before any other waiting trial; None: the study's order (oldest waiting first).
 
     A measured trial's throughput is the observer's ``work / seconds / scale``, in its ``unit``.
     """
 
     def __init__(self, study, space: Space, model: Model, op, target, worker_id: str, observer: SearchObserver,
                  pruner: ModelPruner, split: TimeSplit, beat: Heartbeat, stale_after_s: float,
-                 predict_here: bool, model_only: bool, out=print) -> None:
+                 predict_here: bool, model_only: bool, out=print, first: int | None = None) -> None:
         self.study, self.space, self.model, self.op, self.target = study, space, model, op, target
         self.worker_id, self.observer, self.pruner, self.split, self.beat = worker_id, observer, pruner, split, beat
         self.stale_after_s, self.predict_here, self.model_only = stale_after_s, predict_here, model_only
-        self.out = out
+        self.out, self.first = out, first
         self.predicted: dict[int, float | None] = {}  # trial number -> predicted seconds, until it is told
         self.asked = 0
         self._last_expiry = time.monotonic()
@@ -117,10 +119,21 @@ class TrialBook:
         if time.monotonic() - self._last_expiry > heartbeat_interval(self.stale_after_s):
             expire_stale(self.study, self.stale_after_s)
             self._last_expiry = time.monotonic()
-        trial = self.study.ask()
+        trial = self._ask()
         self.beat.hold(trial)
         self.asked += 1
         return self._guard(trial, self._screen)
+
+    def _ask(self):
+        """The library default's waiting trial the first time (unless another worker took it), then
+        ``study.ask()``: Optuna has no way to reorder its queue, so the default is taken out of it."""
+        first, self.first = self.first, None
+        trial = None if first is None else ask_waiting(self.study, first)
+        if trial is None:
+            return self.study.ask()
+        if trial.user_attrs.get("seeded_by") != LIBRARY_DEFAULT:  # enqueued as a model seed: exempt all the same
+            trial.set_user_attr("seeded_by", LIBRARY_DEFAULT)
+        return trial
 
     def _predict(self, trial, built) -> float | None:
         t0 = time.perf_counter()
@@ -143,7 +156,7 @@ class TrialBook:
         predicted = None
         # before the claim (a pruned point owns nothing, like a rule-pruned one); never the library default,
         # which is measured whatever the model says (strategy.seed_study)
-        if self.pruner.enabled and trial.user_attrs.get("seeded_by") != "library default":
+        if self.pruner.enabled and trial.user_attrs.get("seeded_by") != LIBRARY_DEFAULT:
             predicted = self._predict(trial, built)
             why = self.pruner.verdict(predicted)
             if why is not None:

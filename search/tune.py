@@ -11,8 +11,9 @@ Examples::
 
 How one run goes (see ``docs/search.md``):
 
-1. an Optuna study (RDB storage, default ``sqlite:///tiledsl-tune.db``) is created or resumed; the cost
-   model's top predicted schedules are enqueued (``enqueue_trial``, skipped when already there);
+1. an Optuna study (RDB storage, default ``sqlite:///tiledsl-tune.db``) is created or resumed; the library
+   default (asked first, until it is measured) and the cost model's top predicted schedules are enqueued
+   (``enqueue_trial``, skipped when already there);
 2. each asked point becomes a schedule through the schedule's own rule table: a point that breaks a
    rule is told PRUNED with the rule's name and message, never compiled; with ``--model-prune FACTOR`` a
    schedule predicted more than FACTOR × the best prediction so far is told PRUNED too; a schedule that
@@ -207,7 +208,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
         + (" (resuming)" if n_before else "") + f"; {mode} on {target.name} ({target.arch}); "
         f"sampler {cfg.sampler}; cost model: {model.label}"
         + (f"; model pruning: factor {pruner.factor:g}" if pruner.enabled else ""))
-    seed_study(study, space, model, op, target, cfg.seed_top)
+    default_trial = seed_study(study, space, model, op, target, cfg.seed_top)
     pruner.observe_study(study)
 
     # ---- search
@@ -221,7 +222,8 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     worker_id = f"{socket.gethostname()}:{os.getpid()}"
     book = TrialBook(study, space, model, op, target, worker_id, observer, pruner, split,
                      Heartbeat(storage, heartbeat_interval(cfg.stale_after_s)), cfg.stale_after_s,
-                     predict_here=cfg.model_only or pruner.enabled, model_only=cfg.model_only, out=out)
+                     predict_here=cfg.model_only or pruner.enabled, model_only=cfg.model_only, out=out,
+                     first=default_trial)
     deadline = None if cfg.timeout_s is None else time.monotonic() + cfg.timeout_s
     runner.search(book, Budget(cfg.trials, 20 * cfg.trials, deadline), intr)
     if intr.requested:

@@ -226,6 +226,95 @@ def test_the_library_default_is_measured_first(tmp_path, cache):
     assert first.params == GEMM_SPACE.from_schedule(default)
 
 
+def _default_and_stale_seeds(n: int):
+    """(space, op, target, the library default's params, ``n`` other seed points' params) for 512x384x256."""
+    from search.objective import Model
+    from search.space import space_for
+    from search.strategy import library_default, predict_seeds
+
+    op, h200 = tiledsl.GemmOp(512, 384, 256), tiledsl.Target.known("H200")
+    space = space_for("gemm").for_op(op)
+    default = space.from_schedule(library_default(space, op, h200))
+    stale = [p for p in (space.from_schedule(s) for _, s in predict_seeds(space, Model(), op, h200, n + 1))
+             if p is not None and p != default][:n]
+    assert default is not None and len(stale) == n
+    return space, op, h200, default, stale
+
+
+def _of_default(study, default: dict) -> list:
+    return [t for t in study.get_trials(deepcopy=False) if t.system_attrs.get("fixed_params", t.params) == default]
+
+
+@pytest.mark.parametrize("where", ["absent", "behind", "behind as a model seed"])
+def test_a_resumed_study_measures_the_library_default_before_its_stale_waiting_seeds(tmp_path, cache, where):
+    """An earlier run left model seeds WAITING (Optuna pops them first in, first out) and did not seed the
+    default (an older study) or enqueued it behind them: a short resumed run still measures the default, and
+    first; it is not enqueued twice."""
+    _, _, _, default, stale = _default_and_stale_seeds(4)
+    storage, name = f"sqlite:///{tmp_path / 't.db'}", "resumed"
+    study = optuna.create_study(storage=storage, study_name=name, direction="minimize")
+    for p in stale:
+        study.enqueue_trial(p, user_attrs={"seeded_by_model": True})
+    if where != "absent":
+        study.enqueue_trial(default, user_attrs={"seeded_by": "library default"} if where == "behind"
+                            else {"seeded_by_model": True})
+    assert tune.main(_args(tmp_path / "t.db", "--study-name", name, "--trials", "2", "--seed-top", "0",
+                           "--compile-top", "1")) == 0
+    study = optuna.load_study(study_name=name, storage=storage)
+    ours = _of_default(study, default)
+    assert len(ours) == 1 and ours[0].state == TrialState.COMPLETE, [(t.number, t.state) for t in ours]
+    assert ours[0].user_attrs["seeded_by"] == "library default"  # so never model-pruned, and found by finalists
+    started = sorted((t for t in study.trials if t.datetime_start is not None), key=lambda t: t.datetime_start)
+    assert started[0].number == ours[0].number  # the first trial this run evaluated
+    assert len(started) == 2 and started[1].number == 0  # then the oldest stale seed
+    assert [t.number for t in study.trials if t.state == TrialState.WAITING] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("state, attrs, settled", [
+    (TrialState.COMPLETE, {}, True),
+    (TrialState.FAIL, {"error": "compile failed"}, True),  # measured, and would fail again
+    (TrialState.PRUNED, {"rule": "duplicate"}, True),
+    (TrialState.FAIL, {}, False),  # never evaluated (interrupted, or its worker died): owns nothing
+    (TrialState.PRUNED, {"rule": "model_prune"}, False),  # a sampled copy pruned before the default was seeded
+])
+def test_seed_study_enqueues_the_default_unless_a_trial_settles_it(state, attrs, settled):
+    from search.objective import Model
+    from search.strategy import ask_waiting, seed_study
+
+    space, op, h200, default, stale = _default_and_stale_seeds(2)
+    study = optuna.create_study(direction="minimize")
+    study.enqueue_trial(default, user_attrs={"seeded_by": "library default"})
+    t = study.ask()
+    space.suggest(t)
+    for k, v in attrs.items():
+        t.set_user_attr(k, v)
+    study.tell(t, 1e-3 if state == TrialState.COMPLETE else None, state=state)
+    for p in stale:
+        study.enqueue_trial(p)
+    first = seed_study(study, space, Model(), op, h200, 0)
+    assert len(_of_default(study, default)) == (1 if settled else 2)
+    if settled:
+        assert first is None
+        return
+    assert ask_waiting(study, first).number == 3  # enqueued again, behind the stale seeds, and taken first
+    assert seed_study(study, space, Model(), op, h200, 0) is None  # now RUNNING: settled
+    assert [study.ask().number for _ in stale] == [1, 2]
+
+
+def test_seed_study_keeps_a_waiting_default_and_a_fresh_study_order():
+    from search.objective import Model
+    from search.strategy import seed_study
+
+    space, op, h200, default, _ = _default_and_stale_seeds(1)
+    study = optuna.create_study(direction="minimize")
+    first = seed_study(study, space, Model(), op, h200, 3)
+    trials = study.get_trials(deepcopy=False)
+    assert trials[0].system_attrs["fixed_params"] == default and trials[0]._trial_id == first
+    assert trials[0].user_attrs == {"seeded_by": "library default"} and len(trials) == 4  # then the model's 3
+    assert seed_study(study, space, Model(), op, h200, 3) == first  # resumed: nothing enqueued twice
+    assert len(study.get_trials(deepcopy=False)) == 4
+
+
 def test_model_only_exports_the_library_default_within_the_model_resolution(tmp_path, cache, capsys):
     """At 4096³ float32 the model predicts the fastest schedules within a few percent of each other: the
     measured library default (the 256x128 preset) is exported rather than an arbitrary near-tie."""
