@@ -123,14 +123,24 @@ TC_DEFAULT_CANDIDATES = {"hgemm_tma_persistent_128x256x64_s4": 0.645, "hgemm_tma
                          "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}
 
 
+ROW_SWAP_MIN_ELEMENTS = 1 << 21
+"""The fewest elements of A (M·K) for which a one-column product runs as a row. Measured on the H200
+(``python benchmarks/gemm.py --workloads --max-n 1``, 2026-12-01, DeepBench's 14 one-column products): from
+3.1 M elements up the row on the GEMV-style kernel went from 0.39–0.53× to 0.45–0.84× cuBLAS; at 0.26–0.54 M
+elements it lost (0.58–1.12× → 0.48–0.87×: its split-K reduction is a second launch of a few µs on a
+5–10 µs product) and at 0.08–0.18 M it moved by −0.11 to +0.13
+(``benchmarks/results/gemm_workloads_n1_nofloor_h200.json``; with this floor:
+``benchmarks/results/gemm_workloads_n1_h200.json``)."""
+
+
 def runs_as_row(op: GemmOp, target: Target) -> bool:
     """Whether ``tiledsl.gemm(..., schedule=None)`` computes the one-column product ``op`` (N = 1 < M, y = A·x)
     as the single row yᵀ = xᵀ·Aᵀ, which takes the GEMV-style kernel (:data:`GEMV_MAX_M`: one row, every dtype
-    and layout): yes unless a tuned record exists for ``op`` itself. Run as given, the tiled kernels compute one
-    useful column per block tile: DeepBench's 14 one-column products measured a geomean of 0.59× cuBLAS
-    (0.39–1.12×; H200, 2026-12-01, ``benchmarks/results/gemm_workloads_h200.json``). The output must have a
-    unit stride along M (the caller checks; its transpose is then a contiguous row)."""
-    return op.n == 1 < op.m and registry.lookup(GEMM, op, target) is None
+    and layout): yes when A has at least :data:`ROW_SWAP_MIN_ELEMENTS` elements and no tuned record exists for
+    ``op`` itself. Run as given, the tiled kernels compute one useful column per block tile. The output must
+    have a unit stride along M (the caller checks; its transpose is then a contiguous row)."""
+    return (op.n == 1 < op.m and op.m * op.k >= ROW_SWAP_MIN_ELEMENTS
+            and registry.lookup(GEMM, op, target) is None)
 
 
 GEMV_MAX_M = {(True, True): 16, (True, False): 1, (False, True): 1, (False, False): 1}
