@@ -50,6 +50,16 @@ class Progress:
         elif n:
             self._open()
 
+    def wrap(self, out):
+        """``out`` that leaves this bar's line intact: while the bar is open, ``print`` goes through tqdm's
+        ``write`` (the line above the bar); any other ``out`` (a caller's collector) is used as is."""
+        def write(text: str) -> None:
+            if self.bar is not None and out is print:
+                self.bar.write(text, file=sys.stdout)
+            else:
+                out(text)
+        return write
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()

@@ -286,7 +286,7 @@ def _finalists(cfg: TuneConfig, study, space, target, model, op, runner: Runner,
     if cfg.model_only:
         bar = Progress(0, cfg.progress, f"compile finalists for {target.arch}", "kernel")
         try:
-            finals, winner, info = model_only_finalists(study, space, target, cfg, model, op, out, bar,
+            finals, winner, info = model_only_finalists(study, space, target, cfg, model, op, bar.wrap(out), bar,
                                                         compile_them=complete)
         finally:
             bar.close()
