@@ -13,12 +13,9 @@ falls on both alike. Prints one line per row and writes JSON.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import shlex
-import sys
 
 import numpy as np
+from beside import bracketed, write_results
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -91,10 +88,9 @@ def main() -> int:
                     err, ok = None, not bool(cp.isnan(c).any())
                 if not ok:
                     raise SystemExit(f"{name} {layout} {n}: wrong result (rel. error {err})")
-                before = time_gpu(lambda a=a, b=b: cp.matmul(a, b), repeat=repeat).median_ms
-                t = time_gpu(lambda a=a, b=b, s=s, c=c: tiledsl.gemm(a, b, c, schedule=s), repeat=repeat).median_ms
-                after = time_gpu(lambda a=a, b=b: cp.matmul(a, b), repeat=repeat).median_ms
-                vendor = (before + after) / 2
+                t, vendor = bracketed(lambda a=a, b=b, s=s, c=c: tiledsl.gemm(a, b, c, schedule=s),
+                                      lambda a=a, b=b: cp.matmul(a, b),
+                                      lambda f, repeat=repeat: time_gpu(f, repeat=repeat).median_ms)
                 op = tiledsl.GemmOp(n, n, n, layout_a="col" if layout[0] == "T" else "row",
                                     layout_b="col" if layout[1] == "T" else "row")
                 used = s if s is not None else tiledsl.plan(op, device=target).schedule
@@ -103,11 +99,7 @@ def main() -> int:
                 rows.append(row)
                 print(f"{n} {layout} {name:34s} {row['tflops']:6.2f} TFLOP/s  cuBLAS {row['cublas_tflops']:6.2f}"
                       f"  {row['ratio']:.3f}x", flush=True)
-    meta = dict(command=" ".join(["python", *map(shlex.quote, sys.argv)]), gpu=target.name,
-                date=str(dt.date.today()), cupy=cp.__version__)
-    with open(args.out, "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    print(f"wrote {args.out}")
+    write_results(args.out, target.name, rows, cp.__version__)
     return 0
 
 

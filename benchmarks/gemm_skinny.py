@@ -12,12 +12,9 @@ for 35×8457×2560 (16x64x32 t4x4 cp3 p4) with and without its shared-memory pad
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import shlex
-import sys
 
 import numpy as np
+from beside import bracketed, write_results
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -69,20 +66,14 @@ def main() -> int:
             err = float(cp.linalg.norm(c - ref) / cp.linalg.norm(ref))
             if not err < 1e-5:
                 raise SystemExit(f"{name} {m}x{n}x{k}: wrong result (rel. error {err})")
-            before = time_gpu(lambda a=a, b=b: cp.matmul(a, b), repeat=30).median_ms
-            t = time_gpu(lambda a=a, b=b, c=c, s=s: tiledsl.gemm(a, b, c, schedule=s), repeat=30).median_ms
-            after = time_gpu(lambda a=a, b=b: cp.matmul(a, b), repeat=30).median_ms
-            vendor = (before + after) / 2
+            t, vendor = bracketed(lambda a=a, b=b, c=c, s=s: tiledsl.gemm(a, b, c, schedule=s),
+                                  lambda a=a, b=b: cp.matmul(a, b), lambda f: time_gpu(f, repeat=30).median_ms)
             used = s or tiledsl.plan(tiledsl.GemmOp(m, n, k), device=target).schedule
             rows.append(dict(m=m, n=n, k=k, schedule=name, used=used.to_dict(), ms=t, cublas_ms=vendor,
                              ratio=vendor / t, rel_err=err))
             print(f"{m}x{n}x{k} {name:32s} {t * 1e3:8.1f} us  cuBLAS {vendor * 1e3:8.1f} us  {vendor / t:.3f}x",
                   flush=True)
-    meta = dict(command=" ".join(["python", *map(shlex.quote, sys.argv)]), gpu=target.name,
-                date=str(dt.date.today()), cupy=cp.__version__)
-    with open(args.out, "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    print(f"wrote {args.out}")
+    write_results(args.out, target.name, rows, cp.__version__)
     return 0
 
 

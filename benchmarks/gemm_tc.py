@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+import beside
 import numpy as np
 
 import tiledsl
@@ -164,10 +165,8 @@ def bracketed(fn, vendor_fn) -> tuple[float, float, float, float]:
     """:func:`one_call_and_stream` of ``fn`` and of the vendor call, the vendor timed right before and right
     after ``fn`` and averaged, so the clocks' drift under sustained load (8192³ runs long) falls on both alike:
     (ms, ms_stream, vendor ms, vendor ms_stream)."""
-    before = one_call_and_stream(vendor_fn)
-    ms, ms_stream = one_call_and_stream(fn)
-    after = one_call_and_stream(vendor_fn)
-    return ms, ms_stream, (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+    (ms, ms_stream), (vendor_ms, vendor_stream_ms) = beside.bracketed(fn, vendor_fn, one_call_and_stream)
+    return ms, ms_stream, vendor_ms, vendor_stream_ms
 
 
 def _row(flop: float, ms: float, ms_stream: float, vendor_ms: float, vendor_stream_ms: float, **fields) -> dict:
