@@ -65,6 +65,8 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
         return _frame(kernel, *_tma_parts(op, schedule, params))
     if family == "gemm" and schedule.split_k != 1:
         return _frame(kernel, *_splitk_parts(op, schedule, params))
+    if family == "gemm" and schedule.stream_k:
+        return _frame(kernel, *_stream_k_parts(kernel, schedule, params))
     decl = ",\n    ".join(p for p, _ in params)
     names = ", ".join(n for _, n in params)
     notes: list[str] = []
@@ -129,11 +131,46 @@ def _splitk_parts(op, schedule, params: list[tuple[str, str]]) -> tuple:
     return decl, names, _gemm_grid(op, schedule), notes, (), "", epilogue
 
 
+def _stream_k_parts(kernel, schedule, params: list[tuple[str, str]]) -> tuple:
+    """(decl, names, grid, notes, includes, prologue) of a stream-K GEMM's launcher: it divides the tiles as
+    ``tiledsl.gemm.kernel_plan.stream_k_split`` does, for the device's SMs and the kernel's occupancy; the caller
+    passes the partial-tile and ticket buffers."""
+    from tiledsl.gemm.kernel_plan import STREAM_K_MAX_SHARE
+
+    decl = ",\n    ".join(p for p, n in params if n not in ("dp_tiles", "sk_blocks"))
+    names = ", ".join(n for _, n in params)
+    prologue = f"""  // stream-K (tiledsl.gemm.kernel_plan.stream_k_split): whole waves of tiles run one block each over all
+  // of K; the last full wave and the partial one are shared by one block per slot (SMs x resident blocks)
+  int device = 0, sms = 0, resident = 0;
+  cudaError_t e_sk = cudaGetDevice(&device);
+  if (e_sk == cudaSuccess) e_sk = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e_sk == cudaSuccess)
+    e_sk = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, {kernel.name}, {kernel.block[0]}, smem_bytes);
+  if (e_sk != cudaSuccess) return e_sk;
+  const long long tiles = (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+  const long long k_iters = (K + BK - 1) / BK;
+  const long long slots = (long long)sms * (resident > 0 ? resident : 1);
+  long long dp = tiles, sk = 0;
+  if (tiles % slots) {{
+    const long long full = tiles / slots;
+    dp = full ? (full - 1) * slots : 0;
+    sk = full ? slots : (slots < tiles * {STREAM_K_MAX_SHARE} ? slots : tiles * {STREAM_K_MAX_SHARE});
+    if (sk > (tiles - dp) * k_iters) sk = (tiles - dp) * k_iters;  // every block's share is non-empty
+  }}
+  const int dp_tiles = (int)dp, sk_blocks = (int)sk;
+"""
+    notes = ["stream-K: partials holds 2 * SMs * resident blocks * BM * BN floats (two partial tiles per stream-K "
+             "block), tickets 2 * SMs * resident blocks unsigned ints, zeroed once before the first launch (every "
+             "launch leaves them at zero); use one pair of buffers per stream."]
+    return decl, names, "dim3 grid((unsigned)(dp + sk), 1, 1);  // data-parallel tiles + stream-K blocks", notes, (), prologue
+
+
 def _frame(kernel, decl: str, names: str, grid: str, notes: list[str], includes: tuple[str, ...] = (),
            prologue: str = "", epilogue: str = "") -> str:
     """The host launcher around a kernel: parameters ``decl``, ``prologue`` (statements preparing the
     kernel's arguments), the grid, the dynamic shared-memory attribute above 48 KiB, the launch of ``names``,
-    ``epilogue`` (statements after it: split-K's reduction kernel)."""
+    ``epilogue`` (statements after it: split-K's reduction kernel). The shared-memory attribute is set first, so a
+    prologue may ask for the kernel's occupancy."""
     smem = kernel.dynamic_smem_bytes
     bx, by, bz = kernel.block
     head = "".join(f"#include <{h}>\n" for h in (*includes, "cuda_runtime.h"))
@@ -145,14 +182,14 @@ def _frame(kernel, decl: str, names: str, grid: str, notes: list[str], includes:
 {note_text}extern "C" cudaError_t tiledsl_launch(
     {decl},
     cudaStream_t stream) {{
-{prologue}  {grid}
-  const dim3 block({bx}, {by}, {bz});
   const size_t smem_bytes = {smem};
   if (smem_bytes > 48 * 1024) {{
     cudaError_t e = cudaFuncSetAttribute({kernel.name}, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem_bytes);
     if (e != cudaSuccess) return e;
   }}
+{prologue}  {grid}
+  const dim3 block({bx}, {by}, {bz});
   {kernel.name}<<<grid, block, smem_bytes, stream>>>({names});
 {epilogue}  return cudaGetLastError();
 }}

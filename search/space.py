@@ -195,6 +195,8 @@ def describe(schedule) -> str:
             text += f" sk{d['split_k']}"
         if d.get("fragment_prefetch"):
             text += " fp"
+        if d.get("stream_k"):
+            text += " streamk"
         return text
     if {"strategy", "items_per_thread", "combine"} <= set(d):  # ReduceSchedule
         return (f"{d['strategy']} b{d['block']} v{d['vec']} i{d['items_per_thread']} g{d['grid'] or 'auto'} "
@@ -236,6 +238,8 @@ _GEMM_KNOBS = (
                                    "sums them in a fixed order)"),
     Knob("fragment_prefetch", 0, 1, doc="two register sets of fragments, the next K tile's first loaded under the "
                                         "last k step's FMAs (stages 2, unroll = bk)"),
+    Knob("stream_k", 0, 1, doc="stream-K for the last waves: every SM shares the remaining tiles' K iterations "
+                               "(split_k = 1)"),
 )
 
 
@@ -247,7 +251,7 @@ def _gemm_fields(p: dict) -> dict:
                 stages=int(p["stages"]), unroll=_p2(p["unroll_log2"]),
                 smem_pad=int(p["smem_pad"]), swizzle=_p2(p["swizzle_log2"]),
                 split_k=_p2(p.get("split_k_log2", 0)), min_blocks=int(p["min_blocks"]),
-                fragment_prefetch=bool(p.get("fragment_prefetch", 0)))
+                fragment_prefetch=bool(p.get("fragment_prefetch", 0)), stream_k=bool(p.get("stream_k", 0)))
 
 
 def _gemm_params(s) -> dict | None:
@@ -260,7 +264,7 @@ def _gemm_params(s) -> dict | None:
     if any(v is None for v in logs.values()):
         return None
     params = {**logs, "stages": s.stages, "smem_pad": s.smem_pad, "fragment_prefetch": int(s.fragment_prefetch),
-              "min_blocks": getattr(s, "min_blocks", 1)}
+              "stream_k": int(s.stream_k), "min_blocks": getattr(s, "min_blocks", 1)}
     for k in _GEMM_KNOBS:
         if not k.low <= params[k.name] <= k.high:
             return None

@@ -64,6 +64,9 @@ FAILING = [
     ("gemv_on_fma", dict(kernel="gemv", bm=4, bn=128, mma="mma_sync", bk=32, smem_pad=8)),
     ("gemv_rows", dict(kernel="gemv", bm=32, bn=128)),
     ("gemv_block_threads", dict(kernel="gemv", bm=4, bn=100)),
+    ("stream_k_on_fma_tiles", dict(split_k=2, stream_k=True)),
+    ("stream_k_on_fma_tiles", dict(kernel="gemv", bm=4, bn=128, stream_k=True)),
+    ("stream_k_on_fma_tiles", dict(mma="mma_sync", bk=32, smem_pad=8, stream_k=True)),
 ]
 
 

@@ -273,6 +273,75 @@ def test_split_k_correct_and_deterministic(split, m, n, k, rng):
     assert all(bool((r == runs[0]).all()) for r in runs)   # fixed summation order: bitwise equal
 
 
+STREAM_K_SCHEDULES = {  # stream_k on each K loop: register prefetch, fragment prefetch, cp.async; scalar partials
+    "256x128x8 t16x8": dict(bm=256, bn=128, bk=8, rm=16, rn=8, unroll=8, stream_k=True),
+    "256x128x8 t16x8 fp": dict(bm=256, bn=128, bk=8, rm=16, rn=8, unroll=8, fragment_prefetch=True, stream_k=True),
+    "128x128x8 t8x8 cp3 pad4": dict(stages=3, smem_pad=4, stream_k=True),
+    "64x64x16 t4x4": dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, stream_k=True),
+    "16x16x16 t1x2 (scalar partials)": dict(bm=16, bn=16, bk=16, rm=1, rn=2, vec=1, unroll=16, stream_k=True),
+}
+
+
+@pytest.mark.parametrize("name", list(STREAM_K_SCHEDULES))
+@pytest.mark.parametrize("la,lb", [("row", "row"), ("col", "col")])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 5), (129, 127, 300), (1000, 1000, 1000),
+                                   (2055, 2051, 301), (35, 8457, 2560)])
+def test_stream_k_shapes_layouts(name, la, lb, m, n, k, rng):
+    """stream_k: tiles shared by 2 to STREAM_K_MAX_SHARE blocks (less than a wave: 1000², 35×8457), by at most
+    two (2055×2051: a wave and a part), none shared (one tile; K of one tile), edge tiles and K tails, against
+    float64; alpha/beta read C once, in the block that finishes the tile; repeated calls (the tickets are back
+    at zero) give bitwise the same C."""
+    from tiledsl.gemm.kernel_plan import plan_gemm
+
+    cp = _cp()
+    s = tiledsl.GemmSchedule(**STREAM_K_SCHEDULES[name])
+    a, ha = _rand((m, k), rng, layout=la)
+    b, hb = _rand((k, n), rng, layout=lb)
+    tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(np.float32))
+    tiledsl.gemm(a, b, c, alpha=-0.5, beta=2.0, schedule=s)
+    assert _rel_err(c, -0.5 * (ha @ hb) + 2.0 * c0) < tol
+    runs = [_gemm_nan_out(a, b, schedule=s) for _ in range(3)]
+    assert _rel_err(runs[0], ha @ hb) < tol
+    assert all(bool((r == runs[0]).all()) for r in runs)   # fixed summation order: bitwise equal
+    op = tiledsl.GemmOp(m, n, k, layout_a=la, layout_b=lb)
+    split = plan_gemm(op, s, tiledsl.Target.current())
+    if (m, n, k) in ((1000, 1000, 1000), (2055, 2051, 301)):
+        assert dict((p.name, p.value) for p in split.params)["sk_blocks"] > 0   # stream-K did run
+
+
+def test_stream_k_two_streams_and_graph(rng):
+    """Two streams launching the same stream-K GEMM concurrently each have their own partial tiles and tickets;
+    a CUDA graph replays it (buffers allocated by the call before capture)."""
+    cp = _cp()
+    s = tiledsl.GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, stream_k=True)
+    a, ha = _rand((1500, 700), rng)
+    b, hb = _rand((700, 1300), rng)
+    ref = ha @ hb
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(2)]
+    outs = [cp.full((1500, 1300), cp.nan, cp.float32) for _ in range(2)]
+    for _ in range(5):
+        for st, c in zip(streams, outs, strict=True):
+            with st:
+                tiledsl.gemm(a, b, c, schedule=s)
+    for st in streams:
+        st.synchronize()
+    for c in outs:
+        assert _rel_err(c, ref) < 1e-5
+    g_out = cp.full((1500, 1300), cp.nan, cp.float32)
+    st = cp.cuda.Stream(non_blocking=True)
+    with st:
+        tiledsl.gemm(a, b, g_out, schedule=s)
+        st.begin_capture()
+        tiledsl.gemm(a, b, g_out, alpha=2.0, schedule=s)
+        graph = st.end_capture()
+    graph.launch(st)
+    graph.launch(st)
+    st.synchronize()
+    assert _rel_err(g_out, 2.0 * ref) < 1e-5
+
+
 def test_default_schedule_on_dataset_shapes(rng):
     for m, n, k in [(512, 16, 50000), (1, 4096, 4096), (16, 11008, 4096), (7680, 1, 2560)]:
         a, ha = _rand((m, k), rng)

@@ -16,7 +16,7 @@ H200 = tiledsl.Target.known("H200")
 def _params(**over) -> dict:
     p = {"bm_log2": 7, "bn_log2": 7, "bk_log2": 4, "rm_log2": 3, "rn_log2": 3, "lanes_n_log2": 3, "vec_log2": 2,
          "stages": 2, "unroll_log2": 3, "smem_pad": 0, "swizzle_log2": 3, "min_blocks": 1,
-         "split_k_log2": 0, "fragment_prefetch": 0}
+         "split_k_log2": 0, "fragment_prefetch": 0, "stream_k": 0}
     p.update(over)
     return p
 
@@ -33,6 +33,7 @@ def test_valid_point_builds_and_round_trips():
     ({"unroll_log2": 5}, "unroll_divides_bk"),                                            # unroll 32 > bk 16
     ({"rm_log2": 4, "rn_log2": 4}, "accumulators_fit_registers"),                         # 256 accumulators
     ({"lanes_n_log2": 5, "bn_log2": 7, "rn_log2": 3}, "warp_tile_divides_block"),         # wn = 256 > bn
+    ({"split_k_log2": 1, "stream_k": 1}, "stream_k_on_fma_tiles"),                        # split-K and stream-K
 ])
 def test_rule_violation_is_rejected_with_the_rules_name(over, rule):
     got = GEMM_SPACE.build(_params(**over), H200)

@@ -76,7 +76,8 @@ class Workspace:
     """A scratch buffer a launch needs (split-K partial products, reduction partials and tickets).
 
     Attributes:
-        name: the binding that fills a pointer :class:`Param` ("workspace", "partials", "tickets").
+        name: the binding that fills a pointer :class:`Param` ("workspace", "partials", "tickets"; GEMM
+            stream-K: "sk_partials", "sk_tickets").
         dtype: NumPy dtype name of its elements.
         count: elements.
         init: "none", "zero" (zeroed before each launch), "counters" (zeroed once, when the buffer is

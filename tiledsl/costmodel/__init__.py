@@ -20,11 +20,11 @@ from .. import family as families
 from ..calibrate import load_calibration
 from ..compile import Kernel
 from ..errors import SpecTypeError
+from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..spec import refuse_empty
 from ..target import Target, resolve
 from .gemm import estimate_registers, explain_gemm, predict_gemm
 from .gemm_tc import explain_gemm_tc, predict_gemm_tc
-from .occupancy import Occupancy, Waves, occupancy, waves
 from .report import LEVELS, Level, Report
 from .stream import (
     StreamOp,

@@ -36,7 +36,8 @@ over the waves of blocks each SM runs (wave quantization) — a last, partial wa
 and is priced as such. Registers for the occupancy are the plan's estimate times ``register_ratio``
 (what ptxas allocated per estimated register on the studies), capped; spills are the estimate's excess
 over the cap, ``spill_accesses_per_step`` local accesses per spilled word per K step. Split-K adds the
-float32 workspace's write and read-back and a second launch.
+float32 workspace's write and read-back and a second launch. Stream-K (``stream_k``) prices the partial
+wave as its share of a full one (every slot busy to the end) and adds its partial tiles' L2 traffic.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ import sympy as sp
 
 from .. import dtypes
 from ..gemm.kernel_plan import plan_gemm
+from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
-from .occupancy import Occupancy, Waves, occupancy, waves
 from .params import FmaParams, fma_params
 from .report import LEVELS, Level, Report
 from .stream import LAUNCH_S  # one launch-and-drain figure for every kernel the model prices
@@ -339,7 +340,11 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
     full, rem = divmod(blocks, slots)
     t_full, bound = round_cycles(blocks_per_sm)
     cycles = full * ksteps * t_full
-    if rem:
+    sk_tiles = 0
+    if rem and s.stream_k:  # the last waves' K iterations shared evenly by every slot (stream_k_split)
+        cycles += rem / slots * ksteps * t_full
+        sk_tiles = rem + slots if full else rem
+    elif rem:
         t_last, b_last = round_cycles(-(-rem // target.sm_count))
         cycles += ksteps * t_last
         if not full:
@@ -350,6 +355,8 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
     tr = traffic(op, s)
     # split-K: the float32 partial sums are written and read back by the followup kernel
     ws = 2.0 * s.split_k * op.m * op.n * 4 if s.split_k > 1 else 0.0
+    # stream-K: each shared tile's float32 partials written by (about) two blocks and read back by the last
+    ws += 3.0 * sk_tiles * s.bm * s.bn * 4
     t_l2 = (tr["l2"] + ws) / c["l2_bytes_per_s"].value
     t_hbm = (tr["hbm"] + ws) / c["hbm_bytes_per_s"].value
     smem_moved = blocks * ksteps * (p["wf_lds"] + p["wf_sts"]) * warps * 128.0

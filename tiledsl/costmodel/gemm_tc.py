@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 
 from .. import dtypes
+from ..occupancy import occupancy, waves
 from ..target import Target
 from .gemm import LAUNCH_S
-from .occupancy import occupancy, waves
 from .report import Level, Report
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..occupancy import Occupancy, Waves
 from ..target import Target
-from .occupancy import Occupancy, Waves
 
 LEVELS = ("hbm", "l2", "smem", "registers")
 """Memory levels of the multi-level roofline (``docs/design.md``, "Background"), slowest first."""

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .. import dtypes
+from ..occupancy import occupancy, waves
 from ..planning import Plan
 from ..target import Target
-from .occupancy import occupancy, waves
 from .report import Level, Report
 
 HBM_LATENCY_CYCLES = 800.0

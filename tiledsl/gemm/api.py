@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from .. import cache, runtime, tma
 from ..errors import SpecError
-from ..launch import Built, Launcher, build, resolve_schedule, workspace_ptr
+from ..launch import Built, Launcher, WorkspaceSet, build, resolve_schedule, workspace_ptr
 from ..lru import LRU
 from ..planning import Workspace
 from ..runtime import (
@@ -108,7 +108,9 @@ def _call_key(a, b, c, beta, schedule, precision) -> tuple | None:
     return key, sa[1], sb[1], pc
 
 
-_ORDER = ("a", "b", "c", "workspace", "alpha", "beta", "tmap_a", "tmap_b")  # the run-time bindings of a GEMM launch
+# the run-time bindings of a GEMM launch
+_ORDER = ("a", "b", "c", "workspace", "alpha", "beta", "tmap_a", "tmap_b", "sk_partials", "sk_tickets")
+_WORKSPACES = ("workspace", "sk_partials", "sk_tickets")  # the scratch buffers among them, in _ORDER's order
 
 
 class _KMajorCopy:
@@ -153,7 +155,8 @@ class _GemmCall:
         p = built.plan
         self.main = Launcher(built.kernel, p, fixed, _ORDER)
         self.followup = Launcher(built.followup, p.followup, fixed, _ORDER) if p.followup is not None else None
-        self.ws = p.workspace[0] if p.workspace else None
+        named = {ws.name: ws for ws in p.workspace}
+        self.ws = WorkspaceSet(tuple(named.get(n) for n in _WORKSPACES)) if named else None
         self.swap, self.output, self.extents = swap, output, extents
         # TMA kernels take A and B as tensor maps: their geometry is fixed by the call signature, the
         # address comes with each call (encoded maps of recent (A, B) addresses are kept)
@@ -171,11 +174,11 @@ class _GemmCall:
                 pa = copy_a(pa, stream)
             if copy_b is not None:
                 pb = copy_b(pb, stream)
-        pw = 0 if self.ws is None else workspace_ptr(self.ws, stream)
+        pw, pp, pt = (0, 0, 0) if self.ws is None else self.ws.ptrs(stream)
         if self.tma is None:
-            vals = (pa, pb, pc, pw, alpha, beta, None, None)
+            vals = (pa, pb, pc, pw, alpha, beta, None, None, pp, pt)
         else:
-            vals = (pa, pb, pc, pw, alpha, beta, *self._tensor_maps(pa, pb))
+            vals = (pa, pb, pc, pw, alpha, beta, *self._tensor_maps(pa, pb), pp, pt)
         self.main(vals, stream)
         if self.followup is not None:
             self.followup(vals, stream)

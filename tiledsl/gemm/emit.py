@@ -100,6 +100,8 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     effective = canonical(op, s)  # the K loop follows the min_blocks the launch bounds keep
     if pipelined:
         w(ASYNC_COPY_HELPERS.rstrip("\n"))
+    if s.stream_k:
+        w(STREAM_K_HELPERS.rstrip("\n"))
     w.blank()
     w("// ---- schedule (tiledsl.GemmSchedule) ----")
     consts = [
@@ -142,37 +144,155 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     w(f'extern "C" __global__ void __launch_bounds__(THREADS, {p.min_blocks})  '
       f'// registers capped near {p.max_registers} per thread' + ('' if p.min_blocks == s.min_blocks else
                                                                   ' (MIN_BLOCKS lowered: operands force narrower loads)'))
-    with w.block(f"{name}({render_params(p.params, breaks=(3,))})"):
-        block_to_tile(w)
+    with w.block(f"{name}({render_params(p.params, breaks=(3,) if not s.stream_k else (3, len(p.params) - 4))})"):
+        if s.stream_k:
+            _stream_k_work(w)
+        else:
+            block_to_tile(w)
         _thread_to_fragment(w)
         _shared_memory(w)
         w.blank()
-        w("float acc[RM][RN];                      // the thread tile, in registers",
-          "#pragma unroll",
-          "for (int i = 0; i < RM; ++i)",
-          "  #pragma unroll",
-          "  for (int j = 0; j < RN; ++j) acc[i][j] = 0.f;")
-        w.blank()
-        if pipelined:
-            k_range(w, s.split_k)
-            w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
-            _pipelined_main_loop(w, op, effective, va, vb, cm, cn)
+
+        def c_tile(share: bool) -> None:
+            """Accumulate the block's K range of its C tile in registers, then store it (``share``: a stream-K
+            block's part of the tile, finished by the last block to arrive)."""
+            w("float acc[RM][RN];                      // the thread tile, in registers",
+              "#pragma unroll",
+              "for (int i = 0; i < RM; ++i)",
+              "  #pragma unroll",
+              "  for (int j = 0; j < RN; ++j) acc[i][j] = 0.f;")
+            w.blank()
+            if pipelined:
+                k_range(w, s.split_k, share)
+                w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
+                _pipelined_main_loop(w, op, effective, va, vb, cm, cn)
+            else:
+                _register_prefetch_main_loop(w, op, dt, effective, va, vb, cm, cn, share)
+            w.blank()
+            if not share:
+                _epilogue(w, out_op, out_dt, vc)
+                return
+            _stream_k_fixup(w, s)
+            with w.block("if (finish)"):
+                _epilogue(w, out_op, out_dt, vc)
+
+        if not s.stream_k:
+            c_tile(False)
         else:
-            _register_prefetch_main_loop(w, op, dt, effective, va, vb, cm, cn)
-        w.blank()
-        _epilogue(w, out_op, out_dt, vc)
+            _stream_k_tiles(w, c_tile)
     return KernelSource(name=name, source=w.text(), block=p.block, dynamic_smem_bytes=p.dynamic_smem_bytes)
 
 
+STREAM_K_HELPERS = r"""// ---- stream-K: sk_blocks blocks share sk_iters K iterations, block b taking [first(b), first(b + 1)) ----
+__device__ __forceinline__ long long sk_first_iteration(long long b, long long sk_iters, int sk_blocks) {
+  return b * sk_iters / sk_blocks;
+}
+// the block whose share holds iteration x: the last b with sk_first_iteration(b) <= x
+__device__ __forceinline__ int sk_owner(long long x, long long sk_iters, int sk_blocks) {
+  return (int)(((x + 1) * sk_blocks - 1) / sk_iters);
+}
+// block b's partial-tile slot for the C tile whose iterations start at t0 and whose first share is b_first's:
+// 0 for the tile b's share starts in, 1 for the tile it ends in (only b_first's share can start before t0)
+__device__ __forceinline__ long long sk_slot(int b, int b_first, long long t0, long long sk_iters, int sk_blocks) {
+  return 2LL * b + (b == b_first && sk_first_iteration(b, sk_iters, sk_blocks) < t0 ? 1 : 0);
+}"""
+
+
+def _stream_k_tiles(w: Writer, c_tile) -> None:
+    """Emit the loop over the C tiles of a block's K iterations, ``c_tile(True)`` emitting each tile's work."""
+    w("// ---- the C tiles of this block's K iterations (data-parallel blocks: one tile, all of K) ----")
+    with w.block("for (long long it = it_begin; it < it_end;)"):
+        w("const int tile = (int)(it / k_iters);",
+          "const long long tile_start = (long long)tile * k_iters;   // the tile's first K iteration",
+          "const int kt_first = (int)(it - tile_start);               // this block's K tiles of it:",
+          "const int kt_last = (int)min((long long)k_iters, it_end - tile_start);  // [kt_first, kt_last)",
+          "it = tile_start + kt_last;")
+        block_to_tile(w, "tile", counts=False)
+        w.blank()
+        c_tile(True)
+        w("__syncthreads();   // every read of the shared stages is done before the next tile fills them")
+
+
+def _stream_k_work(w: Writer) -> None:
+    """Emit the block's work under stream-K: its range [it_begin, it_end) of K iterations, numbered across
+    C tiles (tile t owns [t·k_iters, (t+1)·k_iters))."""
+    w("// ---- block -> K iterations (stream-K; tiledsl.gemm.kernel_plan.stream_k_split) ----",
+      "// blocks [0, dp_tiles) take one C tile each over all of K; the sk_blocks blocks after them share the K",
+      "// iterations of the remaining tiles evenly (at least one per block), so the last wave keeps every SM",
+      "// busy; a tile shared by several blocks is finished by the last of them to arrive",
+      "const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;",
+      "const int k_iters = (K + BK - 1) / BK;                       // K tiles per C tile",
+      "const long long sk_start = (long long)dp_tiles * k_iters;     // the first stream-K iteration",
+      "const long long sk_iters = (long long)(tiles_m * tiles_n - dp_tiles) * k_iters;",
+      "const int sk_block = (int)blockIdx.x - dp_tiles;              // < 0: a data-parallel block",
+      "const long long it_begin = sk_block < 0 ? (long long)blockIdx.x * k_iters",
+      "                                        : sk_start + sk_first_iteration(sk_block, sk_iters, sk_blocks);",
+      "const long long it_end = sk_block < 0 ? it_begin + k_iters",
+      "                                      : sk_start + sk_first_iteration(sk_block + 1, sk_iters, sk_blocks);",
+      "__shared__ int sk_last;                 // this block arrived last at a shared tile")
+
+
+def _stream_k_fixup(w: Writer, s: GemmSchedule) -> None:
+    """Emit the stream-K fixup: a block holding part of a shared tile stores its float32 partial tile; the last
+    to arrive (a ticket per tile) sums every share's partial in K order (deterministic) into ``acc`` and
+    goes on to the epilogue. Partial tiles are kept per thread, element-major, so a warp's stores and loads
+    are contiguous (float4 where the thread tile splits into fours)."""
+    vec = 4 if (s.rm * s.rn) % 4 == 0 else 1
+    vt = "float4" if vec == 4 else "float"
+    w("// ---- stream-K fixup: a tile shared by several blocks is finished by the last to arrive ----",
+      "bool finish = true;")
+    with w.block("if (kt_first > 0 || kt_last < k_iters)"):
+        w("const long long t0 = tile_start - sk_start;            // the tile's first iteration, stream-K numbering",
+          "const int b_first = sk_owner(t0, sk_iters, sk_blocks);",
+          "const int b_last = sk_owner(t0 + k_iters - 1, sk_iters, sk_blocks);",
+          f"constexpr int PIECES = RM * RN / {vec};               // {vt} pieces of a thread tile",
+          f"// partial tiles: [slot][piece][thread], so a warp's {vt} accesses are contiguous",
+          f"{vt}* const slots = reinterpret_cast<{vt}*>(partials) + tid;",
+          f"{vt}* const mine = slots + sk_slot(sk_block, b_first, t0, sk_iters, sk_blocks) * PIECES * THREADS;",
+          "#pragma unroll")
+        with w.block("for (int e = 0; e < PIECES; ++e)"):
+            if vec == 4:
+                w("const int i = e * 4 / RN, j = e * 4 % RN;",
+                  "mine[e * THREADS] = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);")
+            else:
+                w("mine[e * THREADS] = acc[e / RN][e % RN];")
+        w("__threadfence();                          // the partial tile is visible before the ticket",
+          "__syncthreads();")
+        with w.block("if (tid == 0)"):
+            w("const unsigned arrived = atomicAdd(&tickets[tile - dp_tiles], 1u);",
+              "sk_last = arrived == (unsigned)(b_last - b_first);",
+              "if (sk_last) tickets[tile - dp_tiles] = 0u;   // every share has arrived: ready for the next launch")
+        w("__syncthreads();",
+          "finish = sk_last;")
+        with w.block("if (finish)"):
+            w("__threadfence();",
+              "// the sum of every share's partial tile, in K order (the same order whoever arrives last)",
+              "#pragma unroll",
+              "for (int i = 0; i < RM; ++i)",
+              "  #pragma unroll",
+              "  for (int j = 0; j < RN; ++j) acc[i][j] = 0.f;")
+            with w.block("for (int b = b_first; b <= b_last; ++b)"):
+                w(f"const {vt}* const part = slots + sk_slot(b, b_first, t0, sk_iters, sk_blocks) * PIECES * THREADS;",
+                  "#pragma unroll")
+                with w.block("for (int e = 0; e < PIECES; ++e)"):
+                    if vec == 4:
+                        w("const float4 v = __ldcg(&part[e * THREADS]);   // L2: written by another SM",
+                          "const int i = e * 4 / RN, j = e * 4 % RN;",
+                          "acc[i][j] += v.x; acc[i][j + 1] += v.y; acc[i][j + 2] += v.z; acc[i][j + 3] += v.w;")
+                    else:
+                        w("acc[e / RN][e % RN] += __ldcg(&part[e * THREADS]);   // L2: written by another SM")
+
+
 def _register_prefetch_main_loop(w: Writer, op: GemmOp, dt: dtypes.DType, s: GemmSchedule, va: int, vb: int,
-                                 cm: int, cn: int) -> None:
+                                 cm: int, cn: int, share: bool = False) -> None:
     """K loop of a 1- or 2-stage kernel: the next K tile goes global → registers → shared memory (converted
-    to float32 on the way), prefetched into registers while the current tile is multiplied (2 stages)."""
+    to float32 on the way), prefetched into registers while the current tile is multiplied (2 stages).
+    ``share``: over a stream-K block's K tiles [kt_first, kt_last) of the tile."""
     w("// registers staging one K tile on its way from global to shared memory",
       "alignas(16) float a_stage[LOADS_A * VA];",
       "alignas(16) float b_stage[LOADS_B * VB];")
     w.blank()
-    k_range(w, s.split_k)
+    k_range(w, s.split_k, share)
     w("const int k_tiles = max(0, (k_end - k_begin + BK - 1) / BK);")
     w("// ---- prologue: K tile 0 -> shared stage 0 ----")
     _tile_to_registers(w, op, dt, s, "k_begin", va, vb)

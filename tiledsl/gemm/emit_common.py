@@ -53,10 +53,13 @@ def constexpr_table(w: Writer, consts: list[tuple[str, int, str]]) -> None:
         w(f"{f'constexpr int {n} = {v};':<{width}}  // {doc}")
 
 
-def k_range(w: Writer, split_k: int) -> None:
+def k_range(w: Writer, split_k: int, stream_k: bool = False) -> None:
     """Emit the block's K range [k_begin, k_end) and its K tile count (split-K: one slice per blockIdx.y,
-    whose partial sums go to that slice of the float32 workspace C)."""
-    if split_k > 1:
+    whose partial sums go to that slice of the float32 workspace C; stream-K: the K tiles
+    [kt_first, kt_last) of the C tile the block is working on)."""
+    if stream_k:
+        w("const int k_begin = kt_first * BK, k_end = min(K, kt_last * BK);   // this block's share of the tile")
+    elif split_k > 1:
         w("// split-K: blockIdx.y owns K range [k_begin, k_end); partial sums go to its workspace slice",
           "const int k_per_split = (int)((K + SPLIT_K * (long long)BK - 1) / (SPLIT_K * BK) * BK);",
           "const int k_begin = (int)min((long long)K, (long long)blockIdx.y * k_per_split);",

@@ -20,7 +20,8 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
     float16/bfloat16 on sm_80+ choose among the tensor-core presets (:data:`TC_DEFAULT_CANDIDATES`,
     ``mma="mma_sync"``); float32 among the FMA presets (:data:`DEFAULT_CANDIDATES`, and with a column-major A and a
-    row-major B :data:`COL_ROW_FP32_CANDIDATES`).
+    row-major B :data:`COL_ROW_FP32_CANDIDATES`, with a row-major A and a column-major B
+    :data:`ROW_COL_FP32_CANDIDATES`).
 
     Each candidate (preset in :data:`DEFAULT_CANDIDATES` × split_k in 1, 2, 4, …, 32) gets a quick
     roofline estimate: the larger of its compute time — waves of
@@ -57,6 +58,8 @@ def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
             tensor_cores, candidates = False, DEFAULT_CANDIDATES
     if not tensor_cores and op.dtype == "float32" and (op.layout_a, op.layout_b) == ("col", "row"):
         candidates = {**candidates, **COL_ROW_FP32_CANDIDATES}
+    if not tensor_cores and op.dtype == "float32" and (op.layout_a, op.layout_b) == ("row", "col"):
+        candidates = {**candidates, **ROW_COL_FP32_CANDIDATES}
     peak = target.tensor_core_ceiling(op.precision)[0] if tensor_cores else target.peak_fp32_flops
     sm_flops = peak / target.sm_count
     best, best_s = None, float("inf")
@@ -66,11 +69,15 @@ def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
             continue
         for split in (1, 2, 4, 8, 16, 32):
             kc = _ceil_div(_ceil_div(op.k, split), base.bk) * base.bk  # K per slice, whole bk tiles
-            if split > 1 and kc * (split - 1) >= op.k:
-                break  # an empty K slice: no more splitting
+            if split > 1 and (kc * (split - 1) >= op.k or base.stream_k):
+                break  # an empty K slice (or stream-K, which shares K iterations instead): no more splitting
             cand = base if split == 1 else replace(base, split_k=split, persistent=False)  # one tile per K slice
             blocks = plan_gemm(op, cand).blocks  # tiles of C times K slices (a persistent grid is smaller)
             waves = -(-blocks // (target.sm_count * 2))
+            if base.stream_k:  # no idle SMs in the last wave; measured ahead only from two waves of tiles up
+                if blocks < 2 * target.sm_count:
+                    break
+                waves = blocks / (target.sm_count * 2)
             per_block_rate = sm_flops / min(2, -(-blocks // target.sm_count)) * eff
             compute_s = waves * 2 * base.bm * base.bn * kc / per_block_rate
             memory_s = blocks * (base.bm + base.bn) * kc * itemsize / (2 * target.hbm_bytes_per_s)
@@ -108,6 +115,12 @@ DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sg
 # (benchmarks/results/gemm_fma_serpentine_h200.json, H200, 2026-12-01). The plain preset's 0.69 above stays its
 # 2026-11-29 figure, which ranks it against the other presets and split-K factors as measured since.
 COL_ROW_FP32_CANDIDATES = {"sgemm_256x128_16x8_fragment_prefetch": 0.74}
+# float32 with a row-major A and a column-major B (NT) also: stream-K measured 48.3 TFLOP/s at 4096³ (0.72 of the FP32
+# peak; 0.950-0.952x cuBLAS at 4096³ and 8192³) where the plain 256x128 ran 0.930x in the same runs. For NN and TN it
+# was behind (0.92x, 0.90-0.92x): ptxas schedules the kernel with the tile loop differently (255 registers against
+# 205), which costs those layouts more than the last wave gives back. At 2048³ (one wave) it was behind in every
+# layout (benchmarks/results/gemm_fma_streamk_h200.json, H200, 2026-12-01).
+ROW_COL_FP32_CANDIDATES = {"sgemm_256x128_16x8_stream_k": 0.72}
 # Tensor-core presets for float16/bfloat16 on sm_80+, with their fraction of the dense tensor-core peak
 # (Target.peak_tc16_flops, 1070 TFLOP/s for the H200 table entry): 128x128 measured 322 TFLOP/s at 4096³
 # (0.30; benchmarks/results/gemm_tc_h200.json, H200, 2026-12-01); the 64x64 figure is an estimate.

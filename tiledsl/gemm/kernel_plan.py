@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .. import dtypes
+from ..occupancy import occupancy
 from ..planning import Param, Plan, Workspace, register_cap
 from ..target import Target
 from ..tma import TENSOR_MAP_C_TYPE, TensorMap2D
@@ -19,10 +20,64 @@ from .op import GemmOp
 from .schedule import GemmSchedule, estimate_registers
 
 __all__ = ["GemmDetail", "canonical", "gemv_columns_per_block", "gemv_widths", "grid", "k_major", "kernel_name",
-           "kernel_name_reduce", "plan_gemm", "splitk_reduce_plan", "tensor_map", "tma_box", "uses_tma",
-           "workspace_align"]
+           "kernel_name_reduce", "plan_gemm", "splitk_reduce_plan", "stream_k_split", "tensor_map", "tma_box",
+           "uses_tma", "workspace_align"]
 
 SPLITK_REDUCE_THREADS = 256  # threads per block of the split-K reduction (one per element of C)
+STREAM_K_MAX_SHARE = 8
+"""stream-K on a grid smaller than one wave: at most this many blocks per C tile (the block finishing a tile
+sums every share's partial tile, so more shares cost it more than they save)."""
+
+
+@dataclass(frozen=True)
+class StreamKSplit:
+    """How a ``stream_k`` GEMM launch divides its work (CUTLASS's data-parallel + stream-K hybrid).
+
+    Attributes:
+        tiles: C tiles of the op.
+        slots: blocks running at once: SMs × resident blocks per SM (:func:`tiledsl.occupancy.occupancy` at the
+            ``__launch_bounds__`` register cap).
+        dp_tiles: tiles run one block each over all of K (blocks ``0 .. dp_tiles − 1``).
+        sk_blocks: blocks after them sharing the K iterations of the other ``tiles − dp_tiles`` tiles evenly.
+    """
+
+    tiles: int
+    slots: int
+    dp_tiles: int
+    sk_blocks: int
+
+    @property
+    def sk_tiles(self) -> int:
+        """Tiles whose K iterations the stream-K blocks share (one arrival ticket each)."""
+        return self.tiles - self.dp_tiles
+
+
+def stream_k_split(tiles: int, k_iters: int, slots: int) -> StreamKSplit:
+    """Divide ``tiles`` C tiles of ``k_iters`` K tiles each over ``slots`` concurrent blocks.
+
+    A whole number of waves runs data-parallel. Otherwise the last full wave and the partial one go to
+    stream-K: ``slots`` blocks each take between one and two tiles' worth of K iterations, so every SM
+    stays busy to the end and a tile is shared by at most two blocks. With less than one wave, the tiles are
+    shared by at most :data:`STREAM_K_MAX_SHARE` blocks each. There are never more stream-K blocks than
+    iterations (every block's share is non-empty, which the kernel's arrival count relies on).
+    """
+    full, rem = divmod(tiles, max(slots, 1))
+    if rem == 0:
+        return StreamKSplit(tiles, slots, tiles, 0)
+    dp = (full - 1) * slots if full else 0
+    sk_blocks = slots if full else min(slots, tiles * STREAM_K_MAX_SHARE)
+    return StreamKSplit(tiles, slots, dp, min(sk_blocks, (tiles - dp) * k_iters))
+
+
+def _stream_k(op: GemmOp, s: GemmSchedule, target: Target | None, registers: int) -> StreamKSplit:
+    """The stream-K division of ``op``'s tiles on ``target`` for a kernel of ``registers`` per thread (the
+    estimate, within the ``__launch_bounds__`` cap); without a target, all tiles data-parallel (the
+    device-free plan's grid, the work the cost model counts)."""
+    tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
+    if target is None:
+        return StreamKSplit(tiles, tiles, tiles, 0)
+    resident = occupancy(target, s.threads, registers, _dynamic_smem(op, s)).blocks_per_sm
+    return stream_k_split(tiles, -(-op.k // s.bk), target.sm_count * max(resident, 1))
 
 
 @dataclass(frozen=True)
@@ -196,12 +251,23 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
     if s.split_k > 1:
         workspace = (Workspace("workspace", "float32", s.split_k * op.m * op.n),)
         followup = splitk_reduce_plan(op, s, target)
+    sk = _stream_k(op, s, target, min(cap, want)) if s.stream_k else None
+    if sk is not None:  # two partial tiles per stream-K block, one arrival ticket per shared tile
+        params += [Param("dp_tiles", "int", "const", sk.dp_tiles), Param("sk_blocks", "int", "const", sk.sk_blocks),
+                   Param("partials", "float* __restrict__", "sk_partials"),
+                   Param("tickets", "unsigned int* __restrict__", "sk_tickets")]
+        workspace = (Workspace("sk_partials", "float32", max(1, 2 * sk.sk_blocks * s.bm * s.bn)),
+                     Workspace("sk_tickets", "uint32", max(1, sk.sk_tiles), "counters"))
     return Plan(
         family="gemm", op=op, schedule=s, canonical=canonical(op, s), arch=target and target.arch,
         device=target and target.name, kernel_name=kernel_name(op, s), block=(s.threads, 1, 1),
-        grid=grid(op, s, target.sm_count if target is not None else None),
+        grid=(sk.dp_tiles + sk.sk_blocks, 1, 1) if sk is not None else grid(
+            op, s, target.sm_count if target is not None else None),
         grid_rule=(f"(ceil(N/{gemv_columns_per_block(op, s)}), split_k={s.split_k}, ceil(M/{s.bm}))"
                    if s.kernel == "gemv" else
+                   f"(dp_tiles + sk_blocks, 1, 1): stream-K, dp_tiles={sk.dp_tiles} of {sk.tiles} tiles one block "
+                   f"each, {sk.sk_blocks} blocks share the rest's K iterations ({sk.slots} slots)" if sk is not None
+                   else
                    f"(min(ceil(M/{s.bm})·ceil(N/{s.bn}), SMs), 1, 1): persistent blocks walk the tiles" if s.persistent
                    else f"(ceil(M/{s.bm})·ceil(N/{s.bn}), split_k={s.split_k}, 1)"),
         dynamic_smem_bytes=_dynamic_smem(op, s), static_smem_bytes=0,

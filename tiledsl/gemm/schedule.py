@@ -88,6 +88,10 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.persistent=True needs mma='wgmma' with warp_specialize=True and split_k=1 (the TMA producer "
            "walks the block's C tiles; got mma kind {MMA}, warp_specialize={WARP_SPECIALIZE}, split_k={SPLIT_K})",
            when="PERSISTENT == 1"),
+    R.Rule("stream_k_on_fma_tiles", "MMA == 0 and KERNEL == 0 and SPLIT_K == 1",
+           "{cls}.stream_k=True needs the FMA tiled kernel without split-K (mma='fma', kernel='tiled', split_k=1; "
+           "got mma kind {MMA}, kernel kind {KERNEL}, split_k={SPLIT_K}): its last waves share K iterations "
+           "instead of K slices", when="STREAM_K == 1"),
     R.Rule("warp_specialize_registers", "WARP_SPECIALIZE == 0 or (BN >= 96 and MIN_BLOCKS == 1)",
            "{cls}.bn={BN}, min_blocks={MIN_BLOCKS}: warp_specialize needs bn ≥ 96 and min_blocks = 1 (ptxas then "
            "allocates 168 registers per thread, the pool setmaxnreg redistributes; with fewer accumulators it "
@@ -202,7 +206,8 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
 
     Accumulators rm·rn + fragments rm + rn + the staged global tile (bm·bk + bk·bn)/threads + 2 per
     global load instruction (64-bit addresses; A loads ``va`` wide, B ``vb`` wide) + 36 for indices
-    (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%).
+    (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%), + 10 with ``stream_k`` (its
+    iteration range and tile loop: ptxas's counts for 64×64 and 128×128 tiles rose by 1–10).
     """
     threads = max(s.threads, 1)
     if s.kernel == "gemv":  # bm rows × vec columns of accumulators, a vector of B, addresses
@@ -215,7 +220,7 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
     staged = (s.bm * s.bk + s.bk * s.bn) // threads if s.stages <= 2 else 0
     loads = s.bm * s.bk // (threads * max(va, 1)) + s.bk * s.bn // (threads * max(vb, 1))
     fragments = (s.rm + s.rn) * (2 if s.fragment_prefetch else 1)
-    return s.rm * s.rn + fragments + staged + 2 * loads + 36
+    return s.rm * s.rn + fragments + staged + 2 * loads + 36 + (10 if s.stream_k else 0)
 
 
 @dataclass(frozen=True)
@@ -252,6 +257,12 @@ class GemmSchedule(ScheduleRecord):
             ``blockIdx.x, blockIdx.x + gridDim.x, …`` in rasterization order; the producer warpgroup
             loads the next tile's K tiles while the consumers store the last tile (the epilogue and
             the pipeline's fill overlap instead of following each other).
+        stream_k: (FMA tiled kernel, split_k=1) stream-K for the last waves (CUTLASS's "data-parallel +
+            stream-K" hybrid): the tiles of all but the last full wave run one block per tile over all of K;
+            one block per slot (SMs × resident blocks) then shares the K iterations of the remaining tiles
+            evenly, and a tile split between blocks is finished by the last to arrive, which sums the
+            float32 partial tiles in K order (deterministic). Removes the idle SMs of a partial last wave
+            (4096³ with 256×128 tiles: 512 tiles on 132 SMs, 3.88 waves run as 3.88, not 4).
 
     Raises:
         ScheduleError: a rule of :data:`GEMM_RULES` does not hold; the message names the field,
@@ -282,11 +293,12 @@ class GemmSchedule(ScheduleRecord):
     kernel: str = "tiled"
     persistent: bool = False
     fragment_prefetch: bool = False
+    stream_k: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name in ("double_buffer", "warp_specialize", "persistent", "fragment_prefetch"):
+            if f.name in ("double_buffer", "warp_specialize", "persistent", "fragment_prefetch", "stream_k"):
                 if not isinstance(v, bool):
                     raise ScheduleError(f"GemmSchedule.{f.name}={v!r} must be True or False", "type")
             elif f.name == "mma":
@@ -383,11 +395,12 @@ class GemmSchedule(ScheduleRecord):
         return env
 
     def header_dict(self) -> dict:
-        """:meth:`to_dict` for the emitted source's ``// schedule:`` comment: ``persistent`` and
-        ``fragment_prefetch`` (added later) only where they are True, so kernels they do not change keep their
-        source byte for byte, and the tuned records that hash that source (``tiledsl.registry``) stay valid."""
+        """:meth:`to_dict` for the emitted source's ``// schedule:`` comment: ``persistent``,
+        ``fragment_prefetch`` and ``stream_k`` (added later) only where they are True, so kernels they do not
+        change keep their source byte for byte, and the tuned records that hash that source
+        (``tiledsl.registry``) stay valid."""
         d = self.to_dict()
-        for knob in ("persistent", "fragment_prefetch"):
+        for knob in ("persistent", "fragment_prefetch", "stream_k"):
             if not d[knob]:
                 del d[knob]
         return d

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..target import Target
+from .target import Target
 
 WARP = 32
 REG_ALLOC_UNIT = 256
