@@ -1,12 +1,14 @@
-"""Skinny float32 GEMMs: schedule=None and hand-picked small-tile / split-K schedules beside cuBLAS.
+"""Skinny float32 GEMMs: schedule=None and hand-picked small-tile / split-K / stream-K schedules beside cuBLAS.
 
-Run on a GPU: ``python benchmarks/gemm_skinny.py --out benchmarks/results/gemm_skinny_h200.json``.
+Run on a GPU: ``python benchmarks/gemm_skinny.py --out benchmarks/results/gemm_skinny_h200.json`` (``--set tall``:
+the tall-thin DeepBench shapes, ``--out benchmarks/results/gemm_tall_h200.json``).
 
-For 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096 and 4096×32×4096
-(row-major A and B) every schedule is checked against a float64 product, then timed with
-tiledsl.timing.time_gpu (CUDA events, warm-up, L2 flushed, median of 30); cuBLAS (``cupy.matmul``) is timed
-right before and right after each schedule and averaged. The schedules include the 200-trial tune's winner
-for 35×8457×2560 (16x64x32 t4x4 cp3 p4) with and without its shared-memory padding.
+``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
+and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
+32 or 64, in their layouts (NT: row-major A, column-major B; TT: both column-major). Every schedule is checked
+against a float64 product, then timed with tiledsl.timing.time_gpu (CUDA events, warm-up, L2 flushed, median of
+30); cuBLAS (``cupy.matmul``) is timed right before and right after each schedule and averaged. The skinny set
+includes the 200-trial tune's winner for 35×8457×2560 (16x64x32 t4x4 cp3 p4) with and without its padding.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from gpu_check import gpu_or_exit
 import tiledsl
 from tiledsl.timing import time_gpu
 
-SHAPES = [(35, 8457, 2560), (128, 4096, 4096), (16, 4096, 4096), (4096, 32, 4096)]
+SHAPES = [(35, 8457, 2560, "NN"), (128, 4096, 4096, "NN"), (16, 4096, 4096, "NN"), (4096, 32, 4096, "NN")]
 T4 = dict(rm=4, rn=4, wm=8, wn=64)
 SCHEDULES = {
     "schedule=None": None,
@@ -46,20 +48,50 @@ SCHEDULES = {
 }
 
 
+TALL_SHAPES = [(7680, 32, 2560, "TT"), (7680, 32, 2560, "NT"), (4096, 32, 4096, "NT"), (3072, 32, 1024, "NT"),
+               (4096, 64, 4096, "NT"), (7680, 64, 2560, "NT"), (7680, 16, 2560, "NT"), (4096, 16, 4096, "NT")]
+
+
+def _tall_schedules() -> dict:
+    """Tiles as narrow as N (bn 16, 32, 64) and tall (bm 64..256), each with split-K 1..8 or stream-K."""
+    tiles = {"256x32x32 t8x4": dict(bm=256, bn=32, bk=32, rm=8, rn=4, unroll=32),
+             "128x32x32 t4x4": dict(bm=128, bn=32, bk=32, rm=4, rn=4, unroll=32),
+             "128x32x16 t8x4": dict(bm=128, bn=32, bk=16, rm=8, rn=4, unroll=16),
+             "64x64x16 t4x4": dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16),
+             "128x64x16 t8x4": dict(bm=128, bn=64, bk=16, rm=8, rn=4, unroll=16),
+             "256x16x32 t8x2 v2": dict(bm=256, bn=16, bk=32, rm=8, rn=2, vec=2, unroll=32),
+             "128x16x32 t4x2 v2": dict(bm=128, bn=16, bk=32, rm=4, rn=2, vec=2, unroll=32)}
+    out: dict = {"schedule=None": None}
+    for name, kw in tiles.items():
+        for split in (1, 2, 4, 8):
+            out[f"{name} sk{split}"] = dict(kw, split_k=split)
+        out[f"{name} streamk"] = dict(kw, stream_k=True)
+    return out
+
+
+SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules())}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--set", choices=sorted(SETS), default="skinny", help="which shapes and schedules (default skinny)")
     ap.add_argument("--out", default="benchmarks/results/gemm_skinny_h200.json")
     args = ap.parse_args()
     target = gpu_or_exit("gemm_skinny.py")
     import cupy as cp
 
+    shapes, schedules = SETS[args.set]
     rng = np.random.default_rng(0)
     rows = []
-    for m, n, k in SHAPES:
+    for m, n, k, layout in shapes:
         a = cp.asarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
         b = cp.asarray(rng.uniform(-1, 1, (k, n)).astype(np.float32))
+        a = cp.asfortranarray(a) if layout[0] == "T" else a
+        b = cp.asfortranarray(b) if layout[1] == "T" else b
         ref = cp.matmul(a.astype(cp.float64), b.astype(cp.float64))
-        for name, kw in SCHEDULES.items():
+        op = tiledsl.GemmOp(m, n, k, layout_a="col" if layout[0] == "T" else "row",
+                            layout_b="col" if layout[1] == "T" else "row")
+        for name, kw in schedules.items():
             s = None if kw is None else tiledsl.GemmSchedule(**kw)
             c = cp.full((m, n), cp.nan, cp.float32)
             tiledsl.gemm(a, b, c, schedule=s)
@@ -68,11 +100,11 @@ def main() -> int:
                 raise SystemExit(f"{name} {m}x{n}x{k}: wrong result (rel. error {err})")
             t, vendor = bracketed(lambda a=a, b=b, c=c, s=s: tiledsl.gemm(a, b, c, schedule=s),
                                   lambda a=a, b=b: cp.matmul(a, b), lambda f: time_gpu(f, repeat=30).median_ms)
-            used = s or tiledsl.plan(tiledsl.GemmOp(m, n, k), device=target).schedule
-            rows.append(dict(m=m, n=n, k=k, schedule=name, used=used.to_dict(), ms=t, cublas_ms=vendor,
+            used = s or tiledsl.plan(op, device=target).schedule
+            rows.append(dict(m=m, n=n, k=k, layout=layout, schedule=name, used=used.to_dict(), ms=t, cublas_ms=vendor,
                              ratio=vendor / t, rel_err=err))
-            print(f"{m}x{n}x{k} {name:32s} {t * 1e3:8.1f} us  cuBLAS {vendor * 1e3:8.1f} us  {vendor / t:.3f}x",
-                  flush=True)
+            print(f"{m}x{n}x{k} {layout} {name:32s} {t * 1e3:8.1f} us  cuBLAS {vendor * 1e3:8.1f} us  "
+                  f"{vendor / t:.3f}x", flush=True)
     write_results(args.out, target.name, rows, cp.__version__)
     return 0
 

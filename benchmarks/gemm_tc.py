@@ -42,6 +42,7 @@ SWEEP = {  # name -> GemmSchedule fields (mma_sync, smem_pad 8)
 
 
 WGMMA_SWEEP = {  # name -> GemmSchedule fields (wgmma, bk 64); "tma": a producer warpgroup issues TMA copies
+    "schedule=None": None,  # what the library picks
     "wgmma 128x256x64 s4": dict(bm=128, bn=256, stages=4),
     "wgmma 128x128x64 s6": dict(bm=128, bn=128, stages=6),
     "wgmma 256x128x64 s4": dict(bm=256, bn=128, stages=4),
@@ -205,7 +206,7 @@ def sweep_wgmma(rng) -> list[dict]:
                 for name, kw in WGMMA_SWEEP.items():
                     if (size == 8192 and name not in SWEEP_8192) or not _selected(name):
                         continue
-                    s = wgmma(**kw)
+                    s = None if kw is None else wgmma(**kw)
                     try:
                         tiledsl.gemm(a, b, c, schedule=s)
                         ms, ms_stream, vendor, vendor_stream = bracketed(
@@ -223,7 +224,7 @@ def sweep_wgmma(rng) -> list[dict]:
     return rows
 
 
-SWEEP_8192 = ("wgmma 128x256x64 s4", "tma 128x256x64 s3", "tma 128x256x64 s4", "tma 128x192x64 s5",
+SWEEP_8192 = ("schedule=None", "wgmma 128x256x64 s4", "tma 128x256x64 s3", "tma 128x256x64 s4", "tma 128x192x64 s5",
               "tma 128x256x64 s3 persistent", "tma 128x256x64 s4 persistent", "tma 128x256x64 s4 persistent sw2",
               "tma 128x256x64 s4 persistent sw4", "tma 128x256x64 s4 persistent sw16")
 STREAM = 10  # calls per timed stream: the kernel's time per call with the host's launch path overlapped

@@ -682,3 +682,28 @@ def test_gemv_rules_and_default():
     half = dict(dtype="float16", align_a=8, align_b=8, align_c=8)
     assert default_schedule(GemmOp(1, 4096, 4096, **half), h200).kernel == "gemv"
     assert default_schedule(GemmOp(2, 4096, 4096, **half), h200).kernel == "tiled"  # tensor cores from 2 rows
+
+
+@pytest.mark.parametrize("m,n,k,layout,want", [
+    (7680, 32, 2560, ("col", "col"), (32, 8)),     # DeepBench's tall-thin rows: the 128×32 tile, split-K 8
+    (4096, 16, 4096, ("row", "col"), (32, 8)),
+    (4096, 64, 4096, ("row", "col"), (64, 8)),     # N up to 64: the 128×64 tile
+    (8448, 32, 2816, ("col", "col"), (32, 4)),     # 66 tiles · 4 slices already fill two blocks per SM
+    (4096, 33, 256, ("row", "row"), (64, 4)),      # slices stay at least 4·bk (64) deep: not 8
+])
+def test_tall_thin_rule_picks_the_narrow_tile_and_split(m, n, k, layout, want):
+    from tiledsl.gemm.family import builtin_schedule, tall_thin_schedule
+
+    op = GemmOp(m, n, k, layout_a=layout[0], layout_b=layout[1])
+    s = tall_thin_schedule(op, tiledsl.Target.known("H200"))
+    assert s is not None and (s.bn, s.split_k) == want and (s.bm, s.bk, s.rm, s.rn, s.smem_pad) == (128, 16, 8, 4, 0)
+    assert builtin_schedule(op, tiledsl.Target.known("H200")) == s
+
+
+@pytest.mark.parametrize("op", [
+    GemmOp(7680, 8, 2560), GemmOp(7680, 65, 2560), GemmOp(512, 32, 2560), GemmOp(1000, 64, 2560),
+    GemmOp(1024, 16, 500000), GemmOp(7680, 32, 2560, dtype="float16"), GemmOp(7680, 32, 2560, precision="tf32")])
+def test_tall_thin_rule_stays_inside_its_class(op):
+    from tiledsl.gemm.family import tall_thin_schedule
+
+    assert tall_thin_schedule(op, tiledsl.Target.known("H200")) is None

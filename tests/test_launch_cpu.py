@@ -124,7 +124,8 @@ def test_gemm_split_k_uses_the_workspace_and_the_followup_plan(fake_gpu):
         tiledsl.gemm(a, b, c, schedule=s, alpha=3.0, beta=1.0)
     runs = _launches(fake_gpu)
     ws = [e for e in fake_gpu if isinstance(e, dict) and "workspace" in e]
-    assert len(runs) == 4 and len(ws) == 2 and ws[0]["count"] == 4 * m * n
+    # looked up once: the second call reuses the address (no buffer was replaced since)
+    assert len(runs) == 4 and len(ws) == 1 and ws[0]["count"] == 4 * m * n
     main, red = runs[2], runs[3]
     assert main["grid"] == (-(-m // 64) * -(-n // 64), 4, 1)
     assert red["grid"] == (-(-(m * n) // 256), 1, 1) and red["block"] == (256, 1, 1)
@@ -271,3 +272,18 @@ def test_tma_gemm_passes_tensor_maps_encoded_once_per_address_pair(fake_gpu, mon
         assert run["args"][0][0] == "map" and run["args"][0][3] == a.data.ptr and run["args"][1][3] == b.data.ptr
         assert int(run["args"][2]) == c.data.ptr
         assert run["args"][3:] == (np.int32(256), np.int32(192), np.int32(128), np.int64(192), np.float32(1.0))
+
+
+def test_gemm_stream_k_passes_its_split_partials_and_tickets(fake_gpu):
+    empty = fake_gpu.pop()
+    m = n = k = 1024    # 32 tiles of 256×128 on 132 SMs: all shared by the 132 stream-K blocks
+    s = tiledsl.registry.preset("gemm", "sgemm_256x128_16x8_stream_k")
+    a, b, c = empty((m, k)), empty((k, n)), empty((m, n))
+    for _ in range(2):
+        tiledsl.gemm(a, b, c, schedule=s)
+    runs = _launches(fake_gpu)
+    ws = [e for e in fake_gpu if isinstance(e, dict) and "workspace" in e]
+    assert [(w["workspace"], w["init"]) for w in ws] == [("sk_partials", "none"), ("sk_tickets", "counters")]
+    assert len(runs) == 2 and runs[0]["grid"] == (132, 1, 1)
+    assert runs[0]["args"][10:12] == (np.int32(0), np.int32(132))        # dp_tiles, sk_blocks
+    assert all(int(x) != 0 for x in runs[1]["args"][12:14])              # the partial tiles and tickets

@@ -45,6 +45,9 @@ def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     refuse_empty(op, "choose a schedule for")
     if op.m <= GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]:
         return gemv_schedule(op, target)
+    tall = tall_thin_schedule(op, target)
+    if tall is not None:
+        return tall
 
     table = registry.presets(GEMM)
     itemsize = dtypes.get(op.dtype).itemsize
@@ -86,6 +89,35 @@ def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
             if est < best_s:
                 best, best_s = cand, est
     return best if best is not None else GemmSchedule()
+
+
+TALL_THIN_PRESETS = {32: "tall_128x32_8x4", 64: "tall_128x64_8x4"}
+"""Tall-thin float32 products (:func:`tall_thin_schedule`): the preset for N up to each width."""
+TALL_THIN_MIN_N, TALL_THIN_MIN_M, TALL_THIN_MAX_K = 9, 1024, 8192
+"""The class the rule was measured on (N 16-64, M 3072-7680, K 1024-4096), widened to round bounds."""
+
+
+def tall_thin_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
+    """The shape-class rule for tall-thin float32 products (IEEE, FMA units): N in 9..64, M ≥ 1024 and ≥ 16·N,
+    K ≤ 8192 (DeepBench's 7680×32×2560 and kin); None for other ops.
+
+    The block tile is as narrow as N allows (:data:`TALL_THIN_PRESETS`: 128×32 for N ≤ 32, 128×64 up to 64), and K
+    is split into the fewest of 1, 2, 4, 8 slices that give the grid two blocks per SM (slices at least 4·bk deep).
+    Measured on the H200 against the generic estimate's picks (128×64 or 64×16 tiles, split-K 1-4, 0.44-0.60×
+    cuBLAS): 0.86-0.95× on eight shapes, 1.08× on 7680×32×2560 with both operands column-major
+    (``python benchmarks/gemm_skinny.py --set tall``, benchmarks/results/gemm_tall_h200.json, 2026-12-01).
+    """
+    if not (op.dtype == "float32" and op.precision == "ieee" and TALL_THIN_MIN_N <= op.n <= max(TALL_THIN_PRESETS)
+            and op.m >= max(TALL_THIN_MIN_M, 16 * op.n) and op.k <= TALL_THIN_MAX_K):
+        return None
+    base = registry.presets(GEMM).get(next(TALL_THIN_PRESETS[w] for w in sorted(TALL_THIN_PRESETS) if op.n <= w))
+    if base is None:  # a shipped preset that failed its check (warned when the presets were read)
+        return None
+    tiles = _ceil_div(op.m, base.bm) * _ceil_div(op.n, base.bn)
+    split = 1
+    while split < 8 and tiles * split < 2 * target.sm_count and op.k >= 2 * split * 4 * base.bk:
+        split *= 2
+    return base if split == 1 else replace(base, split_k=split)
 
 
 def _applies(s: GemmSchedule, op: GemmOp, target: Target) -> bool:
