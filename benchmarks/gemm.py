@@ -110,8 +110,9 @@ def _sweep_and_samples(args, rng, rows, record) -> dict:
     return best
 
 
-def _workloads(rng, record, max_n: int | None) -> None:
-    """schedule=None on every distinct (M, N, K, layout) of deepbench_gemm.csv and llm_gemm.csv (N ≤ max_n)."""
+def _workloads(rng, record, max_n: int | None, m_range: tuple[int, int] | None = None) -> None:
+    """schedule=None on every distinct (M, N, K, layout) of deepbench_gemm.csv and llm_gemm.csv (N ≤ max_n, M in
+    m_range)."""
     import cupy as cp
 
     shapes = {}
@@ -124,7 +125,7 @@ def _workloads(rng, record, max_n: int | None) -> None:
         for r in csv.DictReader(f):
             shapes.setdefault((int(r["m"]), int(r["n"]), int(r["k"]), "N", "N"), f"llm {r['model']}.{r['layer']}")
     for (m, n, k, la, lb), source in shapes.items():
-        if max_n is not None and n > max_n:
+        if (max_n is not None and n > max_n) or (m_range is not None and not m_range[0] <= m <= m_range[1]):
             continue
         a = rand((m, k), rng, "C" if la == "N" else "F")
         b = rand((k, n), rng, "C" if lb == "N" else "F")
@@ -174,6 +175,8 @@ def main() -> int:
     ap.add_argument("--workloads", action="store_true",
                     help="only schedule=None on every distinct data-set shape (no sweep, no 8192^3)")
     ap.add_argument("--max-n", type=int, default=None, help="with --workloads: only shapes with N <= this")
+    ap.add_argument("--m-range", type=int, nargs=2, default=None, metavar=("LOW", "HIGH"),
+                    help="with --workloads: only shapes with LOW <= M <= HIGH")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemm.py")
     rng = np.random.default_rng(0)
@@ -196,7 +199,7 @@ def main() -> int:
           f"{'ratio':>6s}   (TFLOP/s)")
     best = None
     if args.workloads:
-        _workloads(rng, record, args.max_n)
+        _workloads(rng, record, args.max_n, args.m_range)
         rows.extend(_summary(rows))
     else:
         best = _sweep_and_samples(args, rng, rows, record)

@@ -1,11 +1,13 @@
 """Skinny float32 GEMMs: schedule=None and hand-picked small-tile / split-K / stream-K schedules beside cuBLAS.
 
 Run on a GPU: ``python benchmarks/gemm_skinny.py --out benchmarks/results/gemm_skinny_h200.json`` (``--set tall``:
-the tall-thin DeepBench shapes, ``--out benchmarks/results/gemm_tall_h200.json``).
+the tall-thin DeepBench shapes, ``--out benchmarks/results/gemm_tall_h200.json``; ``--set wide``: short and
+wide ones, ``--out benchmarks/results/gemm_wide_h200.json``).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
 and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
-32 or 64, in their layouts (NT: row-major A, column-major B; TT: both column-major). Every schedule is checked
+32 or 64, in their layouts (NT: row-major A, column-major B; TT: both column-major). ``--set wide``: M from 35 to
+1024 with N from 700 to 50257 (35×8457, 128×50257 and kin). Every schedule is checked
 against a float64 product, then timed with tiledsl.timing.time_gpu (CUDA events, warm-up, L2 flushed, median of
 30); cuBLAS (``cupy.matmul``) is timed right before and right after each schedule and averaged. The skinny set
 includes the 200-trial tune's winner for 35×8457×2560 (16x64x32 t4x4 cp3 p4) with and without its padding.
@@ -69,7 +71,26 @@ def _tall_schedules() -> dict:
     return out
 
 
-SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules())}
+WIDE_SHAPES = [(35, 8457, 2560, "TT"), (35, 8457, 4096, "TT"), (35, 8457, 4096, "NT"), (35, 1500, 2560, "TT"),
+               (128, 50257, 768, "NN"), (176, 1500, 1408, "TT"), (1024, 700, 512, "TT")]
+
+
+def _wide_schedules() -> dict:
+    """Short rows (bm 32, 64), wide columns (bn 64, 128), each with split-K 4..32 or stream-K."""
+    tiles = {"64x128x8 t8x8": dict(bm=64, bn=128, bk=8, rm=8, rn=8, unroll=8),
+             "64x128x16 t4x8": dict(bm=64, bn=128, bk=16, rm=4, rn=8, unroll=16),
+             "32x128x16 t4x8": dict(bm=32, bn=128, bk=16, rm=4, rn=8, unroll=16),
+             "64x64x16 t4x4": dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16)}
+    out: dict = {"schedule=None": None}
+    for name, kw in tiles.items():
+        for split in (1, 4, 8, 16, 32):
+            out[f"{name} sk{split}"] = dict(kw, split_k=split)
+        out[f"{name} streamk"] = dict(kw, stream_k=True)
+    return out
+
+
+SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules()),
+        "wide": (WIDE_SHAPES, _wide_schedules())}
 
 
 def main() -> int:

@@ -707,3 +707,23 @@ def test_tall_thin_rule_stays_inside_its_class(op):
     from tiledsl.gemm.family import tall_thin_schedule
 
     assert tall_thin_schedule(op, tiledsl.Target.known("H200")) is None
+
+
+@pytest.mark.parametrize("m,n,k,layout", [(35, 8457, 2560, ("col", "col")), (35, 8457, 4096, ("row", "col")),
+                                          (176, 1500, 1408, ("col", "col")), (35, 1500, 2048, ("col", "col"))])
+def test_short_wide_rule_takes_stream_k(m, n, k, layout):
+    from tiledsl.gemm.family import SHORT_WIDE_PRESET, builtin_schedule
+
+    op = GemmOp(m, n, k, layout_a=layout[0], layout_b=layout[1])
+    s = builtin_schedule(op, tiledsl.Target.known("H200"))
+    assert s == tiledsl.preset("gemm", SHORT_WIDE_PRESET) and s.stream_k and (s.bm, s.bn) == (64, 128)
+
+
+@pytest.mark.parametrize("op", [
+    GemmOp(128, 4096, 4096), GemmOp(35, 700, 2560), GemmOp(35, 50257, 768), GemmOp(300, 8457, 2560),
+    GemmOp(16, 8457, 2560, layout_b="col"), GemmOp(35, 8457, 2560, dtype="float16"),
+    GemmOp(35, 8457, 2560, precision="tf32")])
+def test_short_wide_rule_stays_inside_its_class(op):
+    from tiledsl.gemm.family import short_wide_schedule
+
+    assert short_wide_schedule(op, tiledsl.Target.known("H200")) is None

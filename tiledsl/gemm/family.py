@@ -45,9 +45,9 @@ def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     refuse_empty(op, "choose a schedule for")
     if op.m <= GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]:
         return gemv_schedule(op, target)
-    tall = tall_thin_schedule(op, target)
-    if tall is not None:
-        return tall
+    rule = tall_thin_schedule(op, target) or short_wide_schedule(op, target)
+    if rule is not None:
+        return rule
 
     table = registry.presets(GEMM)
     itemsize = dtypes.get(op.dtype).itemsize
@@ -118,6 +118,34 @@ def tall_thin_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     while split < 8 and tiles * split < 2 * target.sm_count and op.k >= 2 * split * 4 * base.bk:
         split *= 2
     return base if split == 1 else replace(base, split_k=split)
+
+
+SHORT_WIDE_PRESET = "wide_64x128_4x8_stream_k"
+"""Short and wide float32 products under one wave (:func:`short_wide_schedule`)."""
+SHORT_WIDE_M, SHORT_WIDE_MIN_N = (17, 256), 1024
+"""The class the rule was measured on (M 35 and 176, N 1500 and 8457), widened to round bounds."""
+
+
+def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
+    """The shape-class rule for short and wide float32 products (IEEE, FMA units): M in 17..256 and not a multiple of
+    64, N ≥ 1024, and fewer 64×128 tiles than the device runs at once (two blocks per SM); None for other ops.
+
+    These grids are smaller than one wave, so the 64×128×16 tile with stream-K (:data:`SHORT_WIDE_PRESET`) spreads
+    their K iterations over every SM. Measured on the H200 against the generic estimate's picks (64×64 or 128×128
+    tiles with split-K 4-32): on the 11 data-set products of the class, 0.46-0.78× → 0.83-1.01× cuBLAS
+    (35×8457×2560 TT 0.54× → 0.97×, 35×8457×4096 TT 0.46× → 0.85×, 176×1500×1408 TT 0.64× → 0.83×). Left out, as
+    measured in the same run: M = 128 (whole 64-row tiles; the generic pick was 11 % better to 11 % worse, shape by
+    shape) and N = 700 (6 tiles; 8 % worse) (``python benchmarks/gemm_skinny.py --set wide`` and ``python
+    benchmarks/gemm.py --workloads --m-range 17 256``; benchmarks/results/gemm_wide_h200.json and
+    gemm_workloads_m17_256_h200.json, 2026-12-01).
+    """
+    if not (op.dtype == "float32" and op.precision == "ieee" and SHORT_WIDE_M[0] <= op.m <= SHORT_WIDE_M[1]
+            and op.m % 64 and op.n >= SHORT_WIDE_MIN_N):
+        return None
+    base = registry.presets(GEMM).get(SHORT_WIDE_PRESET)
+    if base is None or _ceil_div(op.m, base.bm) * _ceil_div(op.n, base.bn) >= 2 * target.sm_count:
+        return None
+    return base
 
 
 def _applies(s: GemmSchedule, op: GemmOp, target: Target) -> bool:
