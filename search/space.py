@@ -188,6 +188,9 @@ def describe(schedule) -> str:
                 f"sw{d['swizzle']}")
     if d.get("mma") == "mma_sync":
         return f"mma.sync {d['bm']}x{d['bn']}x{d['bk']} w{d['wm']}x{d['wn']} s{d['stages']} sw{d['swizzle']}"
+    if d.get("kernel") == "gemv":
+        text = f"gemv rows {d['bm']} threads {d['bn']} v{d['vec']} rn{d['rn']} u{d['unroll']}"
+        return text + (f" sk{d['split_k']}" if d.get("split_k", 1) > 1 else "")
     if {"bm", "bn", "bk", "rm", "rn"} <= set(d):
         text = (f"{d['bm']}x{d['bn']}x{d['bk']} t{d['rm']}x{d['rn']} w{d['wm']}x{d['wn']} v{d['vec']} "
                 f"{_pipeline_text(d)} u{d['unroll']} p{d['smem_pad']} s{d['swizzle']}")

@@ -517,6 +517,7 @@ def _gpus(args: argparse.Namespace) -> tuple[int, ...] | None:
 
 def _lookup(cfg: TuneConfig) -> int:
     import tiledsl
+    from tiledsl.family import get as library_family
     from tiledsl.registry import lookup_explain
 
     target = tiledsl.Target.current() if tiledsl.gpu_available() else tiledsl.Target.known(cfg.device or DEFAULT_DEVICE)
@@ -524,7 +525,16 @@ def _lookup(cfg: TuneConfig) -> int:
     print(f"lookup {cfg.family} {op_text(cfg.op)} on {target.name} ({target.arch}):")
     for r in reasons:
         print(f"  miss: {r}")
-    print(f"  -> {'hit: ' + describe(sched) if sched is not None else 'no stored schedule (schedule=None uses the default)'}")
+    if sched is not None:
+        print(f"  -> hit: {describe(sched)}")
+        return 0
+    fam = library_family(cfg.family)
+    if fam.builtin_choice is not None:
+        chosen, why = fam.builtin_choice(cfg.op, target)
+        print(f"  -> no stored schedule: schedule=None uses {describe(chosen)}, chosen by {why}")
+    else:
+        print(f"  -> no stored schedule: schedule=None uses {describe(fam.builtin_schedule(cfg.op, target))}, the "
+              f"{cfg.family} family's built-in choice")
     return 0
 
 

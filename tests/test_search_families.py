@@ -259,6 +259,18 @@ def test_lookup_prints_the_miss_reasons(tmp_path, cache, capsys):
     assert tune.main(["reduce", "--shape", "4096x8192", "--axis", "1", "--lookup"]) == 0
     text = capsys.readouterr().out
     assert "lookup reduce sum over axis 1 of 4096x8192 float32" in text and "no records" in text
+    assert "schedule=None uses" in text and "the reduce family's built-in choice" in text
+
+
+@pytest.mark.parametrize("shape,rule", [(("7680", "32", "2560"), "the tall-thin rule"),
+                                        (("35", "8457", "2560"), "the short-wide rule"),
+                                        (("4096", "4096", "4096"), "the estimate over the presets"),
+                                        (("4", "4096", "4096"), "the GEMV-style kernel")])
+def test_lookup_names_the_rule_behind_the_default(shape, rule, tmp_path, cache, capsys):
+    m, n, k = shape
+    assert tune.main(["gemm", "--m", m, "--n", n, "--k", k, "--lookup"]) == 0
+    text = capsys.readouterr().out
+    assert "no stored schedule: schedule=None uses" in text and f"chosen by {rule}" in text
 
 
 # ---------------------------------------------------------------- default_schedule uses the store

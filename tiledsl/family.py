@@ -29,6 +29,7 @@ class Family:
         default_schedule: (op, target) -> schedule for ``schedule=None`` (a tuned record first).
         builtin_schedule: (op, target) -> the library's own choice, what ``default_schedule`` returns where no
             tuned record applies (the search measures it first, so a tune never ships a slower record).
+        builtin_choice: (op, target) -> (that choice, which rule made it and why), where the family says so.
         emit_followup: (op, schedule) -> KernelSource of the plan's followup kernel (GEMM split-K's
             reduction), or None for families without one.
         extensions: what other layers attach (the search: ``"search"``); not part of equality.
@@ -43,6 +44,7 @@ class Family:
     default_schedule: Callable[[object, Target], object]
     emit_followup: Callable[[object, object], KernelSource] | None = None
     builtin_schedule: Callable[[object, Target], object] | None = None
+    builtin_choice: Callable[[object, Target], tuple[object, str]] | None = None
     extensions: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def attach(self, key: str, value) -> None:

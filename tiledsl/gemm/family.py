@@ -40,14 +40,31 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
 
 def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
-    """:func:`default_schedule` without the tuned records: the GEMV kernel for a few rows, else the best
-    preset × split-K factor by the estimate described there."""
+    """:func:`default_schedule` without the tuned records: the GEMV kernel for a few rows, a shape-class rule
+    (tall-thin, short-wide) where one applies, else the best preset × split-K factor by the estimate described
+    there (:func:`builtin_choice` also says which)."""
+    return builtin_choice(op, target)[0]
+
+
+def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
+    """(:func:`builtin_schedule`, which rule chose it and why, for ``search.tune --lookup``)."""
     refuse_empty(op, "choose a schedule for")
-    if op.m <= GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]:
-        return gemv_schedule(op, target)
-    rule = tall_thin_schedule(op, target) or short_wide_schedule(op, target)
-    if rule is not None:
-        return rule
+    gemv_rows = GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]
+    if op.m <= gemv_rows:
+        return gemv_schedule(op, target), f"the GEMV-style kernel: M = {op.m} ≤ {gemv_rows} rows (GEMV_MAX_M)"
+    tall = tall_thin_schedule(op, target)
+    if tall is not None:
+        return tall, (f"the tall-thin rule (tall_thin_schedule): float32, N = {op.n} in {TALL_THIN_MIN_N}..64, "
+                      f"M = {op.m} ≥ {TALL_THIN_MIN_M}, K = {op.k} ≤ {TALL_THIN_MAX_K}")
+    wide = short_wide_schedule(op, target)
+    if wide is not None:
+        return wide, (f"the short-wide rule (short_wide_schedule): float32, M = {op.m} in {SHORT_WIDE_M[0]}.."
+                      f"{SHORT_WIDE_M[1]}, N = {op.n} ≥ {SHORT_WIDE_MIN_N}, under one wave of 64×128 tiles")
+    return _estimate_choice(op, target), "the estimate over the presets × split-K (builtin_schedule)"
+
+
+def _estimate_choice(op: GemmOp, target: Target) -> GemmSchedule:
+    """The preset × split-K factor with the smallest estimate (:func:`default_schedule` describes it)."""
 
     table = registry.presets(GEMM)
     itemsize = dtypes.get(op.dtype).itemsize
@@ -239,4 +256,4 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
 
 GEMM = Family("gemm", GemmOp, GemmSchedule, GEMM_RULES, plan_gemm, emit_gemm, default_schedule,
-              emit_followup=emit_splitk_reduce, builtin_schedule=builtin_schedule)
+              emit_followup=emit_splitk_reduce, builtin_schedule=builtin_schedule, builtin_choice=builtin_choice)
