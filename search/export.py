@@ -66,7 +66,7 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
     if family == "gemm" and schedule.split_k != 1:
         return _frame(kernel, *_splitk_parts(op, schedule, params))
     if family == "gemm" and schedule.stream_k:
-        return _frame(kernel, *_stream_k_parts(kernel, schedule, params))
+        return _frame(kernel, *_stream_k_parts(kernel, params))
     decl = ",\n    ".join(p for p, _ in params)
     names = ", ".join(n for _, n in params)
     notes: list[str] = []
@@ -131,46 +131,74 @@ def _splitk_parts(op, schedule, params: list[tuple[str, str]]) -> tuple:
     return decl, names, _gemm_grid(op, schedule), notes, (), "", epilogue
 
 
-def _stream_k_parts(kernel, schedule, params: list[tuple[str, str]]) -> tuple:
-    """(decl, names, grid, notes, includes, prologue) of a stream-K GEMM's launcher: it divides the tiles as
-    ``tiledsl.gemm.kernel_plan.stream_k_split`` does, for the device's SMs and the kernel's occupancy; the caller
-    passes the partial-tile and ticket buffers."""
+def _stream_k_parts(kernel, params: list[tuple[str, str]]) -> tuple:
+    """(decl, names, grid, notes, includes, prologue, epilogue, helpers) of a stream-K GEMM's launcher: it divides
+    the tiles as ``tiledsl.gemm.kernel_plan.stream_k_split`` does, for the device's SMs and the kernel's occupancy,
+    and refuses buffers smaller than ``tiledsl_stream_k_workspace`` (also exported) says they must be."""
     from tiledsl.gemm.kernel_plan import STREAM_K_MAX_SHARE
 
-    decl = ",\n    ".join(p for p, n in params if n not in ("dp_tiles", "sk_blocks"))
+    smem = kernel.dynamic_smem_bytes
+    decl = ",\n    ".join([*(p for p, n in params if n not in ("dp_tiles", "sk_blocks")),
+                           "size_t partials_bytes", "size_t tickets_bytes"])
     names = ", ".join(n for _, n in params)
-    prologue = f"""  // stream-K (tiledsl.gemm.kernel_plan.stream_k_split): whole waves of tiles run one block each over all
-  // of K; the last full wave and the partial one are shared by one block per slot (SMs x resident blocks)
+    helpers = f"""// stream-K work division (tiledsl.gemm.kernel_plan.stream_k_split): whole waves of tiles run one block each
+// over all of K; the last full wave and the partial one are shared by one block per slot (SMs x resident blocks)
+static cudaError_t tdsl_stream_k_split(int M, int N, int K, long long* dp, long long* sk, long long* sk_tiles) {{
+  const size_t smem_bytes = {smem};
   int device = 0, sms = 0, resident = 0;
-  cudaError_t e_sk = cudaGetDevice(&device);
-  if (e_sk == cudaSuccess) e_sk = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (e_sk == cudaSuccess)
-    e_sk = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, {kernel.name}, {kernel.block[0]}, smem_bytes);
-  if (e_sk != cudaSuccess) return e_sk;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e == cudaSuccess && smem_bytes > 48 * 1024)
+    e = cudaFuncSetAttribute({kernel.name}, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes);
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, {kernel.name}, {kernel.block[0]}, smem_bytes);
+  if (e != cudaSuccess) return e;
   const long long tiles = (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN);
   const long long k_iters = (K + BK - 1) / BK;
   const long long slots = (long long)sms * (resident > 0 ? resident : 1);
-  long long dp = tiles, sk = 0;
+  *dp = tiles;
+  *sk = 0;
   if (tiles % slots) {{
     const long long full = tiles / slots;
-    dp = full ? (full - 1) * slots : 0;
-    sk = full ? slots : (slots < tiles * {STREAM_K_MAX_SHARE} ? slots : tiles * {STREAM_K_MAX_SHARE});
-    if (sk > (tiles - dp) * k_iters) sk = (tiles - dp) * k_iters;  // every block's share is non-empty
+    *dp = full ? (full - 1) * slots : 0;
+    *sk = full ? slots : (slots < tiles * {STREAM_K_MAX_SHARE} ? slots : tiles * {STREAM_K_MAX_SHARE});
+    if (*sk > (tiles - *dp) * k_iters) *sk = (tiles - *dp) * k_iters;  // every block's share is non-empty
   }}
+  *sk_tiles = tiles - *dp;
+  return cudaSuccess;
+}}
+
+// the scratch buffers tiledsl_launch needs for (M, N, K) on the current device: partials (float32) and tickets
+// (unsigned int, zeroed once before the first launch; every launch leaves them at zero); one pair per stream
+extern "C" cudaError_t tiledsl_stream_k_workspace(int M, int N, int K, size_t* partials_bytes, size_t* tickets_bytes) {{
+  long long dp = 0, sk = 0, sk_tiles = 0;
+  const cudaError_t e = tdsl_stream_k_split(M, N, K, &dp, &sk, &sk_tiles);
+  if (e != cudaSuccess) return e;
+  *partials_bytes = (size_t)(2 * sk * BM * BN) * sizeof(float);
+  *tickets_bytes = (size_t)sk_tiles * sizeof(unsigned int);
+  return cudaSuccess;
+}}
+
+"""
+    prologue = """  long long dp = 0, sk = 0, sk_tiles = 0;
+  const cudaError_t e_sk = tdsl_stream_k_split(M, N, K, &dp, &sk, &sk_tiles);
+  if (e_sk != cudaSuccess) return e_sk;
+  if (partials_bytes < (size_t)(2 * sk * BM * BN) * sizeof(float) || tickets_bytes < (size_t)sk_tiles * sizeof(unsigned int))
+    return cudaErrorInvalidValue;  // smaller than tiledsl_stream_k_workspace says
   const int dp_tiles = (int)dp, sk_blocks = (int)sk;
 """
-    notes = ["stream-K: partials holds 2 * SMs * resident blocks * BM * BN floats (two partial tiles per stream-K "
-             "block), tickets 2 * SMs * resident blocks unsigned ints, zeroed once before the first launch (every "
-             "launch leaves them at zero); use one pair of buffers per stream."]
-    return decl, names, "dim3 grid((unsigned)(dp + sk), 1, 1);  // data-parallel tiles + stream-K blocks", notes, (), prologue
+    notes = ["stream-K: size partials and tickets with tiledsl_stream_k_workspace (above); zero tickets once "
+             "before the first launch; use one pair of buffers per stream (a CUDA graph: the stream it replays on)."]
+    return (decl, names, "dim3 grid((unsigned)(dp + sk), 1, 1);  // data-parallel tiles + stream-K blocks", notes, (),
+            prologue, "", helpers)
 
 
 def _frame(kernel, decl: str, names: str, grid: str, notes: list[str], includes: tuple[str, ...] = (),
-           prologue: str = "", epilogue: str = "") -> str:
+           prologue: str = "", epilogue: str = "", helpers: str = "") -> str:
     """The host launcher around a kernel: parameters ``decl``, ``prologue`` (statements preparing the
     kernel's arguments), the grid, the dynamic shared-memory attribute above 48 KiB, the launch of ``names``,
-    ``epilogue`` (statements after it: split-K's reduction kernel). The shared-memory attribute is set first, so a
-    prologue may ask for the kernel's occupancy."""
+    ``epilogue`` (statements after it: split-K's reduction kernel); ``helpers``: host functions placed before it. The
+    shared-memory attribute is set first, so a prologue may ask for the kernel's occupancy."""
     smem = kernel.dynamic_smem_bytes
     bx, by, bz = kernel.block
     head = "".join(f"#include <{h}>\n" for h in (*includes, "cuda_runtime.h"))
@@ -178,7 +206,7 @@ def _frame(kernel, decl: str, names: str, grid: str, notes: list[str], includes:
     return f"""
 #ifndef __CUDACC_RTC__
 // ---- host launcher (nvcc only; NVRTC skips it) ----
-{head}// Launch configuration: block ({bx}, {by}, {bz}), dynamic shared memory {smem} bytes.
+{head}{helpers}// Launch configuration: block ({bx}, {by}, {bz}), dynamic shared memory {smem} bytes.
 {note_text}extern "C" cudaError_t tiledsl_launch(
     {decl},
     cudaStream_t stream) {{

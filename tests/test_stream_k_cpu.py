@@ -149,9 +149,21 @@ def test_exported_stream_k_launcher(tmp_path):
     k = tiledsl.compile(op, PRESET, arch="sm_90")
     text = kernel_cu("gemm", op, PRESET, k, ["test"])
     assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in text and "float* __restrict__ partials" in text
+    assert "tiledsl_stream_k_workspace" in text and "return cudaErrorInvalidValue" in text
     (tmp_path / "kernel.cu").write_text(text)
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not installed on this machine: the host launcher was not compiled")
     r = subprocess.run(["nvcc", "-arch=sm_90", "-c", str(tmp_path / "kernel.cu"), "-o", str(tmp_path / "k.o")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("rm,rn,pieces", [(4, 2, "float"), (1, 2, "float"), (4, 4, "float4"), (8, 8, "float4")])
+def test_partial_tiles_are_float4_only_where_a_row_splits_into_fours(rm, rn, pieces):
+    """A float4 piece is four columns of one row of the thread tile: rn = 2 takes scalar pieces even when rm·rn is a
+    multiple of 4 (acc[i][j + 3] would index past the row)."""
+    bm, bn = 16 * rm, 16 * rn
+    s = GemmSchedule(bm=bm, bn=bn, bk=16, rm=rm, rn=rn, vec=1, unroll=16, stream_k=True)
+    src = emit_gemm(GemmOp(100, 70, 64), s).source
+    assert f"constexpr int PIECES = RM * RN / {4 if pieces == 'float4' else 1};" in src
+    assert ("acc[i][j + 3]" in src) == (pieces == "float4")

@@ -37,7 +37,8 @@ and is priced as such. Registers for the occupancy are the plan's estimate times
 (what ptxas allocated per estimated register on the studies), capped; spills are the estimate's excess
 over the cap, ``spill_accesses_per_step`` local accesses per spilled word per K step. Split-K adds the
 float32 workspace's write and read-back and a second launch. Stream-K (``stream_k``) prices the partial
-wave as its share of a full one (every slot busy to the end) and adds its partial tiles' L2 traffic.
+wave as its share of a full one (every stream-K block busy to the end) and adds its partial tiles' traffic, counted
+like split-K's workspace (written and read back, at L2 and HBM).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .. import dtypes
-from ..gemm.kernel_plan import plan_gemm
+from ..gemm.kernel_plan import plan_gemm, stream_k_split
 from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
 from .params import FmaParams, fma_params
@@ -340,10 +341,11 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
     full, rem = divmod(blocks, slots)
     t_full, bound = round_cycles(blocks_per_sm)
     cycles = full * ksteps * t_full
-    sk_tiles = 0
-    if rem and s.stream_k:  # the last waves' K iterations shared evenly by every slot (stream_k_split)
-        cycles += rem / slots * ksteps * t_full
-        sk_tiles = rem + slots if full else rem
+    shares = 0  # stream-K: partial tiles written, each read back once by the block finishing its tile
+    if rem and s.stream_k:  # the last waves' K iterations shared evenly by the stream-K blocks (stream_k_split)
+        sk = stream_k_split(blocks, ksteps, slots)
+        cycles = sk.dp_tiles // slots * ksteps * t_full + -(-sk.sk_tiles * ksteps // sk.sk_blocks) * t_full
+        shares = sk.sk_blocks + sk.sk_tiles
     elif rem:
         t_last, b_last = round_cycles(-(-rem // target.sm_count))
         cycles += ksteps * t_last
@@ -355,8 +357,7 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
     tr = traffic(op, s)
     # split-K: the float32 partial sums are written and read back by the followup kernel
     ws = 2.0 * s.split_k * op.m * op.n * 4 if s.split_k > 1 else 0.0
-    # stream-K: each shared tile's float32 partials written by (about) two blocks and read back by the last
-    ws += 3.0 * sk_tiles * s.bm * s.bn * 4
+    ws += 2.0 * shares * s.bm * s.bn * 4
     t_l2 = (tr["l2"] + ws) / c["l2_bytes_per_s"].value
     t_hbm = (tr["hbm"] + ws) / c["hbm_bytes_per_s"].value
     smem_moved = blocks * ksteps * (p["wf_lds"] + p["wf_sts"]) * warps * 128.0

@@ -144,7 +144,8 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
     w(f'extern "C" __global__ void __launch_bounds__(THREADS, {p.min_blocks})  '
       f'// registers capped near {p.max_registers} per thread' + ('' if p.min_blocks == s.min_blocks else
                                                                   ' (MIN_BLOCKS lowered: operands force narrower loads)'))
-    with w.block(f"{name}({render_params(p.params, breaks=(3,) if not s.stream_k else (3, len(p.params) - 4))})"):
+    breaks = (3,) + tuple(i for i, q in enumerate(p.params) if q.name == "dp_tiles")  # stream-K's own on a line
+    with w.block(f"{name}({render_params(p.params, breaks=breaks)})"):
         if s.stream_k:
             _stream_k_work(w)
         else:
@@ -236,8 +237,8 @@ def _stream_k_fixup(w: Writer, s: GemmSchedule) -> None:
     """Emit the stream-K fixup: a block holding part of a shared tile stores its float32 partial tile; the last
     to arrive (a ticket per tile) sums every share's partial in K order (deterministic) into ``acc`` and
     goes on to the epilogue. Partial tiles are kept per thread, element-major, so a warp's stores and loads
-    are contiguous (float4 where the thread tile splits into fours)."""
-    vec = 4 if (s.rm * s.rn) % 4 == 0 else 1
+    are contiguous (float4 where a row of the thread tile splits into fours: rn a multiple of 4)."""
+    vec = 4 if s.rn % 4 == 0 else 1  # a float4 piece is 4 columns of one row of acc
     vt = "float4" if vec == 4 else "float"
     w("// ---- stream-K fixup: a tile shared by several blocks is finished by the last to arrive ----",
       "bool finish = true;")

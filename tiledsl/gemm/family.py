@@ -55,7 +55,7 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
     tall = tall_thin_schedule(op, target)
     if tall is not None:
         return tall, (f"the tall-thin rule (tall_thin_schedule): float32, N = {op.n} in {TALL_THIN_MIN_N}..64, "
-                      f"M = {op.m} ≥ {TALL_THIN_MIN_M}, K = {op.k} ≤ {TALL_THIN_MAX_K}")
+                      f"M = {op.m} ≥ {TALL_THIN_MIN_M}, K = {op.k} in {TALL_THIN_K[0]}..{TALL_THIN_K[1]}")
     wide = short_wide_schedule(op, target)
     if wide is not None:
         return wide, (f"the short-wide rule (short_wide_schedule): float32, M = {op.m} in {SHORT_WIDE_M[0]}.."
@@ -94,8 +94,9 @@ def _estimate_choice(op: GemmOp, target: Target) -> GemmSchedule:
             cand = base if split == 1 else replace(base, split_k=split, persistent=False)  # one tile per K slice
             blocks = plan_gemm(op, cand).blocks  # tiles of C times K slices (a persistent grid is smaller)
             waves = -(-blocks // (target.sm_count * 2))
-            if base.stream_k:  # no idle SMs in the last wave; measured ahead only from two waves of tiles up
-                if blocks < 2 * target.sm_count:
+            if base.stream_k:  # no idle SMs in the last wave: measured ahead only with a partial last wave after
+                sk = dict((q.name, q.value) for q in plan_gemm(op, cand, target).params)  # two or more whole ones,
+                if blocks < 2 * target.sm_count or not sk["sk_blocks"] or op.k < STREAM_K_MIN_K:  # and a long K
                     break
                 waves = blocks / (target.sm_count * 2)
             per_block_rate = sm_flops / min(2, -(-blocks // target.sm_count)) * eff
@@ -110,29 +111,31 @@ def _estimate_choice(op: GemmOp, target: Target) -> GemmSchedule:
 
 TALL_THIN_PRESETS = {32: "tall_128x32_8x4", 64: "tall_128x64_8x4"}
 """Tall-thin float32 products (:func:`tall_thin_schedule`): the preset for N up to each width."""
-TALL_THIN_MIN_N, TALL_THIN_MIN_M, TALL_THIN_MAX_K = 9, 1024, 8192
-"""The class the rule was measured on (N 16-64, M 3072-7680, K 1024-4096), widened to round bounds."""
+TALL_THIN_MIN_N, TALL_THIN_MIN_M, TALL_THIN_K = 16, 1024, (1024, 8192)
+"""The class the rule was measured on (N 16-64, M 3072-7680, K 1024-4096), widened to round bounds; K = 512 is out
+(1024×16×512 and 1024×32×512 lost 7-20 % to the generic pick)."""
 
 
 def tall_thin_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
-    """The shape-class rule for tall-thin float32 products (IEEE, FMA units): N in 9..64, M ≥ 1024 and ≥ 16·N,
-    K ≤ 8192 (DeepBench's 7680×32×2560 and kin); None for other ops.
+    """The shape-class rule for tall-thin float32 products (IEEE, FMA units): N in 16..64, M ≥ 1024 and ≥ 16·N,
+    K in 1024..8192 (DeepBench's 7680×32×2560 and kin); None for other ops.
 
     The block tile is as narrow as N allows (:data:`TALL_THIN_PRESETS`: 128×32 for N ≤ 32, 128×64 up to 64), and K
-    is split into the fewest of 1, 2, 4, 8 slices that give the grid two blocks per SM (slices at least 4·bk deep).
-    Measured on the H200 against the generic estimate's picks (128×64 or 64×16 tiles, split-K 1-4, 0.44-0.60×
-    cuBLAS): 0.86-0.95× on eight shapes, 1.08× on 7680×32×2560 with both operands column-major
-    (``python benchmarks/gemm_skinny.py --set tall``, benchmarks/results/gemm_tall_h200.json, 2026-12-01).
+    is split into the fewest of 1, 2, 4, 8 slices that give the grid two blocks per SM.
+    Measured on the H200 against the generic estimate's picks (128×64 or 64×16 tiles, split-K 1-4, 0.40-0.60×
+    cuBLAS): the rule's picks ran 0.85-0.95× on seven shapes and 1.08× on 7680×32×2560 with both operands
+    column-major (``python benchmarks/gemm_skinny.py --set tall``, benchmarks/results/gemm_tall_h200.json,
+    2026-12-01); on the data sets' 48 products of the class, see docs/gemm.md.
     """
     if not (op.dtype == "float32" and op.precision == "ieee" and TALL_THIN_MIN_N <= op.n <= max(TALL_THIN_PRESETS)
-            and op.m >= max(TALL_THIN_MIN_M, 16 * op.n) and op.k <= TALL_THIN_MAX_K):
+            and op.m >= max(TALL_THIN_MIN_M, 16 * op.n) and TALL_THIN_K[0] <= op.k <= TALL_THIN_K[1]):
         return None
     base = registry.presets(GEMM).get(next(TALL_THIN_PRESETS[w] for w in sorted(TALL_THIN_PRESETS) if op.n <= w))
     if base is None:  # a shipped preset that failed its check (warned when the presets were read)
         return None
     tiles = _ceil_div(op.m, base.bm) * _ceil_div(op.n, base.bn)
     split = 1
-    while split < 8 and tiles * split < 2 * target.sm_count and op.k >= 2 * split * 4 * base.bk:
+    while split < 8 and tiles * split < 2 * target.sm_count:  # K ≥ 1024: 8 slices are still 8 bk tiles deep
         split *= 2
     return base if split == 1 else replace(base, split_k=split)
 
@@ -192,12 +195,15 @@ DEFAULT_CANDIDATES = {"sgemm_256x128_16x8": 0.69, "sgemm_128x128_8x8": 0.67, "sg
 # (benchmarks/results/gemm_fma_serpentine_h200.json, H200, 2026-12-01). The plain preset's 0.69 above stays its
 # 2026-11-29 figure, which ranks it against the other presets and split-K factors as measured since.
 COL_ROW_FP32_CANDIDATES = {"sgemm_256x128_16x8_fragment_prefetch": 0.74}
-# float32 with a row-major A and a column-major B (NT) also: stream-K measured 48.3 TFLOP/s at 4096³ (0.72 of the FP32
-# peak; 0.950-0.952x cuBLAS at 4096³ and 8192³) where the plain 256x128 ran 0.930x in the same runs. For NN and TN it
-# was behind (0.92x, 0.90-0.92x): ptxas schedules the kernel with the tile loop differently (255 registers against
-# 205), which costs those layouts more than the last wave gives back. At 2048³ (one wave) it was behind in every
-# layout (benchmarks/results/gemm_fma_streamk_h200.json, H200, 2026-12-01).
-ROW_COL_FP32_CANDIDATES = {"sgemm_256x128_16x8_stream_k": 0.72}
+# float32 with a row-major A and a column-major B (NT) also: stream-K measured 48.2-48.5 TFLOP/s at 4096³ and 8192³
+# (0.949x cuBLAS as the preset, 0.952x / 0.956x as schedule=None in the same run) where the plain 256x128 ran
+# 0.929x / 0.935x. For NN and TN it was behind (0.92x, 0.90-0.92x): ptxas schedules the kernel with the tile loop
+# differently (255 registers against 205), which costs those layouts more than the last wave gives back. At 2048³
+# (one wave) it was behind in every layout (benchmarks/results/gemm_fma_streamk_h200.json, H200, 2026-12-01). Its
+# efficiency is the plain preset's: the estimate counts the tail it removes with fractional waves, and offers it only
+# where there is a tail, two whole waves before it, and K ≥ STREAM_K_MIN_K (the measured range).
+ROW_COL_FP32_CANDIDATES = {"sgemm_256x128_16x8_stream_k": 0.69}
+STREAM_K_MIN_K = 4096
 # Tensor-core presets for float16/bfloat16 on sm_80+, with their fraction of the dense tensor-core peak
 # (Target.peak_tc16_flops, 1070 TFLOP/s for the H200 table entry): 128x128 measured 322 TFLOP/s at 4096³
 # (0.30; benchmarks/results/gemm_tc_h200.json, H200, 2026-12-01); the 64x64 figure is an estimate.

@@ -25,7 +25,8 @@ __all__ = ["GemmDetail", "canonical", "gemv_columns_per_block", "gemv_widths", "
 
 SPLITK_REDUCE_THREADS = 256  # threads per block of the split-K reduction (one per element of C)
 STREAM_K_MAX_SHARE = 8
-"""stream-K on a grid smaller than one wave: at most this many blocks per C tile (the block finishing a tile
+"""stream-K on a grid smaller than one wave: at most this many stream-K blocks per C tile (each block's share is
+then at least 1/8 of a tile's K iterations, so one tile is touched by at most 9 blocks; the block finishing a tile
 sums every share's partial tile, so more shares cost it more than they save)."""
 
 
@@ -35,8 +36,8 @@ class StreamKSplit:
 
     Attributes:
         tiles: C tiles of the op.
-        slots: blocks running at once: SMs × resident blocks per SM (:func:`tiledsl.occupancy.occupancy` at the
-            ``__launch_bounds__`` register cap).
+        slots: blocks running at once: SMs × resident blocks per SM (:func:`tiledsl.occupancy.occupancy` with the
+            plan's register estimate, at most the ``__launch_bounds__`` cap, and the dynamic shared memory).
         dp_tiles: tiles run one block each over all of K (blocks ``0 .. dp_tiles − 1``).
         sk_blocks: blocks after them sharing the K iterations of the other ``tiles − dp_tiles`` tiles evenly.
     """
@@ -57,8 +58,8 @@ def stream_k_split(tiles: int, k_iters: int, slots: int) -> StreamKSplit:
 
     A whole number of waves runs data-parallel. Otherwise the last full wave and the partial one go to
     stream-K: ``slots`` blocks each take between one and two tiles' worth of K iterations, so every SM
-    stays busy to the end and a tile is shared by at most two blocks. With less than one wave, the tiles are
-    shared by at most :data:`STREAM_K_MAX_SHARE` blocks each. There are never more stream-K blocks than
+    stays busy to the end and a tile is shared by at most two blocks. With less than one wave, there are at
+    most :data:`STREAM_K_MAX_SHARE` stream-K blocks per tile (a tile touched by at most one more). There are never more stream-K blocks than
     iterations (every block's share is non-empty, which the kernel's arrival count relies on).
     """
     full, rem = divmod(tiles, max(slots, 1))
