@@ -279,6 +279,7 @@ STREAM_K_SCHEDULES = {  # stream_k on each K loop: register prefetch, fragment p
     "128x128x8 t8x8 cp3 pad4": dict(stages=3, smem_pad=4, stream_k=True),
     "64x64x16 t4x4": dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, stream_k=True),
     "16x16x16 t1x2 (scalar partials)": dict(bm=16, bn=16, bk=16, rm=1, rn=2, vec=1, unroll=16, stream_k=True),
+    "64x32x16 t4x2 (scalar partials)": dict(bm=64, bn=32, bk=16, rm=4, rn=2, vec=1, unroll=16, stream_k=True),
 }
 
 
