@@ -78,6 +78,13 @@ SMEM_KEYS = ("smem_write", "smem_read", "smem")
 """The shared-memory entries of :func:`expressions` (absent for a kernel without shared memory)."""
 
 
+STREAM_K_LOOP_FACTOR = 1.045
+"""Cycles of a ``stream_k`` kernel over the same kernel without it, tail apart: ptxas compiles the K loop inside
+the loop over tiles with more registers and a different schedule. Measured, not fitted: on the 256×128×8 t16×8
+tile at 4096³ and 8192³ stream-K ran 3.4-3.7 % (NN) and 2.8-3.0 % (TN) below the plain kernel although its tail
+removal alone is worth about 3 %, and NT gained 1.5-2.2 % (mean loop cost about 4.5 %;
+benchmarks/results/gemm_fma_streamk_h200.json, H200, 2026-12-01)."""
+
 def uses_shared_memory(kernel: str) -> bool:
     """Whether the FMA GEMM kernel kind ``kernel`` (``GemmSchedule.kernel``) goes through shared memory.
 
@@ -351,6 +358,8 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
         cycles += ksteps * t_last
         if not full:
             bound = b_last
+    if s.stream_k:  # the K loop inside the loop over tiles compiles slower (STREAM_K_LOOP_FACTOR)
+        cycles *= STREAM_K_LOOP_FACTOR
     # prologue (first tile load) and epilogue per wave
     cycles += wv.waves * (prm.mem_latency_cycles + barrier)
     clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
