@@ -20,6 +20,38 @@ def bracketed(fn, vendor_fn, timer):
     return mine, (before + after) / 2
 
 
+def gemm_op(m: int, n: int, k: int, layout: str):
+    """The float32 ``tiledsl.GemmOp`` of a layout named as in BLAS: "NN", "NT", "TN", "TT" (T: the operand is a
+    column-major view)."""
+    import tiledsl
+
+    return tiledsl.GemmOp(m, n, k, layout_a="col" if layout[0] == "T" else "row",
+                          layout_b="col" if layout[1] == "T" else "row")
+
+
+def gemm_operands(rng, m: int, n: int, k: int, layout: str):
+    """A (M, K) and B (K, N) float32 CuPy arrays of uniform(-1, 1) values from ``rng``, each column-major where
+    ``layout`` says T."""
+    import cupy as cp
+    import numpy as np
+
+    a = cp.asarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
+    b = cp.asarray(rng.uniform(-1, 1, (k, n)).astype(np.float32))
+    return (cp.asfortranarray(a) if layout[0] == "T" else a), (cp.asfortranarray(b) if layout[1] == "T" else b)
+
+
+def gemm_beside_cublas(a, b, c, schedule, repeat: int) -> tuple[float, float]:
+    """(``tiledsl.gemm(a, b, c, schedule=schedule)`` ms, ``cupy.matmul(a, b)`` ms), medians of ``repeat`` timed
+    calls (tiledsl.timing.time_gpu: CUDA events, warm-up, L2 flushed), cuBLAS :func:`bracketed` around ours."""
+    import cupy as cp
+
+    import tiledsl
+    from tiledsl.timing import time_gpu
+
+    return bracketed(lambda: tiledsl.gemm(a, b, c, schedule=schedule), lambda: cp.matmul(a, b),
+                     lambda f: time_gpu(f, repeat=repeat).median_ms)
+
+
 def write_results(path: str, gpu: str, rows: list, library_version: str) -> None:
     """``{"meta": {command, gpu, date, cupy}, "rows": rows}`` as JSON at ``path`` (the command as run)."""
     meta = dict(command=" ".join(["python", *map(shlex.quote, sys.argv)]), gpu=gpu, date=str(dt.date.today()),

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from beside import gemm_op
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -129,10 +130,10 @@ def _workloads(rng, record, max_n: int | None, m_range: tuple[int, int] | None =
             continue
         a = rand((m, k), rng, "C" if la == "N" else "F")
         b = rand((k, n), rng, "C" if lb == "N" else "F")
-        row_a, row_b = la == "N", lb == "N"
-        op = tiledsl.GemmOp(m, n, k, layout_a="row" if row_a else "col", layout_b="row" if row_b else "col")
-        if runs_as_row(op, tiledsl.Target.current()):  # as tiledsl.gemm: the row yᵀ = xᵀ·Aᵀ (layouts flip)
-            op = tiledsl.GemmOp(1, m, k, layout_a="col" if row_b else "row", layout_b="col" if row_a else "row")
+        op = gemm_op(m, n, k, la + lb)
+        if runs_as_row(op, tiledsl.Target.current()):  # as tiledsl.gemm: the row yᵀ = xᵀ·Aᵀ (Bᵀ·Aᵀ: layouts flip)
+            flip = {"N": "T", "T": "N"}
+            op = gemm_op(1, m, k, flip[lb] + flip[la])
         used = tiledsl.plan(op).schedule
         t, tb, err = bench(a, b)
         record("workload", (m, n, k), f"default {la}{lb}", t, tb, err,

@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from beside import bracketed, write_results
+from beside import gemm_beside_cublas, gemm_op, gemm_operands, write_results
 from gpu_check import gpu_or_exit
 
 import tiledsl
-from tiledsl.timing import time_gpu
 
 SCHEDULES = {
     "schedule=None": None,
@@ -69,12 +68,7 @@ def main() -> int:
     rows = []
     for n in args.sizes:
         for layout in ("NN", "NT", "TN"):
-            a = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float32))
-            b = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float32))
-            if layout[0] == "T":
-                a = cp.asfortranarray(a)
-            if layout[1] == "T":
-                b = cp.asfortranarray(b)
+            a, b = gemm_operands(rng, n, n, n, layout)
             ref = cp.matmul(a.astype(cp.float64), b.astype(cp.float64)) if n <= 4096 else None
             repeat = 30 if n <= 4096 else 10
             flop = 2.0 * n ** 3
@@ -91,12 +85,8 @@ def main() -> int:
                     err, ok = None, not bool(cp.isnan(c).any())
                 if not ok:
                     raise SystemExit(f"{name} {layout} {n}: wrong result (rel. error {err})")
-                t, vendor = bracketed(lambda a=a, b=b, s=s, c=c: tiledsl.gemm(a, b, c, schedule=s),
-                                      lambda a=a, b=b: cp.matmul(a, b),
-                                      lambda f, repeat=repeat: time_gpu(f, repeat=repeat).median_ms)
-                op = tiledsl.GemmOp(n, n, n, layout_a="col" if layout[0] == "T" else "row",
-                                    layout_b="col" if layout[1] == "T" else "row")
-                used = s if s is not None else tiledsl.plan(op, device=target).schedule
+                t, vendor = gemm_beside_cublas(a, b, c, s, repeat)
+                used = s if s is not None else tiledsl.plan(gemm_op(n, n, n, layout), device=target).schedule
                 row = dict(n=n, layout=layout, schedule=name, used=used.to_dict(), ms=t, cublas_ms=vendor,
                            tflops=flop / t / 1e9, cublas_tflops=flop / vendor / 1e9, ratio=vendor / t, rel_err=err)
                 rows.append(row)

@@ -18,11 +18,10 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from beside import bracketed, write_results
+from beside import gemm_beside_cublas, gemm_op, gemm_operands, write_results
 from gpu_check import gpu_or_exit
 
 import tiledsl
-from tiledsl.timing import time_gpu
 
 SHAPES = [(35, 8457, 2560, "NN"), (128, 4096, 4096, "NN"), (16, 4096, 4096, "NN"), (4096, 32, 4096, "NN")]
 T4 = dict(rm=4, rn=4, wm=8, wn=64)
@@ -105,13 +104,9 @@ def main() -> int:
     rng = np.random.default_rng(0)
     rows = []
     for m, n, k, layout in shapes:
-        a = cp.asarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
-        b = cp.asarray(rng.uniform(-1, 1, (k, n)).astype(np.float32))
-        a = cp.asfortranarray(a) if layout[0] == "T" else a
-        b = cp.asfortranarray(b) if layout[1] == "T" else b
+        a, b = gemm_operands(rng, m, n, k, layout)
         ref = cp.matmul(a.astype(cp.float64), b.astype(cp.float64))
-        op = tiledsl.GemmOp(m, n, k, layout_a="col" if layout[0] == "T" else "row",
-                            layout_b="col" if layout[1] == "T" else "row")
+        op = gemm_op(m, n, k, layout)
         for name, kw in schedules.items():
             s = None if kw is None else tiledsl.GemmSchedule(**kw)
             c = cp.full((m, n), cp.nan, cp.float32)
@@ -119,8 +114,7 @@ def main() -> int:
             err = float(cp.linalg.norm(c - ref) / cp.linalg.norm(ref))
             if not err < 1e-5:
                 raise SystemExit(f"{name} {m}x{n}x{k}: wrong result (rel. error {err})")
-            t, vendor = bracketed(lambda a=a, b=b, c=c, s=s: tiledsl.gemm(a, b, c, schedule=s),
-                                  lambda a=a, b=b: cp.matmul(a, b), lambda f: time_gpu(f, repeat=30).median_ms)
+            t, vendor = gemm_beside_cublas(a, b, c, s, 30)
             used = s or tiledsl.plan(op, device=target).schedule
             rows.append(dict(m=m, n=n, k=k, layout=layout, schedule=name, used=used.to_dict(), ms=t, cublas_ms=vendor,
                              ratio=vendor / t, rel_err=err))

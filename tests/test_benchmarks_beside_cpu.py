@@ -26,3 +26,10 @@ def test_bracketed_averages_the_vendor_runs_around_ours():
 def test_bracketed_averages_each_figure_of_a_tuple():
     figures = iter([(1.0, 10.0), (5.0, 50.0), (3.0, 30.0)])
     assert beside.bracketed(None, None, lambda fn: next(figures)) == ((5.0, 50.0), (2.0, 20.0))
+
+
+def test_gemm_op_reads_blas_layout_names():
+    ops = {lay: beside.gemm_op(3, 5, 7, lay) for lay in ("NN", "NT", "TN", "TT")}
+    assert {lay: (op.layout_a, op.layout_b) for lay, op in ops.items()} == {
+        "NN": ("row", "row"), "NT": ("row", "col"), "TN": ("col", "row"), "TT": ("col", "col")}
+    assert (ops["NT"].m, ops["NT"].n, ops["NT"].k) == (3, 5, 7)
