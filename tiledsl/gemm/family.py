@@ -95,8 +95,8 @@ def _estimate_choice(op: GemmOp, target: Target) -> GemmSchedule:
             blocks = plan_gemm(op, cand).blocks  # tiles of C times K slices (a persistent grid is smaller)
             waves = -(-blocks // (target.sm_count * 2))
             if base.stream_k:  # no idle SMs in the last wave: measured ahead only with a partial last wave after
-                sk = dict((q.name, q.value) for q in plan_gemm(op, cand, target).params)  # two or more whole ones,
-                if blocks < 2 * target.sm_count or not sk["sk_blocks"] or op.k < STREAM_K_MIN_K:  # and a long K
+                sk = plan_gemm(op, cand, target).detail.stream_k  # two or more whole ones, and a long K
+                if blocks < 2 * target.sm_count or not sk.sk_blocks or op.k < STREAM_K_MIN_K:
                     break
                 waves = blocks / (target.sm_count * 2)
             per_block_rate = sm_flops / min(2, -(-blocks // target.sm_count)) * eff

@@ -91,6 +91,7 @@ class GemmDetail:
         min_blocks_lowered: the schedule's ``min_blocks`` was lowered to 1 because an operand forces
             narrower loads than ``vec`` (more address registers; 1 block rather than spills).
         spill_bytes: estimated spill traffic per thread and K step (8 bytes per register over the cap).
+        stream_k: ``stream_k``'s division of the tiles on the plan's target (None without ``stream_k``).
     """
 
     cm: int
@@ -98,6 +99,7 @@ class GemmDetail:
     out_dtype: str
     min_blocks_lowered: bool
     spill_bytes: int
+    stream_k: StreamKSplit | None = None
 
 
 def gemv_columns_per_block(op: GemmOp, s: GemmSchedule) -> int:
@@ -274,4 +276,5 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
         dynamic_smem_bytes=_dynamic_smem(op, s), static_smem_bytes=0,
         vec=(("A", va), ("B", vb), ("C", vc)), min_blocks=min_blocks, max_registers=cap, est_registers=want,
         params=tuple(params), workspace=workspace, followup=followup,
-        detail=GemmDetail(cm=cm, cn=cn, out_dtype=out_dtype, min_blocks_lowered=lowered, spill_bytes=spill))
+        detail=GemmDetail(cm=cm, cn=cn, out_dtype=out_dtype, min_blocks_lowered=lowered, spill_bytes=spill,
+                          stream_k=sk))
