@@ -27,7 +27,7 @@ from gpu_check import gpu_or_exit
 
 import tiledsl
 from tiledsl.compile import nvrtc_version
-from tiledsl.gemm.family import runs_as_row
+from tiledsl.gemm.family import rows_op, runs_as_row
 from tiledsl.timing import time_gpu
 
 DATA = Path(__file__).resolve().parent / "data"  # workload shapes; provenance in data/SOURCES.md
@@ -131,9 +131,8 @@ def _workloads(rng, record, max_n: int | None, m_range: tuple[int, int] | None =
         a = rand((m, k), rng, "C" if la == "N" else "F")
         b = rand((k, n), rng, "C" if lb == "N" else "F")
         op = gemm_op(m, n, k, la + lb)
-        if runs_as_row(op, tiledsl.Target.current()):  # as tiledsl.gemm: the row yᵀ = xᵀ·Aᵀ (Bᵀ·Aᵀ: layouts flip)
-            flip = {"N": "T", "T": "N"}
-            op = gemm_op(1, m, k, flip[lb] + flip[la])
+        if runs_as_row(op, tiledsl.Target.current()):  # as tiledsl.gemm: the rows Cᵀ = Bᵀ·Aᵀ
+            op = rows_op(op)
         used = tiledsl.plan(op).schedule
         t, tb, err = bench(a, b)
         record("workload", (m, n, k), f"default {la}{lb}", t, tb, err,

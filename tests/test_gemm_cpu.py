@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import pytest
 import tiledsl
 from tiledsl import rules as R
 from tiledsl.gemm import GEMM_RULES, GemmOp, GemmSchedule, emit_gemm
+from tiledsl.gemm.emit import emit_splitk_reduce
 from tiledsl.gemm.schedule import estimate_registers
 
 # One failing schedule per schedule-scope rule: (rule name, kwargs)
@@ -729,3 +731,63 @@ def test_short_wide_rule_stays_inside_its_class(op):
     from tiledsl.gemm.family import short_wide_schedule
 
     assert short_wide_schedule(op, tiledsl.Target.known("H200")) is None
+
+
+# ---- few columns run as rows: Cᵀ = Bᵀ·Aᵀ on the GEMV kernel, into a column-major Cᵀ ------------------------------
+
+
+def test_few_columns_run_as_rows_where_the_gemv_kernel_has_its_fast_layout():
+    from tiledsl.gemm.family import FEW_COLUMNS_MAX_N, builtin_choice, rows_op, runs_as_row
+
+    h200 = tiledsl.Target.known("H200")
+    op = GemmOp(7680, 4, 2560, layout_a="col", layout_b="col")  # DeepBench inference: A column-major
+    assert runs_as_row(op, h200)
+    rows = rows_op(op)
+    assert (rows.m, rows.n, rows.k, rows.layout_a, rows.layout_b, rows.layout_c) == (4, 7680, 2560, "row", "row", "col")
+    s, why = builtin_choice(rows, h200)
+    assert s.kernel == "gemv" and s.bm == 4 and "GEMV" in why
+    s.check_op(rows)  # rule column_major_c_on_gemv holds
+    assert rows_op(GemmOp(7680, 1, 2560)).layout_c == "row"  # one column: a contiguous row, as before
+    assert runs_as_row(GemmOp(7680, 1, 2560, layout_a="row"), h200)  # N = 1: every layout
+    assert not runs_as_row(GemmOp(7680, 4, 2560, layout_a="row"), h200)  # Aᵀ column-major: the tiled kernels
+    assert not runs_as_row(GemmOp(7680, FEW_COLUMNS_MAX_N + 1, 2560, layout_a="col"), h200)
+    assert not runs_as_row(GemmOp(7680, 4, 2560, dtype="float16", layout_a="col", align_a=8, align_b=8,
+                                  align_c=8), h200)  # 16-bit: the tensor-core tiles
+    assert not runs_as_row(GemmOp(7680, 4, 2560, layout_a="col", precision="tf32"), h200)
+    assert not runs_as_row(GemmOp(512, 4, 512, layout_a="col"), h200)  # M·K < 2^21: a second launch costs more
+    assert not runs_as_row(GemmOp(4, 8, 2 ** 20, layout_a="col"), h200)  # N ≥ M: not few columns
+
+
+@pytest.mark.parametrize("read_c", [False, True])
+@pytest.mark.parametrize("lb", ["row", "col"])
+def test_column_major_c_gemv_kernels_compile_and_index_c_by_columns(read_c, lb):
+    for split in (1, 4, 512):
+        op = GemmOp(4, 7680, 500_000, layout_a="row", layout_b=lb, layout_c="col", read_c=read_c)
+        s = GemmSchedule(kernel="gemv", bm=4, bn=128, vec=4, rn=4, unroll=2, split_k=split)
+        for arch in ("sm_80", "sm_90"):
+            k = tiledsl.compile(op, s, arch=arch)
+            assert k.spill_bytes == 0 and "_ccol_" in k.name
+        src = k.source
+        if split == 1:  # the main kernel stores C(m, n) at n·ldc + m
+            assert ("(gn + j) * ldc + gm" if lb == "row" else "gn * ldc + gm") in src
+        else:  # the main kernel fills the row-major workspace; the reduction writes the column-major C
+            reduce = emit_splitk_reduce(op, s).source
+            assert "* ldc + gm" not in src and ("c_row + j" if lb == "row" else "gm * ldc + gn") in src and "C + (idx % N) * ldc + idx / N" in reduce
+            assert ("#pragma unroll 32" in reduce) == (split > 64)
+            assert tiledsl.plan(op, s, arch="sm_90").followup.kernel_name.endswith(f"_ccol_sk{split}")
+    row = replace(op, layout_c="row")
+    assert "C + (idx / N) * ldc + idx % N" in emit_splitk_reduce(row, s).source
+    assert "_ccol_" not in tiledsl.compile(row, s, arch="sm_90").name
+
+
+def test_column_major_c_and_split_k_rules():
+    op = GemmOp(4, 512, 4096, layout_c="col")
+    with pytest.raises(tiledsl.ScheduleError, match="column_major_c_on_gemv"):
+        GemmSchedule().check_op(op)
+    with pytest.raises(tiledsl.SpecError, match=r"GemmOp.layout_c='diag' must be one of \('row', 'col'\)"):
+        GemmOp(4, 512, 4096, layout_c="diag")
+    GemmSchedule(kernel="gemv", bm=4, bn=128, split_k=1024)
+    with pytest.raises(tiledsl.ScheduleError, match=r"split_k=1025 must be in 1..64 \(1..1024 with kernel='gemv'"):
+        GemmSchedule(kernel="gemv", bm=4, bn=128, split_k=1025)
+    with pytest.raises(tiledsl.ScheduleError, match="split_k_range"):
+        GemmSchedule(split_k=65)

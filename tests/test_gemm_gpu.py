@@ -394,6 +394,54 @@ def test_one_column_torch(rng):
         assert _rel_err(y, a.double().cpu().numpy() @ x.double().cpu().numpy()) < 1e-5
 
 
+@pytest.mark.parametrize("m,n,k", [(3000, 2, 1000), (2049, 3, 1025), (4097, 8, 777), (1029, 5, 4099)])
+def test_few_columns_run_as_rows_into_the_row_major_output(m, n, k, rng):
+    """2 ≤ N ≤ FEW_COLUMNS_MAX_N with a column-major A and schedule=None runs Cᵀ = Bᵀ·Aᵀ on the GEMV kernel,
+    writing the row-major C as a column-major Cᵀ (layout_c='col'): odd sizes, both layouts of B, a new output and
+    its cached repeat, a given (poisoned) C and its replay, beta reading C, and a C inside a wider array (ldc > N)."""
+    from tiledsl import cache
+
+    cp = _cp()
+    a, ha = _rand((m, k), rng, layout="col")
+    for lb in ("row", "col"):
+        b, hb = _rand((k, n), rng, layout=lb)
+        cache.LAUNCHES.clear()
+        assert _rel_err(tiledsl.gemm(a, b), ha @ hb) < 1e-5
+        (call,) = list(cache.LAUNCHES._data.values())
+        assert call.swap and "gemv" in call.main.name and "_ccol_" in call.main.name
+        b2, hb2 = _rand((k, n), rng, layout=lb)
+        out = tiledsl.gemm(a, b2)                                     # the cached launch allocates C again
+        assert out.shape == (m, n) and out.flags.c_contiguous and _rel_err(out, ha @ hb2) < 1e-5
+        c = cp.full((m, n), cp.nan, dtype=cp.float32)
+        for _ in range(2):
+            assert _rel_err(tiledsl.gemm(a, b, c), ha @ hb) < 1e-5
+        c0 = rng.uniform(-1, 1, (m, n))
+        c = cp.asarray(c0.astype(np.float32))
+        tiledsl.gemm(a, b, c, alpha=0.5, beta=-2.0)
+        assert _rel_err(c, 0.5 * (ha @ hb) - 2.0 * c0) < 1e-5
+        wide = cp.full((m, n + 3), cp.nan, dtype=cp.float32)
+        tiledsl.gemm(a, b, wide[:, 1:1 + n])
+        assert _rel_err(wide[:, 1:1 + n], ha @ hb) < 1e-5 and bool(cp.isnan(wide[:, [0, n + 1, n + 2]]).all())
+
+
+def test_few_columns_long_k_many_slices_and_torch(rng):
+    """A long K on one block of columns takes hundreds of K slices (gemv_schedule, GEMV_MAX_SPLIT), summed by the
+    split-K kernel into the column-major Cᵀ; torch in, torch out."""
+    torch = pytest.importorskip("torch")
+    from tiledsl.gemm.family import gemv_schedule, rows_op
+
+    m, n, k = 300, 4, 100_000
+    a = torch.rand((k, m), device="cuda", dtype=torch.float32).sub_(0.5).t()  # column-major A
+    b = torch.rand((k, n), device="cuda", dtype=torch.float32).sub_(0.5)
+    op = tiledsl.GemmOp(m, n, k, layout_a="col")
+    assert gemv_schedule(rows_op(op), tiledsl.Target.current()).split_k > 64
+    ref = a.double().cpu().numpy() @ b.double().cpu().numpy()
+    for _ in range(2):
+        y = tiledsl.gemm(a, b)
+        assert isinstance(y, torch.Tensor) and tuple(y.shape) == (m, n) and y.is_contiguous()
+        assert _rel_err(y, ref) < 1e-5 * (k / 4096) ** 0.5
+
+
 def test_output_overlapping_an_input_is_refused():
     cp = _cp()
     a = cp.ones((64, 64), cp.float32)

@@ -303,24 +303,28 @@ def _tf32_aligned(a, layout_a, lda, ext_a, b, layout_b, ldb, ext_b) -> bool:
 
 def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None, dtype: str,
                key: tuple | None, given_c: bool, swap: bool = False, precision: str = "ieee",
-               torch_index: int | None = None) -> None:
+               torch_index: int | None = None, c_col: bool = False) -> None:
     """Launch C = alpha·A@B + beta·C on CuPy views (on CuPy's current stream) and cache the launch under
     ``key``; ``torch_index`` is the device of the call's torch tensors (its repeats make torch results and
-    launch on torch's stream), None for CuPy operands."""
+    launch on torch's stream), None for CuPy operands. ``c_col``: C is the column-major view Cᵀ of a row-major
+    output, written as it is by the GEMV-style kernel (a few-column product run as rows, ``swap`` is True)."""
     import cupy
 
     m, n = c.shape
     sr, sc = element_strides(c, "c")
-    if not (sc == 1 or n == 1) and (sr == 1 or m == 1):
+    if c_col:
+        ldc = sc
+    elif not (sc == 1 or n == 1) and (sr == 1 or m == 1):
         # column-major C: compute Cᵀ = Bᵀ·Aᵀ into the row-major view c.T, no copy
         _gemm_into(b.T, a.T, c.T, alpha, beta, schedule, dtype, key, given_c, not swap, precision, torch_index)
         return
-    if not (sc == 1 or n == 1):  # C has no unit stride: work in a contiguous copy
+    elif not (sc == 1 or n == 1):  # C has no unit stride: work in a contiguous copy
         tmp = cupy.ascontiguousarray(c)
         _gemm_into(a, b, tmp, alpha, beta, schedule, dtype, None, given_c, swap, precision, torch_index)
         c[...] = tmp
         return
-    ldc = sr if m > 1 else n
+    else:
+        ldc = sr if m > 1 else n
     a0, b0 = a, b
     a, layout_a, lda, ext_a = _operand(a, "a")
     b, layout_b, ldb, ext_b = _operand(b, "b")
@@ -330,10 +334,13 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
     k = a.shape[1]
     align_a, align_b = _align(a, lda, ext_a), _align(b, ldb, ext_b)
     op = GemmOp(m, n, k, dtype=dtype, layout_a=layout_a, layout_b=layout_b, align_a=align_a, align_b=align_b,
-                align_c=_align(c, ldc, n), read_c=beta != 0, precision=precision)
-    if schedule is None and not swap and sr == 1 and runs_as_row(op, target):
-        # one column: the single row yᵀ = xᵀ·Aᵀ into the view c.T (unit stride along M), no copy
-        _gemm_into(b0.T, a0.T, c.T, alpha, beta, schedule, dtype, key, given_c, True, precision, torch_index)
+                align_c=_align(c, ldc, m if c_col else n), read_c=beta != 0, precision=precision,
+                layout_c="col" if c_col else "row")
+    if schedule is None and not swap and (sr == 1 or n > 1) and runs_as_row(op, target):
+        # one column: the single row yᵀ = xᵀ·Aᵀ into the view c.T (unit stride along M); a few columns: the few
+        # rows Cᵀ = Bᵀ·Aᵀ into the column-major view c.T. No copy either way (family.rows_op)
+        _gemm_into(b0.T, a0.T, c.T, alpha, beta, schedule, dtype, key, given_c, True, precision, torch_index,
+                   c_col=n > 1)
         return
     copies: tuple[_KMajorCopy | None, _KMajorCopy | None] = (None, None)
     if precision == "tf32" and _tf32_wgmma_possible(schedule, target) and _tf32_aligned(
@@ -354,5 +361,5 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
                      copies)
     pa, pb = a.data.ptr, b.data.ptr
     call.launch(*((pb, pa) if swap else (pa, pb)), c.data.ptr, alpha, beta, None)
-    if key is not None and (given_c or not swap or m == 1):  # a repeat allocates C as the caller's shape:
-        cache.LAUNCHES.put(key, call)                         # the swapped C's layout unless it is one row
+    if key is not None and (given_c or not swap or m == 1 or c_col):  # a repeat allocates C as the caller's
+        cache.LAUNCHES.put(key, call)  # shape: the swapped C's layout, unless it is one row or written column-major

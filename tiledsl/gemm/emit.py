@@ -46,7 +46,8 @@ def emit_splitk_reduce(op: GemmOp, s: GemmSchedule, standalone: bool = True) -> 
     t = dt.c_type
     w = Writer()
     w(f"// tiledsl split-K epilogue: C[M,N] = alpha * sum of {s.split_k} float32 partial products"
-      + (" + beta * C" if op.read_c else ""))
+      + (" + beta * C" if op.read_c else "") + ("; C column-major (ldc between columns)" if op.layout_c == "col"
+                                                 else ""))
     prelude = helpers_for(op.dtype)
     if prelude and standalone:
         w(prelude.rstrip("\n"))
@@ -55,12 +56,13 @@ def emit_splitk_reduce(op: GemmOp, s: GemmSchedule, standalone: bool = True) -> 
     p = splitk_reduce_plan(op, s, None)
     w(f'extern "C" __global__ void __launch_bounds__({p.threads})')
     with w.block(f"{p.kernel_name}({render_params(p.params)})"):
-        w(f"const long long idx = blockIdx.x * {p.threads}LL + threadIdx.x;   // element of C, row-major",
+        w(f"const long long idx = blockIdx.x * {p.threads}LL + threadIdx.x;   // element of the row-major workspace",
           "const long long mn = (long long)M * N;",
           "if (idx >= mn) return;",
           "float sum = 0.f;",
-          "#pragma unroll",
+          "#pragma unroll" if s.split_k <= 64 else "#pragma unroll 32  // many slices: 32 loads in flight at a time",
           "for (int z = 0; z < SPLIT_K; ++z) sum += W[z * mn + idx];   // fixed order: deterministic",
+          f"{t}* const c = C + (idx % N) * ldc + idx / N;" if op.layout_c == "col" else
           f"{t}* const c = C + (idx / N) * ldc + idx % N;")
         val = "alpha * sum" + (f" + beta * {dt.to_acc('*c')}" if op.read_c else "")
         w(f"*c = {dt.from_acc(val)};")

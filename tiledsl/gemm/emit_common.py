@@ -21,14 +21,16 @@ def kernel_name(op: GemmOp, s: GemmSchedule) -> str:
     split = f"_sk{s.split_k}" if s.split_k > 1 else ""
     inputs = "tf32" if op.precision == "tf32" and s.mma == "wgmma" else dt  # FMA kernels stay exact
     kind = "gemv_" if s.kernel == "gemv" else ""
-    return (f"tiledsl_{kind}gemm_{inputs}f32{dt}_{op.layout.lower()}_v{op.align_a}{op.align_b}{op.align_c}"
+    c_col = "_ccol" if op.layout_c == "col" else ""
+    return (f"tiledsl_{kind}gemm_{inputs}f32{dt}_{op.layout.lower()}{c_col}_v{op.align_a}{op.align_b}{op.align_c}"
             f"_{beta}_{s.bm}x{s.bn}x{s.bk}{split}_{s.short_hash()}")
 
 
 def kernel_name_reduce(op: GemmOp, s: GemmSchedule) -> str:
-    """Name of the split-K reduction kernel (depends on dtype, beta and split_k only)."""
+    """Name of the split-K reduction kernel (depends on dtype, beta, split_k and C's layout only)."""
     beta = "beta" if op.read_c else "nobeta"
-    return f"tiledsl_gemm_splitk_reduce_{dtypes.get(op.dtype).short}_{beta}_sk{s.split_k}"
+    c_col = "_ccol" if op.layout_c == "col" else ""
+    return f"tiledsl_gemm_splitk_reduce_{dtypes.get(op.dtype).short}_{beta}{c_col}_sk{s.split_k}"
 
 
 def block_to_tile(w: Writer, tile: str = "blockIdx.x", counts: bool = True) -> None:

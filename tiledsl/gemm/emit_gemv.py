@@ -13,8 +13,10 @@ Structure of the kernel:
 3. column-major B (K contiguous, ``x @ W.T`` with W [N, K], torch's Linear): warp w of the block owns one
    column; its lanes read ``VB``-wide vectors along K (32·VB contiguous elements per step) and the matching
    elements of A's rows, then sum the bm partial dot products across the warp with shuffles;
-4. epilogue: C = alpha·acc (+ beta·C); with split_k > 1 the float32 partial sums go to the workspace and the
-   split-K kernel adds them in a fixed order (deterministic).
+4. epilogue: C = alpha·acc (+ beta·C), into a row-major C or a column-major one (``GemmOp.layout_c="col"``: the
+   few-column product C = A·B that :func:`tiledsl.gemm` runs as the few rows Cᵀ = Bᵀ·Aᵀ); with split_k > 1 the
+   float32 partial sums go to the row-major workspace and the split-K kernel adds them in a fixed order
+   (deterministic) into C in its layout.
 
 Nothing goes through shared memory and there is no block barrier: every load is independent, and ``unroll``
 K steps per thread are in flight.
@@ -57,13 +59,14 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
     dt = dtypes.get(op.dtype)
     va, vb = gemv_widths(op, s)
     out_dt = dtypes.get(p.detail.out_dtype)
-    out_op = replace(op, read_c=False) if s.split_k > 1 else op
+    out_op = replace(op, read_c=False, layout_c="row") if s.split_k > 1 else op  # split-K: the workspace
     vc = p.width("C")
     row_b = op.layout_b == "row"
     a_at = "A[(long long)gm * lda + {k}]" if op.layout_a == "row" else "A[gm + (long long)({k}) * lda]"
     w = Writer()
     w(f"// tiledsl GEMV-style GEMM: C[M,N] = alpha * A[M,K] @ B[K,N]{' + beta * C' if op.read_c else ''}, few rows M",
-      f"// dtype {op.dtype} in/out, float32 accumulation; A {op.layout_a}-major, B {op.layout_b}-major, C row-major",
+      f"// dtype {op.dtype} in/out, float32 accumulation; A {op.layout_a}-major, B {op.layout_b}-major, "
+      f"C {op.layout_c}-major",
       f"// schedule: {json.dumps(s.header_dict(), sort_keys=True)}")
     prelude = helpers_for(op.dtype)
     if prelude:
@@ -92,6 +95,8 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
     with w.block(f"{p.kernel_name}({render_params(p.params, breaks=(3,))})"):
         k_range(w, s.split_k)
         w("const int row0 = blockIdx.z * BM;                  // first row of C of this block")
+        if out_op.layout_c == "col":
+            w("// C is column-major: element (m, n) at C[n * ldc + m]")
         if row_b:
             w("// ---- thread -> VB adjacent columns; walk the K slice VA steps at a time: per row of A one VA-wide",
               "// load (the same address across the warp), per k one VB-wide load of B ----",
@@ -159,13 +164,19 @@ def _store(w: Writer, op: GemmOp, dt: dtypes.DType, ptr: str, val: str) -> None:
 
 def _epilogue_row_b(w: Writer, op: GemmOp, dt: dtypes.DType, vb: int, vc: int) -> None:
     w("// ---- epilogue: C = alpha * acc" + (" + beta * C" if op.read_c else " (C is never read)")
-      + "; VB columns per row, VC-wide stores ----")
+      + ("; VB elements per row of C, each in its own column of the column-major C ----" if op.layout_c == "col"
+         else "; VB columns per row, VC-wide stores ----"))
     with w.block("if (gn < N)"):
         w("#pragma unroll")
         with w.block("for (int m = 0; m < BM; ++m)"):
             w("const int gm = row0 + m;",
-              "if (gm >= M) break;",
-              f"{dt.c_type}* const c_row = C + (long long)gm * ldc + gn;")
+              "if (gm >= M) break;")
+            if op.layout_c == "col":
+                w("#pragma unroll")
+                with w.block("for (int j = 0; j < VB; ++j)"):
+                    _store(w, op, dt, "C + (long long)(gn + j) * ldc + gm", "alpha * acc[m][j]")
+                return
+            w(f"{dt.c_type}* const c_row = C + (long long)gm * ldc + gn;")
             if vc > 1 and not op.read_c:
                 vt = VEC_TYPES[(dt.c_type, vc)]
                 w("#pragma unroll")
@@ -192,4 +203,5 @@ def _epilogue_col_b(w: Writer, op: GemmOp, dt: dtypes.DType) -> None:
               "for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);",
               "const int gm = row0 + m, gn = gn0 + c;")
             with w.block("if (lane == 0 && gm < M && gn < N)"):
-                _store(w, op, dt, "C + (long long)gm * ldc + gn", "alpha * v")
+                _store(w, op, dt, "C + (long long)gn * ldc + gm" if op.layout_c == "col"
+                       else "C + (long long)gm * ldc + gn", "alpha * v")

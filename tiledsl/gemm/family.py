@@ -230,13 +230,31 @@ elements it lost (0.58–1.12× → 0.48–0.87×: its split-K reduction is a se
 
 
 def runs_as_row(op: GemmOp, target: Target) -> bool:
-    """Whether ``tiledsl.gemm(..., schedule=None)`` computes the one-column product ``op`` (N = 1 < M, y = A·x)
-    as the single row yᵀ = xᵀ·Aᵀ, which takes the GEMV-style kernel (:data:`GEMV_MAX_M`: one row, every dtype
-    and layout): yes when A has at least :data:`ROW_SWAP_MIN_ELEMENTS` elements and no tuned record exists for
-    ``op`` itself. Run as given, the tiled kernels compute one useful column per block tile. The output must
-    have a unit stride along M (the caller checks; its transpose is then a contiguous row)."""
-    return (op.n == 1 < op.m and op.m * op.k >= ROW_SWAP_MIN_ELEMENTS
-            and registry.lookup(GEMM, op, target) is None)
+    """Whether ``tiledsl.gemm(..., schedule=None)`` computes ``op`` as the few rows Cᵀ = Bᵀ·Aᵀ (:func:`rows_op`) on the
+    GEMV-style kernel: yes when A has at least :data:`ROW_SWAP_MIN_ELEMENTS` elements, no tuned record exists for
+    ``op`` itself, N < M, and either N = 1 (every dtype and layout: the single row yᵀ = xᵀ·Aᵀ, :data:`GEMV_MAX_M`)
+    or N ≤ :data:`FEW_COLUMNS_MAX_N` with float32 IEEE inputs and a column-major A (Aᵀ is then a row-major B for
+    the GEMV kernel, its fast layout). Run as given, the tiled kernels compute one to a few useful columns per
+    block tile. For N = 1 the output must have a unit stride along M (the caller checks; its transpose is then a
+    contiguous row); for N > 1 it is row-major, written as the column-major Cᵀ (``GemmOp.layout_c="col"``)."""
+    if not (1 <= op.n < op.m and op.m * op.k >= ROW_SWAP_MIN_ELEMENTS):
+        return False
+    few_columns = (op.n == 1 or (op.n <= FEW_COLUMNS_MAX_N and op.dtype == "float32" and op.precision == "ieee"
+                                 and op.layout_a == "col"))
+    return few_columns and registry.lookup(GEMM, op, target) is None
+
+
+def rows_op(op: GemmOp) -> GemmOp:
+    """The op :func:`runs_as_row` runs instead of ``op``: Cᵀ (N×M) = Bᵀ (N×K) · Aᵀ (K×M). Transposing swaps the
+    operands and flips their layouts; Cᵀ is a row (N = 1) or column-major (the row-major C seen transposed)."""
+    flip = {"row": "col", "col": "row"}
+    return replace(op, m=op.n, n=op.m, layout_a=flip[op.layout_b], layout_b=flip[op.layout_a], align_a=op.align_b,
+                   align_b=op.align_a, layout_c="row" if op.n == 1 else "col")
+
+
+FEW_COLUMNS_MAX_N = 8
+"""The most columns of C for which :func:`runs_as_row` runs a float32 product with a column-major A as rows.
+Measured on the H200 (see docs/gemm.md, "Few columns")."""
 
 
 GEMV_MAX_M = {(True, True): 16, (True, False): 1, (False, True): 1, (False, False): 1}
@@ -250,15 +268,20 @@ with more rows go to the tensor-core tiles."""
 def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """The GEMV-style schedule for ``op`` (few rows M) on ``target``: bm = M rounded up to a power of two
     (≤ 16); 128 threads of 4-wide columns (row-major B) or 8 warps of one column each (column-major B); the
-    K slices that give about four blocks per SM, each slice at least 64 deep (the split-K workspace, split·M·N
-    float32 written and read once, stays small beside B's K·N elements)."""
+    K slices that give about four blocks per SM (at most :data:`GEMV_MAX_SPLIT`), each slice at least 64 deep (so
+    the split-K workspace, split·M·N float32 written and read once, is at most M/64 ≤ 1/4 of B's K·N elements)."""
     bm = min(16, 1 << max(op.m - 1, 0).bit_length())
     row_b = op.layout_b == "row"
     base = GemmSchedule(kernel="gemv", bm=bm, bn=128 if row_b else 256, vec=4, unroll=2 if bm <= 4 else 1,
                         rn=1 if row_b or bm == 1 else min(4, 64 // bm))  # rn: columns per warp (column-major B)
     col_blocks = plan_gemm(op, base, target).grid[0]
-    split = max(1, min(64, -(-4 * target.sm_count // col_blocks), op.k // 64))
+    split = max(1, min(GEMV_MAX_SPLIT, -(-4 * target.sm_count // col_blocks), op.k // 64))
     return base if split == 1 else replace(base, split_k=split)
+
+
+GEMV_MAX_SPLIT = 512
+"""The most K slices :func:`gemv_schedule` gives a GEMV-style product (rule ``split_k_range`` allows 1024). Few
+columns of blocks need many slices to keep four blocks on each SM: 512×1×500000 has one block of columns."""
 
 
 GEMM = Family("gemm", GemmOp, GemmSchedule, GEMM_RULES, plan_gemm, emit_gemm, default_schedule,

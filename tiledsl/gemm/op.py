@@ -2,7 +2,9 @@
 
 Layouts follow numpy/CuPy (row-major is C order). ``layout_a="row"`` means A's K index has unit stride
 (lda = A.strides[0]); ``"col"`` means A's M index has unit stride (lda = A.strides[1]); likewise B
-with K and N. C always has unit stride along N (a column-major C is computed as Cᵀ = Bᵀ·Aᵀ, no copy).
+with K and N. C has unit stride along N (``layout_c="row"``; :func:`tiledsl.gemm` computes a column-major C as
+Cᵀ = Bᵀ·Aᵀ, no copy) except for the GEMV-style kernel, which also writes a column-major C (``layout_c="col"``,
+ldc between columns): the few-column products :func:`tiledsl.gemm` runs as a few rows Cᵀ = Bᵀ·Aᵀ.
 
 ``align_a``/``align_b``/``align_c`` are the widest vector (1, 2, 4 or, for 16-bit types, 8 elements) that the arrays' base
 address, leading dimension and contiguous extent allow; the emitter uses min(schedule.vec, align).
@@ -39,6 +41,7 @@ class GemmOp:
         m, n, k: sizes (≥ 0; an empty product is handled by :func:`tiledsl.gemm` as numpy does).
         dtype: element type of A, B and C: float32, float16 or bfloat16 (accumulation is float32).
         layout_a, layout_b: "row" (row-major, C order) or "col" (column-major, e.g. a ``.T`` view).
+        layout_c: "row" (every kernel) or "col" (``kernel="gemv"`` only; rule ``column_major_c_on_gemv``).
         align_a, align_b, align_c: widest vector width (1, 2, 4; 8 for 16-bit dtypes) the operands allow:
             it divides the base address (in elements), the leading dimension and the contiguous extent.
         read_c: True when beta ≠ 0 (C is read); False never reads C, so NaN in C cannot leak.
@@ -63,6 +66,7 @@ class GemmOp:
     align_c: int = 4
     read_c: bool = False
     precision: str = "ieee"
+    layout_c: str = "row"
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
@@ -81,7 +85,7 @@ class GemmOp:
             raise SpecError(f"GemmOp.dtype={name!r} is not supported for GEMM; supported: "
                             f"{', '.join(GEMM_DTYPES)}")
         object.__setattr__(self, "dtype", name)
-        for name in ("layout_a", "layout_b"):
+        for name in ("layout_a", "layout_b", "layout_c"):
             if getattr(self, name) not in LAYOUTS:
                 raise SpecError(f"GemmOp.{name}={getattr(self, name)!r} must be one of {LAYOUTS}")
         widest = max_align(self.dtype)

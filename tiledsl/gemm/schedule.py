@@ -141,7 +141,9 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("accumulators_fit_registers", "RM * RN <= 128",
            "{cls} thread tile rm·rn={RM}·{RN} accumulators exceed 128 (registers would spill)", when="MMA == 0"),
     R.Rule("swizzle_range", "SWIZZLE >= 1 and SWIZZLE <= 65535", "{cls}.swizzle={SWIZZLE} must be in 1..65535"),
-    R.Rule("split_k_range", "SPLIT_K >= 1 and SPLIT_K <= 64", "{cls}.split_k={SPLIT_K} must be in 1..64"),
+    R.Rule("split_k_range", "SPLIT_K >= 1 and (SPLIT_K <= 64 or (KERNEL == 1 and SPLIT_K <= 1024))",
+           "{cls}.split_k={SPLIT_K} must be in 1..64 (1..1024 with kernel='gemv', whose blocks are a few rows "
+           "of C each)"),
     R.Rule("min_blocks_range", "MIN_BLOCKS >= 1 and MIN_BLOCKS <= 32",
            "{cls}.min_blocks={MIN_BLOCKS} must be in 1..32 (or 0 for automatic)"),
     R.Rule("mma_needs_16_bit_inputs", "MMA == 0 or DTYPE_16BIT == 1 or (TF32 == 1 and MMA == 2)",
@@ -162,6 +164,9 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.mma='wgmma' copies 16-byte chunks: A and B need 16-byte alignment of base address, leading "
            "dimension and K (align_a={ALIGN_A}, align_b={ALIGN_B} elements of {ITEMSIZE} bytes); use "
            "mma='mma_sync' (16-bit) or mma='fma'", scope="op", when="MMA == 2"),
+    R.Rule("column_major_c_on_gemv", "LAYOUT_C_COL == 0 or KERNEL == 1",
+           "{cls}.kernel must be 'gemv' for a column-major C (GemmOp.layout_c='col'); tiledsl.gemm computes "
+           "other products into a column-major C as Cᵀ = Bᵀ·Aᵀ", scope="op"),
     R.Rule("gemv_column_tile_fits_registers", "LAYOUT_B_COL == 0 or BM * RN <= 64",
            "{cls} bm·rn={BM}·{RN} accumulators exceed 64 with kernel='gemv' and a column-major B (a warp keeps "
            "bm rows × rn columns of partial sums besides bm·vec elements of A)", scope="op", when="KERNEL == 1"),
@@ -241,7 +246,8 @@ class GemmSchedule(ScheduleRecord):
             block-rows before moving along N, so they share A and B tiles in L2. 1 = row by row.
         split_k: slices of K computed by separate blocks (grid y); partial sums go to a float32
             workspace and a second kernel adds them in a fixed order (deterministic) and applies
-            alpha/beta. For shapes with few C tiles and a long K (e.g. 512×16×500000).
+            alpha/beta. For shapes with few C tiles and a long K (e.g. 512×16×500000). 1..64; 1..1024 with
+            ``kernel="gemv"``.
         min_blocks: blocks per SM the register allocation must allow (``__launch_bounds__``'s second
             argument; caps registers at 65536 / (threads · min_blocks)). 0 = automatic: 2 when two
             blocks fit :attr:`est_registers`, else 1.
@@ -386,7 +392,8 @@ class GemmSchedule(ScheduleRecord):
         )
         if op is not None:
             env.update(DTYPE_16BIT=int(op.dtype in MMA_DTYPES), LAYOUT_A_ROW=int(op.layout_a == "row"),
-                       LAYOUT_B_COL=int(op.layout_b == "col"), ALIGN_A=op.align_a, ALIGN_B=op.align_b,
+                       LAYOUT_B_COL=int(op.layout_b == "col"),
+                       LAYOUT_C_COL=int(op.layout_c == "col"), ALIGN_A=op.align_a, ALIGN_B=op.align_b,
                        ITEMSIZE=dtypes.get(op.dtype).itemsize, TF32=int(op.precision == "tf32"))
         if target is not None:
             env.update(CC=target.cc, SMEM_OPTIN_BYTES=target.smem_per_block_optin_bytes,
