@@ -737,7 +737,7 @@ def test_short_wide_rule_stays_inside_its_class(op):
 
 
 def test_few_columns_run_as_rows_where_the_gemv_kernel_has_its_fast_layout():
-    from tiledsl.gemm.family import FEW_COLUMNS_MAX_N, builtin_choice, rows_op, runs_as_row
+    from tiledsl.gemm.family import FEW_COLUMNS_LONG_K, FEW_COLUMNS_MAX_N, builtin_choice, rows_op, runs_as_row
 
     h200 = tiledsl.Target.known("H200")
     op = GemmOp(7680, 4, 2560, layout_a="col", layout_b="col")  # DeepBench inference: A column-major
@@ -745,7 +745,7 @@ def test_few_columns_run_as_rows_where_the_gemv_kernel_has_its_fast_layout():
     rows = rows_op(op)
     assert (rows.m, rows.n, rows.k, rows.layout_a, rows.layout_b, rows.layout_c) == (4, 7680, 2560, "row", "row", "col")
     s, why = builtin_choice(rows, h200)
-    assert s.kernel == "gemv" and s.bm == 4 and "GEMV" in why
+    assert s.kernel == "gemv" and s.bm == 4 and "column-major C" in why
     s.check_op(rows)  # rule column_major_c_on_gemv holds
     assert rows_op(GemmOp(7680, 1, 2560)).layout_c == "row"  # one column: a contiguous row, as before
     assert runs_as_row(GemmOp(7680, 1, 2560, layout_a="row"), h200)  # N = 1: every layout
@@ -756,6 +756,12 @@ def test_few_columns_run_as_rows_where_the_gemv_kernel_has_its_fast_layout():
     assert not runs_as_row(GemmOp(7680, 4, 2560, layout_a="col", precision="tf32"), h200)
     assert not runs_as_row(GemmOp(512, 4, 512, layout_a="col"), h200)  # M·K < 2^21: a second launch costs more
     assert not runs_as_row(GemmOp(4, 8, 2 ** 20, layout_a="col"), h200)  # N ≥ M: not few columns
+    long_k = GemmOp(1024, 16, 500_000, layout_a="row", layout_b="col")  # K ≥ FEW_COLUMNS_LONG_K: to 16, any A
+    assert runs_as_row(long_k, h200) and not runs_as_row(replace(long_k, n=17), h200)
+    assert not runs_as_row(replace(long_k, k=FEW_COLUMNS_LONG_K - 1), h200)
+    s, why = builtin_choice(rows_op(long_k), h200)  # a column-major B for the GEMV kernel: a warp per rn columns
+    assert (s.kernel, s.bm, s.rn) == ("gemv", 16, 4) and "column-major C" in why
+    s.check_op(rows_op(long_k))
 
 
 @pytest.mark.parametrize("read_c", [False, True])

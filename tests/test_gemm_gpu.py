@@ -424,17 +424,21 @@ def test_few_columns_run_as_rows_into_the_row_major_output(m, n, k, rng):
         assert _rel_err(wide[:, 1:1 + n], ha @ hb) < 1e-5 and bool(cp.isnan(wide[:, [0, n + 1, n + 2]]).all())
 
 
-def test_few_columns_long_k_many_slices_and_torch(rng):
-    """A long K on one block of columns takes hundreds of K slices (gemv_schedule, GEMV_MAX_SPLIT), summed by the
-    split-K kernel into the column-major Cᵀ; torch in, torch out."""
+@pytest.mark.parametrize("la,n", [("col", 4), ("row", 16), ("row", 9)])
+def test_few_columns_long_k_many_slices_and_torch(la, n, rng):
+    """A long K (≥ FEW_COLUMNS_LONG_K) runs as rows for up to 16 columns and either layout of A (a row-major A gives
+    the GEMV kernel a column-major B: a warp per few columns). Few blocks of columns take many K slices
+    (gemv_schedule, GEMV_MAX_SPLIT), summed by the split-K kernel into the column-major Cᵀ; torch in, torch out."""
     torch = pytest.importorskip("torch")
-    from tiledsl.gemm.family import gemv_schedule, rows_op
+    from tiledsl.gemm.family import gemv_schedule, rows_op, runs_as_row
 
-    m, n, k = 300, 4, 100_000
-    a = torch.rand((k, m), device="cuda", dtype=torch.float32).sub_(0.5).t()  # column-major A
+    m, k = 300, 100_000
+    a = torch.rand((k, m) if la == "col" else (m, k), device="cuda", dtype=torch.float32).sub_(0.5)
+    a = a.t() if la == "col" else a
     b = torch.rand((k, n), device="cuda", dtype=torch.float32).sub_(0.5)
-    op = tiledsl.GemmOp(m, n, k, layout_a="col")
-    assert gemv_schedule(rows_op(op), tiledsl.Target.current()).split_k > 64
+    op = tiledsl.GemmOp(m, n, k, layout_a=la)
+    target = tiledsl.Target.current()
+    assert runs_as_row(op, target) and gemv_schedule(rows_op(op), target).split_k > 16
     ref = a.double().cpu().numpy() @ b.double().cpu().numpy()
     for _ in range(2):
         y = tiledsl.gemm(a, b)

@@ -49,6 +49,9 @@ def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
     """(:func:`builtin_schedule`, which rule chose it and why, for ``search.tune --lookup``)."""
     refuse_empty(op, "choose a schedule for")
+    if op.layout_c == "col":
+        return gemv_schedule(op, target), ("the GEMV-style kernel: the only one that writes a column-major C (a "
+                                           "few-column product run as rows, runs_as_row)")
     gemv_rows = GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]
     if op.m <= gemv_rows:
         return gemv_schedule(op, target), f"the GEMV-style kernel: M = {op.m} ≤ {gemv_rows} rows (GEMV_MAX_M)"
@@ -233,14 +236,16 @@ def runs_as_row(op: GemmOp, target: Target) -> bool:
     """Whether ``tiledsl.gemm(..., schedule=None)`` computes ``op`` as the few rows Cᵀ = Bᵀ·Aᵀ (:func:`rows_op`) on the
     GEMV-style kernel: yes when A has at least :data:`ROW_SWAP_MIN_ELEMENTS` elements, no tuned record exists for
     ``op`` itself, N < M, and either N = 1 (every dtype and layout: the single row yᵀ = xᵀ·Aᵀ, :data:`GEMV_MAX_M`)
-    or N ≤ :data:`FEW_COLUMNS_MAX_N` with float32 IEEE inputs and a column-major A (Aᵀ is then a row-major B for
-    the GEMV kernel, its fast layout). Run as given, the tiled kernels compute one to a few useful columns per
-    block tile. For N = 1 the output must have a unit stride along M (the caller checks; its transpose is then a
-    contiguous row); for N > 1 it is row-major, written as the column-major Cᵀ (``GemmOp.layout_c="col"``)."""
+    or float32 IEEE inputs with N ≤ :data:`FEW_COLUMNS_MAX_N` and a column-major A (Aᵀ is then a row-major B for
+    the GEMV kernel, its fast layout), or N ≤ 16 and K ≥ :data:`FEW_COLUMNS_LONG_K` (either layout of A). Run as
+    given, the tiled kernels compute one to a few useful columns per block tile. For N = 1 the output must have a
+    unit stride along M (the caller checks; its transpose is then a contiguous row); for N > 1 it is row-major,
+    written as the column-major Cᵀ (``GemmOp.layout_c="col"``)."""
     if not (1 <= op.n < op.m and op.m * op.k >= ROW_SWAP_MIN_ELEMENTS):
         return False
-    few_columns = (op.n == 1 or (op.n <= FEW_COLUMNS_MAX_N and op.dtype == "float32" and op.precision == "ieee"
-                                 and op.layout_a == "col"))
+    float32 = op.dtype == "float32" and op.precision == "ieee"
+    few_columns = op.n == 1 or float32 and ((op.n <= FEW_COLUMNS_MAX_N and op.layout_a == "col")
+                                            or (op.n <= GEMV_MAX_M[(True, True)] and op.k >= FEW_COLUMNS_LONG_K))
     return few_columns and registry.lookup(GEMM, op, target) is None
 
 
@@ -252,9 +257,13 @@ def rows_op(op: GemmOp) -> GemmOp:
                    align_b=op.align_a, layout_c="row" if op.n == 1 else "col")
 
 
-FEW_COLUMNS_MAX_N = 8
-"""The most columns of C for which :func:`runs_as_row` runs a float32 product with a column-major A as rows.
-Measured on the H200 (see docs/gemm.md, "Few columns")."""
+FEW_COLUMNS_MAX_N, FEW_COLUMNS_LONG_K = 8, 65536
+"""The float32 products :func:`runs_as_row` runs as rows besides one-column ones: up to 8 columns with a column-major
+A, and up to 16 with K ≥ 65536. Measured on the H200 against the tiled pick (``python benchmarks/gemm_few_columns.py``,
+2026-12-01, benchmarks/results/gemm_few_columns_h200.json; DeepBench's products): N = 2 and 4 with a column-major A
+ran 0.91-1.88× cuBLAS as rows where the tiled kernels ran 0.68-1.06× (14 of 15 ahead); N = 8 and 16 at K = 500000
+ran 0.98-1.80× (8 of 8 ahead of 0.46-0.74×, both layouts of A); N = 16 at K = 1024-4096 went either way
+(0.56-0.99× against 0.82-1.19×), so those keep the tiled kernels (the tall-thin rule)."""
 
 
 GEMV_MAX_M = {(True, True): 16, (True, False): 1, (False, True): 1, (False, False): 1}
