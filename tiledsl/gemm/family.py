@@ -259,11 +259,12 @@ def rows_op(op: GemmOp) -> GemmOp:
 
 FEW_COLUMNS_MAX_N, FEW_COLUMNS_LONG_K = 8, 65536
 """The float32 products :func:`runs_as_row` runs as rows besides one-column ones: up to 8 columns with a column-major
-A, and up to 16 with K ≥ 65536. Measured on the H200 against the tiled pick (``python benchmarks/gemm_few_columns.py``,
-2026-12-01, benchmarks/results/gemm_few_columns_h200.json; DeepBench's products): N = 2 and 4 with a column-major A
-ran 0.91-1.88× cuBLAS as rows where the tiled kernels ran 0.68-1.06× (14 of 15 ahead); N = 8 and 16 at K = 500000
-ran 0.98-1.80× (8 of 8 ahead of 0.46-0.74×, both layouts of A); N = 16 at K = 1024-4096 went either way
-(0.56-0.99× against 0.82-1.19×), so those keep the tiled kernels (the tall-thin rule)."""
+A, and up to 16 with K ≥ 65536. Measured on the H200 against the tiled kernels' pick for the same product (``python
+benchmarks/gemm_few_columns.py``, 2026-12-01, benchmarks/results/gemm_few_columns_h200.json; DeepBench's products):
+N = 2 and 4 with a column-major A and K = 1024-2816 ran 1.29-1.64× cuBLAS as rows where the tiled pick ran
+0.87-1.04× (10 of 10 ahead); N = 2-16 at K = 500000 ran 0.99-1.84× against 0.46-0.74× (12 of 12, both layouts of
+A); N = 16 at K = 1024-4096 ran 0.57-0.99× as rows against 0.80-1.19× tiled (18 products, geomean 0.82 against
+0.96), so those keep the tiled kernels (the tall-thin rule)."""
 
 
 GEMV_MAX_M = {(True, True): 16, (True, False): 1, (False, True): 1, (False, False): 1}
