@@ -56,7 +56,8 @@ def emit_splitk_reduce(op: GemmOp, s: GemmSchedule, standalone: bool = True) -> 
     p = splitk_reduce_plan(op, s, None)
     w(f'extern "C" __global__ void __launch_bounds__({p.threads})')
     with w.block(f"{p.kernel_name}({render_params(p.params)})"):
-        w(f"const long long idx = blockIdx.x * {p.threads}LL + threadIdx.x;   // element of the row-major workspace",
+        where = "of the row-major workspace" if op.layout_c == "col" else "of C, row-major"
+        w(f"const long long idx = blockIdx.x * {p.threads}LL + threadIdx.x;   // element {where}",
           "const long long mn = (long long)M * N;",
           "if (idx >= mn) return;",
           "float sum = 0.f;",

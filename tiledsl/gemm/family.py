@@ -290,7 +290,7 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
 
 GEMV_MAX_SPLIT = 512
-"""The most K slices :func:`gemv_schedule` gives a GEMV-style product (rule ``split_k_range`` allows 1024). Few
+"""The most K slices :func:`gemv_schedule` gives a GEMV-style product (rule ``gemv_split_k_range`` allows 1024). Few
 columns of blocks need many slices to keep four blocks on each SM: 512×1×500000 has one block of columns."""
 
 

@@ -141,9 +141,11 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("accumulators_fit_registers", "RM * RN <= 128",
            "{cls} thread tile rm·rn={RM}·{RN} accumulators exceed 128 (registers would spill)", when="MMA == 0"),
     R.Rule("swizzle_range", "SWIZZLE >= 1 and SWIZZLE <= 65535", "{cls}.swizzle={SWIZZLE} must be in 1..65535"),
-    R.Rule("split_k_range", "SPLIT_K >= 1 and (SPLIT_K <= 64 or (KERNEL == 1 and SPLIT_K <= 1024))",
-           "{cls}.split_k={SPLIT_K} must be in 1..64 (1..1024 with kernel='gemv', whose blocks are a few rows "
-           "of C each)"),
+    R.Rule("split_k_range", "SPLIT_K >= 1 and SPLIT_K <= 64", "{cls}.split_k={SPLIT_K} must be in 1..64",
+           when="KERNEL != 1"),
+    R.Rule("gemv_split_k_range", "SPLIT_K >= 1 and SPLIT_K <= 1024",
+           "{cls}.split_k={SPLIT_K} must be in 1..1024 with kernel='gemv' (its blocks are a few rows of C each: a "
+           "long K on few columns needs hundreds of slices to fill the GPU)", when="KERNEL == 1"),
     R.Rule("min_blocks_range", "MIN_BLOCKS >= 1 and MIN_BLOCKS <= 32",
            "{cls}.min_blocks={MIN_BLOCKS} must be in 1..32 (or 0 for automatic)"),
     R.Rule("mma_needs_16_bit_inputs", "MMA == 0 or DTYPE_16BIT == 1 or (TF32 == 1 and MMA == 2)",
