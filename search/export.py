@@ -19,7 +19,7 @@ from tiledsl import dtypes
 from tiledsl.gemm.kernel_plan import gemv_columns_per_block, k_major, tma_box, uses_tma
 
 from .config import TuneConfig
-from .families import get
+from .families import get, op_text, rows_instead
 from .finalists import Finalist
 from .storage import mask, mask_text
 
@@ -350,7 +350,12 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
                       command=mask_text(cfg.command))
     files = write(folder, cfg.family, op, winner.schedule, k, rec, target=target)
     out(f"exported: {', '.join(map(str, files))}")
-    if mode == "measured":
+    rows = rows_instead(cfg.family, op, target)
+    if mode == "measured" and rows is not None:
+        out(f"not stored for schedule=None: it runs this product as the rows Cᵀ = Bᵀ·Aᵀ ({op_text(rows)}) on the "
+            "GEMV-style kernel, which the tiled search space cannot express; a stored tiled record would replace "
+            "that path untimed")
+    elif mode == "measured":
         figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}
         try:
             path = store(cfg.family, op, target, winner.schedule, **figs)

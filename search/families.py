@@ -137,6 +137,17 @@ def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN", 
                   align_c=_align(n, w), precision=precision)
 
 
+def rows_instead(family: str, op, target) -> GemmOp | None:
+    """The op ``schedule=None`` runs in place of ``op`` when ``tiledsl.gemm`` computes a few-column product as the
+    rows Cᵀ = Bᵀ·Aᵀ on the GEMV-style kernel (``tiledsl.gemm.family.runs_as_row``), else None. The tiled search
+    space cannot express that kernel, so a tune of such an op neither times nor replaces it."""
+    from tiledsl.gemm.family import rows_op, runs_as_row
+
+    if family != "gemm" or not runs_as_row(op, target):
+        return None
+    return rows_op(op)
+
+
 def _gemm_arguments(g: argparse.ArgumentParser) -> None:
     g.add_argument("--m", type=positive_int, required=True, help="rows of A and C (>= 1)")
     g.add_argument("--n", type=positive_int, required=True, help="columns of B and C (>= 1)")

@@ -52,7 +52,7 @@ from . import report as R
 from .config import DEFAULT_DEVICE, DEFAULT_STORAGE, TuneConfig
 from .devices import SIMULATED_ENV, GpuRequest, cuda_device_names, devices_present, parse_gpus, resolve
 from .export import export_winner
-from .families import LAYOUTS, SEARCH_FAMILIES, gemm_op, op_text, positive_int, vendor_name
+from .families import LAYOUTS, SEARCH_FAMILIES, gemm_op, op_text, positive_int, rows_instead, vendor_name
 from .families import get as get_family
 from .finalists import Finalist, model_only_finalists, remeasured_finalists
 from .interrupt import EXIT_INTERRUPTED, DeferredInterrupt
@@ -529,7 +529,12 @@ def _lookup(cfg: TuneConfig) -> int:
         print(f"  -> hit: {describe(sched)}")
         return 0
     fam = library_family(cfg.family)
-    if fam.builtin_choice is not None:
+    rows = rows_instead(cfg.family, cfg.op, target)
+    if rows is not None:
+        chosen, why = fam.builtin_choice(rows, target)
+        print(f"  -> no stored schedule: schedule=None runs it as the rows Cᵀ = Bᵀ·Aᵀ ({op_text(rows)}; runs_as_row: "
+              f"few columns) on {describe(chosen)}, chosen by {why}")
+    elif fam.builtin_choice is not None:
         chosen, why = fam.builtin_choice(cfg.op, target)
         print(f"  -> no stored schedule: schedule=None uses {describe(chosen)}, chosen by {why}")
     else:

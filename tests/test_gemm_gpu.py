@@ -396,7 +396,8 @@ def test_one_column_torch(rng):
         assert _rel_err(y, a.double().cpu().numpy() @ x.double().cpu().numpy()) < 1e-5
 
 
-@pytest.mark.parametrize("m,n,k", [(3000, 2, 1000), (2049, 3, 1025), (4097, 8, 777), (1029, 5, 4099)])
+@pytest.mark.parametrize("m,n,k", [(3000, 2, 1000), (2049, 3, 1025), (4097, 8, 777), (1029, 5, 4099),
+                                   (1 << 19, 4, 8)])  # K = 8: one K slice, the GEMV kernel stores Cᵀ itself
 def test_few_columns_run_as_rows_into_the_row_major_output(m, n, k, rng):
     """2 ≤ N ≤ FEW_COLUMNS_MAX_N with a column-major A and schedule=None runs Cᵀ = Bᵀ·Aᵀ on the GEMV kernel,
     writing the row-major C as a column-major Cᵀ (layout_c='col'): odd sizes, both layouts of B, a new output and
@@ -411,6 +412,7 @@ def test_few_columns_run_as_rows_into_the_row_major_output(m, n, k, rng):
         assert _rel_err(tiledsl.gemm(a, b), ha @ hb) < 1e-5
         (call,) = list(cache.LAUNCHES._data.values())
         assert call.swap and "gemv" in call.main.name and "_ccol_" in call.main.name
+        assert (call.followup is None) == (k < 128)  # split-K from two slices of 64
         b2, hb2 = _rand((k, n), rng, layout=lb)
         out = tiledsl.gemm(a, b2)                                     # the cached launch allocates C again
         assert out.shape == (m, n) and out.flags.c_contiguous and _rel_err(out, ha @ hb2) < 1e-5

@@ -273,6 +273,17 @@ def test_lookup_names_the_rule_behind_the_default(shape, rule, tmp_path, cache, 
     assert "no stored schedule: schedule=None uses" in text and f"chosen by {rule}" in text
 
 
+def test_lookup_says_a_few_column_product_runs_as_rows(tmp_path, cache, capsys):
+    from search.families import rows_instead
+
+    assert tune.main(["gemm", "--m", "7680", "--n", "4", "--k", "2560", "--layout", "TT", "--lookup"]) == 0
+    text = capsys.readouterr().out
+    assert "schedule=None runs it as the rows Cᵀ = Bᵀ·Aᵀ (4x7680x2560" in text and "gemv rows 4" in text
+    h200 = tiledsl.Target.known("H200")
+    assert rows_instead("gemm", families.gemm_op(7680, 4, 2560, layout="TT"), h200).layout_c == "col"
+    assert rows_instead("gemm", families.gemm_op(7680, 32, 2560, layout="TT"), h200) is None
+
+
 # ---------------------------------------------------------------- default_schedule uses the store
 
 

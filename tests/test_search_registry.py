@@ -26,6 +26,18 @@ def test_store_then_lookup_hits(cache):
     assert registry.lookup("gemm", OP, H200) == S
 
 
+def test_a_record_written_before_layout_c_is_replaced_not_shadowed(cache):
+    """GemmOp.layout_c came later: ops without it in the file are the same op (to_dict leaves the row-major
+    default out), so a new record replaces the old one instead of landing behind it."""
+    path = registry.store("gemm", OP, H200, S)
+    assert "layout_c" not in json.loads(path.read_text())["records"][0]["op"]
+    assert tiledsl.GemmOp(4, 512, 64, layout_c="col").to_dict()["layout_c"] == "col"
+    assert tiledsl.GemmOp.from_dict(tiledsl.GemmOp(4, 512, 64, layout_c="col").to_dict()).layout_c == "col"
+    newer = tiledsl.GemmSchedule(bm=128, bn=64, bk=16, rm=8, rn=4, unroll=16, split_k=2)
+    registry.store("gemm", OP, H200, newer)
+    assert len(json.loads(path.read_text())["records"]) == 1 and registry.lookup("gemm", OP, H200) == newer
+
+
 def test_misses_say_why(cache):
     registry.store("gemm", OP, H200, S)
     other = tiledsl.GemmOp(3000, 4096, 4096)  # a shape with no shipped record (2048x4096x4096 has one, NVRTC 13.0)

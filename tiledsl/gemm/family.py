@@ -279,15 +279,25 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """The GEMV-style schedule for ``op`` (few rows M) on ``target``: bm = M rounded up to a power of two
     (≤ 16); 128 threads of 4-wide columns (row-major B) or 8 warps of one column each (column-major B); the
     K slices that give about four blocks per SM (at most :data:`GEMV_MAX_SPLIT`), each slice at least 64 deep (so
-    the split-K workspace, split·M·N float32 written and read once, is at most M/64 ≤ 1/4 of B's K·N elements)."""
+    the split-K workspace, split·M·N float32 written and read once, is at most M/64 ≤ 1/4 of B's K·N elements);
+    ``unroll`` :data:`GEMV_ROW_B_UNROLL` with a row-major B."""
     bm = min(16, 1 << max(op.m - 1, 0).bit_length())
     row_b = op.layout_b == "row"
-    base = GemmSchedule(kernel="gemv", bm=bm, bn=128 if row_b else 256, vec=4, unroll=2 if bm <= 4 else 1,
+    base = GemmSchedule(kernel="gemv", bm=bm, bn=128 if row_b else 256, vec=4,
+                        unroll=GEMV_ROW_B_UNROLL if row_b else 2 if bm <= 4 else 1,
                         rn=1 if row_b or bm == 1 else min(4, 64 // bm))  # rn: columns per warp (column-major B)
     col_blocks = plan_gemm(op, base, target).grid[0]
     split = max(1, min(GEMV_MAX_SPLIT, -(-4 * target.sm_count // col_blocks), op.k // 64))
     return base if split == 1 else replace(base, split_k=split)
 
+
+GEMV_ROW_B_UNROLL = 8
+"""K steps in flight per thread (``unroll``) of :func:`gemv_schedule` with a row-major B. Measured on the H200
+(``python benchmarks/gemv_unroll.py``, 2026-12-01, benchmarks/results/gemv_unroll_h200.json): over the LLM set's
+17 (N, K) as x @ W, the geomean ratio to cuBLAS for unroll 1 / 2 / 4 / 8 was 0.83 / 0.90 / 0.93 / 0.95 with one row,
+1.26 / 1.31 / 1.38 / 1.37 with four, 1.19 / 1.25 / 1.28 / 1.29 with eight and 0.99 / 1.05 / 1.07 / 1.10 with
+sixteen (the earlier picks were 2 up to four rows, else 1). Of six few-column products run as rows, four gained
+1-21 % and two lost 2-3 % (7680×4×2560, 1024×8×500000). A column-major B keeps the earlier picks (not measured)."""
 
 GEMV_MAX_SPLIT = 512
 """The most K slices :func:`gemv_schedule` gives a GEMV-style product (rule ``gemv_split_k_range`` allows 1024). Few

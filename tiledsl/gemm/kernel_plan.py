@@ -225,8 +225,8 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
         va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
     cm, cn = min(4, s.rm), min(4, s.rn)
     c_max = 2 if tensor_cores else cn  # mma.sync fragments hold 2 adjacent columns of C
-    if s.kernel == "gemv":  # a thread's vb columns (row-major B), or one column per warp; column-major C: scalar
-        c_max = vb if op.layout_b == "row" and op.layout_c == "row" else 1
+    if s.kernel == "gemv":  # a thread's vb columns (row-major B), or one column per warp; a column-major C: scalar
+        c_max = vb if op.layout_b == "row" and (op.layout_c == "row" or s.split_k > 1) else 1  # (not its workspace)
     if s.split_k > 1:  # the main kernel writes float32 partial sums; the followup finishes C
         out_dtype, vc, read_c = "float32", min(workspace_align(op.n), c_max), False
     else:

@@ -121,8 +121,12 @@ class GemmOp:
         return ("N" if self.layout_a == "row" else "T") + ("N" if self.layout_b == "row" else "T")
 
     def to_dict(self) -> dict:
-        """All fields as a JSON-ready dict."""
-        return asdict(self)
+        """All fields as a JSON-ready dict; ``layout_c`` (added later) only where it is "col", so ops of the tuned
+        records and studies written before it compare equal."""
+        d = asdict(self)
+        if self.layout_c == "row":
+            del d["layout_c"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> GemmOp:

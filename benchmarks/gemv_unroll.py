@@ -1,0 +1,99 @@
+"""The GEMV-style kernel's ``unroll`` (K steps in flight per thread) with a row-major B, beside cuBLAS.
+
+Run on a GPU: ``python benchmarks/gemv_unroll.py --out benchmarks/results/gemv_unroll_h200.json``.
+
+Products: every distinct (N, K) of ``benchmarks/data/llm_gemm.csv`` as x @ W (row-major x and W) with M = 1, 4, 8
+and 16 rows, and six few-column DeepBench products run as rows (Cᵀ = Bᵀ·Aᵀ into the column-major Cᵀ, both operands
+column-major). Each runs ``gemv_schedule``'s pick with unroll 1, 2, 4 and 8; each is checked against a float64
+product, then timed with tiledsl.timing.time_gpu (CUDA events, warm-up, L2 flushed, median of 15), cuBLAS
+(``cupy.matmul``) timed right before and right after and averaged. The choice it informs is
+``tiledsl.gemm.family.GEMV_ROW_B_UNROLL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from dataclasses import replace
+from pathlib import Path
+
+from beside import bracketed, gemm_op, write_results
+from gpu_check import gpu_or_exit
+
+import tiledsl
+
+DATA = Path(__file__).resolve().parent / "data" / "llm_gemm.csv"
+FEW_COLUMNS = [(512, 16, 500000), (1024, 16, 500000), (1024, 8, 500000), (7680, 4, 2560), (3072, 1, 1024),
+               (6144, 1, 2048)]
+UNROLLS = (1, 2, 4, 8)
+
+
+def shapes() -> list[tuple[int, int, int, str, bool]]:
+    """(M, N, K, layout, as rows) of the sweep."""
+    out, seen = [], set()
+    with open(DATA) as f:
+        for r in csv.DictReader(f):
+            n, k = int(r["n"]), int(r["k"])
+            if (n, k) not in seen:
+                seen.add((n, k))
+                out += [(m, n, k, "NN", False) for m in (1, 4, 8, 16)]
+    return out + [(m, n, k, "TT", True) for m, n, k in FEW_COLUMNS]
+
+
+def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target) -> list[dict]:
+    """One row per unroll for one product (module docstring)."""
+    import cupy as cp
+
+    from tiledsl.gemm.api import _gemm_into
+    from tiledsl.gemm.family import gemv_schedule, rows_op
+    from tiledsl.timing import time_gpu
+
+    a = cp.random.uniform(-1, 1, (m, k), dtype=cp.float32)
+    b = cp.random.uniform(-1, 1, (k, n), dtype=cp.float32)
+    a = cp.asfortranarray(a) if layout[0] == "T" else a
+    b = cp.asfortranarray(b) if layout[1] == "T" else b
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    c = cp.empty((m, n), cp.float32)
+    op = gemm_op(m, n, k, layout)
+    base = gemv_schedule(rows_op(op) if as_rows else op, target)
+    rows = []
+    for unroll in UNROLLS:
+        s = replace(base, unroll=unroll)
+        if as_rows:
+            def call(s=s):
+                _gemm_into(b.T, a.T, c.T, 1.0, 0.0, s, "float32", None, True, True, c_col=n > 1)
+        else:
+            def call(s=s):
+                tiledsl.gemm(a, b, c, schedule=s)
+        c.fill(cp.nan)
+        call()
+        err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
+        if not err < 1e-5 * max(1.0, (k / 4096) ** 0.5):  # float32 accumulation error grows ~ sqrt(K)
+            raise SystemExit(f"WRONG RESULT: rel err {err} for {m}x{n}x{k} {layout} unroll {unroll}")
+        ms, cublas_ms = bracketed(call, lambda: cp.matmul(a, b), lambda f: time_gpu(f, repeat=15).median_ms)
+        rows.append(dict(m=m, n=n, k=k, layout=layout, swap=as_rows, unroll=unroll, default_unroll=base.unroll,
+                         split_k=base.split_k, ms=ms, cublas_ms=cublas_ms, ratio=cublas_ms / ms, err=err))
+    print(f"{m:5d} {n:6d} {k:6d} {layout} sk{base.split_k:<3d} default u{base.unroll}  "
+          + "  ".join(f"u{r['unroll']} {r['ratio']:.3f}" for r in rows), flush=True)
+    return rows
+
+
+def main() -> int:
+    import cupy as cp
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/gemv_unroll_h200.json")
+    args = ap.parse_args()
+    gpu_or_exit("benchmarks/gemv_unroll.py")
+    target = tiledsl.Target.current()
+    rows = []
+    for shape in shapes():
+        rows += measure(*shape, target)
+        cp.get_default_memory_pool().free_all_blocks()
+    gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    write_results(args.out, gpu, rows, cp.__version__)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
