@@ -261,10 +261,11 @@ FEW_COLUMNS_MAX_N, FEW_COLUMNS_LONG_K = 8, 65536
 """The float32 products :func:`runs_as_row` runs as rows besides one-column ones: up to 8 columns with a column-major
 A, and up to 16 with K ≥ 65536. Measured on the H200 against the tiled kernels' pick for the same product (``python
 benchmarks/gemm_few_columns.py``, 2026-12-01, benchmarks/results/gemm_few_columns_h200.json; DeepBench's products):
-N = 2 and 4 with a column-major A and K = 1024-2816 ran 1.29-1.64× cuBLAS as rows where the tiled pick ran
-0.87-1.04× (10 of 10 ahead); N = 2-16 at K = 500000 ran 0.99-1.84× against 0.46-0.74× (12 of 12, both layouts of
-A); N = 16 at K = 1024-4096 ran 0.57-0.99× as rows against 0.80-1.19× tiled (18 products, geomean 0.82 against
-0.96), so those keep the tiled kernels (the tall-thin rule)."""
+N = 2 and 4 with a column-major A and K = 1024-2816 ran 1.24-1.69× cuBLAS as rows where the tiled pick ran
+0.87-1.04× (10 of 10 ahead); N = 2-16 at K = 500000 ran 1.17-1.88× against 0.46-0.74× (12 of 12, both layouts of
+A); N = 16 at K = 1024-4096 ran 0.63-1.12× as rows against 0.80-1.16× tiled (18 products, geomean 0.86 against
+0.95), so those keep the tiled kernels (the tall-thin rule). The data sets hold no product with N = 5-8 at K < 65536:
+those follow the GEMV kernel's showing with eight rows of a row-major B (:data:`GEMV_ROW_B_UNROLL`)."""
 
 
 GEMV_MAX_M = {(True, True): 16, (True, False): 1, (False, True): 1, (False, False): 1}
@@ -292,12 +293,14 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
 
 GEMV_ROW_B_UNROLL = 8
-"""K steps in flight per thread (``unroll``) of :func:`gemv_schedule` with a row-major B. Measured on the H200
-(``python benchmarks/gemv_unroll.py``, 2026-12-01, benchmarks/results/gemv_unroll_h200.json): over the LLM set's
-17 (N, K) as x @ W, the geomean ratio to cuBLAS for unroll 1 / 2 / 4 / 8 was 0.83 / 0.90 / 0.93 / 0.95 with one row,
-1.26 / 1.31 / 1.38 / 1.37 with four, 1.19 / 1.25 / 1.28 / 1.29 with eight and 0.99 / 1.05 / 1.07 / 1.10 with
-sixteen (the earlier picks were 2 up to four rows, else 1). Of six few-column products run as rows, four gained
-1-21 % and two lost 2-3 % (7680×4×2560, 1024×8×500000). A column-major B keeps the earlier picks (not measured)."""
+"""K steps in flight per thread (``unroll``) of :func:`gemv_schedule` with a row-major B. Measured on the H200 in two
+runs (``python benchmarks/gemv_unroll.py``, 2026-12-01, benchmarks/results/gemv_unroll_h200.json; the other run's
+figures agree within 0.01): over the LLM set's 17 (N, K) as x @ W, the geomean ratio to cuBLAS for unroll
+1 / 2 / 4 / 8 was 0.82 / 0.89 / 0.93 / 0.94 with one row, 1.27 / 1.31 / 1.37 / 1.37 with four, 1.19 / 1.24 / 1.28 /
+1.28 with eight and 0.99 / 1.04 / 1.07 / 1.10 with sixteen (the earlier picks were 2 up to four rows, else 1). Of six
+few-column products run as rows, three gained 19-24 % on the earlier pick and three lost 0.5-2 % (7680×4×2560,
+1024×8×500000, 6144×1×2048). With sixteen rows and a row-major A, ptxas spills 40-72 bytes at unroll ≥ 4 (none at
+2); those kernels were the fastest measured regardless. A column-major B keeps the earlier picks (not measured)."""
 
 GEMV_MAX_SPLIT = 512
 """The most K slices :func:`gemv_schedule` gives a GEMV-style product (rule ``gemv_split_k_range`` allows 1024). Few
