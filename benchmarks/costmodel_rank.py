@@ -122,6 +122,7 @@ class Study:
     predicted_then: tuple[float, ...]
     winner: int | None
     source: str = ""
+    smem_bytes: tuple[int, ...] = ()
 
 
 def load_study(path: Path) -> Study:
@@ -134,7 +135,7 @@ def load_study(path: Path) -> Study:
                  tuple(t["number"] for t in rows), tuple(tiledsl.GemmSchedule(**t["schedule"]) for t in rows),
                  tuple(t["time_s"] for t in rows), tuple(t["registers"] for t in rows),
                  tuple(t["spill_bytes"] for t in rows), tuple(t["predicted_s_then"] or math.nan for t in rows),
-                 d.get("winner_trial"), _rel(path))
+                 d.get("winner_trial"), _rel(path), tuple(t["smem_bytes"] for t in rows))
 
 
 def _rel(path: Path) -> str:
@@ -152,9 +153,29 @@ def load_studies(paths: list[str] | None = None) -> list[Study]:
     return [load_study(f) for f in files]
 
 
+REGISTERS = "estimate"
+"""Where predictions take registers, spills and shared memory from: "estimate" (the plan's, before compiling: the
+model's seeding and pruning) or "ptxas" (the trial's compiled kernel: what the tuner knows once a candidate has
+compiled, before it is measured; ``explain(op, s, kernel=k)``)."""
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """The ptxas figures of a trial's kernel, as ``predict_gemm(kernel=...)`` reads them."""
+
+    registers: int
+    spill_bytes: int
+    smem_bytes: int
+
+
 def predictions(study: Study, params: FmaParams) -> list[float]:
-    """The model's predicted seconds for every trial of ``study`` under ``params`` (no compiling)."""
+    """The model's predicted seconds for every trial of ``study`` under ``params`` (:data:`REGISTERS` says from
+    which register figures)."""
     c = study.target.ceilings()
+    if REGISTERS == "ptxas":
+        return [predict_gemm(study.op, s, study.target, ceilings=c, params=params, kernel=_Compiled(r, sp, sm))
+                for s, r, sp, sm in zip(study.schedules, study.registers, study.spill_bytes, study.smem_bytes,
+                                        strict=True)]
     return [predict_gemm(study.op, s, study.target, ceilings=c, params=params) for s in study.schedules]
 
 
@@ -269,7 +290,7 @@ def random_schedules(path: Path = RANDOM_FIT) -> Study | None:
     return Study("4096^3 random (11-29)", op, tiledsl.Target.known("H200"), tuple(range(len(pts))),
                  tuple(tiledsl.GemmSchedule(**p["schedule"]) for p in pts), tuple(p["measured_s"] for p in pts),
                  tuple(p["registers"] for p in pts), tuple(p["spill_bytes"] for p in pts),
-                 tuple(p["predicted_table_s"] for p in pts), None, _rel(path))
+                 tuple(p["predicted_table_s"] for p in pts), None, _rel(path), tuple(p["smem_bytes"] for p in pts))
 
 
 def cmd_eval(args) -> int:
@@ -349,6 +370,9 @@ def main() -> int:
     for name in ("eval", "fit"):
         p = sub.add_parser(name)
         p.add_argument("--studies", nargs="*", help=f"exported study JSON files (default: {STUDIES}/gemm_*.json)")
+        p.add_argument("--registers", choices=("estimate", "ptxas"), default="estimate",
+                       help="predict with the plan's register estimate (before compiling) or each trial's ptxas "
+                            "figures (once compiled)")
     fp = sub.choices["fit"]
     fp.add_argument("--samples", type=int, default=64, help="quasi-random starting points per fit")
     fp.add_argument("--seed", type=int, default=0)
@@ -358,9 +382,11 @@ def main() -> int:
                     help=f"also fit on (and hold out) the random schedules of {RANDOM_FIT.name}")
     fp.add_argument("--write-params", action="store_true", help="write the all-study fit for the model to use")
     args = ap.parse_args()
+    global LOSS, REGISTERS
     if args.cmd == "fit":
-        global LOSS
         LOSS = args.loss
+    if args.cmd in ("eval", "fit"):
+        REGISTERS = args.registers
     if args.cmd == "export":
         for db in args.db:
             print(f"wrote {export_study(db, args.date, args.gpu, Path(args.out))}")

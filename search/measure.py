@@ -33,13 +33,16 @@ from .objective import load_model
 # ---------------------------------------------------------------- compile (process pool)
 
 
-def compile_job(family: str, op_dict: dict, schedule_dict: dict, arch: str, target=None) -> dict:
+def compile_job(family: str, op_dict: dict, schedule_dict: dict, arch: str, target=None,
+                compiled_target=None) -> dict:
     """Compile one candidate with NVRTC; return its resource report or the compile error as data.
 
     Args:
         target: a :class:`tiledsl.Target`: also predict the candidate's time on it with the cost model
             (``predicted_s``, ``bound_by``, ``predict_s``: seconds the prediction took), off the tuner's
             process; an exception of the model propagates (a bug, not a property of the point).
+        compiled_target: a :class:`tiledsl.Target`: once compiled, predict again with the kernel's ptxas registers,
+            spills and shared memory (``predicted_compiled_s``; the report ranks by it beside ``predicted_s``).
 
     Returns:
         ``{"ok": True, "registers", "smem_bytes", "spill_bytes", "stack_bytes", "compile_s",
@@ -66,8 +69,11 @@ def compile_job(family: str, op_dict: dict, schedule_dict: dict, arch: str, targ
         if type(exc).__name__ == "CompileError":
             text = f"{exc.args[0]}\n{getattr(exc, 'log', '')[-2000:]}"
         return {"ok": False, "error": f"{type(exc).__name__}: {text}", "compile_s": time.perf_counter() - t0, **pred}
-    return {"ok": True, **k.resources(), "compile_s": time.perf_counter() - t0,
+    done = {"ok": True, **k.resources(), "compile_s": time.perf_counter() - t0,
             "source_sha256": hashlib.sha256(k.source.encode()).hexdigest(), **pred}
+    if compiled_target is not None:
+        done["predicted_compiled_s"] = load_model().predict(op, sched, compiled_target, kernel=k)
+    return done
 
 
 # ---------------------------------------------------------------- per-family benches (worker side)

@@ -192,15 +192,19 @@ def _ranking_lines(r: ReportInputs) -> list[str]:
     if r.mode != "measured":
         return ["cost model ranking vs measurement: n/a (model-only: nothing measured)"]
     owned = owned_complete(r.study)
-    pairs = [(t.user_attrs["predicted_s"], t.value) for t in owned if t.user_attrs.get("predicted_s")]
-    rho = spearman([p for p, _ in pairs], [v for _, v in pairs])
-    lines = [f"cost model ranking: Spearman rho(predicted, measured) = "
-             f"{'n/a' if rho is None else f'{rho:.3f}'} over {len(pairs)} measured trials"]
-    if r.winner is not None and pairs:
-        rated = [t for t in owned if t.user_attrs.get("predicted_s")]
-        top10 = model_top([t.user_attrs["predicted_s"] for t in rated], [t.number for t in rated])
-        lines.append(f"measured best (trial {r.winner.number}) in the model's top 10 of the measured trials: "
-                     f"{'yes' if r.winner.number in top10 else 'no'} (model top 10: {top10})")
+    lines = []
+    for key, label in (("predicted_s", "cost model ranking"),
+                       ("predicted_compiled_s", "cost model ranking given the compiled kernels (ptxas registers)")):
+        rated = [t for t in owned if t.user_attrs.get(key)]
+        if key == "predicted_compiled_s" and not rated:  # studies run before the tuner stored it
+            continue
+        rho = spearman([t.user_attrs[key] for t in rated], [t.value for t in rated])
+        lines.append(f"{label}: Spearman rho(predicted, measured) = {'n/a' if rho is None else f'{rho:.3f}'} "
+                     f"over {len(rated)} measured trials")
+        if r.winner is not None and rated:
+            top10 = model_top([t.user_attrs[key] for t in rated], [t.number for t in rated])
+            lines.append(f"  measured best (trial {r.winner.number}) in the model's top 10 of the measured trials: "
+                         f"{'yes' if r.winner.number in top10 else 'no'} (model top 10: {top10})")
     return lines
 
 

@@ -108,11 +108,11 @@ class Runner:
 
     def submit(self, c: Candidate) -> None:
         """Queue ``c`` for a device; measured: compile it in the pool first (predicting it there unless its
-        prediction is known)."""
+        prediction is known, and again from the compiled kernel's ptxas figures)."""
         fut = None
         if self.pool is not None:
             fut = self.pool.submit(compile_job, self.family, self.op.to_dict(), c.schedule.to_dict(),
-                                   self.target.arch, self.target if c.predicted_s is None else None)
+                                   self.target.arch, self.target if c.predicted_s is None else None, self.target)
             fut.add_done_callback(self._wake)
         self.pending.append((c, fut))
 

@@ -221,7 +221,8 @@ class TrialBook:
             _attr(trial, error=res["error"][:4000], stage="compile")
             self.finish(trial, TrialState.FAIL)
             return False
-        _attr(trial, registers=res["registers"], smem_bytes=res["smem_bytes"], spill_bytes=res["spill_bytes"])
+        _attr(trial, registers=res["registers"], smem_bytes=res["smem_bytes"], spill_bytes=res["spill_bytes"],
+              predicted_compiled_s=res.get("predicted_compiled_s"))
         return True
 
     def _still_owner(self, trial, sched) -> bool:

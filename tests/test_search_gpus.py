@@ -189,6 +189,11 @@ def test_measured_path_on_two_devices_remeasures_the_finalists_on_one(fake_gpus,
     assert len(owned) == len(measured)
     for t in owned:  # predicted in the compile pool; the stand-in "measures" the same prediction
         assert t.value == pytest.approx(t.user_attrs["predicted_s"], rel=1e-12) and t.user_attrs["registers"] > 0
+        assert t.user_attrs["predicted_compiled_s"] > 0  # predicted again from the compiled kernel's ptxas figures
+    assert "cost model ranking: Spearman rho" in text
+    compiled = [line for line in text.splitlines()
+                if line.startswith("cost model ranking given the compiled kernels (ptxas registers): Spearman rho")]
+    assert len(compiled) == 1 and compiled[0].endswith(f"over {len(owned)} measured trials"), compiled
     (final,) = [v for k, v in study.user_attrs.items() if k.startswith("final:")]
     assert final["device"] == 0
     report = json.loads((tmp_path / "out" / "report.json").read_text())
