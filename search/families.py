@@ -263,7 +263,8 @@ def _gemm_study(op) -> str:
 
 
 def _gemm_text(op) -> str:
-    return f"{op.m}x{op.n}x{op.k} {op.dtype}{' (tf32)' if op.precision == 'tf32' else ''} {op.layout}"
+    c_col = ", C column-major" if op.layout_c == "col" else ""
+    return f"{op.m}x{op.n}x{op.k} {op.dtype}{' (tf32)' if op.precision == 'tf32' else ''} {op.layout}{c_col}"
 
 
 SEARCH_FAMILIES: dict[str, SearchFamily] = {
