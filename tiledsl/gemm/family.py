@@ -281,11 +281,11 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     (≤ 16); 128 threads of 4-wide columns (row-major B) or 8 warps of one column each (column-major B); the
     K slices that give about four blocks per SM (at most :data:`GEMV_MAX_SPLIT`), each slice at least 64 deep (so
     the split-K workspace, split·M·N float32 written and read once, is at most M/64 ≤ 1/4 of B's K·N elements);
-    ``unroll`` :data:`GEMV_ROW_B_UNROLL` with a row-major B."""
+    ``unroll`` :data:`GEMV_ROW_B_UNROLL` for float32 with a row-major B."""
     bm = min(16, 1 << max(op.m - 1, 0).bit_length())
     row_b = op.layout_b == "row"
     base = GemmSchedule(kernel="gemv", bm=bm, bn=128 if row_b else 256, vec=4,
-                        unroll=GEMV_ROW_B_UNROLL if row_b else 2 if bm <= 4 else 1,
+                        unroll=GEMV_ROW_B_UNROLL if row_b and op.dtype == "float32" else 2 if bm <= 4 else 1,
                         rn=1 if row_b or bm == 1 else min(4, 64 // bm))  # rn: columns per warp (column-major B)
     col_blocks = plan_gemm(op, base, target).grid[0]
     split = max(1, min(GEMV_MAX_SPLIT, -(-4 * target.sm_count // col_blocks), op.k // 64))
@@ -300,7 +300,8 @@ figures agree within 0.01): over the LLM set's 17 (N, K) as x @ W, the geomean r
 1.28 with eight and 0.99 / 1.04 / 1.07 / 1.10 with sixteen (the earlier picks were 2 up to four rows, else 1). Of six
 few-column products run as rows, three gained 19-24 % on the earlier pick and three lost 0.5-2 % (7680×4×2560,
 1024×8×500000, 6144×1×2048). With sixteen rows and a row-major A, ptxas spills 40-72 bytes at unroll ≥ 4 (none at
-2); those kernels were the fastest measured regardless. A column-major B keeps the earlier picks (not measured)."""
+2); those kernels were the fastest measured regardless. A column-major B and 16-bit inputs keep the earlier picks
+(not measured)."""
 
 GEMV_MAX_SPLIT = 512
 """The most K slices :func:`gemv_schedule` gives a GEMV-style product (rule ``gemv_split_k_range`` allows 1024). Few
