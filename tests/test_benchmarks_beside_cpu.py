@@ -33,3 +33,20 @@ def test_gemm_op_reads_blas_layout_names():
     assert {lay: (op.layout_a, op.layout_b) for lay, op in ops.items()} == {
         "NN": ("row", "row"), "NT": ("row", "col"), "TN": ("col", "row"), "TT": ("col", "col")}
     assert (ops["NT"].m, ops["NT"].n, ops["NT"].k) == (3, 5, 7)
+
+
+def test_the_few_column_and_gemv_unroll_sweeps_cover_the_data_sets_products():
+    """benchmarks/gemm_few_columns.py takes every DeepBench product with N ≤ 16 < M above runs_as_row's floor (47),
+    and benchmarks/gemv_unroll.py the LLM set's 17 (N, K) at four row counts plus its six few-column products; the
+    docs' tables are over exactly these."""
+    import gemm_few_columns
+    import gemv_unroll
+
+    from tiledsl.gemm.family import ROW_SWAP_MIN_ELEMENTS
+
+    few = gemm_few_columns.shapes()
+    assert len(few) == len(set(few)) == 47
+    assert all(n <= 16 < m and m * k >= ROW_SWAP_MIN_ELEMENTS for m, n, k, _ in few)
+    assert {layout for *_, layout in few} == {"TT", "NT"}
+    sweep = gemv_unroll.shapes()
+    assert len(sweep) == 17 * 4 + len(gemv_unroll.FEW_COLUMNS) and sum(rows for *_, rows in sweep) == 6
