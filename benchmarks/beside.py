@@ -40,6 +40,32 @@ def gemm_operands(rng, m: int, n: int, k: int, layout: str):
     return (cp.asfortranarray(a) if layout[0] == "T" else a), (cp.asfortranarray(b) if layout[1] == "T" else b)
 
 
+def device_gemm_operands(m: int, n: int, k: int, layout: str):
+    """(A, B, float64 reference A·B, empty C) for C = A·B, generated on the device (large K stays fast): float32
+    uniform(-1, 1), each operand column-major where ``layout`` says T; C is row-major (M, N)."""
+    import cupy as cp
+
+    a = cp.random.uniform(-1, 1, (m, k), dtype=cp.float32)
+    b = cp.random.uniform(-1, 1, (k, n), dtype=cp.float32)
+    a = cp.asfortranarray(a) if layout[0] == "T" else a
+    b = cp.asfortranarray(b) if layout[1] == "T" else b
+    return a, b, a.astype(cp.float64) @ b.astype(cp.float64), cp.empty((m, n), cp.float32)
+
+
+def checked_call(call, c, ref, k: int, what: str) -> float:
+    """Poison ``c`` with NaN, run ``call`` (which writes ``c``), and return max |c − ref| / max |ref|; exit with
+    "WRONG RESULT" naming ``what`` when it exceeds the float32 bound 1e-5·max(1, sqrt(K / 4096)) (accumulation
+    error grows like sqrt(K); NaN, an element never written, fails too)."""
+    import cupy as cp
+
+    c.fill(cp.nan)
+    call()
+    err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
+    if not err < 1e-5 * max(1.0, (k / 4096) ** 0.5):
+        raise SystemExit(f"WRONG RESULT: rel err {err} for {what}")
+    return err
+
+
 def gemm_beside_cublas(a, b, c, schedule, repeat: int) -> tuple[float, float]:
     """(``tiledsl.gemm(a, b, c, schedule=schedule)`` ms, ``cupy.matmul(a, b)`` ms), medians of ``repeat`` timed
     calls (tiledsl.timing.time_gpu: CUDA events, warm-up, L2 flushed), cuBLAS :func:`bracketed` around ours."""

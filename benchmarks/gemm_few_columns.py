@@ -25,7 +25,7 @@ import argparse
 import csv
 from pathlib import Path
 
-from beside import bracketed, gemm_op, write_results
+from beside import bracketed, checked_call, device_gemm_operands, gemm_op, write_results
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -67,12 +67,7 @@ def measure(m: int, n: int, k: int, layout: str, target, hbm: float) -> list[dic
     from tiledsl.gemm.family import builtin_schedule, gemv_schedule, rows_op, runs_as_row
     from tiledsl.timing import time_gpu
 
-    a = cp.random.uniform(-1, 1, (m, k), dtype=cp.float32)
-    b = cp.random.uniform(-1, 1, (k, n), dtype=cp.float32)
-    a = cp.asfortranarray(a) if layout[0] == "T" else a
-    b = cp.asfortranarray(b) if layout[1] == "T" else b
-    ref = a.astype(cp.float64) @ b.astype(cp.float64)
-    c = cp.empty((m, n), cp.float32)
+    a, b, ref, c = device_gemm_operands(m, n, k, layout)
     op = gemm_op(m, n, k, layout)
     tiled, as_rows = builtin_schedule(op, target), gemv_schedule(rows_op(op), target)
     ways = {"tiled": (tiled, lambda: tiledsl.gemm(a, b, c, schedule=tiled)),
@@ -82,11 +77,7 @@ def measure(m: int, n: int, k: int, layout: str, target, hbm: float) -> list[dic
     nbytes = 4 * (m * k + k * n + m * n)
     rows = []
     for way, (s, call) in ways.items():
-        c.fill(cp.nan)
-        call()
-        err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
-        if not err < 1e-5 * max(1.0, (k / 4096) ** 0.5):  # float32 accumulation error grows ~ sqrt(K)
-            raise SystemExit(f"WRONG RESULT: rel err {err} for {m}x{n}x{k} {layout} {way}")
+        err = checked_call(call, c, ref, k, f"{m}x{n}x{k} {layout} {way}")
         ms, cublas_ms = bracketed(call, lambda: cp.matmul(a, b), lambda f: time_gpu(f, repeat=15).median_ms)
         row = dict(m=m, n=n, k=k, layout=layout, way=way, schedule=s.to_dict(), ms=ms, cublas_ms=cublas_ms,
                    ratio=cublas_ms / ms, gbps=nbytes / ms / 1e6, cublas_gbps=nbytes / cublas_ms / 1e6,

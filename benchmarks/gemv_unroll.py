@@ -17,7 +17,7 @@ import csv
 from dataclasses import replace
 from pathlib import Path
 
-from beside import bracketed, gemm_op, write_results
+from beside import bracketed, checked_call, device_gemm_operands, gemm_op, write_results
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -48,12 +48,7 @@ def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target) -> list[
     from tiledsl.gemm.family import gemv_schedule, rows_op
     from tiledsl.timing import time_gpu
 
-    a = cp.random.uniform(-1, 1, (m, k), dtype=cp.float32)
-    b = cp.random.uniform(-1, 1, (k, n), dtype=cp.float32)
-    a = cp.asfortranarray(a) if layout[0] == "T" else a
-    b = cp.asfortranarray(b) if layout[1] == "T" else b
-    ref = a.astype(cp.float64) @ b.astype(cp.float64)
-    c = cp.empty((m, n), cp.float32)
+    a, b, ref, c = device_gemm_operands(m, n, k, layout)
     op = gemm_op(m, n, k, layout)
     base = gemv_schedule(rows_op(op) if as_rows else op, target)
     rows = []
@@ -65,11 +60,7 @@ def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target) -> list[
         else:
             def call(s=s):
                 tiledsl.gemm(a, b, c, schedule=s)
-        c.fill(cp.nan)
-        call()
-        err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
-        if not err < 1e-5 * max(1.0, (k / 4096) ** 0.5):  # float32 accumulation error grows ~ sqrt(K)
-            raise SystemExit(f"WRONG RESULT: rel err {err} for {m}x{n}x{k} {layout} unroll {unroll}")
+        err = checked_call(call, c, ref, k, f"{m}x{n}x{k} {layout} unroll {unroll}")
         ms, cublas_ms = bracketed(call, lambda: cp.matmul(a, b), lambda f: time_gpu(f, repeat=15).median_ms)
         rows.append(dict(m=m, n=n, k=k, layout=layout, swap=as_rows, unroll=unroll, default_unroll=base.unroll,
                          split_k=base.split_k, ms=ms, cublas_ms=cublas_ms, ratio=cublas_ms / ms, err=err))

@@ -50,3 +50,37 @@ def test_the_few_column_and_gemv_unroll_sweeps_cover_the_data_sets_products():
     assert {layout for *_, layout in few} == {"TT", "NT"}
     sweep = gemv_unroll.shapes()
     assert len(sweep) == 17 * 4 + len(gemv_unroll.FEW_COLUMNS) and sum(rows for *_, rows in sweep) == 6
+
+
+def _numpy_as_cupy(monkeypatch):
+    """A stand-in ``cupy`` module over NumPy: what beside's operand maker and result check call."""
+    import types
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    fake = types.SimpleNamespace(
+        float32=np.float32, float64=np.float64, nan=np.nan, abs=np.abs, empty=np.empty,
+        asfortranarray=np.asfortranarray,
+        random=types.SimpleNamespace(uniform=lambda lo, hi, shape, dtype: rng.uniform(lo, hi, shape).astype(dtype)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    return np
+
+
+def test_device_operands_follow_the_layout_and_the_check_catches_wrong_and_unwritten_results(monkeypatch):
+    import pytest
+
+    np = _numpy_as_cupy(monkeypatch)
+    a, b, ref, c = beside.device_gemm_operands(7, 5, 300, "TN")
+    assert a.shape == (7, 300) and a.flags.f_contiguous and not a.flags.c_contiguous
+    assert b.shape == (300, 5) and b.flags.c_contiguous and c.shape == (7, 5) and c.dtype == np.float32
+    assert ref.dtype == np.float64 and np.allclose(ref, a.astype(np.float64) @ b.astype(np.float64))
+
+    def right():
+        c[...] = a @ b
+
+    assert beside.checked_call(right, c, ref, 300, "right") < 1e-5
+    with pytest.raises(SystemExit, match="WRONG RESULT: rel err .* for half"):
+        beside.checked_call(lambda: c.__setitem__(Ellipsis, 0.5 * (a @ b)), c, ref, 300, "half")
+    with pytest.raises(SystemExit, match="WRONG RESULT: rel err nan for unwritten"):  # c stays NaN-poisoned
+        beside.checked_call(lambda: None, c, ref, 300, "unwritten")
