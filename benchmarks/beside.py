@@ -52,6 +52,15 @@ def device_gemm_operands(m: int, n: int, k: int, layout: str):
     return a, b, a.astype(cp.float64) @ b.astype(cp.float64), cp.empty((m, n), cp.float32)
 
 
+def gemm_as_rows(a, b, c, schedule) -> None:
+    """C = A·B computed as ``tiledsl.gemm(a, b, c)`` does when ``runs_as_row`` says yes (the rows Cᵀ = Bᵀ·Aᵀ on the
+    GEMV kernel, a column-major Cᵀ for more than one column), but with ``schedule`` for that product: the entry
+    point ``tiledsl.gemm`` takes, for sweeps of the GEMV kernel's knobs (float32)."""
+    from tiledsl.gemm.api import _gemm_into
+
+    _gemm_into(b.T, a.T, c.T, 1.0, 0.0, schedule, "float32", None, True, True, c_col=c.shape[1] > 1)
+
+
 def checked_call(call, c, ref, k: int, what: str) -> float:
     """Poison ``c`` with NaN, run ``call`` (which writes ``c``), and return max |c − ref| / max |ref|; exit with
     "WRONG RESULT" naming ``what`` when it exceeds the float32 bound 1e-5·max(1, sqrt(K / 4096)) (accumulation

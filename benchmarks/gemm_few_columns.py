@@ -9,7 +9,7 @@ column-major, NT = A row-major). Three ways per product:
 
 - ``tiled``: ``tiledsl.gemm(a, b, c, schedule=builtin_schedule(op))``: the pick of the shape rules and estimate for
   the product as given (an explicit schedule is never run as rows);
-- ``rows``: the rows path with ``gemv_schedule(rows_op(op))``, through ``tiledsl.gemm.api._gemm_into`` (the entry
+- ``rows``: the rows path with ``gemv_schedule(rows_op(op))``, through ``beside.gemm_as_rows`` (the entry
   ``tiledsl.gemm`` itself takes when ``runs_as_row`` says yes);
 - ``schedule=None``: what a user's call does (``runs_as_row`` decides).
 
@@ -25,7 +25,7 @@ import argparse
 import csv
 from pathlib import Path
 
-from beside import bracketed, checked_call, device_gemm_operands, gemm_op, write_results
+from beside import bracketed, checked_call, device_gemm_operands, gemm_as_rows, gemm_op, write_results
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -63,7 +63,6 @@ def measure(m: int, n: int, k: int, layout: str, target, hbm: float) -> list[dic
     """The three ways (module docstring) for one product: checked, timed beside cuBLAS, one row each."""
     import cupy as cp
 
-    from tiledsl.gemm.api import _gemm_into
     from tiledsl.gemm.family import builtin_schedule, gemv_schedule, rows_op, runs_as_row
     from tiledsl.timing import time_gpu
 
@@ -71,8 +70,7 @@ def measure(m: int, n: int, k: int, layout: str, target, hbm: float) -> list[dic
     op = gemm_op(m, n, k, layout)
     tiled, as_rows = builtin_schedule(op, target), gemv_schedule(rows_op(op), target)
     ways = {"tiled": (tiled, lambda: tiledsl.gemm(a, b, c, schedule=tiled)),
-            "rows": (as_rows, lambda: _gemm_into(b.T, a.T, c.T, 1.0, 0.0, as_rows, "float32", None, True, True,
-                                                 c_col=n > 1)),
+            "rows": (as_rows, lambda: gemm_as_rows(a, b, c, as_rows)),
             "schedule=None": (as_rows if runs_as_row(op, target) else tiled, lambda: tiledsl.gemm(a, b, c))}
     nbytes = 4 * (m * k + k * n + m * n)
     rows = []

@@ -17,7 +17,7 @@ import csv
 from dataclasses import replace
 from pathlib import Path
 
-from beside import bracketed, checked_call, device_gemm_operands, gemm_op, write_results
+from beside import bracketed, checked_call, device_gemm_operands, gemm_as_rows, gemm_op, write_results
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -44,7 +44,6 @@ def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target) -> list[
     """One row per unroll for one product (module docstring)."""
     import cupy as cp
 
-    from tiledsl.gemm.api import _gemm_into
     from tiledsl.gemm.family import gemv_schedule, rows_op
     from tiledsl.timing import time_gpu
 
@@ -56,7 +55,7 @@ def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target) -> list[
         s = replace(base, unroll=unroll)
         if as_rows:
             def call(s=s):
-                _gemm_into(b.T, a.T, c.T, 1.0, 0.0, s, "float32", None, True, True, c_col=n > 1)
+                gemm_as_rows(a, b, c, s)
         else:
             def call(s=s):
                 tiledsl.gemm(a, b, c, schedule=s)

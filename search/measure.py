@@ -34,26 +34,26 @@ from .objective import load_model
 
 
 def compile_job(family: str, op_dict: dict, schedule_dict: dict, arch: str, target=None,
-                compiled_target=None) -> dict:
+                predict_first: bool = True) -> dict:
     """Compile one candidate with NVRTC; return its resource report or the compile error as data.
 
     Args:
-        target: a :class:`tiledsl.Target`: also predict the candidate's time on it with the cost model
-            (``predicted_s``, ``bound_by``, ``predict_s``: seconds the prediction took), off the tuner's
-            process; an exception of the model propagates (a bug, not a property of the point).
-        compiled_target: a :class:`tiledsl.Target`: once compiled, predict again with the kernel's ptxas registers,
-            spills and shared memory (``predicted_compiled_s``; the report ranks by it beside ``predicted_s``).
+        target: a :class:`tiledsl.Target`: also predict the candidate's time on it with the cost model, off the
+            tuner's process: from the schedule alone first (``predicted_s``, ``bound_by``, ``predict_s``: seconds
+            the prediction took; skipped with ``predict_first=False``, where the tuner knows it already), then
+            from the compiled kernel's ptxas registers, spills and shared memory (``predicted_compiled_s``; the
+            report ranks by both). An exception of the model propagates (a bug, not a property of the point).
 
     Returns:
         ``{"ok": True, "registers", "smem_bytes", "spill_bytes", "stack_bytes", "compile_s",
-        "source_sha256"}`` or ``{"ok": False, "error": ..., "compile_s": ...}``, plus the prediction's
-        keys when ``target`` is given (``predicted_s`` None when the model gives no positive finite time).
+        "source_sha256"}`` or ``{"ok": False, "error": ..., "compile_s": ...}``, plus the predictions' keys
+        when ``target`` is given (None when the model gives no positive finite time).
     """
     import tiledsl
     from tiledsl.api import family as get_family
 
     pred: dict = {}
-    if target is not None:
+    if target is not None and predict_first:
         t0 = time.perf_counter()
         fam = get_family(family)  # an exception of the model is a bug: it reaches the tuner through the future
         pred = load_model().explain(fam.op_type.from_dict(op_dict), fam.schedule_type.from_dict(schedule_dict), target)
@@ -71,8 +71,8 @@ def compile_job(family: str, op_dict: dict, schedule_dict: dict, arch: str, targ
         return {"ok": False, "error": f"{type(exc).__name__}: {text}", "compile_s": time.perf_counter() - t0, **pred}
     done = {"ok": True, **k.resources(), "compile_s": time.perf_counter() - t0,
             "source_sha256": hashlib.sha256(k.source.encode()).hexdigest(), **pred}
-    if compiled_target is not None:
-        done["predicted_compiled_s"] = load_model().predict(op, sched, compiled_target, kernel=k)
+    if target is not None:
+        done["predicted_compiled_s"] = load_model().predict(op, sched, target, kernel=k)
     return done
 
 

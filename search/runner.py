@@ -112,7 +112,7 @@ class Runner:
         fut = None
         if self.pool is not None:
             fut = self.pool.submit(compile_job, self.family, self.op.to_dict(), c.schedule.to_dict(),
-                                   self.target.arch, self.target if c.predicted_s is None else None, self.target)
+                                   self.target.arch, self.target, c.predicted_s is None)
             fut.add_done_callback(self._wake)
         self.pending.append((c, fut))
 

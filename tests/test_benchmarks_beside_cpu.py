@@ -84,3 +84,21 @@ def test_device_operands_follow_the_layout_and_the_check_catches_wrong_and_unwri
         beside.checked_call(lambda: c.__setitem__(Ellipsis, 0.5 * (a @ b)), c, ref, 300, "half")
     with pytest.raises(SystemExit, match="WRONG RESULT: rel err nan for unwritten"):  # c stays NaN-poisoned
         beside.checked_call(lambda: None, c, ref, 300, "unwritten")
+
+
+def test_gemm_as_rows_enters_tiledsl_gemm_s_rows_path(monkeypatch):
+    """The transposed operands, C's transpose (column-major for more than one column) and the given schedule reach
+    the entry tiledsl.gemm takes for runs_as_row products."""
+    import numpy as np
+
+    from tiledsl.gemm import api
+
+    seen = []
+    monkeypatch.setattr(api, "_gemm_into", lambda *args, **kw: seen.append((args, kw)))
+    a, b = np.ones((7, 3), np.float32), np.ones((3, 4), np.float32)
+    for c in (np.empty((7, 4), np.float32), np.empty((7, 1), np.float32)):
+        beside.gemm_as_rows(a, b if c.shape[1] > 1 else b[:, :1], c, "the schedule")
+    (args4, kw4), (args1, kw1) = seen
+    assert args4[0].shape == (4, 3) and args4[1].shape == (3, 7) and args4[2].shape == (4, 7)
+    assert args4[2].flags.f_contiguous and not args4[2].flags.c_contiguous  # the row-major C seen transposed
+    assert args4[5] == "the schedule" and args4[9] is True and kw4 == {"c_col": True} and kw1 == {"c_col": False}
