@@ -63,7 +63,7 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
         if schedule.split_k != 1:
             raise ValueError(f"no host launcher for a TMA kernel with split_k={schedule.split_k}")
         return _frame(kernel, *_tma_parts(op, schedule, params))
-    if family == "gemm" and schedule.split_k != 1:
+    if family == "gemm" and schedule.split_k != 1 and not schedule.split_k_fused:
         return _frame(kernel, *_splitk_parts(op, schedule, params))
     if family == "gemm" and schedule.stream_k:
         return _frame(kernel, *_stream_k_parts(kernel, params))
@@ -72,6 +72,11 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
     notes: list[str] = []
     if family == "gemm":
         grid = _gemm_grid(op, schedule)
+        if schedule.split_k_fused:  # the kernel sums its K slices itself: the caller passes the buffers it uses
+            notes = [f"split-K, fused: W holds SPLIT_K * M * N floats (no initialisation needed); tickets holds "
+                     f"ceil(N / {gemv_columns_per_block(op, schedule)}) * ceil(M / BM) unsigned ints, zeroed once "
+                     "before the first launch (every launch leaves them at zero);",
+                     "one pair of buffers per stream (a CUDA graph: the stream it replays on)."]
     else:
         fam = get(family)
         if target is None:
@@ -293,7 +298,7 @@ def kernel_cu(family: str, op, schedule, kernel, header: list[str], target=None)
     """The text of ``kernel.cu``: comment header, the emitted source, the host launcher."""
     head = "".join(f"// {line}\n" for line in header)
     body = kernel.source.rstrip("\n") + "\n"
-    if family == "gemm" and schedule.split_k != 1 and not uses_tma(schedule):
+    if family == "gemm" and schedule.split_k != 1 and not uses_tma(schedule) and not schedule.split_k_fused:
         from tiledsl.gemm.emit import emit_splitk_reduce
 
         body += "\n" + emit_splitk_reduce(op, schedule, standalone=False).source.rstrip("\n") + "\n"

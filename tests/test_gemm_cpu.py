@@ -70,6 +70,7 @@ FAILING = [
     ("gemv_block_threads", dict(kernel="gemv", bm=4, bn=100)),
     ("stream_k_on_fma_tiles", dict(split_k=2, stream_k=True)),
     ("stream_k_on_fma_tiles", dict(kernel="gemv", bm=4, bn=128, stream_k=True)),
+    ("split_k_fused_on_gemv", dict(split_k=4, split_k_fused=True)),
     ("stream_k_on_fma_tiles", dict(mma="mma_sync", bk=32, smem_pad=8, stream_k=True)),
 ]
 
@@ -660,6 +661,45 @@ def test_gemv_kernels_compile_without_spills_or_shared_memory(dtype, la, lb):
         assert ("__shfl_xor_sync" in k.source) == (lb == "col")  # a warp per column sums across lanes
         cols = 128 * 4 if lb == "row" else 128 // 32 * 2  # vec columns per thread, or rn per warp
         assert p.grid == (-(-4096 // cols), split, 1) and (p.followup is not None) == (split > 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("la,lb", [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")])
+def test_gemv_fused_split_k_compiles_as_one_kernel_with_tickets(dtype, la, lb):
+    al = 4 if dtype == "float32" else 8
+    for read_c, layout_c in ((False, "row"), (True, "row"), (False, "col")):
+        if layout_c == "col" and dtype != "float32":
+            continue  # column-major C: the few-column float32 products run as rows
+        op = GemmOp(5, 4096, 4096, dtype=dtype, layout_a=la, layout_b=lb, layout_c=layout_c, align_a=al,
+                    align_b=al, align_c=al, read_c=read_c)
+        s = GemmSchedule(kernel="gemv", bm=8, bn=128, vec=4, split_k=16, split_k_fused=True, rn=2, unroll=2)
+        for arch in ("sm_80", "sm_90"):
+            k = tiledsl.compile(op, s, arch=arch)
+            assert k.spill_bytes == 0 and k.smem_bytes <= 4 and "_sk16f_" in k.name
+        p = tiledsl.plan(op, s, arch="sm_90")
+        assert p.followup is None  # no split-K kernel: the last block of each column group sums the slices
+        names = [q.name for q in p.params]
+        assert names[:4] == ["A", "B", "W", "C"] and names[-1] == "tickets" and ("beta" in names) == read_c
+        ws = {w.name: w for w in p.workspace}
+        assert ws["workspace"].count == 16 * 5 * 4096 and ws["gemm_tickets"].count == p.grid[0] * p.grid[2]
+        assert ws["gemm_tickets"].init == "counters"
+        src = k.source
+        assert src.count("atomicAdd(ticket, 1u) == SPLIT_K - 1") == 1 and "*ticket = 0u" in src
+        head, tail = src.split("extern \"C\"")[1].split("if (!last_block) return;")  # the kernel's body
+        assert "alpha *" not in head and "alpha *" in tail and "__ldcg" in tail  # unscaled partials; then C
+        assert "* ldc +" not in head and ("* ldc + gm" if layout_c == "col" else "* ldc + gn") in tail
+        assert ("beta *" in src) == read_c
+
+
+def test_gemv_fused_split_k_changes_no_other_kernel():
+    """The knob is left out of the source's schedule comment when False: other GEMV kernels keep their text and
+    the records hashing it stay valid; the two-kernel split-K keeps its reduction kernel."""
+    op = GemmOp(4, 1024, 4096)
+    two = GemmSchedule(kernel="gemv", bm=4, bn=128, split_k=8)
+    assert "split_k_fused" not in tiledsl.compile(op, two, arch="sm_90").source
+    assert tiledsl.plan(op, two, arch="sm_90").followup is not None
+    assert tiledsl.predict(op, replace(two, split_k_fused=True), device="H200") < tiledsl.predict(op, two,
+                                                                                                  device="H200")
 
 
 def test_gemv_rules_and_default():

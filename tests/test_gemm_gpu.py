@@ -6,6 +6,8 @@ uniform data lands near 1e-7 to 1e-6).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -473,7 +475,8 @@ def test_gemv_shapes_layouts_against_float64(dtype, la, lb, m, n, k, rng):
     a, _ = _rand((m, k), rng, dtype, la)
     b, _ = _rand((k, n), rng, dtype, lb)
     ref = _cp().asnumpy(a).astype(np.float64) @ _cp().asnumpy(b).astype(np.float64)  # the rounded inputs
-    for s in (None, tiledsl.GemmSchedule(kernel="gemv", bm=4, bn=64, vec=4, split_k=3, unroll=2)):
+    two = tiledsl.GemmSchedule(kernel="gemv", bm=4, bn=64, vec=4, split_k=3, unroll=2)
+    for s in (None, two, replace(two, split_k_fused=True)):
         assert _rel_err(_gemm_nan_out(a, b, schedule=s), ref) < tol, s
 
 
@@ -487,7 +490,33 @@ def test_gemv_alpha_beta_and_torch_bfloat16(lb, rng):
         b = b.t().contiguous().t()
     c = torch.tensor(rng.uniform(-1, 1, (m, n)), device="cuda").to(torch.bfloat16)
     ref = -0.5 * a.double() @ b.double() + 2.0 * c.double()
-    s = tiledsl.GemmSchedule(kernel="gemv", bm=4, bn=128, vec=4, split_k=2)
-    out = tiledsl.gemm(a, b, c, alpha=-0.5, beta=2.0, schedule=s)
-    assert out is c
-    assert float((out.double() - ref).norm() / ref.norm()) < 8e-3
+    c0 = c.clone()
+    for fused in (False, True):
+        c.copy_(c0)
+        s = tiledsl.GemmSchedule(kernel="gemv", bm=4, bn=128, vec=4, split_k=2, split_k_fused=fused)
+        out = tiledsl.gemm(a, b, c, alpha=-0.5, beta=2.0, schedule=s)
+        assert out is c
+        assert float((out.double() - ref).norm() / ref.norm()) < 8e-3
+
+
+@pytest.mark.parametrize("lb", ["row", "col"])
+@pytest.mark.parametrize("m,n,k,split", [(3, 1000, 5000, 37), (16, 4100, 4096, 64), (1, 7, 129, 2)])
+def test_gemv_fused_split_k_matches_the_split_k_kernel_bit_for_bit(lb, m, n, k, split, rng):
+    """split_k_fused: the last block of each column group sums the slices in slice order, as the split-K kernel
+    does: the same bits, on fresh data three times over (each launch must leave its tickets at zero for the next),
+    poisoned C, alpha and beta."""
+    cp = _cp()
+    fused = tiledsl.GemmSchedule(kernel="gemv", bm=min(16, m), bn=64, vec=4, split_k=split, split_k_fused=True,
+                                 rn=1 if lb == "row" else 2)
+    two = replace(fused, split_k_fused=False)
+    for _ in range(3):
+        a, ha = _rand((m, k), rng)
+        b, hb = _rand((k, n), rng, layout=lb)
+        got = _gemm_nan_out(a, b, schedule=fused)
+        assert _rel_err(got, ha @ hb) < 1e-5 * max(1.0, (k / 4096) ** 0.5)
+        assert bool((got == _gemm_nan_out(a, b, schedule=two)).all())
+        assert bool((got == _gemm_nan_out(a, b, schedule=fused)).all())
+        c0 = rng.uniform(-1, 1, (m, n))
+        c = cp.asarray(c0.astype(np.float32))
+        tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=fused)
+        assert _rel_err(c, 1.5 * (ha @ hb) - 0.5 * c0) < 1e-5 * max(1.0, (k / 4096) ** 0.5)

@@ -283,7 +283,26 @@ def test_gemm_stream_k_passes_its_split_partials_and_tickets(fake_gpu):
         tiledsl.gemm(a, b, c, schedule=s)
     runs = _launches(fake_gpu)
     ws = [e for e in fake_gpu if isinstance(e, dict) and "workspace" in e]
-    assert [(w["workspace"], w["init"]) for w in ws] == [("sk_partials", "none"), ("sk_tickets", "counters")]
+    assert [(w["workspace"], w["init"]) for w in ws] == [("sk_partials", "none"), ("gemm_tickets", "counters")]
     assert len(runs) == 2 and runs[0]["grid"] == (132, 1, 1)
     assert runs[0]["args"][10:12] == (np.int32(0), np.int32(132))        # dp_tiles, sk_blocks
     assert all(int(x) != 0 for x in runs[1]["args"][12:14])              # the partial tiles and tickets
+
+
+def test_gemv_fused_split_k_is_one_launch_with_its_workspace_and_tickets(fake_gpu):
+    empty = fake_gpu.pop()
+    m, n, k = 4, 1000, 4096   # 2 blocks of 512 columns × 1 group of rows: two tickets
+    s = tiledsl.GemmSchedule(kernel="gemv", bm=4, bn=128, vec=4, split_k=8, split_k_fused=True)
+    a, b, c = empty((m, k)), empty((k, n)), empty((m, n))
+    for _ in range(2):
+        tiledsl.gemm(a, b, c, alpha=2.0, schedule=s)
+    runs = _launches(fake_gpu)
+    ws = [e for e in fake_gpu if isinstance(e, dict) and "workspace" in e]
+    assert [(w["workspace"], w["count"], w["init"]) for w in ws] == [("workspace", 8 * m * n, "none"),
+                                                                      ("gemm_tickets", 2, "counters")]
+    assert len(runs) == 2 and all("_sk8f_" in r["name"] for r in runs) and runs[0]["grid"] == (2, 8, 1)
+    args = runs[1]["args"]  # A, B, W, C, M, N, K, lda, ldb, ldc, alpha, tickets
+    assert int(args[0]) == a.data.ptr and int(args[1]) == b.data.ptr and int(args[3]) == c.data.ptr
+    assert int(args[2]) not in (0, c.data.ptr) and int(args[11]) != 0
+    assert args[4:11] == (np.int32(m), np.int32(n), np.int32(k), np.int64(k), np.int64(n), np.int64(n),
+                          np.float32(2.0))

@@ -102,8 +102,8 @@ def test_plan_params_buffers_and_grid():
     assert (params["dp_tiles"].value, params["sk_blocks"].value) == (264, 132)
     assert p.grid == (396, 1, 1)
     ws = {w.name: w for w in p.workspace}
-    assert ws["sk_partials"].count == 2 * 132 * 256 * 128 and ws["sk_tickets"].init == "counters"
-    assert ws["sk_tickets"].count == 512 - 264
+    assert ws["sk_partials"].count == 2 * 132 * 256 * 128 and ws["gemm_tickets"].init == "counters"
+    assert ws["gemm_tickets"].count == 512 - 264
     free = plan_gemm(op, PRESET)       # without a device: every tile data-parallel (the cost model's work)
     assert free.grid == (512, 1, 1)
     assert replace(PRESET, stream_k=False).short_hash() == tiledsl.preset("gemm", "sgemm_256x128_16x8").short_hash()

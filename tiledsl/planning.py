@@ -77,7 +77,7 @@ class Workspace:
 
     Attributes:
         name: the binding that fills a pointer :class:`Param` ("workspace", "partials", "tickets"; GEMM
-            stream-K: "sk_partials", "sk_tickets").
+            stream-K: "sk_partials", "gemm_tickets"; GEMM fused split-K: "workspace", "gemm_tickets").
         dtype: NumPy dtype name of its elements.
         count: elements.
         init: "none", "zero" (zeroed before each launch), "counters" (zeroed once, when the buffer is

@@ -36,7 +36,7 @@ over the waves of blocks each SM runs (wave quantization) — a last, partial wa
 and is priced as such. Registers for the occupancy are the plan's estimate times ``register_ratio``
 (what ptxas allocated per estimated register on the studies), capped; spills are the estimate's excess
 over the cap, ``spill_accesses_per_step`` local accesses per spilled word per K step. Split-K adds the
-float32 workspace's write and read-back and a second launch. Stream-K (``stream_k``) prices the partial
+float32 workspace's write and read-back and a second launch (no second launch with ``split_k_fused``). Stream-K (``stream_k``) prices the partial
 wave as its share of a full one (every stream-K block busy to the end) and adds its partial tiles' traffic, counted
 like split-K's workspace (written and read back, at L2 and HBM).
 """
@@ -364,7 +364,7 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
     cycles += wv.waves * (prm.mem_latency_cycles + barrier)
     clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
     tr = traffic(op, s)
-    # split-K: the float32 partial sums are written and read back by the followup kernel
+    # split-K: the float32 partial sums are written and read back (by the followup kernel, or the last block)
     ws = 2.0 * s.split_k * op.m * op.n * 4 if s.split_k > 1 else 0.0
     ws += 2.0 * shares * s.bm * s.bn * 4
     t_l2 = (tr["l2"] + ws) / c["l2_bytes_per_s"].value
@@ -385,8 +385,8 @@ def predict_gemm(op, s, target: Target, ceilings: dict | None = None, kernel=Non
 
 
 def _launches(s) -> int:
-    """Kernel launches of the schedule: the split-K followup is a second one."""
-    return 2 if s.split_k > 1 else 1
+    """Kernel launches of the schedule: the split-K followup is a second one (none when ``split_k_fused``)."""
+    return 2 if s.split_k > 1 and not s.split_k_fused else 1
 
 
 def _kernel_resources(kernel) -> dict:

@@ -109,8 +109,8 @@ def _call_key(a, b, c, beta, schedule, precision) -> tuple | None:
 
 
 # the run-time bindings of a GEMM launch
-_ORDER = ("a", "b", "c", "workspace", "alpha", "beta", "tmap_a", "tmap_b", "sk_partials", "sk_tickets")
-_WORKSPACES = ("workspace", "sk_partials", "sk_tickets")  # the scratch buffers among them, in _ORDER's order
+_ORDER = ("a", "b", "c", "workspace", "alpha", "beta", "tmap_a", "tmap_b", "sk_partials", "gemm_tickets")
+_WORKSPACES = ("workspace", "sk_partials", "gemm_tickets")  # the scratch buffers among them, in _ORDER's order
 
 
 class _KMajorCopy:

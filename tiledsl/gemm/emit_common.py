@@ -18,7 +18,7 @@ def kernel_name(op: GemmOp, s: GemmSchedule) -> str:
     """Deterministic name: op, dtypes (in, accumulate, out), layout, effective vector widths, hash."""
     dt = dtypes.get(op.dtype).short
     beta = "beta" if op.read_c else "nobeta"
-    split = f"_sk{s.split_k}" if s.split_k > 1 else ""
+    split = f"_sk{s.split_k}{'f' if s.split_k_fused else ''}" if s.split_k > 1 else ""  # f: summed in the kernel
     inputs = "tf32" if op.precision == "tf32" and s.mma == "wgmma" else dt  # FMA kernels stay exact
     kind = "gemv_" if s.kernel == "gemv" else ""
     c_col = "_ccol" if op.layout_c == "col" else ""
@@ -55,10 +55,11 @@ def constexpr_table(w: Writer, consts: list[tuple[str, int, str]]) -> None:
         w(f"{f'constexpr int {n} = {v};':<{width}}  // {doc}")
 
 
-def k_range(w: Writer, split_k: int, stream_k: bool = False) -> None:
+def k_range(w: Writer, split_k: int, stream_k: bool = False, slice_out: str = "C += (long long)blockIdx.y * M * ldc;"
+            ) -> None:
     """Emit the block's K range [k_begin, k_end) and its K tile count (split-K: one slice per blockIdx.y,
-    whose partial sums go to that slice of the float32 workspace C; stream-K: the K tiles
-    [kt_first, kt_last) of the C tile the block is working on)."""
+    whose partial sums go to that slice of the float32 workspace, ``slice_out`` the statement pointing at it;
+    stream-K: the K tiles [kt_first, kt_last) of the C tile the block is working on)."""
     if stream_k:
         w("const int k_begin = kt_first * BK, k_end = min(K, kt_last * BK);   // this block's share of the tile")
     elif split_k > 1:
@@ -66,7 +67,7 @@ def k_range(w: Writer, split_k: int, stream_k: bool = False) -> None:
           "const int k_per_split = (int)((K + SPLIT_K * (long long)BK - 1) / (SPLIT_K * BK) * BK);",
           "const int k_begin = (int)min((long long)K, (long long)blockIdx.y * k_per_split);",
           "const int k_end = (int)min((long long)K, (long long)k_begin + k_per_split);",
-          "C += (long long)blockIdx.y * M * ldc;")
+          slice_out)
     else:
         w("const int k_begin = 0, k_end = K;      // one block covers all of K")
 

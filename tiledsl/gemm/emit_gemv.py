@@ -58,9 +58,12 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
     p = plan_gemm(op, s)
     dt = dtypes.get(op.dtype)
     va, vb = gemv_widths(op, s)
-    out_dt = dtypes.get(p.detail.out_dtype)
-    out_op = replace(op, read_c=False, layout_c="row") if s.split_k > 1 else op  # split-K: the workspace
-    vc = p.width("C")
+    fused = s.split_k_fused
+    out_dt = dtypes.get("float32" if fused else p.detail.out_dtype)  # of the main store (fused: the workspace)
+    # split-K: the slice's float32 partial sums go to the row-major workspace (C itself, or W when fused)
+    out_op = replace(op, read_c=False, layout_c="row") if s.split_k > 1 else op
+    vc = p.width("W") if fused else p.width("C")  # the width of the main store
+    dst = ("P", "N", "") if fused else ("C", "ldc", "alpha * ")  # where it goes: pointer, leading dimension, scale
     row_b = op.layout_b == "row"
     a_at = "A[(long long)gm * lda + {k}]" if op.layout_a == "row" else "A[gm + (long long)({k}) * lda]"
     w = Writer()
@@ -89,11 +92,18 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
     for line in R.static_asserts(GEMM_RULES, s.env()):
         w(line)
     w.blank()
-    if s.split_k > 1:
+    if fused:
+        w("// split-K, fused: W is the float32 workspace [SPLIT_K][M][N]; the last of a column group's SPLIT_K blocks",
+          "// to arrive (tickets[blockIdx.z][blockIdx.x]) sums it into C")
+    elif s.split_k > 1:
         w(f"// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; {kernel_name_reduce(op, s)} sums it")
     w('extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)')
-    with w.block(f"{p.kernel_name}({render_params(p.params, breaks=(3,))})"):
-        k_range(w, s.split_k)
+    with w.block(f"{p.kernel_name}({render_params(p.params, breaks=(4,) if fused else (3,))})"):
+        if fused:
+            k_range(w, s.split_k, slice_out="float* const P = W + (long long)blockIdx.y * M * N;  // this slice's "
+                                            "partial sums")
+        else:
+            k_range(w, s.split_k)
         w("const int row0 = blockIdx.z * BM;                  // first row of C of this block")
         if out_op.layout_c == "col":
             w("// C is column-major: element (m, n) at C[n * ldc + m]")
@@ -122,7 +132,11 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
                           "for (int m = 0; m < BM; ++m)",
                           "  #pragma unroll",
                           "  for (int j = 0; j < VB; ++j) acc[m][j] += a[m][kk] * b[j];")
-            _epilogue_row_b(w, out_op, out_dt, vb, vc)
+            _epilogue_row_b(w, out_op, out_dt, vb, vc, *dst)
+            if fused:
+                _fused_arrival(w)
+                _fused_sum_row_b(w, vb)
+                _epilogue_row_b(w, op, dtypes.get(op.dtype), vb, p.width("C"))
         else:
             w('static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");',
               "// ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step),",
@@ -152,7 +166,10 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
                           "for (int m = 0; m < BM; ++m)",
                           "  #pragma unroll",
                           "  for (int j = 0; j < VB; ++j) acc[m][c] += a[m][j] * b[j];")
-            _epilogue_col_b(w, out_op, out_dt)
+            _epilogue_col_b(w, out_op, out_dt, *dst)
+            if fused:
+                _fused_arrival(w)
+                _fused_sum_col_b(w, op, dtypes.get(op.dtype))
     return KernelSource(name=p.kernel_name, source=w.text(), block=(s.threads, 1, 1), dynamic_smem_bytes=0)
 
 
@@ -162,10 +179,67 @@ def _store(w: Writer, op: GemmOp, dt: dtypes.DType, ptr: str, val: str) -> None:
     w(f"*({ptr}) = {dt.from_acc(val)};")
 
 
-def _epilogue_row_b(w: Writer, op: GemmOp, dt: dtypes.DType, vb: int, vc: int) -> None:
-    w("// ---- epilogue: C = alpha * acc" + (" + beta * C" if op.read_c else " (C is never read)")
-      + ("; VB elements per row of C, each in its own column of the column-major C ----" if op.layout_c == "col"
-         else "; VB columns per row, VC-wide stores ----"))
+def _fused_arrival(w: Writer) -> None:
+    """Emit the fused split-K's arrival: a ticket per group of columns (grid x) and rows (grid z); every block but
+    the last of the group's SPLIT_K returns, the last zeroes the ticket for the next launch."""
+    w("// ---- split-K, fused: take this column group's ticket; the last of its SPLIT_K blocks finishes C ----",
+      "__shared__ bool last_block;",
+      "__threadfence();                     // this block's partial sums are visible device-wide before its ticket",
+      "__syncthreads();")
+    with w.block("if (threadIdx.x == 0)"):
+        w("unsigned int* const ticket = tickets + (long long)blockIdx.z * gridDim.x + blockIdx.x;",
+          "last_block = atomicAdd(ticket, 1u) == SPLIT_K - 1;",
+          "if (last_block) *ticket = 0u;      // every slice has arrived: zero again for the next launch")
+    w("__syncthreads();",
+      "if (!last_block) return;",
+      "__threadfence();                     // the other slices' partial sums are read after their tickets")
+
+
+def _fused_sum_row_b(w: Writer, vb: int) -> None:
+    """Emit acc = the sum of the SPLIT_K slices' partial sums of the thread's own BM×VB elements, in slice order."""
+    vt = {1: "float", 2: "float2", 4: "float4"}[vb]
+    w("// the sum of every slice's partial sums of this thread's elements, in slice order (the same order whichever",
+      "// block arrives last: deterministic); read through L2, where the other SMs wrote them")
+    with w.block("if (gn < N)"):
+        w("#pragma unroll",
+          "for (int m = 0; m < BM; ++m)",
+          "  #pragma unroll",
+          "  for (int j = 0; j < VB; ++j) acc[m][j] = 0.f;",
+          "#pragma unroll 4")
+        with w.block("for (int z = 0; z < SPLIT_K; ++z)"):
+            w("#pragma unroll")
+            with w.block("for (int m = 0; m < BM; ++m)"):
+                w("if (row0 + m >= M) break;",
+                  f"const {vt} v = __ldcg(reinterpret_cast<const {vt}*>(W + ((long long)z * M + row0 + m) * N + gn));")
+                if vb == 1:
+                    w("acc[m][0] += v;")
+                else:
+                    w(" ".join(f"acc[m][{e}] += v.{c};" for e, c in enumerate(COMPONENTS[:vb])))
+
+
+def _fused_sum_col_b(w: Writer, op: GemmOp, dt: dtypes.DType) -> None:
+    """Emit the last block's sums (column-major B): each warp's BM×RN elements of C spread over its lanes, each the
+    sum of the SPLIT_K slices' partial sums in slice order, stored C = alpha * sum (+ beta * C)."""
+    w("// the warp's BM x RN elements over its lanes: each the sum of every slice's partial sums, in slice order",
+      "// (the same order whichever block arrives last: deterministic); read through L2")
+    with w.block("for (int e = lane; e < BM * RN; e += 32)"):
+        w("const int gm = row0 + e / RN, gn = gn0 + e % RN;",
+          "if (gm >= M || gn >= N) continue;",
+          "float sum = 0.f;",
+          "#pragma unroll 8",
+          "for (int z = 0; z < SPLIT_K; ++z) sum += __ldcg(W + ((long long)z * M + gm) * N + gn);")
+        _store(w, op, dt, "C + (long long)gn * ldc + gm" if op.layout_c == "col" else "C + (long long)gm * ldc + gn",
+               "alpha * sum")
+
+
+def _epilogue_row_b(w: Writer, op: GemmOp, dt: dtypes.DType, vb: int, vc: int, out: str = "C", ld: str = "ldc",
+                    scale: str = "alpha * ") -> None:
+    """Emit ``out`` = ``scale``·acc (+ beta · C) for the thread's BM×VB elements (leading dimension ``ld``): C, the
+    two-kernel split-K's workspace (C with alpha = 1), or the fused split-K's slice P (no scale)."""
+    what = ("partial sums of this slice: P = acc" if out == "P" else "epilogue: C = alpha * acc"
+            + (" + beta * C" if op.read_c else " (C is never read)"))
+    w(f"// ---- {what}" + ("; VB elements per row of C, each in its own column of the column-major C ----"
+                          if op.layout_c == "col" else "; VB columns per row, VC-wide stores ----"))
     with w.block("if (gn < N)"):
         w("#pragma unroll")
         with w.block("for (int m = 0; m < BM; ++m)"):
@@ -174,26 +248,31 @@ def _epilogue_row_b(w: Writer, op: GemmOp, dt: dtypes.DType, vb: int, vc: int) -
             if op.layout_c == "col":
                 w("#pragma unroll")
                 with w.block("for (int j = 0; j < VB; ++j)"):
-                    _store(w, op, dt, "C + (long long)(gn + j) * ldc + gm", "alpha * acc[m][j]")
+                    _store(w, op, dt, f"{out} + (long long)(gn + j) * {ld} + gm", f"{scale}acc[m][j]")
                 return
-            w(f"{dt.c_type}* const c_row = C + (long long)gm * ldc + gn;")
+            w(f"{dt.c_type}* const c_row = {out} + (long long)gm * {ld} + gn;")
             if vc > 1 and not op.read_c:
                 vt = VEC_TYPES[(dt.c_type, vc)]
                 w("#pragma unroll")
                 with w.block("for (int j = 0; j < VB; j += VC)"):
                     w(f"{vt} out;")
-                    for e, c in enumerate(COMPONENTS[:vc]):
-                        w(f"out.{c} = {dt.from_acc(f'alpha * acc[m][j + {e}]')};")
+                    for e, comp in enumerate(COMPONENTS[:vc]):
+                        w(f"out.{comp} = {dt.from_acc(f'{scale}acc[m][j + {e}]')};")
                     w(f"*reinterpret_cast<{vt}*>(c_row + j) = out;")
             else:
                 w("#pragma unroll")
                 with w.block("for (int j = 0; j < VB; ++j)"):
-                    _store(w, op, dt, "c_row + j", "alpha * acc[m][j]")
+                    _store(w, op, dt, "c_row + j", f"{scale}acc[m][j]")
 
 
-def _epilogue_col_b(w: Writer, op: GemmOp, dt: dtypes.DType) -> None:
+def _epilogue_col_b(w: Writer, op: GemmOp, dt: dtypes.DType, out: str = "C", ld: str = "ldc",
+                    scale: str = "alpha * ") -> None:
+    """Emit the warp's sums of its BM×RN dot products and lane 0's stores into ``out`` (leading dimension ``ld``;
+    ``scale`` as in :func:`_epilogue_row_b`)."""
+    stored = "P = sum (this slice's partial sums)" if out == "P" else ("C = alpha * sum"
+                                                                      + (" + beta * C" if op.read_c else ""))
     w("// ---- epilogue: the warp's 32 partial dot products of each (row, column), summed by shuffles; lane 0 "
-      "stores C = alpha * sum" + (" + beta * C" if op.read_c else "") + " ----")
+      f"stores {stored} ----")
     w("#pragma unroll")
     with w.block("for (int m = 0; m < BM; ++m)"):
         w("#pragma unroll")
@@ -203,5 +282,5 @@ def _epilogue_col_b(w: Writer, op: GemmOp, dt: dtypes.DType) -> None:
               "for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);",
               "const int gm = row0 + m, gn = gn0 + c;")
             with w.block("if (lane == 0 && gm < M && gn < N)"):
-                _store(w, op, dt, "C + (long long)gn * ldc + gm" if op.layout_c == "col"
-                       else "C + (long long)gm * ldc + gn", "alpha * v")
+                _store(w, op, dt, f"{out} + (long long)gn * {ld} + gm" if op.layout_c == "col"
+                       else f"{out} + (long long)gm * {ld} + gn", f"{scale}v")

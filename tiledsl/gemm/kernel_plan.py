@@ -212,7 +212,9 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
 
     The kernel is shape-generic (M, N, K and the leading dimensions are parameters); the grid is that of
     ``op``'s sizes. With ``split_k`` > 1 the main kernel writes float32 partial products to a
-    (split_k, M, N) workspace and :attr:`Plan.followup` sums them into C.
+    (split_k, M, N) workspace and :attr:`Plan.followup` sums them into C; with ``split_k_fused`` (GEMV-style
+    kernel) the kernel takes that workspace as ``W`` beside C and an arrival ticket per block of columns
+    (``tickets``), and no followup.
     """
     dt = dtypes.get(op.dtype)
     tensor_cores = s.mma != "fma"
@@ -226,8 +228,10 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
     cm, cn = min(4, s.rm), min(4, s.rn)
     c_max = 2 if tensor_cores else cn  # mma.sync fragments hold 2 adjacent columns of C
     if s.kernel == "gemv":  # a thread's vb columns (row-major B), or one column per warp; a column-major C: scalar
-        c_max = vb if op.layout_b == "row" and (op.layout_c == "row" or s.split_k > 1) else 1  # (not its workspace)
-    if s.split_k > 1:  # the main kernel writes float32 partial sums; the followup finishes C
+        # (the two-kernel split-K's row-major workspace excepted)
+        c_max = vb if op.layout_b == "row" and (op.layout_c == "row" or s.split_k > 1 and not s.split_k_fused) else 1
+    fused = s.split_k_fused  # split-K finished in the kernel: C is the kernel's own output, the partials a buffer
+    if s.split_k > 1 and not fused:  # the main kernel writes float32 partial sums; the followup finishes C
         out_dtype, vc, read_c = "float32", min(workspace_align(op.n), c_max), False
     else:
         out_dtype, vc, read_c = op.dtype, min(op.align_c, c_max), op.read_c
@@ -237,30 +241,41 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
     want = estimate_registers(s, va, vb)
     spill = max(0, want - cap) * 8
     t = dt.c_type
-    c_param = Param("C", f"{dtypes.get(out_dtype).c_type}* __restrict__", "workspace" if s.split_k > 1 else "c")
+    two_kernels = s.split_k > 1 and not fused
+    c_param = Param("C", f"{dtypes.get(out_dtype).c_type}* __restrict__", "workspace" if two_kernels else "c")
+    if fused:  # the slices' float32 partial sums, (split_k, M, N) row-major, before C
+        c_param = (Param("W", "float* __restrict__", "workspace"), c_param)
     sizes = [Param("M", "int", "m"), Param("N", "int", "n"), Param("K", "int", "k")]
-    tail = [Param("ldc", "long long", "n" if s.split_k > 1 else "ldc"),
-            Param("alpha", "float", "one" if s.split_k > 1 else "alpha")]
+    tail = [Param("ldc", "long long", "n" if two_kernels else "ldc"),
+            Param("alpha", "float", "one" if two_kernels else "alpha")]
     if uses_tma(s):  # A and B reach the kernel as tensor maps (address, extents and pitch inside)
         params = [Param("tmap_a", TENSOR_MAP_C_TYPE, "tmap_a"), Param("tmap_b", TENSOR_MAP_C_TYPE, "tmap_b"),
                   c_param, *sizes, *tail]
     else:
         params = [Param("A", f"const {t}* __restrict__", "a"), Param("B", f"const {t}* __restrict__", "b"),
-                  c_param, *sizes, Param("lda", "long long", "lda"), Param("ldb", "long long", "ldb"), *tail]
+                  *(c_param if fused else (c_param,)), *sizes, Param("lda", "long long", "lda"),
+                  Param("ldb", "long long", "ldb"), *tail]
     if read_c:
         params.append(Param("beta", "float", "beta"))
     workspace: tuple[Workspace, ...] = ()
     followup = None
+    vec_w: tuple[tuple[str, int], ...] = ()
     if s.split_k > 1:
         workspace = (Workspace("workspace", "float32", s.split_k * op.m * op.n),)
-        followup = splitk_reduce_plan(op, s, target)
+        if not fused:
+            followup = splitk_reduce_plan(op, s, target)
+    if fused:  # one arrival ticket per block of columns and group of rows (the grid's x·z)
+        g = grid(op, s)
+        params.append(Param("tickets", "unsigned int* __restrict__", "gemm_tickets"))
+        workspace += (Workspace("gemm_tickets", "uint32", g[0] * g[2], "counters"),)
+        vec_w = (("W", vb if op.layout_b == "row" else 1),)  # a thread's VB columns of a partial row; one (col B)
     sk = _stream_k(op, s, target, min(cap, want)) if s.stream_k else None
     if sk is not None:  # two partial tiles per stream-K block, one arrival ticket per shared tile
         params += [Param("dp_tiles", "int", "const", sk.dp_tiles), Param("sk_blocks", "int", "const", sk.sk_blocks),
                    Param("partials", "float* __restrict__", "sk_partials"),
-                   Param("tickets", "unsigned int* __restrict__", "sk_tickets")]
+                   Param("tickets", "unsigned int* __restrict__", "gemm_tickets")]
         workspace = (Workspace("sk_partials", "float32", max(1, 2 * sk.sk_blocks * s.bm * s.bn)),
-                     Workspace("sk_tickets", "uint32", max(1, sk.sk_tiles), "counters"))
+                     Workspace("gemm_tickets", "uint32", max(1, sk.sk_tiles), "counters"))
     return Plan(
         family="gemm", op=op, schedule=s, canonical=canonical(op, s), arch=target and target.arch,
         device=target and target.name, kernel_name=kernel_name(op, s), block=(s.threads, 1, 1),
@@ -274,7 +289,7 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
                    f"(min(ceil(M/{s.bm})·ceil(N/{s.bn}), SMs), 1, 1): persistent blocks walk the tiles" if s.persistent
                    else f"(ceil(M/{s.bm})·ceil(N/{s.bn}), split_k={s.split_k}, 1)"),
         dynamic_smem_bytes=_dynamic_smem(op, s), static_smem_bytes=0,
-        vec=(("A", va), ("B", vb), ("C", vc)), min_blocks=min_blocks, max_registers=cap, est_registers=want,
+        vec=(("A", va), ("B", vb), ("C", vc), *vec_w), min_blocks=min_blocks, max_registers=cap, est_registers=want,
         params=tuple(params), workspace=workspace, followup=followup,
         detail=GemmDetail(cm=cm, cn=cn, out_dtype=out_dtype, min_blocks_lowered=lowered, spill_bytes=spill,
                           stream_k=sk))

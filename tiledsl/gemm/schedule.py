@@ -92,6 +92,10 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.stream_k=True needs the FMA tiled kernel without split-K (mma='fma', kernel='tiled', split_k=1; "
            "got mma kind {MMA}, kernel kind {KERNEL}, split_k={SPLIT_K}): its last waves share K iterations "
            "instead of K slices", when="STREAM_K == 1"),
+    R.Rule("split_k_fused_on_gemv", "KERNEL == 1 and SPLIT_K > 1",
+           "{cls}.split_k_fused=True needs kernel='gemv' and split_k > 1 (got kernel kind {KERNEL} (0 = 'tiled', "
+           "1 = 'gemv'), split_k={SPLIT_K}): the last of a column group's K slices to finish sums them all",
+           when="SPLIT_K_FUSED == 1"),
     R.Rule("warp_specialize_registers", "WARP_SPECIALIZE == 0 or (BN >= 96 and MIN_BLOCKS == 1)",
            "{cls}.bn={BN}, min_blocks={MIN_BLOCKS}: warp_specialize needs bn ≥ 96 and min_blocks = 1 (ptxas then "
            "allocates 168 registers per thread, the pool setmaxnreg redistributes; with fewer accumulators it "
@@ -230,6 +234,11 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
     return s.rm * s.rn + fragments + staged + 2 * loads + 36 + (10 if s.stream_k else 0)
 
 
+_BOOL_FIELDS = ("double_buffer", "warp_specialize", "persistent", "fragment_prefetch", "stream_k", "split_k_fused")
+_LATER_KNOBS = ("persistent", "fragment_prefetch", "stream_k", "split_k_fused")
+"""Knobs added after kernels were first tuned and shipped: the ``// schedule:`` comment names them only where True."""
+
+
 @dataclass(frozen=True)
 class GemmSchedule(ScheduleRecord):
     """How to tile a GEMM. Frozen, hashable, JSON round-trips through ``to_dict``/``from_dict``.
@@ -248,7 +257,7 @@ class GemmSchedule(ScheduleRecord):
             block-rows before moving along N, so they share A and B tiles in L2. 1 = row by row.
         split_k: slices of K computed by separate blocks (grid y); partial sums go to a float32
             workspace and a second kernel adds them in a fixed order (deterministic) and applies
-            alpha/beta. For shapes with few C tiles and a long K (e.g. 512×16×500000). 1..64; 1..1024 with
+            alpha/beta (``split_k_fused``: the last block of each group of columns does). For shapes with few C tiles and a long K (e.g. 512×16×500000). 1..64; 1..1024 with
             ``kernel="gemv"``.
         min_blocks: blocks per SM the register allocation must allow (``__launch_bounds__``'s second
             argument; caps registers at 65536 / (threads · min_blocks)). 0 = automatic: 2 when two
@@ -271,6 +280,11 @@ class GemmSchedule(ScheduleRecord):
             evenly, and a tile split between blocks is finished by the last to arrive, which sums the
             float32 partial tiles in K order (deterministic). Removes the idle SMs of a partial last wave
             (4096³ with 256×128 tiles: 512 tiles on 132 SMs, 3.88 waves run as 3.88, not 4).
+        split_k_fused: (GEMV-style kernel, split_k > 1) no second kernel: each block writes its slice's float32
+            partial sums to the workspace and takes a ticket of its group of columns; the last of the group's
+            ``split_k`` blocks to arrive sums every slice's partials in slice order (deterministic, whichever
+            arrives last) and writes C (alpha, beta, C's layout). Saves the split-K kernel's launch, which is
+            a large share of a product of a few µs (a 1×4096×4096 GEMV reads B in about 16 µs).
 
     Raises:
         ScheduleError: a rule of :data:`GEMM_RULES` does not hold; the message names the field,
@@ -302,11 +316,12 @@ class GemmSchedule(ScheduleRecord):
     persistent: bool = False
     fragment_prefetch: bool = False
     stream_k: bool = False
+    split_k_fused: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name in ("double_buffer", "warp_specialize", "persistent", "fragment_prefetch", "stream_k"):
+            if f.name in _BOOL_FIELDS:
                 if not isinstance(v, bool):
                     raise ScheduleError(f"GemmSchedule.{f.name}={v!r} must be True or False", "type")
             elif f.name == "mma":
@@ -404,12 +419,11 @@ class GemmSchedule(ScheduleRecord):
         return env
 
     def header_dict(self) -> dict:
-        """:meth:`to_dict` for the emitted source's ``// schedule:`` comment: ``persistent``,
-        ``fragment_prefetch`` and ``stream_k`` (added later) only where they are True, so kernels they do not
-        change keep their source byte for byte, and the tuned records that hash that source
-        (``tiledsl.registry``) stay valid."""
+        """:meth:`to_dict` for the emitted source's ``// schedule:`` comment: the knobs added later
+        (:data:`_LATER_KNOBS`) only where they are True, so kernels they do not change keep their source byte for
+        byte, and the tuned records that hash that source (``tiledsl.registry``) stay valid."""
         d = self.to_dict()
-        for knob in ("persistent", "fragment_prefetch", "stream_k"):
+        for knob in _LATER_KNOBS:
             if not d[knob]:
                 del d[knob]
         return d

@@ -1,0 +1,127 @@
+"""The GEMV-style kernel's split-K summed in the kernel (``split_k_fused``) against the split-K kernel, beside cuBLAS.
+
+Run on a GPU: ``python benchmarks/gemv_fused.py --out benchmarks/results/gemv_fused_h200.json``.
+
+Products: every distinct (N, K) of ``benchmarks/data/llm_gemm.csv`` as x @ W with M = 1, 4 and 16 rows (row-major
+x and W) and with one row and torch's Linear layout (W [N, K], a column-major B); DeepBench's few-column products
+run as rows (Cᵀ = Bᵀ·Aᵀ; both operands column-major, "TT"), among them the one-column products too small for
+``runs_as_row`` today. Each runs ``schedule=None`` as shipped and these GEMV schedules:
+
+- ``two``: ``gemv_schedule``'s pick, its K slices summed by the split-K kernel (a second launch);
+- ``fused``: the same, summed by the last block of each column group (``split_k_fused=True``);
+- ``fused split/2``, ``fused split*2``: half and twice the K slices;
+- ``fused bn/2``, ``fused bn/4``: half and a quarter of the threads per block (so of the columns per block), the
+  K slices again for about four blocks per SM.
+
+Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
+warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
+choice it informs is ``tiledsl.gemm.family.gemv_schedule`` (and ``ROW_SWAP_MIN_ELEMENTS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from dataclasses import replace
+from pathlib import Path
+
+from beside import bracketed, checked_call, device_gemm_operands, gemm_as_rows, gemm_op, write_results
+from gpu_check import gpu_or_exit
+
+import tiledsl
+
+DATA = Path(__file__).resolve().parent / "data" / "llm_gemm.csv"
+ROWS = [(512, 16, 500000), (1024, 8, 500000), (7680, 4, 2560), (3072, 1, 1024), (6144, 1, 2048), (7680, 1, 2560),
+        (8448, 1, 2816), (4608, 1, 1536), (512, 1, 512), (128, 1, 1024), (128, 1, 1408), (64, 1, 1216),
+        (512, 1, 500000)]
+
+
+def shapes() -> list[tuple[int, int, int, str, bool]]:
+    """(M, N, K, layout, as rows) of the sweep."""
+    out, seen = [], set()
+    with open(DATA) as f:
+        for r in csv.DictReader(f):
+            n, k = int(r["n"]), int(r["k"])
+            if (n, k) not in seen:
+                seen.add((n, k))
+                out += [(m, n, k, "NN", False) for m in (1, 4, 16)] + [(1, n, k, "NT", False)]
+    return out + [(m, n, k, "TT", True) for m, n, k in ROWS]
+
+
+def variants(base, op, target) -> dict:
+    """name -> GEMV schedule (module docstring)."""
+    from tiledsl.gemm.family import GEMV_MAX_SPLIT
+    from tiledsl.gemm.kernel_plan import plan_gemm
+
+    def split_for(s):
+        cols = plan_gemm(op, s, target).grid[0]
+        return max(1, min(GEMV_MAX_SPLIT, -(-4 * target.sm_count // cols), op.k // 64))
+
+    out = {"two": base}
+    if base.split_k > 1:
+        out["fused"] = replace(base, split_k_fused=True)
+    if base.split_k > 3:
+        out["fused split/2"] = replace(base, split_k=base.split_k // 2, split_k_fused=True)
+    if 1 < base.split_k and 2 * base.split_k <= min(1024, op.k // 16):
+        out["fused split*2"] = replace(base, split_k=2 * base.split_k, split_k_fused=True)
+    for div in (2, 4):
+        if base.bn // div >= 32:
+            s = replace(base, bn=base.bn // div, split_k=1)
+            split = split_for(s)
+            out[f"fused bn/{div}"] = replace(s, split_k=split, split_k_fused=split > 1)
+    return out
+
+
+def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target) -> list[dict]:
+    """One row per variant for one product (module docstring)."""
+    import cupy as cp
+
+    from tiledsl.gemm.family import gemv_schedule, rows_op
+    from tiledsl.timing import time_gpu
+
+    a, b, ref, c = device_gemm_operands(m, n, k, layout)
+    op = gemm_op(m, n, k, layout)
+    run_op = rows_op(op) if as_rows else op
+    base = gemv_schedule(run_op, target)
+    calls = {"schedule=None": lambda: tiledsl.gemm(a, b, c)}
+    for name, s in variants(base, run_op, target).items():
+        if as_rows:
+            calls[name] = (lambda s=s: gemm_as_rows(a, b, c, s), s)
+        else:
+            calls[name] = (lambda s=s: tiledsl.gemm(a, b, c, schedule=s), s)
+    rows = []
+    for name, entry in calls.items():
+        call, s = entry if isinstance(entry, tuple) else (entry, None)
+        err = checked_call(call, c, ref, k, f"{m}x{n}x{k} {layout} {name}")
+        ms, cublas_ms = bracketed(call, lambda: cp.matmul(a, b), lambda f: time_gpu(f, repeat=15).median_ms)
+        rows.append(dict(m=m, n=n, k=k, layout=layout, swap=as_rows, variant=name,
+                         schedule=None if s is None else s.to_dict(), ms=ms, cublas_ms=cublas_ms,
+                         ratio=cublas_ms / ms, gbps=4 * (m * k + k * n + m * n) / ms / 1e6, err=err))
+    print(f"{m:5d} {n:6d} {k:6d} {layout} sk{base.split_k:<3d} bn{base.bn:<3d} cuBLAS {rows[0]['cublas_ms'] * 1e3:7.1f} us "
+          + "  ".join(f"{r['variant']} {r['ratio']:.2f}" for r in rows), flush=True)
+    return rows
+
+
+def main() -> int:
+    import cupy as cp
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/gemv_fused_h200.json")
+    ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
+    args = ap.parse_args()
+    gpu_or_exit("benchmarks/gemv_fused.py")
+    target = tiledsl.Target.current()
+    todo = shapes()
+    if args.quick:
+        todo = [t for i, t in enumerate(todo) if t[4] or i % 4 == 0]
+    rows = []
+    for shape in todo:
+        rows += measure(*shape, target)
+        cp.get_default_memory_pool().free_all_blocks()
+    gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    write_results(args.out, gpu, rows, cp.__version__)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
