@@ -13,6 +13,10 @@ run as rows (Cᵀ = Bᵀ·Aᵀ; both operands column-major, "TT"), among them th
 - ``fused bn/2``, ``fused bn/4``: half and a quarter of the threads per block (so of the columns per block), the
   K slices again for about four blocks per SM.
 
+With ``--family two`` (``benchmarks/results/gemv_split_h200.json``): the split-K kernel only, ``two bn/D P/SM`` with
+all (D = 1) or a quarter (D = 4) of the threads per block and the K slices for about P = 1, 2, 4 (the pick) or 8
+blocks per SM; products with a row-major B only.
+
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
 choice it informs is ``tiledsl.gemm.family.gemv_schedule`` (and ``ROW_SWAP_MIN_ELEMENTS``).
@@ -48,16 +52,29 @@ def shapes() -> list[tuple[int, int, int, str, bool]]:
     return out + [(m, n, k, "TT", True) for m, n, k in ROWS]
 
 
-def variants(base, op, target) -> dict:
-    """name -> GEMV schedule (module docstring)."""
+def split_for(op, s, target, per_sm: int) -> int:
+    """The K slices giving about ``per_sm`` blocks per SM (``gemv_schedule``'s formula with ``per_sm`` for its 4)."""
     from tiledsl.gemm.family import GEMV_MAX_SPLIT
     from tiledsl.gemm.kernel_plan import plan_gemm
 
-    def split_for(s):
-        cols = plan_gemm(op, s, target).grid[0]
-        return max(1, min(GEMV_MAX_SPLIT, -(-4 * target.sm_count // cols), op.k // 64))
+    cols = plan_gemm(op, replace(s, split_k=1, split_k_fused=False), target).grid[0]
+    return max(1, min(GEMV_MAX_SPLIT, -(-per_sm * target.sm_count // cols), op.k // 64))
 
+
+def variants(base, op, target, family: str) -> dict:
+    """name -> GEMV schedule (module docstring); ``family`` "fused" (the split-K summed in the kernel) or "two"
+    (the split-K kernel, at 1, 2, 4 and 8 blocks per SM, with all or a quarter of the threads per block)."""
     out = {"two": base}
+    if family == "two":
+        for div in (1, 4):
+            if base.bn // div < 32:
+                continue
+            for per_sm in (1, 2, 4, 8):
+                if (div, per_sm) == (1, 4):
+                    continue  # the base
+                s = replace(base, bn=base.bn // div)
+                out[f"two bn/{div} {per_sm}/SM"] = replace(s, split_k=split_for(op, s, target, per_sm))
+        return out
     if base.split_k > 1:
         out["fused"] = replace(base, split_k_fused=True)
     if base.split_k > 3:
@@ -66,13 +83,13 @@ def variants(base, op, target) -> dict:
         out["fused split*2"] = replace(base, split_k=2 * base.split_k, split_k_fused=True)
     for div in (2, 4):
         if base.bn // div >= 32:
-            s = replace(base, bn=base.bn // div, split_k=1)
-            split = split_for(s)
+            s = replace(base, bn=base.bn // div)
+            split = split_for(op, s, target, 4)
             out[f"fused bn/{div}"] = replace(s, split_k=split, split_k_fused=split > 1)
     return out
 
 
-def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target) -> list[dict]:
+def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target, family: str) -> list[dict]:
     """One row per variant for one product (module docstring)."""
     import cupy as cp
 
@@ -84,7 +101,7 @@ def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target) -> list[
     run_op = rows_op(op) if as_rows else op
     base = gemv_schedule(run_op, target)
     calls = {"schedule=None": lambda: tiledsl.gemm(a, b, c)}
-    for name, s in variants(base, run_op, target).items():
+    for name, s in variants(base, run_op, target, family).items():
         if as_rows:
             calls[name] = (lambda s=s: gemm_as_rows(a, b, c, s), s)
         else:
@@ -108,15 +125,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/gemv_fused_h200.json")
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
+    ap.add_argument("--family", choices=("fused", "two"), default="fused",
+                    help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
+                         "kernel at several slice counts and block widths (row-major x and W only)")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
     todo = shapes()
+    if args.family == "two":
+        todo = [t for t in todo if t[3] != "NT"]
     if args.quick:
         todo = [t for i, t in enumerate(todo) if t[4] or i % 4 == 0]
     rows = []
     for shape in todo:
-        rows += measure(*shape, target)
+        rows += measure(*shape, target, args.family)
         cp.get_default_memory_pool().free_all_blocks()
     gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     write_results(args.out, gpu, rows, cp.__version__)
