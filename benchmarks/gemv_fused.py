@@ -9,6 +9,7 @@ run as rows (Cᵀ = Bᵀ·Aᵀ; both operands column-major, "TT"), among them th
 
 - ``two``: ``gemv_schedule``'s pick, its K slices summed by the split-K kernel (a second launch);
 - ``fused``: the same, summed by the last block of each column group (``split_k_fused=True``);
+- ``two bn=256`` (a column-major B, since ``GEMV_FUSED_COLUMN_B``): the earlier pick of 8 warps per block;
 - ``fused split/2``, ``fused split*2``: half and twice the K slices;
 - ``fused bn/2``, ``fused bn/4``: half and a quarter of the threads per block (so of the columns per block), the
   K slices again for about four blocks per SM.
@@ -64,7 +65,7 @@ def split_for(op, s, target, per_sm: int) -> int:
 def variants(base, op, target, family: str) -> dict:
     """name -> GEMV schedule (module docstring); ``family`` "fused" (the split-K summed in the kernel) or "two"
     (the split-K kernel, at 1, 2, 4 and 8 blocks per SM, with all or a quarter of the threads per block)."""
-    out = {"two": base}
+    out = {"two": replace(base, split_k_fused=False)}
     if family == "two":
         for div in (1, 4):
             if base.bn // div < 32:
@@ -75,6 +76,9 @@ def variants(base, op, target, family: str) -> dict:
                 s = replace(base, bn=base.bn // div)
                 out[f"two bn/{div} {per_sm}/SM"] = replace(s, split_k=split_for(op, s, target, per_sm))
         return out
+    if op.layout_b == "col" and base.bn < 256:  # the pick before GEMV_FUSED_COLUMN_B: 8 warps, the split-K kernel
+        s = replace(base, bn=256, split_k=1, split_k_fused=False)
+        out["two bn=256"] = replace(s, split_k=split_for(op, s, target, 4))
     if base.split_k > 1:
         out["fused"] = replace(base, split_k_fused=True)
     if base.split_k > 3:
@@ -125,6 +129,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/gemv_fused_h200.json")
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
+    ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
     ap.add_argument("--family", choices=("fused", "two"), default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
                          "kernel at several slice counts and block widths (row-major x and W only)")
@@ -132,6 +137,8 @@ def main() -> int:
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
     todo = shapes()
+    if args.layouts:
+        todo = [t for t in todo if t[3] in args.layouts]
     if args.family == "two":
         todo = [t for t in todo if t[3] != "NT"]
     if args.quick:

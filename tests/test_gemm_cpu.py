@@ -727,6 +727,16 @@ def test_gemv_rules_and_default():
     half = dict(dtype="float16", align_a=8, align_b=8, align_c=8)
     assert default_schedule(GemmOp(1, 4096, 4096, **half), h200).kernel == "gemv"
     assert default_schedule(GemmOp(2, 4096, 4096, **half), h200).kernel == "tiled"  # tensor cores from 2 rows
+    # one float32 row times a column-major B (torch's Linear): 4 warps, its K slices summed in the kernel
+    linear = GemmOp(1, 768, 768, layout_b="col")
+    s = default_schedule(linear, h200)
+    assert (s.kernel, s.bn, s.split_k_fused) == ("gemv", 128, True) and s.split_k > 1
+    assert tiledsl.plan(linear, s, arch="sm_90").followup is None
+    assert not default_schedule(GemmOp(1, 4096, 4096, layout_b="col"), h200).split_k_fused  # 1024 blocks: no split
+    s = default_schedule(GemmOp(1, 768, 768, layout_b="col", **half), h200)
+    assert (s.bn, s.split_k_fused) == (256, False) and s.split_k > 1  # 16-bit: not measured, the earlier pick
+    s = default_schedule(GemmOp(4, 768, 768), h200)
+    assert not s.split_k_fused and s.split_k > 1  # a row-major B: the split-K kernel (measured faster)
 
 
 @pytest.mark.parametrize("m,n,k,layout,want", [
@@ -797,6 +807,9 @@ def test_few_columns_run_as_rows_where_the_gemv_kernel_has_its_fast_layout():
                                   align_c=8), h200)  # 16-bit: the tensor-core tiles
     assert not runs_as_row(GemmOp(7680, 4, 2560, layout_a="col", precision="tf32"), h200)
     assert not runs_as_row(GemmOp(512, 4, 512, layout_a="col"), h200)  # M·K < 2^21: a second launch costs more
+    assert runs_as_row(GemmOp(128, 1, 1024, layout_a="col"), h200)  # one column with K ≥ ROW_SWAP_MIN_K: a row
+    assert not runs_as_row(GemmOp(1024, 1, 512, layout_a="col"), h200)  # K = 512: the tiled kernels, one launch
+    assert not runs_as_row(GemmOp(128, 2, 1024, layout_a="col"), h200)  # two columns keep the M·K floor
     assert not runs_as_row(GemmOp(4, 8, 2 ** 20, layout_a="col"), h200)  # N ≥ M: not few columns
     long_k = GemmOp(1024, 16, 500_000, layout_a="row", layout_b="col")  # K ≥ FEW_COLUMNS_LONG_K: to 16, any A
     assert runs_as_row(long_k, h200) and not runs_as_row(replace(long_k, n=17), h200)

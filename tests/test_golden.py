@@ -56,6 +56,11 @@ def _cases() -> dict[str, str]:
         "gemm_tf32_tma_nt_128x256x32_s4.cu": source(
             GemmOp(4096, 4096, 4096, dtype="float32", layout_b="col", precision="tf32"),
             preset("gemm", "tf32_tma_128x256x32_s4")),
+        "gemm_f32_gemv_col_b_fused_split_k.cu": source(  # torch's Linear, one row: schedule=None since 2026-12-02
+            GemmOp(1, 768, 3072, layout_b="col", read_c=True),
+            GemmSchedule(kernel="gemv", bm=1, bn=128, vec=4, split_k=6, split_k_fused=True, rn=1, unroll=2)),
+        "gemm_f32_gemv_row_b_4_rows_split_k.cu": source(  # x @ W, four rows, the split-K kernel sums the slices
+            GemmOp(4, 4096, 4096), GemmSchedule(kernel="gemv", bm=4, bn=128, vec=4, split_k=64, unroll=8)),
         "reduce_sum_rows_128x4096_default.cu": source(row_sum, preset("reduce", "default")),
         "reduce_sum_full_2e29_default.cu": source(full_sum, preset("reduce", "default")),
         "reduce_max_strided_f16_default.cu": source(col_max, preset("reduce", "default")),

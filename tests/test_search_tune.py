@@ -176,7 +176,8 @@ def test_two_workers_share_one_postgresql_study(tmp_path):
 
 @pytest.mark.parametrize("kw,read_c", [(dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, split_k=4), False),
                                        (dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, split_k=3, stages=3), True),
-                                       (dict(kernel="gemv", bm=4, bn=128, split_k=8), False)])
+                                       (dict(kernel="gemv", bm=4, bn=128, split_k=8), False),
+                                       (dict(kernel="gemv", bm=4, bn=128, split_k=8, split_k_fused=True), True)])
 def test_split_k_and_gemv_exports_launch_every_kernel_they_need(tmp_path, kw, read_c):
     """A split-K winner's kernel.cu holds the main kernel and the reduction kernel, and its launcher takes a
     workspace, launches both on the stream (the grid has SPLIT_K slices in y); a GEMV launcher uses the GEMV
@@ -192,6 +193,9 @@ def test_split_k_and_gemv_exports_launch_every_kernel_they_need(tmp_path, kw, re
     src = cu.read_text()
     if s.kernel == "gemv":
         assert "dim3 grid((unsigned)((N + " in src and "SPLIT_K, (unsigned)((M + BM - 1) / BM))" in src
+        if s.split_k_fused:  # one kernel; the caller passes its workspace and tickets (zeroed once)
+            assert src.count("__global__") == 1 and "unsigned int* __restrict__ tickets,\n    cudaStream_t" in src
+            assert "(A, B, W, C, M, N, K, lda, ldb, ldc, alpha, beta, tickets)" in src and "zeroed once" in src
     else:
         red = kernel_name_reduce(op, s)
         assert src.count("__global__") == 2 and f"{red}<<<" in src and "float* workspace" in src

@@ -222,26 +222,32 @@ TC_DEFAULT_CANDIDATES = {"hgemm_tma_persistent_128x256x64_s4": 0.645, "hgemm_tma
                          "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}
 
 
-ROW_SWAP_MIN_ELEMENTS = 1 << 21
-"""The fewest elements of A (M·K) for which a one-column product runs as a row. Measured on the H200
-(``python benchmarks/gemm.py --workloads --max-n 1``, 2026-12-01, DeepBench's 14 one-column products): from
-3.1 M elements up the row on the GEMV-style kernel went from 0.39–0.53× to 0.45–0.84× cuBLAS; at 0.26–0.54 M
-elements it lost (0.58–1.12× → 0.48–0.87×: its split-K reduction is a second launch of a few µs on a
-5–10 µs product) and at 0.08–0.18 M it moved by −0.11 to +0.13
+ROW_SWAP_MIN_ELEMENTS, ROW_SWAP_MIN_K = 1 << 21, 1024
+"""The fewest elements of A (M·K) for which a few-column product runs as rows, and the shortest K for which a
+one-column product below that runs as a row anyway. Measured on the H200 (``python benchmarks/gemm.py --workloads
+--max-n 1``, 2026-12-01, DeepBench's 14 one-column products): from 3.1 M elements up the row on the GEMV-style
+kernel went from 0.39–0.53× to 0.45–0.84× cuBLAS; at 0.26–0.54 M elements it lost (0.58–1.12× → 0.48–0.87×),
+most where K ≤ 512 (the tiled kernels need no split-K there: one launch)
 (``benchmarks/results/gemm_workloads_n1_nofloor_h200.json``; with this floor:
-``benchmarks/results/gemm_workloads_n1_h200.json``)."""
+``benchmarks/results/gemm_workloads_n1_h200.json``). Since the GEMV kernel's unroll of 8
+(:data:`GEMV_ROW_B_UNROLL`) the three smaller ones with K ≥ 1024 run faster as rows: 64×1×1216, 128×1×1024 and
+128×1×1408 went from 0.67 / 0.61 / 0.65× to 1.11 / 0.68 / 0.85× cuBLAS in one run (``python
+benchmarks/gemv_fused.py``, 2026-12-02, ``benchmarks/results/gemv_fused_h200.json``: ``schedule=None`` against
+``two``); 512×1×512 went 0.62 → 0.65× there, but 1024×1×512 lost as a row before (1.10 → 0.87×), so K = 512 keeps
+the tiled kernels."""
 
 
 def runs_as_row(op: GemmOp, target: Target) -> bool:
     """Whether ``tiledsl.gemm(..., schedule=None)`` computes ``op`` as the few rows Cᵀ = Bᵀ·Aᵀ (:func:`rows_op`) on the
-    GEMV-style kernel: yes when A has at least :data:`ROW_SWAP_MIN_ELEMENTS` elements, no tuned record exists for
+    GEMV-style kernel: yes when A has at least :data:`ROW_SWAP_MIN_ELEMENTS` elements (one column: or K is at least
+    :data:`ROW_SWAP_MIN_K`), no tuned record exists for
     ``op`` itself, N < M, and either N = 1 (every dtype and layout: the single row yᵀ = xᵀ·Aᵀ, :data:`GEMV_MAX_M`)
     or float32 IEEE inputs with N ≤ :data:`FEW_COLUMNS_MAX_N` and a column-major A (Aᵀ is then a row-major B for
     the GEMV kernel, its fast layout), or N ≤ 16 and K ≥ :data:`FEW_COLUMNS_LONG_K` (either layout of A). Run as
     given, the tiled kernels compute one to a few useful columns per block tile. For N = 1 the output must have a
     unit stride along M (the caller checks; its transpose is then a contiguous row); for N > 1 it is row-major,
     written as the column-major Cᵀ (``GemmOp.layout_c="col"``)."""
-    if not (1 <= op.n < op.m and op.m * op.k >= ROW_SWAP_MIN_ELEMENTS):
+    if not (1 <= op.n < op.m and (op.m * op.k >= ROW_SWAP_MIN_ELEMENTS or op.n == 1 and op.k >= ROW_SWAP_MIN_K)):
         return False
     float32 = op.dtype == "float32" and op.precision == "ieee"
     few_columns = op.n == 1 or float32 and ((op.n <= FEW_COLUMNS_MAX_N and op.layout_a == "col")
@@ -281,15 +287,17 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     (≤ 16); 128 threads of 4-wide columns (row-major B) or 8 warps of one column each (column-major B); the
     K slices that give about four blocks per SM (at most :data:`GEMV_MAX_SPLIT`), each slice at least 64 deep (so
     the split-K workspace, split·M·N float32 written and read once, is at most M/64 ≤ 1/4 of B's K·N elements);
-    ``unroll`` :data:`GEMV_ROW_B_UNROLL` for float32 with a row-major B."""
+    ``unroll`` :data:`GEMV_ROW_B_UNROLL` for float32 with a row-major B; one float32 row times a column-major B
+    takes 4 warps per block and sums its K slices in the kernel (:data:`GEMV_FUSED_COLUMN_B`)."""
     bm = min(16, 1 << max(op.m - 1, 0).bit_length())
     row_b = op.layout_b == "row"
-    base = GemmSchedule(kernel="gemv", bm=bm, bn=128 if row_b else 256, vec=4,
+    fused_row = GEMV_FUSED_COLUMN_B and not row_b and bm == 1 and op.dtype == "float32"
+    base = GemmSchedule(kernel="gemv", bm=bm, bn=128 if row_b or fused_row else 256, vec=4,
                         unroll=GEMV_ROW_B_UNROLL if row_b and op.dtype == "float32" else 2 if bm <= 4 else 1,
                         rn=1 if row_b or bm == 1 else min(4, 64 // bm))  # rn: columns per warp (column-major B)
     col_blocks = plan_gemm(op, base, target).grid[0]
     split = max(1, min(GEMV_MAX_SPLIT, -(-4 * target.sm_count // col_blocks), op.k // 64))
-    return base if split == 1 else replace(base, split_k=split)
+    return base if split == 1 else replace(base, split_k=split, split_k_fused=fused_row)
 
 
 GEMV_ROW_B_UNROLL = 8
@@ -302,6 +310,18 @@ few-column products run as rows, three gained 19-24 % on the earlier pick and th
 1024×8×500000, 6144×1×2048). With sixteen rows and a row-major A, ptxas spills 40-72 bytes at unroll ≥ 4 (none at
 2); those kernels were the fastest measured regardless. A column-major B and 16-bit inputs keep the earlier picks
 (not measured)."""
+
+GEMV_FUSED_COLUMN_B = True
+"""One float32 row times a column-major B (torch's Linear, ``x @ W.T``) runs 4 warps per block (a warp per column)
+and, with split-K, sums its slices in the kernel (``split_k_fused``): the last block of each group of 4 columns adds
+the slices' partial sums, a few values per lane. Measured on the H200 (``python benchmarks/gemv_fused.py``,
+2026-12-02, ``benchmarks/results/gemv_fused_h200.json``, variant ``fused bn/2`` against ``two``, the earlier pick of
+8 warps and the split-K kernel): over the LLM set's 17 (N, K) the ratio to cuBLAS went 0.77–1.16 → 0.86–1.35,
+geomean about +7 %, none lower by more than 2 %; the gains are on the products of 6–33 µs (1×768×768 0.81 → 1.00,
+1×2304×768 1.01 → 1.35, 1×1024×4096 0.77 → 0.86). The same sum in the kernel with a row-major B lost: geomean 0.91
+(one row) to 0.37 (16 rows) of the split-K kernel's, because one block there sums every slice of 512 columns × the
+rows, while the split-K kernel spreads that over the whole GPU. 16-bit inputs were not measured and keep the earlier
+pick."""
 
 GEMV_MAX_SPLIT = 512
 """The most K slices :func:`gemv_schedule` gives a GEMV-style product (rule ``gemv_split_k_range`` allows 1024). Few
