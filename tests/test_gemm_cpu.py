@@ -698,8 +698,14 @@ def test_gemv_fused_split_k_changes_no_other_kernel():
     two = GemmSchedule(kernel="gemv", bm=4, bn=128, split_k=8)
     assert "split_k_fused" not in tiledsl.compile(op, two, arch="sm_90").source
     assert tiledsl.plan(op, two, arch="sm_90").followup is not None
-    assert tiledsl.predict(op, replace(two, split_k_fused=True), device="H200") < tiledsl.predict(op, two,
-                                                                                                  device="H200")
+    # one row times a column-major B (measured faster fused): one launch less, a few values summed by the last block
+    linear, s = GemmOp(1, 768, 768, layout_b="col"), GemmSchedule(kernel="gemv", bm=1, bn=128, split_k=3)
+    assert tiledsl.predict(linear, replace(s, split_k_fused=True), device="H200") < tiledsl.predict(
+        linear, s, device="H200")
+    # sixteen rows × 66 slices × 512 columns summed by one block: priced above the split-K kernel
+    wide, s = GemmOp(16, 4096, 14336), GemmSchedule(kernel="gemv", bm=16, bn=128, split_k=66)
+    assert tiledsl.predict(wide, replace(s, split_k_fused=True), device="H200") > tiledsl.predict(
+        wide, s, device="H200")
 
 
 def test_gemv_rules_and_default():

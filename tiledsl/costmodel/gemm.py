@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .. import dtypes
-from ..gemm.kernel_plan import plan_gemm, stream_k_split
+from ..gemm.kernel_plan import gemv_columns_per_block, plan_gemm, stream_k_split
 from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
 from .params import FmaParams, fma_params
@@ -377,16 +377,24 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
 
 def predict_gemm(op, s, target: Target, ceilings: dict | None = None, kernel=None,
                  params: FmaParams | None = None) -> float:
-    """Predicted seconds of the GEMM kernel: max(SM pipeline, L2, HBM) + launch (two with split-K).
+    """Predicted seconds of the GEMM kernel: max(SM pipeline, L2, HBM) + launch (two with split-K; with
+    ``split_k_fused`` one, plus the last block's sum, :func:`_after_s`).
     ``params``: pipeline constants to use instead of the arch's fitted ones (the fit script's trials)."""
     kw = _kernel_resources(kernel)
-    g = gemm_times(op, s, target, ceilings=ceilings, params=params, **kw)
-    return max(g.t_sm_s, g.t_l2_s, g.t_hbm_s) + _launches(s) * LAUNCH_S
+    c = ceilings if ceilings is not None else target.ceilings()
+    g = gemm_times(op, s, target, ceilings=c, params=params, **kw)
+    return max(g.t_sm_s, g.t_l2_s, g.t_hbm_s) + _after_s(op, s, target, c)
 
 
-def _launches(s) -> int:
-    """Kernel launches of the schedule: the split-K followup is a second one (none when ``split_k_fused``)."""
-    return 2 if s.split_k > 1 and not s.split_k_fused else 1
+def _after_s(op, s, target: Target, c: dict) -> float:
+    """Seconds after the main loop's bound: the launches (the split-K followup is a second one), and with
+    ``split_k_fused`` the last block's serial sum: split_k · rows · its columns of float32 partials read by one SM,
+    at its share of the L2 bandwidth (measured: 2.1 MB summed this way made 16×4096×14336 3.8× slower than the
+    split-K kernel, ``docs/gemm.md``)."""
+    if not s.split_k_fused:
+        return (2 if s.split_k > 1 else 1) * LAUNCH_S
+    tail = s.split_k * min(s.bm, op.m) * min(gemv_columns_per_block(op, s), op.n) * 4
+    return LAUNCH_S + tail / (c["l2_bytes_per_s"].value / target.sm_count)
 
 
 def _kernel_resources(kernel) -> dict:
@@ -421,7 +429,7 @@ def explain_gemm(op, s, target: Target, kernel=None):
             moved = g.smem_moved_bytes if name == "smem" else b
         levels[name] = Level(name, b, flops / b if b else math.inf, bw, src, moved / bw, moved, notes[name])
     compute_s = flops / c["fp32_flops_per_s"].value
-    launch_s = _launches(s) * LAUNCH_S
+    launch_s = _after_s(op, s, target, c)
     terms = {"sm_pipeline_s": g.t_sm_s, "l2_s": g.t_l2_s, "hbm_s": g.t_hbm_s, "launch_s": launch_s,
              "issue_cycles_per_step": g.issue_cycles_per_step, "smem_cycles_per_step": g.smem_cycles_per_step,
              "path_cycles_per_step": g.path_cycles_per_step, "instr_per_ffma": g.instr_per_ffma,

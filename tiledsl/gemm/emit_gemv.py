@@ -209,8 +209,9 @@ def _fused_sum_row_b(w: Writer, vb: int) -> None:
         with w.block("for (int z = 0; z < SPLIT_K; ++z)"):
             w("#pragma unroll")
             with w.block("for (int m = 0; m < BM; ++m)"):
-                w("if (row0 + m >= M) break;",
-                  f"const {vt} v = __ldcg(reinterpret_cast<const {vt}*>(W + ((long long)z * M + row0 + m) * N + gn));")
+                w("// rows past M read row M - 1 (never stored): no branch, so all BM loads are in flight at once",
+                  "const int gm = row0 + m < M ? row0 + m : M - 1;",
+                  f"const {vt} v = __ldcg(reinterpret_cast<const {vt}*>(W + ((long long)z * M + gm) * N + gn));")
                 if vb == 1:
                     w("acc[m][0] += v;")
                 else:
