@@ -816,6 +816,7 @@ def test_few_columns_run_as_rows_where_the_gemv_kernel_has_its_fast_layout():
     assert runs_as_row(GemmOp(128, 1, 1024, layout_a="col"), h200)  # one column with K ≥ ROW_SWAP_MIN_K: a row
     assert not runs_as_row(GemmOp(1024, 1, 512, layout_a="col"), h200)  # K = 512: the tiled kernels, one launch
     assert not runs_as_row(GemmOp(128, 2, 1024, layout_a="col"), h200)  # two columns keep the M·K floor
+    assert not runs_as_row(GemmOp(128, 1, 1024, layout_a="row"), h200)  # only the measured layout below the floor
     assert not runs_as_row(GemmOp(4, 8, 2 ** 20, layout_a="col"), h200)  # N ≥ M: not few columns
     long_k = GemmOp(1024, 16, 500_000, layout_a="row", layout_b="col")  # K ≥ FEW_COLUMNS_LONG_K: to 16, any A
     assert runs_as_row(long_k, h200) and not runs_as_row(replace(long_k, n=17), h200)

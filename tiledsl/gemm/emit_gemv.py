@@ -16,10 +16,12 @@ Structure of the kernel:
 4. epilogue: C = alpha·acc (+ beta·C), into a row-major C or a column-major one (``GemmOp.layout_c="col"``: the
    few-column product C = A·B that :func:`tiledsl.gemm` runs as the few rows Cᵀ = Bᵀ·Aᵀ); with split_k > 1 the
    float32 partial sums go to the row-major workspace and the split-K kernel adds them in a fixed order
-   (deterministic) into C in its layout.
+   (deterministic) into C in its layout, or (``split_k_fused``) the last block of each column group to take its
+   ticket does, in the same order.
 
-Nothing goes through shared memory and there is no block barrier: every load is independent, and ``unroll``
-K steps per thread are in flight.
+Nothing goes through shared memory and the main loop has no block barrier: every load is independent, and
+``unroll`` K steps per thread are in flight (the fused split-K's arrival has two barriers and a one-flag shared
+variable).
 """
 
 from __future__ import annotations

@@ -239,17 +239,18 @@ the tiled kernels."""
 
 def runs_as_row(op: GemmOp, target: Target) -> bool:
     """Whether ``tiledsl.gemm(..., schedule=None)`` computes ``op`` as the few rows Cᵀ = Bᵀ·Aᵀ (:func:`rows_op`) on the
-    GEMV-style kernel: yes when A has at least :data:`ROW_SWAP_MIN_ELEMENTS` elements (one column: or K is at least
-    :data:`ROW_SWAP_MIN_K`), no tuned record exists for
+    GEMV-style kernel: yes when A has at least :data:`ROW_SWAP_MIN_ELEMENTS` elements (one float32 column with a
+    column-major A, the layout measured: or K is at least :data:`ROW_SWAP_MIN_K`), no tuned record exists for
     ``op`` itself, N < M, and either N = 1 (every dtype and layout: the single row yᵀ = xᵀ·Aᵀ, :data:`GEMV_MAX_M`)
     or float32 IEEE inputs with N ≤ :data:`FEW_COLUMNS_MAX_N` and a column-major A (Aᵀ is then a row-major B for
     the GEMV kernel, its fast layout), or N ≤ 16 and K ≥ :data:`FEW_COLUMNS_LONG_K` (either layout of A). Run as
     given, the tiled kernels compute one to a few useful columns per block tile. For N = 1 the output must have a
     unit stride along M (the caller checks; its transpose is then a contiguous row); for N > 1 it is row-major,
     written as the column-major Cᵀ (``GemmOp.layout_c="col"``)."""
-    if not (1 <= op.n < op.m and (op.m * op.k >= ROW_SWAP_MIN_ELEMENTS or op.n == 1 and op.k >= ROW_SWAP_MIN_K)):
-        return False
     float32 = op.dtype == "float32" and op.precision == "ieee"
+    small_row = op.n == 1 and op.k >= ROW_SWAP_MIN_K and float32 and op.layout_a == "col"  # as measured
+    if not (1 <= op.n < op.m and (op.m * op.k >= ROW_SWAP_MIN_ELEMENTS or small_row)):
+        return False
     few_columns = op.n == 1 or float32 and ((op.n <= FEW_COLUMNS_MAX_N and op.layout_a == "col")
                                             or (op.n <= GEMV_MAX_M[(True, True)] and op.k >= FEW_COLUMNS_LONG_K))
     return few_columns and registry.lookup(GEMM, op, target) is None
@@ -318,10 +319,10 @@ the slices' partial sums, a few values per lane. Measured on the H200 (``python 
 2026-12-02, ``benchmarks/results/gemv_fused_h200.json``, variant ``fused bn/2`` against ``two``, the earlier pick of
 8 warps and the split-K kernel): over the LLM set's 17 (N, K) the ratio to cuBLAS went 0.77–1.16 → 0.86–1.35,
 geomean about +7 %, none lower by more than 2 %; the gains are on the products of 6–33 µs (1×768×768 0.81 → 1.00,
-1×2304×768 1.01 → 1.35, 1×1024×4096 0.77 → 0.86). The same sum in the kernel with a row-major B lost: geomean 0.91
-(one row) to 0.37 (16 rows) of the split-K kernel's, because one block there sums every slice of 512 columns × the
-rows, while the split-K kernel spreads that over the whole GPU. 16-bit inputs were not measured and keep the earlier
-pick."""
+1×1024×4096 0.77 → 0.86; 1×2304×768 1.01 → 1.35 is the 4 warps alone: it no longer splits K). With a row-major B
+the fused sum stays behind the split-K kernel (0.97 geomean over 13 x @ W products once its loads no longer waited
+on a branch, ``benchmarks/results/gemv_fused_nn_nobranch_h200.json``): one block there sums every slice of 512
+columns × the rows. 16-bit inputs were not measured and keep the earlier pick."""
 
 GEMV_MAX_SPLIT = 512
 """The most K slices :func:`gemv_schedule` gives a GEMV-style product (rule ``gemv_split_k_range`` allows 1024). Few
