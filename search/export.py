@@ -67,16 +67,13 @@ def launcher(family: str, op, schedule, kernel, target=None) -> str:
         return _frame(kernel, *_splitk_parts(op, schedule, params))
     if family == "gemm" and schedule.stream_k:
         return _frame(kernel, *_stream_k_parts(kernel, params))
+    if family == "gemm" and schedule.split_k_fused:
+        return _frame(kernel, *_fused_split_k_parts(op, schedule, params))
     decl = ",\n    ".join(p for p, _ in params)
     names = ", ".join(n for _, n in params)
     notes: list[str] = []
     if family == "gemm":
         grid = _gemm_grid(op, schedule)
-        if schedule.split_k_fused:  # the kernel sums its K slices itself: the caller passes the buffers it uses
-            notes = [f"split-K, fused: W holds SPLIT_K * M * N floats (no initialisation needed); tickets holds "
-                     f"ceil(N / {gemv_columns_per_block(op, schedule)}) * ceil(M / BM) unsigned ints, zeroed once "
-                     "before the first launch (every launch leaves them at zero);",
-                     "one pair of buffers per stream (a CUDA graph: the stream it replays on)."]
     else:
         fam = get(family)
         if target is None:
@@ -134,6 +131,35 @@ def _splitk_parts(op, schedule, params: list[tuple[str, str]]) -> tuple:
                 f"  {red.kernel_name}<<<dim3((unsigned)(((long long)M * N + {red.block[0]} - 1) / {red.block[0]})), "
                 f"dim3({red.block[0]}), 0, stream>>>({red_args});\n")
     return decl, names, _gemm_grid(op, schedule), notes, (), "", epilogue
+
+
+def _fused_split_k_parts(op, schedule, params: list[tuple[str, str]]) -> tuple:
+    """(decl, names, grid, notes, includes, prologue, epilogue, helpers) of a GEMV launcher whose kernel sums its
+    own K slices (``split_k_fused``): the caller passes the partial-sum workspace W and the tickets with their sizes,
+    which the launcher checks against ``tiledsl_split_k_workspace`` (also exported) before launching."""
+    cols = gemv_columns_per_block(op, schedule)
+    decl = ",\n    ".join([*(p for p, _ in params), "size_t w_bytes", "size_t tickets_bytes"])
+    names = ", ".join(n for _, n in params)
+    helpers = f"""// the scratch buffers tiledsl_launch needs for (M, N): W, SPLIT_K float32 partial sums of C (16-byte aligned, no
+// initialisation needed), and tickets, one unsigned int per group of {cols} columns and BM rows (zeroed once before
+// the first launch; every launch leaves them at zero); one pair per stream
+extern "C" cudaError_t tiledsl_split_k_workspace(int M, int N, size_t* w_bytes, size_t* tickets_bytes) {{
+  if (M < 0 || N < 0) return cudaErrorInvalidValue;
+  *w_bytes = (size_t)SPLIT_K * M * N * sizeof(float);
+  *tickets_bytes = (size_t)((N + {cols} - 1) / {cols}) * ((M + BM - 1) / BM) * sizeof(unsigned int);
+  return cudaSuccess;
+}}
+
+"""
+    prologue = """  size_t w_need = 0, tickets_need = 0;
+  const cudaError_t e_ws = tiledsl_split_k_workspace(M, N, &w_need, &tickets_need);
+  if (e_ws != cudaSuccess) return e_ws;
+  if (w_bytes < w_need || tickets_bytes < tickets_need || ((size_t)W & 15) != 0)
+    return cudaErrorInvalidValue;  // smaller than tiledsl_split_k_workspace says, or W not 16-byte aligned
+"""
+    notes = ["split-K, fused: size W and tickets with tiledsl_split_k_workspace (above); zero tickets once before the "
+             "first launch; use one pair of buffers per stream (a CUDA graph: the stream it replays on)."]
+    return decl, names, _gemm_grid(op, schedule), notes, (), prologue, "", helpers
 
 
 def _stream_k_parts(kernel, params: list[tuple[str, str]]) -> tuple:

@@ -193,9 +193,12 @@ def test_split_k_and_gemv_exports_launch_every_kernel_they_need(tmp_path, kw, re
     src = cu.read_text()
     if s.kernel == "gemv":
         assert "dim3 grid((unsigned)((N + " in src and "SPLIT_K, (unsigned)((M + BM - 1) / BM))" in src
-        if s.split_k_fused:  # one kernel; the caller passes its workspace and tickets (zeroed once)
-            assert src.count("__global__") == 1 and "unsigned int* __restrict__ tickets,\n    cudaStream_t" in src
+        if s.split_k_fused:  # one kernel; the caller passes its workspace and tickets (zeroed once), sizes checked
+            assert src.count("__global__") == 1 and "tickets,\n    size_t w_bytes,\n    size_t tickets_bytes" in src
             assert "(A, B, W, C, M, N, K, lda, ldb, ldc, alpha, beta, tickets)" in src and "zeroed once" in src
+            assert "w_bytes < w_need || tickets_bytes < tickets_need" in src and "tiledsl_split_k_workspace(" in src
+            cols = 128 * 4  # the kernel's columns per block: 128 threads of 4 columns (row-major B)
+            assert f"((N + {cols} - 1) / {cols}) * ((M + BM - 1) / BM)" in src
     else:
         red = kernel_name_reduce(op, s)
         assert src.count("__global__") == 2 and f"{red}<<<" in src and "float* workspace" in src
@@ -333,3 +336,48 @@ def test_model_only_exports_the_library_default_within_the_model_resolution(tmp_
     assert not s.fragment_prefetch and (s.bm, s.bn, s.rm, s.rn) == (256, 128, 16, 8), text
     assert f"predicted within {MODEL_RESOLUTION:.0%} of the best prediction" in text
     assert "* = winner: the library default (trial 0)" in text
+
+
+def test_fused_gemv_launcher_refuses_small_or_misaligned_buffers_before_launching(tmp_path):
+    """The exported launcher of a GEMV that sums its own K slices sizes W and the tickets with
+    tiledsl_split_k_workspace and returns cudaErrorInvalidValue, without launching, for a W or tickets buffer smaller
+    than that or a W not 16-byte aligned. Built with nvcc and run on the host: no GPU is reached."""
+    from search.export import write
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed on this machine: the host launcher was not built")
+    op = tiledsl.GemmOp(4, 1000, 4096)
+    s = tiledsl.GemmSchedule(kernel="gemv", bm=4, bn=128, split_k=8, split_k_fused=True)
+    cu, _ = write(tmp_path, "gemm", op, s, tiledsl.compile(op, s, arch="sm_90"), {"mode": "model-only"})
+    (tmp_path / "main.cu").write_text("""#include <cstdio>
+#include <cuda_runtime.h>
+extern "C" cudaError_t tiledsl_split_k_workspace(int M, int N, size_t* w_bytes, size_t* tickets_bytes);
+extern "C" cudaError_t tiledsl_launch(const float* A, const float* B, float* W, float* C, int M, int N, int K,
+    long long lda, long long ldb, long long ldc, float alpha, unsigned int* tickets, size_t w_bytes,
+    size_t tickets_bytes, cudaStream_t stream);
+int main() {
+  size_t w = 0, t = 0;
+  if (tiledsl_split_k_workspace(4, 1000, &w, &t) != cudaSuccess) return 1;
+  std::printf("%zu %zu\\n", w, t);
+  float* aligned = reinterpret_cast<float*>(256);
+  float* odd = reinterpret_cast<float*>(260);
+  unsigned int* tk = reinterpret_cast<unsigned int*>(512);
+  int refused = (tiledsl_launch(0, 0, aligned, 0, 4, 1000, 4096, 4096, 1000, 1000, 1.f, tk, w - 4, t, 0)
+                 == cudaErrorInvalidValue)
+              + (tiledsl_launch(0, 0, aligned, 0, 4, 1000, 4096, 4096, 1000, 1000, 1.f, tk, w, t - 4, 0)
+                 == cudaErrorInvalidValue)
+              + (tiledsl_launch(0, 0, odd, 0, 4, 1000, 4096, 4096, 1000, 1000, 1.f, tk, w, t, 0)
+                 == cudaErrorInvalidValue);
+  std::printf("%d\\n", refused);
+  return 0;
+}
+""")
+    exe = tmp_path / "refuse"
+    r = subprocess.run(["nvcc", "-arch=sm_90", str(cu), str(tmp_path / "main.cu"), "-o", str(exe)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    sizes, refused = out.stdout.split("\n")[:2]
+    assert sizes == f"{8 * 4 * 1000 * 4} {2 * 1 * 4}"  # SPLIT_K·M·N floats; ceil(1000 / 512) · ceil(4 / 4) tickets
+    assert refused == "3"
