@@ -190,7 +190,8 @@ def describe(schedule) -> str:
         return f"mma.sync {d['bm']}x{d['bn']}x{d['bk']} w{d['wm']}x{d['wn']} s{d['stages']} sw{d['swizzle']}"
     if d.get("kernel") == "gemv":
         text = f"gemv rows {d['bm']} threads {d['bn']} v{d['vec']} rn{d['rn']} u{d['unroll']}"
-        return text + (f" sk{d['split_k']}" if d.get("split_k", 1) > 1 else "")
+        return text + (f" sk{d['split_k']}{' fused' if d.get('split_k_fused') else ''}" if d.get("split_k", 1) > 1
+                       else "")
     if {"bm", "bn", "bk", "rm", "rn"} <= set(d):
         text = (f"{d['bm']}x{d['bn']}x{d['bk']} t{d['rm']}x{d['rn']} w{d['wm']}x{d['wn']} v{d['vec']} "
                 f"{_pipeline_text(d)} u{d['unroll']} p{d['smem_pad']} s{d['swizzle']}")
@@ -421,11 +422,78 @@ GEMM_TC16_NO_TMA_SPACE = _tc_space(64, (0, 1))
 """float16 / bfloat16 where tensor maps cannot be encoded (no ``cuda-bindings``): no TMA kernels."""
 
 
+# ---- the GEMV-style kernel: few rows of C (kernel="gemv") ----
+_GEMV_KNOBS = (
+    Knob("rows_log2", 0, 4, doc="rows of C per block bm = 2^x (1..16; pinned to the op's rows rounded up to 2^x)"),
+    Knob("threads_log2", 5, 8, doc="threads per block bn = 2^x (32..256): 4·bn columns (row-major B) or a warp per "
+                                   "rn columns (column-major B) per block"),
+    Knob("vec_log2", 0, 2, doc="elements per load of B = 2^x (1, 2, 4; lowered to the op's alignment)"),
+    Knob("unroll_log2", 0, 3, doc="K steps in flight per thread = 2^x (1..8)"),
+    Knob("rn_log2", 0, 2, doc="columns per warp with a column-major B = 2^x (1..4; pinned to 1 for a row-major B)"),
+    Knob("split_k", 1, 512, doc="K slices (1..512; any count, as the library's pick: about four blocks per SM)"),
+    Knob("split_k_fused", 0, 1, doc="0: the split-K kernel sums the slices (a second launch); 1: the last block of "
+                                    "each column group does (split_k > 1)"),
+)
+
+
+def _gemv_fields(p: dict) -> dict:
+    return dict(kernel="gemv", bm=_p2(p["rows_log2"]), bn=_p2(p["threads_log2"]), vec=_p2(p["vec_log2"]),
+                unroll=_p2(p["unroll_log2"]), rn=_p2(p["rn_log2"]), split_k=int(p["split_k"]),
+                split_k_fused=bool(p["split_k_fused"]))
+
+
+def _gemv_params(s) -> dict | None:
+    if getattr(s, "kernel", "tiled") != "gemv":
+        return None
+    params = {"rows_log2": _log2(s.bm), "threads_log2": _log2(s.bn), "vec_log2": _log2(s.vec),
+              "unroll_log2": _log2(s.unroll), "rn_log2": _log2(s.rn), "split_k": s.split_k,
+              "split_k_fused": int(s.split_k_fused)}
+    return _params_of(_GEMV_KNOBS, _gemv_fields, s, params)
+
+
+def _gemv_seeds(op, target) -> list:
+    """The library's pick (``tiledsl.gemm.family.gemv_schedule``), then around it: 64, 128 and 256 threads, the K
+    slices for about 1, 2, 4 and 8 blocks per SM, unroll 2 and 8, each slice count > 1 with both ways of summing."""
+    from tiledsl.gemm.family import GEMV_MAX_SPLIT, gemv_schedule
+    from tiledsl.gemm.kernel_plan import plan_gemm
+
+    base = gemv_schedule(op, target)
+    cands = [base]
+    for bn, unroll in itertools.product((128, 256, 64), (base.unroll, 8, 2)):
+        one = replace(base, bn=bn, unroll=unroll, split_k=1, split_k_fused=False)
+        cols = plan_gemm(op, one, target).grid[0]
+        for per_sm in (4, 2, 1, 8):
+            split = max(1, min(GEMV_MAX_SPLIT, -(-per_sm * target.sm_count // cols), op.k // 64))
+            for fused in ((False, True) if split > 1 else (False,)):
+                cands.append(replace(one, split_k=split, split_k_fused=fused))
+    return _valid_seeds("gemm", cands, op, target, _gemv_params)
+
+
+GEMM_GEMV_SPACE = Space("gemm", _GEMV_KNOBS, _gemv_fields, _gemv_params, _gemv_seeds, _gemm_work,
+                        structure_ignore=(), canonical=_plan_canonical)
+"""Few rows of C where ``schedule=None`` runs the GEMV-style kernel (``tiledsl.gemm.family.GEMV_MAX_M``: one row
+of any dtype and layout, up to 16 float32 rows with a row-major B): its block width, load width, unroll, columns
+per warp, K slices and how they are summed. ``rows_log2`` is pinned to the op's rows, ``rn_log2`` to 1 for a
+row-major B (it reads one column per thread lane)."""
+
+
+def _gemv_rows_log2(m: int) -> int:
+    return max(m - 1, 0).bit_length() if m <= 16 else 4
+
+
 def _gemm_specialize(space: Space, op) -> Space:
-    """The tensor-core space for 16-bit inputs and for tf32 (TMA kernels only where ``tiledsl.tma.available``);
+    """The GEMV space where ``schedule=None`` runs the GEMV-style kernel (few rows of C), pinned to the op's rows;
+    the tensor-core space for 16-bit inputs and for tf32 (TMA kernels only where ``tiledsl.tma.available``);
     the FMA space for IEEE float32, and for tf32 without TMA (the exact kernels)."""
     from tiledsl import tma
+    from tiledsl.gemm.family import GEMV_MAX_M
 
+    gemv_rows = GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]
+    if op.layout_c == "col" or (op.m <= gemv_rows and op.precision == "ieee"):
+        pins = {"rows_log2": _gemv_rows_log2(op.m)}
+        if op.layout_b == "row":
+            pins["rn_log2"] = 0
+        return _pin(GEMM_GEMV_SPACE, pins)
     if op.precision == "tf32":
         return GEMM_TF32_SPACE if tma.available() else space
     if op.tensor_core_inputs:  # float16 / bfloat16 (tf32 handled above)

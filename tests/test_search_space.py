@@ -84,3 +84,44 @@ def test_tie_break_is_deterministic():
         assert {t["number"] for t in tied} == {3, 7}
     winner, _ = pick_winner([{"number": 9, "median_s": 1.0, "spread": 0.0}, {"number": 2, "median_s": 1.2, "spread": 0}])
     assert winner["number"] == 9
+
+
+# ---- the GEMV-style kernel's space: few rows of C ----
+
+
+@pytest.mark.parametrize("op,rows_log2,rn_pinned", [
+    (tiledsl.GemmOp(1, 4096, 4096), 0, True),                     # decode x @ W
+    (tiledsl.GemmOp(5, 1000, 999), 3, True),                      # five float32 rows: blocks of 8
+    (tiledsl.GemmOp(16, 4096, 4096), 4, True),
+    (tiledsl.GemmOp(1, 768, 768, layout_b="col"), 0, False),      # torch's Linear: rn (columns per warp) searched
+    (tiledsl.GemmOp(1, 4096, 4096, dtype="float16", align_a=8, align_b=8, align_c=8), 0, True),
+])
+def test_few_rows_search_the_gemv_kernel_the_default_runs(op, rows_log2, rn_pinned):
+    """Where schedule=None runs the GEMV-style kernel, the tuner searches that kernel's knobs (block width, load
+    width, unroll, columns per warp, K slices, how they are summed) with the rows pinned to the op's, and the
+    library default is a point of the space (so a tune measures it first)."""
+    from search.strategy import library_default
+    from tiledsl.gemm.family import builtin_schedule
+
+    target = tiledsl.Target.known("H200")
+    space = GEMM_SPACE.for_op(op)
+    pinned = {k.name: k.low for k in space.knobs if k.low == k.high}
+    assert pinned.get("rows_log2") == rows_log2 and ("rn_log2" in pinned) == rn_pinned
+    default = builtin_schedule(op, target)
+    assert default.kernel == "gemv" and library_default(space, op, target) == default
+    seeds = space.seeds(op, target)
+    assert seeds[0] == default and all(s.kernel == "gemv" for s in seeds)
+    assert any(s.split_k_fused for s in seeds) and any(s.split_k > 1 and not s.split_k_fused for s in seeds)
+    for s in seeds:
+        assert space.build(space.from_schedule(s), target, op) == s  # every seed round-trips through its point
+    fused_alone = space.build({**space.from_schedule(default), "split_k": 1, "split_k_fused": 1}, target, op)
+    assert isinstance(fused_alone, Rejection) and fused_alone.rule == "split_k_fused_on_gemv"
+
+
+def test_more_rows_keep_the_tiled_space():
+    t = tiledsl.Target.known("H200")
+    for op in (tiledsl.GemmOp(17, 4096, 4096), tiledsl.GemmOp(2, 4096, 4096, layout_b="col"),
+               tiledsl.GemmOp(2, 4096, 4096, dtype="float16", align_a=8, align_b=8, align_c=8)):
+        space = GEMM_SPACE.for_op(op)
+        assert all(k.name != "split_k_fused" for k in space.knobs), op
+        assert all(s.kernel == "tiled" for s in space.seeds(op, t)[:20]), op

@@ -381,3 +381,21 @@ int main() {
     sizes, refused = out.stdout.split("\n")[:2]
     assert sizes == f"{8 * 4 * 1000 * 4} {2 * 1 * 4}"  # SPLIT_K·M·N floats; ceil(1000 / 512) · ceil(4 / 4) tickets
     assert refused == "3"
+
+
+def test_a_few_rows_tune_searches_and_exports_the_gemv_kernel(tmp_path, cache, capsys):
+    """A model-only tune of a decode product (1×4096×4096) samples the GEMV-style kernel's space, measures the library
+    default first, and exports a GEMV kernel with its launcher."""
+    out = tmp_path / "best"
+    args = ["gemm", "--m", "1", "--n", "4096", "--k", "4096", "--trials", "20", "--model-only", "--storage",
+            f"sqlite:///{tmp_path / 't.db'}", "--no-progress", "--export", str(out), "--compile-top", "2"]
+    assert tune.main(args) == 0
+    text = capsys.readouterr().out
+    s = tiledsl.GemmSchedule.from_dict(json.loads((out / "schedule.json").read_text())["schedule"])
+    assert s.kernel == "gemv" and s.bm == 1, text
+    report = json.loads((out / "report.json").read_text())
+    first = min(report["trials"], key=lambda t: t["number"])
+    from tiledsl.gemm.family import builtin_schedule
+    assert first["schedule"] == builtin_schedule(tiledsl.GemmOp(1, 4096, 4096), tiledsl.Target.known("H200")).to_dict()
+    assert all(t["schedule"]["kernel"] == "gemv" for t in report["trials"] if t.get("schedule"))
+    assert "tiledsl_gemv_gemm" in (out / "kernel.cu").read_text()
