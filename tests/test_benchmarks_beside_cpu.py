@@ -102,3 +102,22 @@ def test_gemm_as_rows_enters_tiledsl_gemm_s_rows_path(monkeypatch):
     assert args4[0].shape == (4, 3) and args4[1].shape == (3, 7) and args4[2].shape == (4, 7)
     assert args4[2].flags.f_contiguous and not args4[2].flags.c_contiguous  # the row-major C seen transposed
     assert args4[5] == "the schedule" and args4[9] is True and kw4 == {"c_col": True} and kw1 == {"c_col": False}
+
+
+def test_costmodel_gemv_quality_figures_on_a_known_ranking():
+    """benchmarks/costmodel_gemv.py's figures: a predictor that orders the schedules as measured scores ρ = 1, the
+    best first, no loss; the reverse order scores ρ = −1 and loses the worst/best ratio."""
+    import costmodel_gemv as cgv
+    import pytest
+
+    import tiledsl
+
+    op = tiledsl.GemmOp(1, 4096, 4096)
+    scheds = [tiledsl.GemmSchedule(kernel="gemv", bm=1, bn=128, split_k=k) for k in (8, 16, 32, 64)]
+    groups = [(op, [(s, ms) for s, ms in zip(scheds, (4.0, 3.0, 2.0, 1.0), strict=True)])]
+    right = cgv.quality(groups, lambda o, s: 1.0 / s.split_k)
+    assert right == dict(products=1, mean_rho=pytest.approx(1.0), best_first=1.0, best_in_top3=1.0,
+                         pick_over_best=pytest.approx(1.0))
+    wrong = cgv.quality(groups, lambda o, s: float(s.split_k))
+    assert wrong["mean_rho"] == pytest.approx(-1.0) and wrong["best_first"] == 0.0 and wrong["best_in_top3"] == 0.0
+    assert wrong["pick_over_best"] == pytest.approx(4.0)

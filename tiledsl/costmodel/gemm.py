@@ -53,6 +53,7 @@ from .. import dtypes
 from ..gemm.kernel_plan import gemv_columns_per_block, plan_gemm, stream_k_split
 from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
+from .gemv import GEMV_EFFECTIVE_LATENCY_S, gemv_time
 from .params import FmaParams, fma_params
 from .report import LEVELS, Level, Report
 from .stream import LAUNCH_S  # one launch-and-drain figure for every kernel the model prices
@@ -382,6 +383,9 @@ def predict_gemm(op, s, target: Target, ceilings: dict | None = None, kernel=Non
     ``params``: pipeline constants to use instead of the arch's fitted ones (the fit script's trials)."""
     kw = _kernel_resources(kernel)
     c = ceilings if ceilings is not None else target.ceilings()
+    if s.kernel == "gemv":  # a streaming kernel: its own model (tiledsl.costmodel.gemv)
+        gv = gemv_time(op, s, target, c["hbm_bytes_per_s"].value, kw.get("regs"))
+        return gv.stream_s + gv.workspace_s + _after_s(op, s, target, c)
     g = gemm_times(op, s, target, ceilings=c, params=params, **kw)
     return max(g.t_sm_s, g.t_l2_s, g.t_hbm_s) + _after_s(op, s, target, c)
 
@@ -439,6 +443,13 @@ def explain_gemm(op, s, target: Target, kernel=None):
     biggest = max(("sm", g.t_sm_s), ("l2", g.t_l2_s), ("hbm", g.t_hbm_s), key=lambda x: x[1])
     bound = g.sm_bound if biggest[0] == "sm" else biggest[0]
     predicted = biggest[1] + launch_s
+    gv = None
+    if s.kernel == "gemv":  # the streaming model decides (tiledsl.costmodel.gemv); the levels stay as traffic
+        gv = gemv_time(op, s, target, c["hbm_bytes_per_s"].value, kernel.registers if kernel is not None else None)
+        predicted = gv.stream_s + gv.workspace_s + launch_s
+        bound = "hbm" if gv.bound == "hbm" else "latency"
+        terms.update(gemv_stream_s=gv.stream_s, gemv_workspace_s=gv.workspace_s, gemv_rate_bytes_per_s=gv.rate_bytes_per_s,
+                     gemv_inflight_bytes=gv.inflight_bytes, gemv_resident_blocks=gv.resident_blocks)
     prm = g.params
     if uses_shared_memory(s.kernel):
         mix = "FFMA, LDS, LDG, STS, index math"
@@ -457,6 +468,12 @@ def explain_gemm(op, s, target: Target, kernel=None):
         f"{g.warps_per_scheduler:.3g} warps per scheduler",
         f"pipeline constants: {prm.source}",
     )
+    if gv is not None:
+        lines = (f"GEMV stream: {gv.inflight_bytes / 1e6:.3g} MB of B in flight over {gv.resident_blocks} resident "
+                 f"blocks / {GEMV_EFFECTIVE_LATENCY_S * 1e6:.2g} µs (fitted) → {gv.rate_bytes_per_s / 1e12:.3g} TB/s "
+                 f"({gv.bound}-bound); stream {gv.stream_s * 1e6:.3g} µs, split-K workspace "
+                 f"{gv.workspace_s * 1e6:.3g} µs, launches and fused sum {launch_s * 1e6:.3g} µs",
+                 "no shared memory, no barrier in the K loop (tiledsl/costmodel/gemv.py)")
     if kernel is not None and kernel.spill_bytes:
         lines += (f"ptxas reports {kernel.spill_bytes} bytes of spills: local-memory traffic slows the K loop",)
     return Report("gemm", op, s, target, flops, levels, compute_s, c["fp32_flops_per_s"].value,

@@ -1,0 +1,138 @@
+"""How the cost model ranks the GEMV-style kernel's schedules that the H200 sweeps measured (no GPU needed).
+
+Run: ``python benchmarks/costmodel_gemv.py --out benchmarks/results/costmodel_gemv_h200_2026-12-02.json``.
+
+Sweeps (each a product timed under several GEMV schedules, all in ``benchmarks/results/``, measured 2026-12-02):
+
+- ``split``: ``gemv_split_h200.json``, x @ W with 1, 4 and 16 rows under 1-8 blocks per SM and 32 or 128 threads;
+- ``unroll``: ``gemv_unroll_h200_run2.json``, the same products under unroll 1, 2, 4 and 8;
+- ``fused NN``: ``gemv_fused_nn_nobranch_h200.json``, the split-K kernel against the fused sum, slices and widths;
+- ``fused NT``: ``gemv_fused_nt_h200.json``, torch's Linear with one row, the same variants.
+
+Products computed as rows (``_gemm_into``, an uncached host path timed with the kernel) are left out. For each
+sweep: the mean Spearman ρ between predicted and measured times over a product's schedules, how often the measured
+best is the model's first or in its top 3, and the geomean over products of (measured time of the model's first
+pick) / (measured best): what a model-only tune would lose. Models: ``pipeline`` (the tiled kernels' FMA pipeline
+model, which priced GEMV kernels before 2026-12-02) and ``stream`` (``tiledsl/costmodel/gemv.py``) at several
+values of its fitted ``GEMV_EFFECTIVE_LATENCY_S``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+import tiledsl
+from tiledsl.costmodel import gemm as cg
+from tiledsl.costmodel import gemv as gv
+
+ROOT = Path(__file__).resolve().parent
+RESULTS = ROOT / "results"
+SWEEPS = {"split": "gemv_split_h200.json", "unroll": "gemv_unroll_h200_run2.json",
+          "fused NN": "gemv_fused_nn_nobranch_h200.json", "fused NT": "gemv_fused_nt_h200.json"}
+LATENCIES = (2e-6, 3e-6, 3.5e-6, 4e-6)
+
+
+def _op(m: int, n: int, k: int, layout: str) -> tiledsl.GemmOp:
+    return tiledsl.GemmOp(m, n, k, layout_a="col" if layout[0] == "T" else "row",
+                          layout_b="col" if layout[1] == "T" else "row")
+
+
+def sweeps(target) -> dict[str, list[tuple[tiledsl.GemmOp, list]]]:
+    """sweep -> [(op, [(schedule, measured ms), ...]), ...]."""
+    from tiledsl.gemm.family import gemv_schedule
+
+    out = {}
+    for name, file in SWEEPS.items():
+        d = json.loads((RESULTS / file).read_text())
+        groups = collections.defaultdict(list)
+        for r in d["rows"]:
+            if r.get("swap"):
+                continue
+            op = _op(r["m"], r["n"], r["k"], r["layout"])
+            if "unroll" in r and "schedule" not in r:  # gemv_unroll.py: gemv_schedule's pick at each unroll
+                s = replace(gemv_schedule(op, target), unroll=r["unroll"])
+            elif r.get("schedule"):
+                s = tiledsl.GemmSchedule(**r["schedule"])
+            else:
+                continue  # schedule=None rows: the same kernel as one of the variants
+            groups[(r["m"], r["n"], r["k"], r["layout"])].append((s, r["ms"]))
+        out[name] = [(_op(*key), rows) for key, rows in groups.items() if len(rows) > 2]
+    return out
+
+
+def _ranks(x) -> np.ndarray:
+    return np.argsort(np.argsort(x))
+
+
+def quality(groups, predict) -> dict:
+    """Ranking figures of ``predict`` (op, schedule -> seconds) over one sweep (module docstring)."""
+    rhos, first, top3, loss = [], [], [], []
+    for op, rows in groups:
+        pred = [predict(op, s) for s, _ in rows]
+        meas = [ms for _, ms in rows]
+        best = int(np.argmin(meas))
+        order = sorted(range(len(rows)), key=lambda i: pred[i])
+        rhos.append(float(np.corrcoef(_ranks(pred), _ranks(meas))[0, 1]))
+        first.append(order[0] == best)
+        top3.append(best in order[:3])
+        loss.append(meas[order[0]] / meas[best])
+    return dict(products=len(groups), mean_rho=float(np.mean(rhos)), best_first=float(np.mean(first)),
+                best_in_top3=float(np.mean(top3)), pick_over_best=math.exp(float(np.mean(np.log(loss)))))
+
+
+def pipeline_model(target):
+    """The tiled kernels' pipeline model, as it priced GEMV kernels before ``tiledsl/costmodel/gemv.py``."""
+    c = target.ceilings()
+
+    def predict(op, s):
+        g = cg.gemm_times(op, s, target, ceilings=c)
+        return max(g.t_sm_s, g.t_l2_s, g.t_hbm_s) + cg._after_s(op, s, target, c)
+
+    return predict
+
+
+def stream_model(target):
+    return lambda op, s: tiledsl.predict(op, s, device=target.name)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None, help="write the figures as JSON here")
+    args = ap.parse_args()
+    target = tiledsl.Target.known("H200")
+    data = sweeps(target)
+    rows = []
+    shipped = gv.GEMV_EFFECTIVE_LATENCY_S
+    models = [("pipeline", None)] + [(f"stream {lat * 1e6:.1f} us", lat) for lat in LATENCIES]
+    try:
+        for model, lat in models:
+            if lat is not None:
+                gv.GEMV_EFFECTIVE_LATENCY_S = lat
+            predict = pipeline_model(target) if lat is None else stream_model(target)
+            for sweep, groups in data.items():
+                q = quality(groups, predict)
+                rows.append(dict(model=model, shipped=lat == shipped, sweep=sweep, **q))
+                print(f"{model:16s} {sweep:9s} n={q['products']:3d}  mean rho {q['mean_rho']:6.3f}  best first "
+                      f"{q['best_first']:.2f}  in top 3 {q['best_in_top3']:.2f}  model's pick / best "
+                      f"{q['pick_over_best']:.3f}", flush=True)
+    finally:
+        gv.GEMV_EFFECTIVE_LATENCY_S = shipped
+    if args.out:
+        meta = dict(command=" ".join(["python", *sys.argv]), sweeps={k: f"benchmarks/results/{v}"
+                                                                      for k, v in SWEEPS.items()},
+                    shipped_latency_s=shipped)
+        Path(args.out).write_text(json.dumps(dict(meta=meta, rows=rows), indent=1) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

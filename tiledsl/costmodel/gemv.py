@@ -1,0 +1,88 @@
+"""Time of the GEMV-style GEMM kernel (``kernel='gemv'``, ``tiledsl/gemm/emit_gemv.py``): B streamed once at the
+rate its loads in flight allow (Little's law), plus the split-K workspace, the launches and the fused sum.
+
+The kernel keeps no tiles in shared memory and has no barrier in its loop: each thread walks its K slice with
+``unroll`` iterations' loads of B in flight (a row-major B: ``VA·VB`` elements per iteration and thread; a
+column-major B: ``rn·VB``). With R blocks resident at once (blocks per SM from registers and threads, times the SMs,
+at most the grid), the bytes in flight are R·threads·unroll·(bytes per iteration), and B arrives at
+
+    rate = min(HBM bandwidth, bytes in flight / GEMV_EFFECTIVE_LATENCY_S)
+
+B is read once per group of ``bm`` rows. A grid of more blocks than fit at once runs in waves: each full wave at the
+rate of its bytes in flight, the partial last wave at the (lower) rate of its own. Split-K adds its float32 workspace (written and read once, at HBM rate) and a second
+launch, or with ``split_k_fused`` the last block's sum at one SM's share of L2 (``tiledsl.costmodel.gemm``).
+
+Registers: ptxas's when the kernel is compiled, else the plan's estimate plus one per element of B in flight
+(``unroll`` iterations' loads held in registers; the plan's estimate ignores ``unroll``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes
+from ..gemm.kernel_plan import gemv_widths, plan_gemm
+from ..occupancy import occupancy
+from ..target import Target
+
+GEMV_EFFECTIVE_LATENCY_S = 3.5e-6
+"""Seconds per round trip of the bytes in flight, fitted, not a hardware latency (an H200 load from HBM takes
+under 1 µs): it absorbs that ptxas keeps fewer of the unrolled iterations' loads in flight than the source allows.
+Fitted on the GEMV sweeps measured on the H200 (2026-12-02; ``python benchmarks/costmodel_gemv.py``,
+``benchmarks/results/costmodel_gemv_h200_2026-12-02.json``): over four sweeps of 13–68 products, each timed under
+3–9 schedules, the schedule the model ranks first was 2.0–3.3 % slower than the measured best (geomean per sweep)
+at 3–4 µs, 1.4–9.2 % at 2 µs, and 5.0–13.2 % with the tiled kernels' pipeline model it replaced
+(``docs/costmodel.md``)."""
+
+
+@dataclass(frozen=True)
+class GemvTime:
+    """The model's figures for one GEMV-style kernel.
+
+    Attributes:
+        stream_s: seconds to read B at ``rate``, waves included.
+        workspace_s: seconds of the split-K workspace's write and read-back at HBM rate.
+        rate_bytes_per_s: B's arrival rate with the first wave resident (the smaller of HBM and bytes in
+            flight / latency).
+        inflight_bytes: bytes of B in flight over the GPU then.
+        resident_blocks: blocks running at once in the first wave.
+        bound: "hbm" when that rate is HBM's, else "latency" (too few bytes in flight).
+    """
+
+    stream_s: float
+    workspace_s: float
+    rate_bytes_per_s: float
+    inflight_bytes: float
+    resident_blocks: int
+    bound: str
+
+
+def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | None = None) -> GemvTime:
+    """The streaming part of a GEMV-style kernel's time (module docstring); ``registers``: ptxas's, when compiled.
+
+    Every block moves the same bytes (B once per group of rows, A and C once); a full wave of ``slots`` blocks and the
+    partial last one each take their bytes at their own rate, so a short last wave costs more per byte only when its
+    bytes in flight cannot keep HBM busy.
+    """
+    e = dtypes.get(op.dtype).itemsize
+    p = plan_gemm(op, s, target)
+    va, vb = gemv_widths(op, s)
+    per_iteration = (va * vb if op.layout_b == "row" else s.rn * vb) * e
+    if registers is None:
+        registers = min(255, p.est_registers + s.unroll * per_iteration // e)
+    per_sm = occupancy(target, s.bn, registers, 0).blocks_per_sm or 1
+    blocks = p.grid[0] * p.grid[1] * p.grid[2]
+    slots = per_sm * target.sm_count
+    moved = op.k * op.n * e * p.grid[2] + op.m * op.k * e + op.m * op.n * dtypes.get(op.dtype).itemsize
+    per_block = moved / blocks
+
+    def rate(running: int) -> float:
+        return min(hbm_bytes_per_s, running * s.bn * s.unroll * per_iteration / GEMV_EFFECTIVE_LATENCY_S)
+
+    full, last = divmod(blocks, slots)
+    stream = full * slots * per_block / rate(slots) + (last * per_block / rate(last) if last else 0.0)
+    resident = min(blocks, slots)
+    ws = 2.0 * s.split_k * op.m * op.n * 4 / hbm_bytes_per_s if s.split_k > 1 else 0.0
+    first = rate(resident)
+    return GemvTime(stream, ws, first, float(resident * s.bn * s.unroll * per_iteration), resident,
+                    "hbm" if first >= hbm_bytes_per_s else "latency")
