@@ -9,10 +9,12 @@ Sweeps (each a product timed under several GEMV schedules, all in ``benchmarks/r
 - ``fused NN``: ``gemv_fused_nn_nobranch_h200.json``, the split-K kernel against the fused sum, slices and widths;
 - ``fused NT``: ``gemv_fused_nt_h200.json``, torch's Linear with one row, the same variants.
 
-Products computed as rows (``_gemm_into``, an uncached host path timed with the kernel) are left out. For each
-sweep: the mean Spearman ρ between predicted and measured times over a product's schedules, how often the measured
-best is the model's first or in its top 3, and the geomean over products of (measured time of the model's first
-pick) / (measured best): what a model-only tune would lose. Models: ``pipeline`` (the tiled kernels' FMA pipeline
+Products computed as rows (``_gemm_into``, an uncached host path timed with the kernel) are left out; a schedule
+timed more than once in a sweep counts once (median), and products with fewer than 3 distinct schedules are left
+out. For each sweep: the mean Spearman ρ (average ranks for ties) between predicted and measured times over a
+product's schedules, the chance that the model's first pick (any schedule tied at the lowest prediction) is the
+measured best, how often fewer than 3 schedules are predicted strictly faster than the best, and the geomean over products of (mean measured time of
+the model's first picks) / (measured best): what a model-only tune would lose. Models: ``pipeline`` (the tiled kernels' FMA pipeline
 model, which priced GEMV kernels before 2026-12-02) and ``stream`` (``tiledsl/costmodel/gemv.py``) at several
 values of its fitted ``GEMV_EFFECTIVE_LATENCY_S``.
 """
@@ -68,23 +70,37 @@ def sweeps(target) -> dict[str, list[tuple[tiledsl.GemmOp, list]]]:
     return out
 
 
-def _ranks(x) -> np.ndarray:
-    return np.argsort(np.argsort(x))
+def _merged(rows: list) -> list[tuple[object, float]]:
+    """One (schedule, median measured ms) per distinct schedule: several variants of a sweep can name the same one
+    (e.g. two slice rules that meet at the K/64 cap), timed more than once."""
+    by: dict[str, tuple[object, list[float]]] = {}
+    for s, ms in rows:
+        by.setdefault(json.dumps(s.to_dict(), sort_keys=True), (s, []))[1].append(ms)
+    return [(s, float(np.median(times))) for s, times in by.values()]
 
 
 def quality(groups, predict) -> dict:
-    """Ranking figures of ``predict`` (op, schedule -> seconds) over one sweep (module docstring)."""
+    """Ranking figures of ``predict`` (op, schedule -> seconds) over one sweep (module docstring). Repeated schedules
+    are merged (median); ties are fair: Spearman's ρ with average ranks (0 where every prediction ties), the model's
+    first pick is any of the schedules tied at its lowest prediction (``best_first`` is the chance that it is the
+    best, the loss their mean), and the best is in the top 3 when fewer than 3 schedules are predicted strictly
+    faster."""
+    from scipy.stats import spearmanr
+
     rhos, first, top3, loss = [], [], [], []
-    for op, rows in groups:
-        pred = [predict(op, s) for s, _ in rows]
-        meas = [ms for _, ms in rows]
+    for op, raw in groups:
+        rows = _merged(raw)
+        if len(rows) < 3:
+            continue
+        pred = np.array([predict(op, s) for s, _ in rows])
+        meas = np.array([ms for _, ms in rows])
         best = int(np.argmin(meas))
-        order = sorted(range(len(rows)), key=lambda i: pred[i])
-        rhos.append(float(np.corrcoef(_ranks(pred), _ranks(meas))[0, 1]))
-        first.append(order[0] == best)
-        top3.append(best in order[:3])
-        loss.append(meas[order[0]] / meas[best])
-    return dict(products=len(groups), mean_rho=float(np.mean(rhos)), best_first=float(np.mean(first)),
+        tied = np.isclose(pred, pred.min(), rtol=1e-9, atol=0.0)
+        rhos.append(0.0 if tied.all() else float(spearmanr(pred, meas).statistic))  # constant: no ranking at all
+        first.append(float(tied[best]) / int(tied.sum()))  # the chance that a pick among the tied is the best
+        top3.append(int(np.sum(pred < pred[best] * (1 - 1e-9))) < 3)
+        loss.append(float(np.mean(meas[tied])) / meas[best])
+    return dict(products=len(rhos), mean_rho=float(np.mean(rhos)), best_first=float(np.mean(first)),
                 best_in_top3=float(np.mean(top3)), pick_over_best=math.exp(float(np.mean(np.log(loss)))))
 
 

@@ -384,7 +384,7 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
     rows = rows_instead(cfg.family, op, target)
     if mode == "measured" and rows is not None:
         out(f"not stored for schedule=None: it runs this product as the rows Cᵀ = Bᵀ·Aᵀ ({op_text(rows)}) on the "
-            "GEMV-style kernel, which the tiled search space cannot express; a stored tiled record would replace "
+            "GEMV-style kernel, which this op's tiled search space cannot express; a stored tiled record would replace "
             "that path untimed")
     elif mode == "measured":
         figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}

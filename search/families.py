@@ -139,8 +139,9 @@ def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN", 
 
 def rows_instead(family: str, op, target) -> GemmOp | None:
     """The op ``schedule=None`` runs in place of ``op`` when ``tiledsl.gemm`` computes a few-column product as the
-    rows Cᵀ = Bᵀ·Aᵀ on the GEMV-style kernel (``tiledsl.gemm.family.runs_as_row``), else None. The tiled search
-    space cannot express that kernel, so a tune of such an op neither times nor replaces it."""
+    rows Cᵀ = Bᵀ·Aᵀ on the GEMV-style kernel (``tiledsl.gemm.family.runs_as_row``), else None. The op's own (tiled)
+    search space cannot express that kernel, so a tune of such an op neither times nor replaces it; ``--lookup``
+    reports a stored record of the rows product itself."""
     from tiledsl.gemm.family import rows_op, runs_as_row
 
     if family != "gemm" or not runs_as_row(op, target):

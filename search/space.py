@@ -430,10 +430,14 @@ _GEMV_KNOBS = (
     Knob("vec_log2", 0, 2, doc="elements per load of B = 2^x (1, 2, 4; lowered to the op's alignment)"),
     Knob("unroll_log2", 0, 3, doc="K steps in flight per thread = 2^x (1..8)"),
     Knob("rn_log2", 0, 2, doc="columns per warp with a column-major B = 2^x (1..4; pinned to 1 for a row-major B)"),
-    Knob("split_k", 1, 512, doc="K slices (1..512; any count, as the library's pick: about four blocks per SM)"),
+    Knob("split_k", 1, 512, doc="K slices (1..512, at most K/8; any count, as the library's pick: about four "
+                                "blocks per SM)"),
     Knob("split_k_fused", 0, 1, doc="0: the split-K kernel sums the slices (a second launch); 1: the last block of "
                                     "each column group does (split_k > 1)"),
 )
+
+
+GEMV_SPLIT_KNOB_MAX = 512  # == _GEMV_KNOBS' split_k high; the space for an op caps it at ceil(K / 8)
 
 
 def _gemv_fields(p: dict) -> dict:
@@ -473,8 +477,8 @@ GEMM_GEMV_SPACE = Space("gemm", _GEMV_KNOBS, _gemv_fields, _gemv_params, _gemv_s
                         structure_ignore=(), canonical=_plan_canonical)
 """Few rows of C where ``schedule=None`` runs the GEMV-style kernel (``tiledsl.gemm.family.GEMV_MAX_M``: one row
 of any dtype and layout, up to 16 float32 rows with a row-major B): its block width, load width, unroll, columns
-per warp, K slices and how they are summed. ``rows_log2`` is pinned to the op's rows, ``rn_log2`` to 1 for a
-row-major B (it reads one column per thread lane)."""
+per warp, K slices and how they are summed. ``rows_log2`` is pinned to the op's rows, ``rn_log2`` to 0 (rn = 1)
+for a row-major B (it reads one column per thread lane), ``split_k`` capped at ceil(K / 8)."""
 
 
 def _gemv_rows_log2(m: int) -> int:
@@ -485,15 +489,20 @@ def _gemm_specialize(space: Space, op) -> Space:
     """The GEMV space where ``schedule=None`` runs the GEMV-style kernel (few rows of C), pinned to the op's rows;
     the tensor-core space for 16-bit inputs and for tf32 (TMA kernels only where ``tiledsl.tma.available``);
     the FMA space for IEEE float32, and for tf32 without TMA (the exact kernels)."""
-    from tiledsl import tma
-    from tiledsl.gemm.family import GEMV_MAX_M
+    import dataclasses
 
-    gemv_rows = GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]
-    if op.layout_c == "col" or (op.m <= gemv_rows and op.precision == "ieee"):
+    from tiledsl import tma
+    from tiledsl.gemm.family import runs_gemv
+
+    if runs_gemv(op):  # exactly where builtin_choice picks the GEMV kernel
         pins = {"rows_log2": _gemv_rows_log2(op.m)}
         if op.layout_b == "row":
             pins["rn_log2"] = 0
-        return _pin(GEMM_GEMV_SPACE, pins)
+        pinned = _pin(GEMM_GEMV_SPACE, pins)
+        # no slice shorter than one BK step: more slices than K/8 leave blocks with nothing to do
+        most = max(1, min(GEMV_SPLIT_KNOB_MAX, -(-op.k // 8)))
+        return dataclasses.replace(pinned, knobs=tuple(dataclasses.replace(k, high=most) if k.name == "split_k"
+                                                       else k for k in pinned.knobs))
     if op.precision == "tf32":
         return GEMM_TF32_SPACE if tma.available() else space
     if op.tensor_core_inputs:  # float16 / bfloat16 (tf32 handled above)

@@ -531,6 +531,11 @@ def _lookup(cfg: TuneConfig) -> int:
     fam = library_family(cfg.family)
     rows = rows_instead(cfg.family, cfg.op, target)
     if rows is not None:
+        stored, _ = lookup_explain(cfg.family, rows, target)
+        if stored is not None:  # a record of the rows product itself (a tune of it, in the GEMV space)
+            print(f"  -> no stored schedule for it; schedule=None runs it as the rows Cᵀ = Bᵀ·Aᵀ ({op_text(rows)}; "
+                  f"runs_as_row: few columns), whose stored record hits: {describe(stored)}")
+            return 0
         chosen, why = fam.builtin_choice(rows, target)
         print(f"  -> no stored schedule: schedule=None runs it as the rows Cᵀ = Bᵀ·Aᵀ ({op_text(rows)}; runs_as_row: "
               f"few columns) on {describe(chosen)}, chosen by {why}")

@@ -95,6 +95,7 @@ def test_tie_break_is_deterministic():
     (tiledsl.GemmOp(16, 4096, 4096), 4, True),
     (tiledsl.GemmOp(1, 768, 768, layout_b="col"), 0, False),      # torch's Linear: rn (columns per warp) searched
     (tiledsl.GemmOp(1, 4096, 4096, dtype="float16", align_a=8, align_b=8, align_c=8), 0, True),
+    (tiledsl.GemmOp(3, 4096, 4096, precision="tf32"), 2, True),    # tf32 few rows: the exact GEMV kernel too
 ])
 def test_few_rows_search_the_gemv_kernel_the_default_runs(op, rows_log2, rn_pinned):
     """Where schedule=None runs the GEMV-style kernel, the tuner searches that kernel's knobs (block width, load
@@ -116,6 +117,18 @@ def test_few_rows_search_the_gemv_kernel_the_default_runs(op, rows_log2, rn_pinn
         assert space.build(space.from_schedule(s), target, op) == s  # every seed round-trips through its point
     fused_alone = space.build({**space.from_schedule(default), "split_k": 1, "split_k_fused": 1}, target, op)
     assert isinstance(fused_alone, Rejection) and fused_alone.rule == "split_k_fused_on_gemv"
+    (split,) = [k for k in space.knobs if k.name == "split_k"]
+    assert split.high == min(512, -(-op.k // 8))  # no K slice shorter than one BK step
+
+
+def test_gemv_vec_above_the_alignment_of_b_is_one_kernel():
+    """B is read min(vec, align_b) wide: for an odd N every vec is the same kernel, one key (no re-measuring)."""
+    op = tiledsl.GemmOp(1, 4095, 4095, align_a=1, align_b=1, align_c=1)  # what tiledsl.gemm sees for N = 4095
+    space = GEMM_SPACE.for_op(op)
+    t = tiledsl.Target.known("H200")
+    keys = {schedule_key(space.build({**space.from_schedule(space.seeds(op, t)[0]), "vec_log2": v}, t, op))
+            for v in (0, 1, 2)}
+    assert len(keys) == 1
 
 
 def test_more_rows_keep_the_tiled_space():

@@ -476,6 +476,7 @@ def explain_gemm(op, s, target: Target, kernel=None):
                  "no shared memory, no barrier in the K loop (tiledsl/costmodel/gemv.py)")
     if kernel is not None and kernel.spill_bytes:
         lines += (f"ptxas reports {kernel.spill_bytes} bytes of spills: local-memory traffic slows the K loop",)
+    occ, wv = (gv.occupancy, gv.waves) if gv is not None else (g.occupancy, g.waves)
     return Report("gemm", op, s, target, flops, levels, compute_s, c["fp32_flops_per_s"].value,
-                  c["fp32_flops_per_s"].source, g.occupancy, g.waves, predicted, bound, terms,
+                  c["fp32_flops_per_s"].source, occ, wv, predicted, bound, terms,
                   dict(expressions(s.kernel)), lines)

@@ -1,6 +1,10 @@
 """Time of the GEMV-style GEMM kernel (``kernel='gemv'``, ``tiledsl/gemm/emit_gemv.py``): B streamed once at the
 rate its loads in flight allow (Little's law), plus the split-K workspace, the launches and the fused sum.
 
+A thread holds at most ``unroll`` iterations in flight, and no more than its K slice has (a slice of ``k_slice``
+elements is ⌈k_slice / VA⌉ iterations of a row-major B's thread, ⌈k_slice / (32·VB)⌉ of a column-major B's warp,
+whose lanes past ⌈k_slice / VB⌉ have nothing to load).
+
 The kernel keeps no tiles in shared memory and has no barrier in its loop: each thread walks its K slice with
 ``unroll`` iterations' loads of B in flight (a row-major B: ``VA·VB`` elements per iteration and thread; a
 column-major B: ``rn·VB``). With R blocks resident at once (blocks per SM from registers and threads, times the SMs,
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 
 from .. import dtypes
 from ..gemm.kernel_plan import gemv_widths, plan_gemm
-from ..occupancy import occupancy
+from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
 
 GEMV_EFFECTIVE_LATENCY_S = 3.5e-6
@@ -30,9 +34,9 @@ GEMV_EFFECTIVE_LATENCY_S = 3.5e-6
 under 1 µs): it absorbs that ptxas keeps fewer of the unrolled iterations' loads in flight than the source allows.
 Fitted on the GEMV sweeps measured on the H200 (2026-12-02; ``python benchmarks/costmodel_gemv.py``,
 ``benchmarks/results/costmodel_gemv_h200_2026-12-02.json``): over four sweeps of 13–68 products, each timed under
-3–9 schedules, the schedule the model ranks first was 2.0–3.3 % slower than the measured best (geomean per sweep)
-at 3–4 µs, 1.4–9.2 % at 2 µs, and 5.0–13.2 % with the tiled kernels' pipeline model it replaced
-(``docs/costmodel.md``)."""
+3–8 distinct schedules, the schedule the model ranks first was 2.0–3.4 % slower than the measured best (geomean per
+sweep, ties counted fairly) at 3–4 µs, 1.7–9.2 % at 2 µs, and 5.0–7.3 % with the tiled kernels' pipeline model it
+replaced (``docs/costmodel.md``)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class GemvTime:
         inflight_bytes: bytes of B in flight over the GPU then.
         resident_blocks: blocks running at once in the first wave.
         bound: "hbm" when that rate is HBM's, else "latency" (too few bytes in flight).
+        occupancy: blocks per SM (registers: ptxas's, or the estimate with the unroll's loads).
+        waves: the grid over those slots.
     """
 
     stream_s: float
@@ -55,6 +61,8 @@ class GemvTime:
     inflight_bytes: float
     resident_blocks: int
     bound: str
+    occupancy: Occupancy
+    waves: Waves
 
 
 def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | None = None) -> GemvTime:
@@ -67,22 +75,31 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     e = dtypes.get(op.dtype).itemsize
     p = plan_gemm(op, s, target)
     va, vb = gemv_widths(op, s)
-    per_iteration = (va * vb if op.layout_b == "row" else s.rn * vb) * e
+    k_slice = -(-op.k // (s.split_k * s.bk)) * s.bk  # the emitter's k_per_split
+    if op.layout_b == "row":  # a thread's iterations step VA along K
+        iterations, lanes = -(-k_slice // va), 1.0
+        per_iteration = va * vb * e
+    else:  # a warp's iterations step 32·VB along K; a slice shorter than that leaves lanes idle
+        iterations, lanes = -(-k_slice // (32 * vb)), min(32, -(-k_slice // vb)) / 32
+        per_iteration = s.rn * vb * e * lanes
+    in_flight = min(s.unroll, iterations)  # a short slice holds fewer iterations than the unroll allows
+    compiled = registers is not None
     if registers is None:
-        registers = min(255, p.est_registers + s.unroll * per_iteration // e)
-    per_sm = occupancy(target, s.bn, registers, 0).blocks_per_sm or 1
+        registers = min(255, p.est_registers + int(s.unroll * per_iteration / lanes) // e)
+    occ = occupancy(target, s.bn, registers, 0, "ptxas" if compiled else "estimate")
+    per_sm = occ.blocks_per_sm or 1
     blocks = p.grid[0] * p.grid[1] * p.grid[2]
     slots = per_sm * target.sm_count
     moved = op.k * op.n * e * p.grid[2] + op.m * op.k * e + op.m * op.n * dtypes.get(op.dtype).itemsize
     per_block = moved / blocks
 
     def rate(running: int) -> float:
-        return min(hbm_bytes_per_s, running * s.bn * s.unroll * per_iteration / GEMV_EFFECTIVE_LATENCY_S)
+        return min(hbm_bytes_per_s, running * s.bn * in_flight * per_iteration / GEMV_EFFECTIVE_LATENCY_S)
 
     full, last = divmod(blocks, slots)
     stream = full * slots * per_block / rate(slots) + (last * per_block / rate(last) if last else 0.0)
     resident = min(blocks, slots)
     ws = 2.0 * s.split_k * op.m * op.n * 4 / hbm_bytes_per_s if s.split_k > 1 else 0.0
     first = rate(resident)
-    return GemvTime(stream, ws, first, float(resident * s.bn * s.unroll * per_iteration), resident,
-                    "hbm" if first >= hbm_bytes_per_s else "latency")
+    return GemvTime(stream, ws, first, float(resident * s.bn * in_flight * per_iteration), resident,
+                    "hbm" if first >= hbm_bytes_per_s else "latency", occ, waves(blocks, target.sm_count, per_sm))

@@ -52,9 +52,9 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
     if op.layout_c == "col":
         return gemv_schedule(op, target), ("the GEMV-style kernel: the only one that writes a column-major C (a "
                                            "few-column product run as rows, runs_as_row)")
-    gemv_rows = GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]
-    if op.m <= gemv_rows:
-        return gemv_schedule(op, target), f"the GEMV-style kernel: M = {op.m} ≤ {gemv_rows} rows (GEMV_MAX_M)"
+    if runs_gemv(op):
+        return gemv_schedule(op, target), (f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows "
+                                           "(GEMV_MAX_M)")
     tall = tall_thin_schedule(op, target)
     if tall is not None:
         return tall, (f"the tall-thin rule (tall_thin_schedule): float32, N = {op.n} in {TALL_THIN_MIN_N}..64, "
@@ -281,6 +281,18 @@ on the H200 (``python benchmarks/gemv.py``, 2026-12-01, ``benchmarks/results/gem
 at 2.6-4.1 TB/s (0.90-1.13x cuBLAS, every dtype and layout); float32 with a row-major B stays ahead up to 16
 rows (0.84-2.77x); with a column-major B more rows fall behind (0.34-0.64x at 4-16 rows), and 16-bit inputs
 with more rows go to the tensor-core tiles."""
+
+
+def gemv_max_rows(op: GemmOp) -> int:
+    """The most rows of C for which ``schedule=None`` picks the GEMV-style kernel for ``op``'s dtype and B layout
+    (:data:`GEMV_MAX_M`; every precision: tf32 few-row products run exact on the GEMV kernel too)."""
+    return GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]
+
+
+def runs_gemv(op: GemmOp) -> bool:
+    """Whether the built-in choice for ``op`` is the GEMV-style kernel: a column-major C (a few-column product run
+    as rows), or at most :func:`gemv_max_rows` rows. The tuner searches that kernel's space exactly there."""
+    return op.layout_c == "col" or op.m <= gemv_max_rows(op)
 
 
 def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:

@@ -172,8 +172,9 @@ def canonical(op: GemmOp, s: GemmSchedule) -> GemmSchedule:
     max(align_a, align_b) gives the same loads: clamp it there, and set ``min_blocks`` to 1 where the
     emitter ignores it.
     """
-    if s.kernel == "gemv":  # its loads follow gemv_widths; the knobs it ignores keep their values
-        return s
+    if s.kernel == "gemv":  # B is read min(vec, align_b) wide (gemv_widths): clamp vec there; A's width follows
+        vec = min(s.vec, op.align_b)  # B's; the knobs the kernel ignores keep their values
+        return s if vec == s.vec else replace(s, vec=vec)
     va, vb = min(s.vec, op.align_a), min(s.vec, op.align_b)
     vec = min(s.vec, max(op.align_a, op.align_b))
     min_blocks = s.min_blocks if (va, vb) == (s.vec, s.vec) else 1
