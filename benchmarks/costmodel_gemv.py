@@ -34,6 +34,7 @@ import numpy as np
 import tiledsl
 from tiledsl.costmodel import gemm as cg
 from tiledsl.costmodel import gemv as gv
+from tiledsl.costmodel.ranking import spearman
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
@@ -85,8 +86,6 @@ def quality(groups, predict) -> dict:
     first pick is any of the schedules tied at its lowest prediction (``best_first`` is the chance that it is the
     best, the loss their mean), and the best is in the top 3 when fewer than 3 schedules are predicted strictly
     faster."""
-    from scipy.stats import spearmanr
-
     rhos, first, top3, loss = [], [], [], []
     for op, raw in groups:
         rows = _merged(raw)
@@ -96,7 +95,8 @@ def quality(groups, predict) -> dict:
         meas = np.array([ms for _, ms in rows])
         best = int(np.argmin(meas))
         tied = np.isclose(pred, pred.min(), rtol=1e-9, atol=0.0)
-        rhos.append(0.0 if tied.all() else float(spearmanr(pred, meas).statistic))  # constant: no ranking at all
+        rho = spearman(list(pred), list(meas))  # average ranks for ties; None where every prediction ties
+        rhos.append(0.0 if rho is None else rho)
         first.append(float(tied[best]) / int(tied.sum()))  # the chance that a pick among the tied is the best
         top3.append(int(np.sum(pred < pred[best] * (1 - 1e-9))) < 3)
         loss.append(float(np.mean(meas[tied])) / meas[best])
