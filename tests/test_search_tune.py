@@ -341,7 +341,8 @@ def test_model_only_exports_the_library_default_within_the_model_resolution(tmp_
 def test_fused_gemv_launcher_refuses_small_or_misaligned_buffers_before_launching(tmp_path):
     """The exported launcher of a GEMV that sums its own K slices sizes W and the tickets with
     tiledsl_split_k_workspace and returns cudaErrorInvalidValue, without launching, for a W or tickets buffer smaller
-    than that or a W not 16-byte aligned. Built with nvcc and run on the host: no GPU is reached."""
+    than that or a W not 16-byte aligned, and lets exact sizes through. Built with nvcc and run on the host: no kernel
+    runs (the exact case has M = 0, an empty grid)."""
     from search.export import write
 
     if shutil.which("nvcc") is None:
@@ -369,6 +370,12 @@ int main() {
               + (tiledsl_launch(0, 0, odd, 0, 4, 1000, 4096, 4096, 1000, 1000, 1.f, tk, w, t, 0)
                  == cudaErrorInvalidValue);
   std::printf("%d\\n", refused);
+  // the exact sizes for M = 0 pass the guard and reach the launch, refused by CUDA for its empty grid (or for the
+  // missing GPU), never as cudaErrorInvalidValue: nothing runs, whatever the machine
+  size_t w0 = 0, t0 = 0;
+  if (tiledsl_split_k_workspace(0, 1000, &w0, &t0) != cudaSuccess) return 1;
+  std::printf("%d\\n", (int)(tiledsl_launch(0, 0, aligned, 0, 0, 1000, 4096, 4096, 1000, 1000, 1.f, tk, w0, t0, 0)
+                             != cudaErrorInvalidValue));
   return 0;
 }
 """)
@@ -378,9 +385,9 @@ int main() {
     assert r.returncode == 0, r.stderr
     out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    sizes, refused = out.stdout.split("\n")[:2]
+    sizes, refused, passed = out.stdout.split("\n")[:3]
     assert sizes == f"{8 * 4 * 1000 * 4} {2 * 1 * 4}"  # SPLIT_K·M·N floats; ceil(1000 / 512) · ceil(4 / 4) tickets
-    assert refused == "3"
+    assert refused == "3" and passed == "1"  # too small or misaligned: refused; exact: past the guard
 
 
 def test_a_few_rows_tune_searches_and_exports_the_gemv_kernel(tmp_path, cache, capsys):
