@@ -53,18 +53,11 @@ def shapes() -> list[tuple[int, int, int, str, bool]]:
     return out + [(m, n, k, "TT", True) for m, n, k in ROWS]
 
 
-def split_for(op, s, target, per_sm: int) -> int:
-    """The K slices giving about ``per_sm`` blocks per SM (``gemv_schedule``'s formula with ``per_sm`` for its 4)."""
-    from tiledsl.gemm.family import GEMV_MAX_SPLIT
-    from tiledsl.gemm.kernel_plan import plan_gemm
-
-    cols = plan_gemm(op, replace(s, split_k=1, split_k_fused=False), target).grid[0]
-    return max(1, min(GEMV_MAX_SPLIT, -(-per_sm * target.sm_count // cols), op.k // 64))
-
-
 def variants(base, op, target, family: str) -> dict:
     """name -> GEMV schedule (module docstring); ``family`` "fused" (the split-K summed in the kernel) or "two"
     (the split-K kernel, at 1, 2, 4 and 8 blocks per SM, with all or a quarter of the threads per block)."""
+    from tiledsl.gemm.family import gemv_split
+
     out = {"two": replace(base, split_k_fused=False)}
     if family == "two":
         for div in (1, 4):
@@ -74,11 +67,11 @@ def variants(base, op, target, family: str) -> dict:
                 if (div, per_sm) == (1, 4):
                     continue  # the base
                 s = replace(base, bn=base.bn // div)
-                out[f"two bn/{div} {per_sm}/SM"] = replace(s, split_k=split_for(op, s, target, per_sm))
+                out[f"two bn/{div} {per_sm}/SM"] = replace(s, split_k=gemv_split(op, s, target, per_sm))
         return out
     if op.layout_b == "col" and base.bn < 256:  # the pick before GEMV_FUSED_COLUMN_B: 8 warps, the split-K kernel
         s = replace(base, bn=256, split_k=1, split_k_fused=False)
-        out["two bn=256"] = replace(s, split_k=split_for(op, s, target, 4))
+        out["two bn=256"] = replace(s, split_k=gemv_split(op, s, target))
     if base.split_k > 1:
         out["fused"] = replace(base, split_k_fused=True)
     if base.split_k > 3:
@@ -88,7 +81,7 @@ def variants(base, op, target, family: str) -> dict:
     for div in (2, 4):
         if base.bn // div >= 32:
             s = replace(base, bn=base.bn // div)
-            split = split_for(op, s, target, 4)
+            split = gemv_split(op, s, target)
             out[f"fused bn/{div}"] = replace(s, split_k=split, split_k_fused=split > 1)
     return out
 

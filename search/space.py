@@ -458,16 +458,14 @@ def _gemv_params(s) -> dict | None:
 def _gemv_seeds(op, target) -> list:
     """The library's pick (``tiledsl.gemm.family.gemv_schedule``), then around it: 64, 128 and 256 threads, the K
     slices for about 1, 2, 4 and 8 blocks per SM, unroll 2 and 8, each slice count > 1 with both ways of summing."""
-    from tiledsl.gemm.family import GEMV_MAX_SPLIT, gemv_schedule
-    from tiledsl.gemm.kernel_plan import plan_gemm
+    from tiledsl.gemm.family import gemv_schedule, gemv_split
 
     base = gemv_schedule(op, target)
     cands = [base]
     for bn, unroll in itertools.product((128, 256, 64), (base.unroll, 8, 2)):
         one = replace(base, bn=bn, unroll=unroll, split_k=1, split_k_fused=False)
-        cols = plan_gemm(op, one, target).grid[0]
         for per_sm in (4, 2, 1, 8):
-            split = max(1, min(GEMV_MAX_SPLIT, -(-per_sm * target.sm_count // cols), op.k // 64))
+            split = gemv_split(op, one, target, per_sm)
             for fused in ((False, True) if split > 1 else (False,)):
                 cands.append(replace(one, split_k=split, split_k_fused=fused))
     return _valid_seeds("gemm", cands, op, target, _gemv_params)
@@ -481,10 +479,6 @@ per warp, K slices and how they are summed. ``rows_log2`` is pinned to the op's 
 for a row-major B (it reads one column per thread lane), ``split_k`` capped at ceil(K / 8)."""
 
 
-def _gemv_rows_log2(m: int) -> int:
-    return max(m - 1, 0).bit_length() if m <= 16 else 4
-
-
 def _gemm_specialize(space: Space, op) -> Space:
     """The GEMV space where ``schedule=None`` runs the GEMV-style kernel (few rows of C), pinned to the op's rows;
     the tensor-core space for 16-bit inputs and for tf32 (TMA kernels only where ``tiledsl.tma.available``);
@@ -492,10 +486,10 @@ def _gemm_specialize(space: Space, op) -> Space:
     import dataclasses
 
     from tiledsl import tma
-    from tiledsl.gemm.family import runs_gemv
+    from tiledsl.gemm.family import gemv_block_rows, runs_gemv
 
     if runs_gemv(op):  # exactly where builtin_choice picks the GEMV kernel
-        pins = {"rows_log2": _gemv_rows_log2(op.m)}
+        pins = {"rows_log2": _log2(gemv_block_rows(op.m))}
         if op.layout_b == "row":
             pins["rn_log2"] = 0
         pinned = _pin(GEMM_GEMV_SPACE, pins)

@@ -199,7 +199,7 @@ def _fused_arrival(w: Writer) -> None:
 
 def _fused_sum_row_b(w: Writer, vb: int) -> None:
     """Emit acc = the sum of the SPLIT_K slices' partial sums of the thread's own BM×VB elements, in slice order."""
-    vt = {1: "float", 2: "float2", 4: "float4"}[vb]
+    vt = VEC_TYPES.get(("float", vb), "float")  # the float32 workspace, VB wide
     w("// the sum of every slice's partial sums of this thread's elements, in slice order (the same order whichever",
       "// block arrives last: deterministic); read through L2, where the other SMs wrote them")
     with w.block("if (gn < N)"):

@@ -302,15 +302,27 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     the split-K workspace, split·M·N float32 written and read once, is at most M/64 ≤ 1/4 of B's K·N elements);
     ``unroll`` :data:`GEMV_ROW_B_UNROLL` for float32 with a row-major B; one float32 row times a column-major B
     takes 4 warps per block and sums its K slices in the kernel (:data:`GEMV_FUSED_COLUMN_B`)."""
-    bm = min(16, 1 << max(op.m - 1, 0).bit_length())
+    bm = gemv_block_rows(op.m)
     row_b = op.layout_b == "row"
     fused_row = GEMV_FUSED_COLUMN_B and not row_b and bm == 1 and op.dtype == "float32"
     base = GemmSchedule(kernel="gemv", bm=bm, bn=128 if row_b or fused_row else 256, vec=4,
                         unroll=GEMV_ROW_B_UNROLL if row_b and op.dtype == "float32" else 2 if bm <= 4 else 1,
                         rn=1 if row_b or bm == 1 else min(4, 64 // bm))  # rn: columns per warp (column-major B)
-    col_blocks = plan_gemm(op, base, target).grid[0]
-    split = max(1, min(GEMV_MAX_SPLIT, -(-4 * target.sm_count // col_blocks), op.k // 64))
+    split = gemv_split(op, base, target)
     return base if split == 1 else replace(base, split_k=split, split_k_fused=fused_row)
+
+
+def gemv_block_rows(m: int) -> int:
+    """Rows of C per block of :func:`gemv_schedule` (``bm``): M rounded up to a power of two, at most 16."""
+    return min(16, 1 << max(m - 1, 0).bit_length())
+
+
+def gemv_split(op: GemmOp, s: GemmSchedule, target: Target, blocks_per_sm: int = 4) -> int:
+    """The K slices :func:`gemv_schedule` gives the GEMV schedule ``s`` (its block width and rows as they are):
+    enough for about ``blocks_per_sm`` blocks per SM over ``s``'s blocks of columns, at most :data:`GEMV_MAX_SPLIT`,
+    each slice at least 64 deep (the search seeds and ``benchmarks/gemv_fused.py`` vary ``blocks_per_sm``)."""
+    col_blocks = plan_gemm(op, replace(s, split_k=1, split_k_fused=False), target).grid[0]
+    return max(1, min(GEMV_MAX_SPLIT, -(-blocks_per_sm * target.sm_count // col_blocks), op.k // 64))
 
 
 GEMV_ROW_B_UNROLL = 8
