@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import json
 import shlex
 import sys
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"  # workload shapes; provenance in data/SOURCES.md
+
+
+def workload_shapes() -> dict[tuple[int, int, int, str], str]:
+    """Every distinct float32 product of ``data/deepbench_gemm.csv`` and ``data/llm_gemm.csv``: (M, N, K, layout) ->
+    its source, in file order. DeepBench's cuBLAS column-major flags map to the row-major layout tag as a_t = 1 ->
+    A row-major ("N"), a_t = 0 -> A column-major ("T"), the same for b_t and B; the LLM rows are NN."""
+    shapes: dict[tuple[int, int, int, str], str] = {}
+    with open(DATA / "deepbench_gemm.csv") as f:
+        for r in csv.DictReader(f):
+            layout = ("N" if r["a_t"] == "1" else "T") + ("N" if r["b_t"] == "1" else "T")
+            shapes.setdefault((int(r["m"]), int(r["n"]), int(r["k"]), layout), f"deepbench {r['source']}")
+    with open(DATA / "llm_gemm.csv") as f:
+        for r in csv.DictReader(f):
+            shapes.setdefault((int(r["m"]), int(r["n"]), int(r["k"]), "NN"), f"llm {r['model']}.{r['layer']}")
+    return shapes
 
 
 def bracketed(fn, vendor_fn, timer):

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from beside import gemm_op
+from beside import DATA, gemm_op, workload_shapes
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -30,7 +30,6 @@ from tiledsl.compile import nvrtc_version
 from tiledsl.gemm.family import rows_op, runs_as_row
 from tiledsl.timing import time_gpu
 
-DATA = Path(__file__).resolve().parent / "data"  # workload shapes; provenance in data/SOURCES.md
 SWEEP = {
     "sgemm_128x128_8x8": {},
     "128x128x8 w64x32": dict(wm=64, wn=32),
@@ -116,16 +115,7 @@ def _workloads(rng, record, max_n: int | None, m_range: tuple[int, int] | None =
     m_range)."""
     import cupy as cp
 
-    shapes = {}
-    with open(DATA / "deepbench_gemm.csv") as f:
-        for r in csv.DictReader(f):  # column-major convention, as in the samples above
-            key = (int(r["m"]), int(r["n"]), int(r["k"]), "N" if r["a_t"] == "1" else "T",
-                   "N" if r["b_t"] == "1" else "T")
-            shapes.setdefault(key, f"deepbench {r['source']}")
-    with open(DATA / "llm_gemm.csv") as f:
-        for r in csv.DictReader(f):
-            shapes.setdefault((int(r["m"]), int(r["n"]), int(r["k"]), "N", "N"), f"llm {r['model']}.{r['layer']}")
-    for (m, n, k, la, lb), source in shapes.items():
+    for (m, n, k, (la, lb)), source in workload_shapes().items():
         if (max_n is not None and n > max_n) or (m_range is not None and not m_range[0] <= m <= m_range[1]):
             continue
         a = rand((m, k), rng, "C" if la == "N" else "F")

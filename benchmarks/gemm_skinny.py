@@ -2,7 +2,10 @@
 
 Run on a GPU: ``python benchmarks/gemm_skinny.py --out benchmarks/results/gemm_skinny_h200.json`` (``--set tall``:
 the tall-thin DeepBench shapes, ``--out benchmarks/results/gemm_tall_h200.json``; ``--set wide``: short and
-wide ones, ``--out benchmarks/results/gemm_wide_h200.json``).
+wide ones, ``--out benchmarks/results/gemm_wide_h200.json``; ``--set subwave``: every data-set product whose
+``schedule=None`` tiled pick fills less than one wave, against stream-K tiles,
+``--out benchmarks/results/gemm_subwave_h200.json``; ``--set oddn``: the odd-N LM head at one and two blocks per
+SM, ``--out benchmarks/results/gemm_odd_n_h200.json``).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
 and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
@@ -18,7 +21,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from beside import gemm_beside_cublas, gemm_op, gemm_operands, write_results
+from beside import gemm_beside_cublas, gemm_op, gemm_operands, workload_shapes, write_results
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -88,8 +91,49 @@ def _wide_schedules() -> dict:
     return out
 
 
+def _subwave_shapes(target) -> list:
+    """The data sets' float32 products (M, N > 16, not run as rows) whose ``schedule=None`` pick is a tiled kernel
+    with fewer tiles of C than the device holds at two blocks per SM (K slices not counted)."""
+    from tiledsl.gemm.family import runs_as_row
+
+    out = []
+    for (m, n, k, layout) in workload_shapes():
+        op = gemm_op(m, n, k, layout)
+        if m <= 16 or n <= 16 or runs_as_row(op, target):
+            continue
+        s = tiledsl.plan(op, device=target).schedule
+        if s.kernel == "tiled" and -(-m // s.bm) * -(-n // s.bn) < 2 * target.sm_count:
+            out.append((m, n, k, layout))
+    return out
+
+
+def _subwave_schedules() -> dict:
+    """Stream-K over every SM with the tiles the tuner picked for 1024×700×512 (64×64, 256×64) and the short-wide
+    rule's 64×128, beside a 128×128 one."""
+    return {"schedule=None": None,
+            "64x128x16 t4x8 streamk": dict(bm=64, bn=128, bk=16, rm=4, rn=8, unroll=16, stream_k=True),
+            "64x64x16 t4x8 w64x16 streamk": dict(bm=64, bn=64, bk=16, rm=4, rn=8, wm=64, wn=16, unroll=8,
+                                                 stream_k=True),
+            "256x64x8 t16x8 streamk": dict(bm=256, bn=64, bk=8, rm=16, rn=8, unroll=8, stream_k=True),
+            "128x128x8 t8x8 streamk": dict(bm=128, bn=128, bk=8, rm=8, rn=8, unroll=8, stream_k=True)}
+
+
+ODD_N_SHAPES = [(128, 50257, 768, "NN"), (2048, 50257, 768, "NN"), (128, 50256, 768, "NN")]
+T8 = dict(bm=128, bn=128, bk=8, rm=8, rn=8, unroll=8)
+ODD_N_SCHEDULES = {
+    "schedule=None": None,
+    "128x128x8 sk2 1 block/SM": dict(T8, split_k=2, min_blocks=1),
+    "128x128x8 sk2 2 blocks/SM": dict(T8, split_k=2, min_blocks=2),
+    "128x128x8 2 blocks/SM": dict(T8, min_blocks=2),
+    "128x128x8 w16x128 2 blocks/SM": dict(T8, wm=16, wn=128, min_blocks=2),
+    "128x128x8 w16x128 1 block/SM": dict(T8, wm=16, wn=128, min_blocks=1),
+}
+"""GPT-2's LM head (N = 50257, odd: B and C load and store one element at a time) at 1 and 2 blocks per SM, beside
+N = 50256."""
+
 SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules()),
-        "wide": (WIDE_SHAPES, _wide_schedules())}
+        "wide": (WIDE_SHAPES, _wide_schedules()), "subwave": (_subwave_shapes, _subwave_schedules()),
+        "oddn": (ODD_N_SHAPES, ODD_N_SCHEDULES)}
 
 
 def main() -> int:
@@ -101,6 +145,8 @@ def main() -> int:
     import cupy as cp
 
     shapes, schedules = SETS[args.set]
+    if callable(shapes):
+        shapes = shapes(target)
     rng = np.random.default_rng(0)
     rows = []
     for m, n, k, layout in shapes:

@@ -16,7 +16,9 @@ run as rows (Cᵀ = Bᵀ·Aᵀ; both operands column-major, "TT"), among them th
 
 With ``--family two`` (``benchmarks/results/gemv_split_h200.json``): the split-K kernel only, ``two bn/D P/SM`` with
 all (D = 1) or a quarter (D = 4) of the threads per block and the K slices for about P = 1, 2, 4 (the pick) or 8
-blocks per SM; products with a row-major B only.
+blocks per SM; products with a row-major B only. With ``--family depth``
+(``benchmarks/results/gemv_depth_h200.json``): ``two bn/D depthS``, the K slices for about four blocks per SM but
+each at least S = 64 (the pick), 32, 16 or 8 deep, with all or a quarter of the threads per block.
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -59,6 +61,16 @@ def variants(base, op, target, family: str) -> dict:
     from tiledsl.gemm.family import gemv_split
 
     out = {"two": replace(base, split_k_fused=False)}
+    if family == "depth":
+        for div in (1, 4):
+            if base.bn // div < 32:
+                continue
+            for depth in (64, 32, 16, 8):
+                if (div, depth) == (1, 64):
+                    continue  # the base
+                s = replace(base, bn=base.bn // div)
+                out[f"two bn/{div} depth{depth}"] = replace(s, split_k=gemv_split(op, s, target, min_depth=depth))
+        return out
     if family == "two":
         for div in (1, 4):
             if base.bn // div < 32:
@@ -123,16 +135,17 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/gemv_fused_h200.json")
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
-    ap.add_argument("--family", choices=("fused", "two"), default="fused",
+    ap.add_argument("--family", choices=("fused", "two", "depth"), default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
-                         "kernel at several slice counts and block widths (row-major x and W only)")
+                         "kernel at several slice counts and block widths (row-major x and W only); depth: the "
+                         "split-K kernel with K slices as shallow as 32, 16 or 8 (row-major x and W only)")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
     todo = shapes()
     if args.layouts:
         todo = [t for t in todo if t[3] in args.layouts]
-    if args.family == "two":
+    if args.family in ("two", "depth"):
         todo = [t for t in todo if t[3] != "NT"]
     if args.quick:
         todo = [t for i, t in enumerate(todo) if t[4] or i % 4 == 0]

@@ -791,6 +791,53 @@ def test_short_wide_rule_stays_inside_its_class(op):
     assert short_wide_schedule(op, tiledsl.Target.known("H200")) is None
 
 
+@pytest.mark.parametrize("m,n,k,layout", [(1024, 700, 512, ("col", "col")), (1024, 700, 512, ("row", "col")),
+                                          (2048, 768, 768, ("row", "row")), (128, 14336, 4096, ("row", "row")),
+                                          (2560, 128, 2560, ("row", "col")), (512, 1500, 1536, ("col", "col"))])
+def test_sub_wave_rule_takes_stream_k_on_the_128x128_tile(m, n, k, layout):
+    from tiledsl.gemm.family import SUB_WAVE_PRESET, builtin_choice
+
+    op = GemmOp(m, n, k, layout_a=layout[0], layout_b=layout[1])
+    s, why = builtin_choice(op, tiledsl.Target.known("H200"))
+    assert s == tiledsl.preset("gemm", SUB_WAVE_PRESET) and s.stream_k and (s.bm, s.bn, s.bk) == (128, 128, 8)
+    assert "sub-wave rule" in why
+
+
+@pytest.mark.parametrize("op", [
+    GemmOp(7680, 128, 2560, layout_a="col", layout_b="col"),  # tall (M ≥ 32·N): the estimate's 256×128 split-K
+    GemmOp(4096, 128, 4096),                                 # M = 32·N exactly: still tall
+    GemmOp(128, 1500, 1280, layout_a="col", layout_b="col"),  # 12 tiles: under SUB_WAVE_MIN_TILES
+    GemmOp(128, 32000, 4096),                                # 250 tiles: more than one per SM
+    GemmOp(100, 4096, 4096), GemmOp(4096, 127, 4096),        # a side under 128
+    GemmOp(1024, 700, 512, dtype="float16"), GemmOp(1024, 700, 512, precision="tf32")])
+def test_sub_wave_rule_stays_inside_its_class(op):
+    from tiledsl.gemm.family import sub_wave_schedule
+
+    assert sub_wave_schedule(op, tiledsl.Target.known("H200")) is None
+
+
+def test_sub_wave_rule_comes_after_the_short_wide_rule():
+    from tiledsl.gemm.family import SHORT_WIDE_PRESET, builtin_schedule, sub_wave_schedule
+
+    h200 = tiledsl.Target.known("H200")
+    op = GemmOp(176, 1500, 1408, layout_a="col", layout_b="col")  # in both classes: the short-wide rule was measured
+    assert sub_wave_schedule(op, h200) is not None
+    assert builtin_schedule(op, h200) == tiledsl.preset("gemm", SHORT_WIDE_PRESET)
+
+
+def test_gemv_slices_go_shallower_only_with_sixteen_rows():
+    from tiledsl.gemm.family import GEMV_MIN_DEPTH, gemv_min_depth, gemv_schedule
+
+    h200 = tiledsl.Target.known("H200")
+    assert GEMV_MIN_DEPTH == {16: 32} and gemv_min_depth(8) == 64
+    # 768 columns are two blocks of 512; about four blocks per SM would need 264 slices: K / depth caps them
+    assert gemv_schedule(GemmOp(16, 768, 768), h200).split_k == 768 // 32
+    assert gemv_schedule(GemmOp(9, 768, 768), h200).split_k == 768 // 32  # 9 rows: a block of 16
+    for m in (1, 4, 8):
+        assert gemv_schedule(GemmOp(m, 768, 768), h200).split_k == 768 // 64
+    assert gemv_schedule(GemmOp(16, 50257, 768), h200).split_k < 768 // 32  # many column blocks: depth not binding
+
+
 # ---- few columns run as rows: Cᵀ = Bᵀ·Aᵀ on the GEMV kernel, into a column-major Cᵀ ------------------------------
 
 

@@ -63,6 +63,11 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
     if wide is not None:
         return wide, (f"the short-wide rule (short_wide_schedule): float32, M = {op.m} in {SHORT_WIDE_M[0]}.."
                       f"{SHORT_WIDE_M[1]}, N = {op.n} ≥ {SHORT_WIDE_MIN_N}, under one wave of 64×128 tiles")
+    sub = sub_wave_schedule(op, target)
+    if sub is not None:
+        return sub, (f"the sub-wave rule (sub_wave_schedule): float32, M and N ≥ {SUB_WAVE_MIN_SIDE}, M < "
+                     f"{SUB_WAVE_TALL}·N, {_ceil_div(op.m, sub.bm) * _ceil_div(op.n, sub.bn)} tiles of "
+                     f"{sub.bm}×{sub.bn} in {SUB_WAVE_MIN_TILES}..{target.sm_count} (SMs): stream-K")
     return _estimate_choice(op, target), "the estimate over the presets × split-K (builtin_schedule)"
 
 
@@ -169,6 +174,36 @@ def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     if base is None or _ceil_div(op.m, base.bm) * _ceil_div(op.n, base.bn) >= 2 * target.sm_count:
         return None
     return base
+
+
+SUB_WAVE_PRESET = "sub_wave_128x128_8x8_stream_k"
+"""Products whose 128×128 grid is under one wave (:func:`sub_wave_schedule`)."""
+SUB_WAVE_MIN_SIDE, SUB_WAVE_MIN_TILES, SUB_WAVE_TALL = 128, 16, 32
+"""The class :func:`sub_wave_schedule` was measured on: M and N ≥ 128, at least 16 tiles of 128×128 (12 and 14 lost
+up to 7 %), and M < 32·N (7680×128: the estimate's 256×128 split-K pick ran 0.96× cuBLAS, stream-K 0.85–0.88×)."""
+
+
+def sub_wave_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
+    """The shape-class rule for float32 products (IEEE, FMA units) whose 128×128 grid is under one wave: M and N ≥
+    :data:`SUB_WAVE_MIN_SIDE`, M < :data:`SUB_WAVE_TALL`·N, and :data:`SUB_WAVE_MIN_TILES` to one tile per SM of
+    128×128; None for other ops (and for the tall-thin and short-wide classes, whose rules come first).
+
+    Stream-K on the 128×128×8 tile (:data:`SUB_WAVE_PRESET`) shares the K iterations of those few tiles among all
+    SMs, where split-K's even slices either leave SMs idle or (short K) stop the estimate from splitting at all:
+    1024×700×512 got 88 tiles of 128×64 and no split. Measured on the H200 against the generic estimate's picks, on
+    every data-set product whose pick was under one wave (``python benchmarks/gemm_skinny.py --set subwave``,
+    benchmarks/results/gemm_subwave_h200.json, 2026-12-02): on the 32 products of the class, geomean 0.85 → 0.94×
+    cuBLAS, lowest 0.56 → 0.83 (1024×700×512 TT 0.56 → 0.88, NT 0.60 → 0.94; 2048×768×768 0.75 → 0.92;
+    128×14336×4096 0.78 → 0.91; 2560×128×2560 0.79 → 1.05); none lost more than 3 %.
+    """
+    if not (op.dtype == "float32" and op.precision == "ieee" and min(op.m, op.n) >= SUB_WAVE_MIN_SIDE
+            and op.m < SUB_WAVE_TALL * op.n):
+        return None
+    base = registry.presets(GEMM).get(SUB_WAVE_PRESET)
+    if base is None:  # a shipped preset that failed its check (warned when the presets were read)
+        return None
+    tiles = _ceil_div(op.m, base.bm) * _ceil_div(op.n, base.bn)
+    return base if SUB_WAVE_MIN_TILES <= tiles <= target.sm_count else None
 
 
 def _applies(s: GemmSchedule, op: GemmOp, target: Target) -> bool:
@@ -298,8 +333,9 @@ def runs_gemv(op: GemmOp) -> bool:
 def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """The GEMV-style schedule for ``op`` (few rows M) on ``target``: bm = M rounded up to a power of two
     (≤ 16); 128 threads of 4-wide columns (row-major B) or 8 warps of one column each (column-major B); the
-    K slices that give about four blocks per SM (at most :data:`GEMV_MAX_SPLIT`), each slice at least 64 deep (so
-    the split-K workspace, split·M·N float32 written and read once, is at most M/64 ≤ 1/4 of B's K·N elements);
+    K slices that give about four blocks per SM (at most :data:`GEMV_MAX_SPLIT`), each slice at least 64 deep, 32 for
+    sixteen rows (:func:`gemv_min_depth`; so the split-K workspace, split·M·N float32 written and read once, is at
+    most M/64 ≤ 1/4 of B's K·N elements, 16/32 = 1/2 with sixteen rows);
     ``unroll`` :data:`GEMV_ROW_B_UNROLL` for float32 with a row-major B; one float32 row times a column-major B
     takes 4 warps per block and sums its K slices in the kernel (:data:`GEMV_FUSED_COLUMN_B`)."""
     bm = gemv_block_rows(op.m)
@@ -317,12 +353,31 @@ def gemv_block_rows(m: int) -> int:
     return min(16, 1 << max(m - 1, 0).bit_length())
 
 
-def gemv_split(op: GemmOp, s: GemmSchedule, target: Target, blocks_per_sm: int = 4) -> int:
+def gemv_split(op: GemmOp, s: GemmSchedule, target: Target, blocks_per_sm: int = 4,
+               min_depth: int | None = None) -> int:
     """The K slices :func:`gemv_schedule` gives the GEMV schedule ``s`` (its block width and rows as they are):
     enough for about ``blocks_per_sm`` blocks per SM over ``s``'s blocks of columns, at most :data:`GEMV_MAX_SPLIT`,
-    each slice at least 64 deep (the search seeds and ``benchmarks/gemv_fused.py`` vary ``blocks_per_sm``)."""
+    each slice at least ``min_depth`` deep (None: :func:`gemv_min_depth` of ``s.bm``; the search seeds and
+    ``benchmarks/gemv_fused.py`` vary ``blocks_per_sm`` and ``min_depth``)."""
+    depth = gemv_min_depth(s.bm) if min_depth is None else min_depth
     col_blocks = plan_gemm(op, replace(s, split_k=1, split_k_fused=False), target).grid[0]
-    return max(1, min(GEMV_MAX_SPLIT, -(-blocks_per_sm * target.sm_count // col_blocks), op.k // 64))
+    return max(1, min(GEMV_MAX_SPLIT, -(-blocks_per_sm * target.sm_count // col_blocks), op.k // depth))
+
+
+GEMV_MIN_DEPTH = {16: 32}
+"""Rows per block (``bm``) -> the shallowest K slice :func:`gemv_split` makes (64 for other ``bm``). Measured on the
+H200 (``python benchmarks/gemv_fused.py --family depth``, 2026-12-02, ``benchmarks/results/gemv_depth_h200.json``,
+the split-K kernel at slices at least 64, 32, 16 or 8 deep): over the LLM set's 17 (N, K) as x @ W with sixteen rows
+the geomean ratio to cuBLAS went 1.09 → 1.15 at 32 (16×768×768 0.60 → 0.80, 16×2304×768 0.87 → 1.13, 16×768×3072
+0.84 → 1.01; one loss over 2 %, 16×4096×4096 2.07 → 1.87); with four rows 1.37 → 1.38, with one 0.94 → 0.93
+(1×1024×4096 0.94 → 0.86), and DeepBench's one-column products as rows 0.93 → 0.95 with losses to 6 %: those keep
+64. Shallower slices help only where K / 64 capped the split, and a block of sixteen rows does sixteen times the
+FMAs of one row for each element of B it loads."""
+
+
+def gemv_min_depth(bm: int) -> int:
+    """The shallowest K slice of a GEMV schedule with ``bm`` rows per block (:data:`GEMV_MIN_DEPTH`, else 64)."""
+    return GEMV_MIN_DEPTH.get(bm, 64)
 
 
 GEMV_ROW_B_UNROLL = 8
