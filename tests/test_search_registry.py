@@ -71,3 +71,30 @@ def test_store_replaces_the_record_of_the_same_op(cache):
     path = registry.store("gemm", OP, H200, s2)
     assert len(json.loads(path.read_text())["records"]) == 1
     assert registry.lookup("gemm", OP, H200) == s2
+
+
+@pytest.mark.parametrize("family", ["gemm", "reduce", "transpose"])
+def test_every_shipped_record_still_applies_where_it_was_tuned(family):
+    """A shipped record whose kernel source changed since tuning (SHA-256), or whose schedule no longer validates,
+    would be skipped silently by ``schedule=None`` on the GPU it was measured on: fail here instead, on the CPU, by
+    checking each record against its own op, device and NVRTC version."""
+    fam = tiledsl.family.get(family)
+    path = registry.shipped_path(family, "sm_90")
+    records = json.loads(path.read_text())["records"]
+    for i, rec in enumerate(records):
+        op = fam.op_type.from_dict(rec["op"])
+        got = registry._why_not(fam, rec, op, tiledsl.Target.known(rec["device"]), tuple(rec["nvrtc"]))
+        assert not isinstance(got, str), f"{path} record {i}: {got}"
+        assert got == fam.schedule_type.from_dict(rec["schedule"])
+
+
+def test_the_shipped_sixteen_row_record_is_what_schedule_none_takes_with_its_nvrtc(monkeypatch):
+    """The GEMV record for 16×768×768 (a 60-trial tune on the H200 with NVRTC 13.0: 1.17× cuBLAS, against 0.81× for
+    the built-in pick) is found for the op tiledsl.gemm builds, and only with the NVRTC it was tuned with."""
+    op = tiledsl.GemmOp(16, 768, 768)
+    monkeypatch.setattr(registry, "_nvrtc", lambda: [13, 0])
+    s = registry.lookup("gemm", op, H200)
+    assert s is not None and (s.kernel, s.bm, s.bn, s.vec, s.unroll, s.split_k) == ("gemv", 16, 32, 2, 4, 61)
+    monkeypatch.setattr(registry, "_nvrtc", lambda: [12, 9])
+    sched, reasons = registry.lookup_explain("gemm", op, H200)
+    assert sched is None and any("tuned with NVRTC [13, 0], this is NVRTC [12, 9]" in r for r in reasons), reasons
