@@ -5,6 +5,22 @@ Each shape is tuned by its own ``search.tune`` process (the user's command; noth
 ``DIR/<name>/``; the table (shape, tiledsl, vendor library measured in the same run, ratio, command)
 is printed and written to ``DIR/tune_workloads.json``. With ``--ship`` the winners are added to
 ``schedules/<family>/sm90.json`` (the copies of those files are also written to DIR).
+
+``--data`` tunes every distinct float32 product of ``benchmarks/data/`` instead of the fixed list (311; the issue's
+"every DeepBench and LLM shape"). A product that ``schedule=None`` runs as the single row yᵀ = xᵀ·Aᵀ
+(``tiledsl.gemm.family.runs_as_row``, one column) is tuned as that row, on the GEMV kernel's space; one run as a few
+rows into a column-major Cᵀ is skipped (``search.tune``'s command line has no column-major C), with the reason in
+its row. A full pass takes hours, so ``--shard I/N`` takes every N-th product from the I-th, ``--budget SECONDS``
+stops starting tunes after that long (the table is written after every shape), and ``--resume`` keeps the rows of
+``DIR/tune_workloads.json`` that finished and tunes the rest: a pass can span several calls and machines.
+
+For every GEMM, after its tune, this process times three things in the same run on fresh data, each checked against
+a float64 product on a NaN-poisoned C first: ``tiledsl.gemm`` with ``schedule=None`` (the built-in choice or a
+shipped record; the tune's own record goes to a private store under ``DIR/store`` so that it cannot stand in for
+the default), the tuned schedule, and cuBLAS (``cupy.matmul``, timed before and after each and averaged;
+``tiledsl.timing.time_gpu``: CUDA events, warm-up, L2 flushed, median of 20). The summary gives the issue's
+figures: the tuned geomean against cuBLAS, how many defaults are within 10 % of the tuned kernel, and how many are
+below 0.7× cuBLAS.
 """
 
 from __future__ import annotations
@@ -12,12 +28,18 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from beside import bracketed, checked_call, device_gemm_operands, gemm_op, workload_shapes
 from gpu_check import gpu_or_exit
+
+import tiledsl
+from tiledsl.filestore import atomic_write
 
 # DeepBench rows (benchmarks/data/deepbench_gemm.csv; cuBLAS column-major flags mapped to tiledsl's
 # row-major layout tag: a_t=1 -> A row-major "N", a_t=0 -> A column-major "T"), LLM rows
@@ -33,6 +55,96 @@ WORKLOADS = [
     ("reduce", "llama7b_rmsnorm_norm2_2048x4096", ["--shape", "2048x4096", "--axis", "1", "--op", "norm2"]),
     ("transpose", "transpose_16384x16384", ["--shape", "16384x16384"]),
 ]
+DEFAULT_WITHIN, VENDOR_FLOOR = 1.10, 0.7
+"""The issue's bars: ``schedule=None`` within 10 % of the tuned kernel's time, and at least 0.7× cuBLAS."""
+TAG = {"row": "N", "col": "T"}
+
+
+def gemm_tune_args(m: int, n: int, k: int, layout: str, target) -> tuple[list[str] | None, str]:
+    """(``search.tune gemm`` shape arguments for the product ``schedule=None`` runs for (M, N, K, layout), or None,
+    and what is tuned): the product itself, or its single row yᵀ = xᵀ·Aᵀ where ``runs_as_row`` says so (N = 1);
+    None for a few columns run as rows into a column-major Cᵀ, which the command line cannot express."""
+    from tiledsl.gemm.family import rows_op, runs_as_row
+
+    op = gemm_op(m, n, k, layout)
+    if not runs_as_row(op, target):
+        return ["--m", str(m), "--n", str(n), "--k", str(k), "--layout", layout], "the product"
+    if n > 1:
+        return None, "skipped: run as rows into a column-major Cᵀ, which search.tune cannot express"
+    r = rows_op(op)
+    return (["--m", str(r.m), "--n", str(r.n), "--k", str(r.k), "--layout", TAG[r.layout_a] + TAG[r.layout_b]],
+            "its single row (runs_as_row)")
+
+
+def data_workloads() -> list[tuple[str, str, tuple[int, int, int, str]]]:
+    """(family, name, (M, N, K, layout)) of every distinct float32 product of the data sets, in file order."""
+    return [("gemm", f"{m}x{n}x{k}_{layout}", (m, n, k, layout)) for (m, n, k, layout) in workload_shapes()]
+
+
+def shard(items: list, spec: str) -> list:
+    """Every N-th of ``items`` from the I-th (``spec`` "I/N", 0 ≤ I < N).
+
+    Raises:
+        SystemExit: ``spec`` is not "I/N" with 0 ≤ I < N.
+    """
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        i, n = -1, 0
+    if not 0 <= i < n:
+        raise SystemExit(f"--shard {spec!r}: give I/N with 0 <= I < N, e.g. 0/4")
+    return items[i::n]
+
+
+def summary(rows: list[dict]) -> dict:
+    """The issue's figures over the rows that have them: geomean tuned / cuBLAS (speed ratio), the defaults within
+    :data:`DEFAULT_WITHIN` of the tuned kernel's time, those below :data:`VENDOR_FLOOR` × cuBLAS."""
+    done = [r for r in rows if r.get("default_s") and r.get("tuned_s") and r.get("vendor_s")]
+    if not done:
+        return {"products": 0}
+
+    def geomean(xs: list[float]) -> float:
+        return math.exp(sum(map(math.log, xs)) / len(xs))
+
+    return {"products": len(done),
+            "tuned_over_vendor_geomean": geomean([r["vendor_s"] / r["tuned_s"] for r in done]),
+            "default_over_vendor_geomean": geomean([r["vendor_s"] / r["default_s"] for r in done]),
+            "default_within_10pct_of_tuned": sum(r["default_s"] <= DEFAULT_WITHIN * r["tuned_s"] for r in done),
+            "default_below_0_7_vendor": sum(r["vendor_s"] / r["default_s"] < VENDOR_FLOOR for r in done),
+            "tuned_below_1_0_vendor": sum(r["vendor_s"] / r["tuned_s"] < 1.0 for r in done)}
+
+
+def compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
+    """Seconds of ``schedule=None``, of ``tuned`` (with ``as_row``, a one-column product's schedule for its row,
+    called on the row's operands through ``tiledsl.gemm`` as ``schedule=None`` does) and of cuBLAS, in this process,
+    each result checked first (module docstring)."""
+    import cupy as cp
+
+    from tiledsl.timing import time_gpu
+
+    a, b, ref, c = device_gemm_operands(m, n, k, layout)
+
+    def default() -> None:
+        tiledsl.gemm(a, b, c)
+
+    def mine() -> None:  # one column as a row: yᵀ = xᵀ·Aᵀ into the contiguous view c.T, as schedule=None runs it
+        if as_row:
+            tiledsl.gemm(b.T, a.T, c.T, schedule=tuned)
+        else:
+            tiledsl.gemm(a, b, c, schedule=tuned)
+
+    def vendor() -> None:
+        cp.matmul(a, b)
+
+    def timer(f) -> float:
+        return time_gpu(f, repeat=20).median_ms
+
+    what = f"{m}x{n}x{k} {layout}"
+    checked_call(default, c, ref, k, f"{what} schedule=None")
+    checked_call(mine, c, ref, k, f"{what} tuned")
+    default_ms, vendor_a = bracketed(default, vendor, timer)
+    tuned_ms, vendor_b = bracketed(mine, vendor, timer)
+    return {"default_s": default_ms / 1e3, "tuned_s": tuned_ms / 1e3, "vendor_s": (vendor_a + vendor_b) / 2e3}
 
 
 def main() -> int:
@@ -42,41 +154,78 @@ def main() -> int:
     ap.add_argument("--ship", action="store_true", help="add winners to schedules/<family>/sm90.json")
     ap.add_argument("--out", default="tune-out")
     ap.add_argument("--only", default="", help="comma-separated workload names")
+    ap.add_argument("--data", action="store_true", help="every distinct float32 product of benchmarks/data/")
+    ap.add_argument("--shard", default="0/1", help="I/N: every N-th workload from the I-th (default 0/1: all)")
+    ap.add_argument("--budget", type=float, default=None, help="seconds: start no tune after this long")
+    ap.add_argument("--resume", action="store_true", help="keep the finished rows of OUT/tune_workloads.json")
     args = ap.parse_args()
-    gpu_or_exit("benchmarks/tune_workloads.py")
+    if args.data and args.ship:
+        ap.error("--ship with --data: a shipped record would become the schedule=None it is compared with; "
+                 "ship winners from a run without --data")
+    todo = data_workloads() if args.data else [(f, name, a) for f, name, a in WORKLOADS]
+    todo = shard(todo, args.shard)
+    target = gpu_or_exit("benchmarks/tune_workloads.py")
+    import cupy as cp
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for family, name, shape_args in WORKLOADS:
-        if args.only and name not in args.only.split(","):
+    table = out / "tune_workloads.json"
+    rows: list[dict] = []
+    if args.resume and table.exists():
+        rows = [r for r in json.loads(table.read_text())["rows"] if r.get("rc") == 0 or r.get("skipped")]
+    done = {r["name"] for r in rows}
+    todo = [w for w in todo if w[1] not in done and (not args.only or w[1] in args.only.split(","))]
+    env = {**os.environ, "TILEDSL_CACHE_DIR": str(out / "store")}  # the tunes' records stay out of this process
+    start = dt.datetime.now()
+    for i, (family, name, spec) in enumerate(todo):
+        if args.budget is not None and (dt.datetime.now() - start).total_seconds() > args.budget:
+            print(f"budget of {args.budget:.0f} s spent: {len(todo) - i} workloads left for --resume")
+            break
+        shape_args, tuned_what = (gemm_tune_args(*spec, target) if args.data else (spec, "the product"))
+        row = {"family": family, "name": name, "tuned": tuned_what}
+        if shape_args is None:
+            rows.append({**row, "skipped": True})
+            _write(table, rows)
             continue
         cmd = [sys.executable, "-m", "search.tune", family, *shape_args, "--trials", str(args.trials),
                "--timeout", str(args.timeout), "--storage", f"sqlite:///{out / 'tune.db'}", "--no-progress",
                "--export", str(out / name)] + (["--ship"] if args.ship else [])
         t0 = dt.datetime.now()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wall = (dt.datetime.now() - t0).total_seconds()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        row.update(command="python -m search.tune " + " ".join(cmd[3:]), rc=proc.returncode,
+                   wall_s=(dt.datetime.now() - t0).total_seconds())
         rec_path = out / name / "schedule.json"
-        row = {"family": family, "name": name, "command": "python -m search.tune " + " ".join(cmd[3:]),
-               "rc": proc.returncode, "wall_s": wall}
         if proc.returncode == 0 and rec_path.exists():
             rec = json.loads(rec_path.read_text())
             m = rec.get("measured") or {}
             row.update(schedule=rec.get("schedule"), tiledsl_s=m.get("median_s"), vendor_s=m.get("vendor_s"),
                        ratio=(m["vendor_s"] / m["median_s"]) if m.get("vendor_s") and m.get("median_s") else None)
+            if family == "gemm" and args.data:
+                tuned = tiledsl.GemmSchedule.from_dict(rec["schedule"])
+                row.update(m=spec[0], n=spec[1], k=spec[2], layout=spec[3],
+                           **compare(*spec, tuned, tuned_what != "the product"))
+                cp.get_default_memory_pool().free_all_blocks()
         else:
             row["error"] = (proc.stderr or proc.stdout)[-800:]
         rows.append(row)
         ratio = f"{row['ratio']:.2f}" if row.get("ratio") else "-"
-        print(f"{name:36s} rc={proc.returncode} {wall:6.1f}s  tiledsl/vendor {ratio}", flush=True)
-        (out / "tune_workloads.json").write_text(json.dumps({"date": dt.date.today().isoformat(), "rows": rows},
-                                                            indent=1))
+        extra = (f"  schedule=None/cuBLAS {row['vendor_s'] / row['default_s']:.2f}  schedule=None/tuned "
+                 f"{row['tuned_s'] / row['default_s']:.2f}") if row.get("default_s") else ""
+        print(f"{name:36s} rc={proc.returncode} {row['wall_s']:6.1f}s  tiledsl/vendor {ratio}{extra}", flush=True)
+        _write(table, rows)
     if args.ship:
         for fam in ("gemm", "reduce", "transpose"):
             src = Path("schedules") / fam / "sm90.json"
             if src.exists():
                 shutil.copy(src, out / f"sm90_{fam}.json")
+    print(json.dumps(summary(rows), indent=1))
     return 0
+
+
+def _write(table: Path, rows: list[dict]) -> None:
+    """The table so far, with its summary (written after every shape: a killed run keeps what it measured)."""
+    atomic_write(table, json.dumps({"date": dt.date.today().isoformat(), "summary": summary(rows), "rows": rows},
+                                   indent=1))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import beside  # noqa: E402
+import pytest  # noqa: E402
 
 
 def test_bracketed_averages_the_vendor_runs_around_ours():
@@ -121,3 +122,40 @@ def test_costmodel_gemv_quality_figures_on_a_known_ranking():
     wrong = cgv.quality(groups, lambda o, s: float(s.split_k))
     assert wrong["mean_rho"] == pytest.approx(-1.0) and wrong["best_first"] == 0.0 and wrong["best_in_top3"] == 0.0
     assert wrong["pick_over_best"] == pytest.approx(4.0)
+
+
+def test_workload_shapes_are_the_data_sets_distinct_products():
+    shapes = beside.workload_shapes()
+    assert len(shapes) == 311  # the count every workloads table quotes
+    assert shapes[(35, 8457, 2560, "TT")].startswith("deepbench") and shapes[(16, 768, 768, "NN")].startswith("llm")
+    assert all(layout in ("NN", "NT", "TN", "TT") for (_, _, _, layout) in shapes)
+
+
+def test_tune_workloads_tunes_what_schedule_none_runs_and_shards_and_summarises():
+    import tune_workloads as tw
+
+    import tiledsl
+
+    h200 = tiledsl.Target.known("H200")
+    assert tw.gemm_tune_args(1024, 700, 512, "TT", h200) == (
+        ["--m", "1024", "--n", "700", "--k", "512", "--layout", "TT"], "the product")
+    # one column with K ≥ 1024 and a column-major A runs as the row yᵀ = xᵀ·Aᵀ: tuned as that row, 1 × M × K
+    assert tw.gemm_tune_args(128, 1, 1024, "TT", h200) == (
+        ["--m", "1", "--n", "128", "--k", "1024", "--layout", "NN"], "its single row (runs_as_row)")
+    args, why = tw.gemm_tune_args(7680, 4, 2560, "TT", h200)  # a few columns into a column-major Cᵀ
+    assert args is None and why.startswith("skipped")
+    work = tw.data_workloads()
+    assert len(work) == 311 and len({name for _, name, _ in work}) == 311
+    parts = [tw.shard(work, f"{i}/3") for i in range(3)]
+    assert sorted(sum(parts, []), key=work.index) == work and all(parts)
+    for bad in ("3/3", "x", "1/0", "-1/2"):
+        with pytest.raises(SystemExit, match="--shard"):
+            tw.shard(work, bad)
+    rows = [{"default_s": 1.0, "tuned_s": 1.0, "vendor_s": 1.0},    # default = tuned = cuBLAS
+            {"default_s": 2.0, "tuned_s": 1.0, "vendor_s": 1.0},    # default 2× the tuned kernel: 0.5× cuBLAS
+            {"default_s": 1.05, "tuned_s": 1.0, "vendor_s": 2.0},   # within 10 %, tuned 2× cuBLAS
+            {"skipped": True}]
+    s = tw.summary(rows)
+    assert s["products"] == 3 and s["default_within_10pct_of_tuned"] == 2 and s["default_below_0_7_vendor"] == 1
+    assert s["tuned_over_vendor_geomean"] == pytest.approx(2 ** (1 / 3)) and s["tuned_below_1_0_vendor"] == 0
+    assert tw.summary([{"skipped": True}]) == {"products": 0}
