@@ -60,8 +60,10 @@ def sweeps(target) -> dict[str, list[tuple[tiledsl.GemmOp, list]]]:
             if r.get("swap"):
                 continue
             op = _op(r["m"], r["n"], r["k"], r["layout"])
-            if "unroll" in r and "schedule" not in r:  # gemv_unroll.py: gemv_schedule's pick at each unroll
-                s = replace(gemv_schedule(op, target), unroll=r["unroll"])
+            if "unroll" in r and "schedule" not in r:  # gemv_unroll.py: the pick at each unroll, with the K slices
+                pick = gemv_schedule(op, target)
+                s = replace(pick, unroll=r["unroll"], split_k=r["split_k"],  # the slices it recorded
+                            split_k_fused=pick.split_k_fused and r["split_k"] > 1)
             elif r.get("schedule"):
                 s = tiledsl.GemmSchedule(**r["schedule"])
             else:

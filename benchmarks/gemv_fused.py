@@ -16,9 +16,11 @@ run as rows (Cᵀ = Bᵀ·Aᵀ; both operands column-major, "TT"), among them th
 
 With ``--family two`` (``benchmarks/results/gemv_split_h200.json``): the split-K kernel only, ``two bn/D P/SM`` with
 all (D = 1) or a quarter (D = 4) of the threads per block and the K slices for about P = 1, 2, 4 (the pick) or 8
-blocks per SM; products with a row-major B only. With ``--family depth``
-(``benchmarks/results/gemv_depth_h200.json``): ``two bn/D depthS``, the K slices for about four blocks per SM but
-each at least S = 64 (the pick), 32, 16 or 8 deep, with all or a quarter of the threads per block.
+blocks per SM, each slice at least 64 deep (the pick's depth when that file was measured); products with a row-major
+B only. With ``--family depth`` (``benchmarks/results/gemv_depth_h200.json``): ``two bn/D depthS``, the K slices
+for about four blocks per SM but each at least S = 64, 32, 16 or 8 deep, with all or a quarter of the threads per
+block. When that file was measured the pick was 64 deep, so its ``two bn/1 depth64`` variant was left out (the
+same schedule as ``two``); a run now names every depth, and ``two`` is 32 deep for sixteen rows.
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -56,30 +58,27 @@ def shapes() -> list[tuple[int, int, int, str, bool]]:
 
 
 def variants(base, op, target, family: str) -> dict:
-    """name -> GEMV schedule (module docstring); ``family`` "fused" (the split-K summed in the kernel) or "two"
-    (the split-K kernel, at 1, 2, 4 and 8 blocks per SM, with all or a quarter of the threads per block)."""
+    """name -> GEMV schedule (module docstring); ``family`` "fused" (the split-K summed in the kernel), "two"
+    (the split-K kernel, at 1, 2, 4 and 8 blocks per SM, with all or a quarter of the threads per block) or "depth"
+    (the split-K kernel with K slices at least 64, 32, 16 or 8 deep). Beside them "two" is the pick itself."""
     from tiledsl.gemm.family import gemv_split
 
     out = {"two": replace(base, split_k_fused=False)}
-    if family == "depth":
+    if family == "depth":  # every depth named, 64 included (the pick's since GEMV_MIN_DEPTH is 32 for 16 rows)
         for div in (1, 4):
             if base.bn // div < 32:
                 continue
             for depth in (64, 32, 16, 8):
-                if (div, depth) == (1, 64):
-                    continue  # the base
                 s = replace(base, bn=base.bn // div)
                 out[f"two bn/{div} depth{depth}"] = replace(s, split_k=gemv_split(op, s, target, min_depth=depth))
         return out
-    if family == "two":
+    if family == "two":  # slices at least 64 deep, as measured before GEMV_MIN_DEPTH (gemv_split_h200.json)
         for div in (1, 4):
             if base.bn // div < 32:
                 continue
             for per_sm in (1, 2, 4, 8):
-                if (div, per_sm) == (1, 4):
-                    continue  # the base
                 s = replace(base, bn=base.bn // div)
-                out[f"two bn/{div} {per_sm}/SM"] = replace(s, split_k=gemv_split(op, s, target, per_sm))
+                out[f"two bn/{div} {per_sm}/SM"] = replace(s, split_k=gemv_split(op, s, target, per_sm, 64))
         return out
     if op.layout_b == "col" and base.bn < 256:  # the pick before GEMV_FUSED_COLUMN_B: 8 warps, the split-K kernel
         s = replace(base, bn=256, split_k=1, split_k_fused=False)

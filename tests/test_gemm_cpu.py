@@ -793,7 +793,10 @@ def test_short_wide_rule_stays_inside_its_class(op):
 
 @pytest.mark.parametrize("m,n,k,layout", [(1024, 700, 512, ("col", "col")), (1024, 700, 512, ("row", "col")),
                                           (2048, 768, 768, ("row", "row")), (128, 14336, 4096, ("row", "row")),
-                                          (2560, 128, 2560, ("row", "col")), (512, 1500, 1536, ("col", "col"))])
+                                          (2560, 128, 2560, ("row", "col")), (512, 1500, 1536, ("col", "col")),
+                                          (4096, 128, 4096, ("row", "col")),   # M = 32·N: in (measured 0.79 → 0.84)
+                                          (128, 2048, 4096, ("row", "row")),   # 16 tiles: the fewest
+                                          (128, 16768, 4096, ("row", "row"))])  # 131 tiles: one fewer than SMs
 def test_sub_wave_rule_takes_stream_k_on_the_128x128_tile(m, n, k, layout):
     from tiledsl.gemm.family import SUB_WAVE_PRESET, builtin_choice
 
@@ -804,16 +807,32 @@ def test_sub_wave_rule_takes_stream_k_on_the_128x128_tile(m, n, k, layout):
 
 
 @pytest.mark.parametrize("op", [
-    GemmOp(7680, 128, 2560, layout_a="col", layout_b="col"),  # tall (M ≥ 32·N): the estimate's 256×128 split-K
-    GemmOp(4096, 128, 4096),                                 # M = 32·N exactly: still tall
+    GemmOp(7680, 128, 2560, layout_a="col", layout_b="col"),  # tall (M > 32·N): the estimate's 256×128 split-K
+    GemmOp(4097, 128, 4096),                                 # M = 32·N + 1
     GemmOp(128, 1500, 1280, layout_a="col", layout_b="col"),  # 12 tiles: under SUB_WAVE_MIN_TILES
-    GemmOp(128, 32000, 4096),                                # 250 tiles: more than one per SM
+    GemmOp(128, 1920, 4096),                                 # 15 tiles
+    GemmOp(128, 16896, 4096),                                # 132 tiles = SMs: nothing for stream-K to share
+    GemmOp(128, 32000, 4096),                                # 250 tiles
+    GemmOp(1024, 700, 511),                                  # K under the shortest measured
     GemmOp(100, 4096, 4096), GemmOp(4096, 127, 4096),        # a side under 128
     GemmOp(1024, 700, 512, dtype="float16"), GemmOp(1024, 700, 512, precision="tf32")])
 def test_sub_wave_rule_stays_inside_its_class(op):
     from tiledsl.gemm.family import sub_wave_schedule
 
     assert sub_wave_schedule(op, tiledsl.Target.known("H200")) is None
+
+
+def test_a_tuned_record_comes_before_the_sub_wave_rule(tmp_path, monkeypatch):
+    from tiledsl import registry
+    from tiledsl.gemm.family import default_schedule, sub_wave_schedule
+
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path))
+    h200 = tiledsl.Target.known("H200")
+    op = GemmOp(1024, 700, 512, layout_a="col", layout_b="col")
+    tuned = tiledsl.GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=8, wm=64, wn=16, unroll=8, stream_k=True)
+    assert sub_wave_schedule(op, h200) is not None and default_schedule(op, h200) != tuned
+    registry.store("gemm", op, h200, tuned)
+    assert default_schedule(op, h200) == tuned
 
 
 def test_sub_wave_rule_comes_after_the_short_wide_rule():
@@ -836,6 +855,7 @@ def test_gemv_slices_go_shallower_only_with_sixteen_rows():
     for m in (1, 4, 8):
         assert gemv_schedule(GemmOp(m, 768, 768), h200).split_k == 768 // 64
     assert gemv_schedule(GemmOp(16, 50257, 768), h200).split_k < 768 // 32  # many column blocks: depth not binding
+    assert gemv_schedule(GemmOp(16, 768, 768, precision="tf32"), h200).split_k == 768 // 32  # tf32 runs it exact
 
 
 # ---- few columns run as rows: Cᵀ = Bᵀ·Aᵀ on the GEMV kernel, into a column-major Cᵀ ------------------------------

@@ -41,7 +41,7 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
 def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """:func:`default_schedule` without the tuned records: the GEMV kernel for a few rows, a shape-class rule
-    (tall-thin, short-wide) where one applies, else the best preset × split-K factor by the estimate described
+    (tall-thin, short-wide, sub-wave) where one applies, else the best preset × split-K factor by the estimate described
     there (:func:`builtin_choice` also says which)."""
     return builtin_choice(op, target)[0]
 
@@ -65,9 +65,9 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
                       f"{SHORT_WIDE_M[1]}, N = {op.n} ≥ {SHORT_WIDE_MIN_N}, under one wave of 64×128 tiles")
     sub = sub_wave_schedule(op, target)
     if sub is not None:
-        return sub, (f"the sub-wave rule (sub_wave_schedule): float32, M and N ≥ {SUB_WAVE_MIN_SIDE}, M < "
-                     f"{SUB_WAVE_TALL}·N, {_ceil_div(op.m, sub.bm) * _ceil_div(op.n, sub.bn)} tiles of "
-                     f"{sub.bm}×{sub.bn} in {SUB_WAVE_MIN_TILES}..{target.sm_count} (SMs): stream-K")
+        return sub, (f"the sub-wave rule (sub_wave_schedule): float32, M and N ≥ {SUB_WAVE_MIN_SIDE}, M ≤ "
+                     f"{SUB_WAVE_TALL}·N, K ≥ {SUB_WAVE_MIN_K}, {sub_wave_tiles(op, sub)} tiles of {sub.bm}×{sub.bn}: "
+                     f"at least {SUB_WAVE_MIN_TILES}, fewer than the {target.sm_count} SMs: stream-K")
     return _estimate_choice(op, target), "the estimate over the presets × split-K (builtin_schedule)"
 
 
@@ -178,32 +178,39 @@ def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
 
 SUB_WAVE_PRESET = "sub_wave_128x128_8x8_stream_k"
 """Products whose 128×128 grid is under one wave (:func:`sub_wave_schedule`)."""
-SUB_WAVE_MIN_SIDE, SUB_WAVE_MIN_TILES, SUB_WAVE_TALL = 128, 16, 32
-"""The class :func:`sub_wave_schedule` was measured on: M and N ≥ 128, at least 16 tiles of 128×128 (12 and 14 lost
-up to 7 %), and M < 32·N (7680×128: the estimate's 256×128 split-K pick ran 0.96× cuBLAS, stream-K 0.85–0.88×)."""
+SUB_WAVE_MIN_SIDE, SUB_WAVE_MIN_TILES, SUB_WAVE_TALL, SUB_WAVE_MIN_K = 128, 16, 32, 512
+"""The class :func:`sub_wave_schedule` was measured on: M and N ≥ 128; at least 16 tiles of 128×128 (12 and 14 lost
+up to 8 %), fewer than one per SM (with as many tiles as SMs stream-K has nothing to share); M ≤ 32·N (4096×128 at
+M = 32·N gained, 0.79 → 0.84×; 7680×128 lost: the estimate's 256×128 split-K pick ran 0.96× cuBLAS, stream-K
+0.85–0.88×); K ≥ 512, the shortest K measured."""
+
+
+def sub_wave_tiles(op: GemmOp, s: GemmSchedule) -> int:
+    """Tiles of C that the block tile of ``s`` makes for ``op`` (ceil(M/bm)·ceil(N/bn))."""
+    return _ceil_div(op.m, s.bm) * _ceil_div(op.n, s.bn)
 
 
 def sub_wave_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The shape-class rule for float32 products (IEEE, FMA units) whose 128×128 grid is under one wave: M and N ≥
-    :data:`SUB_WAVE_MIN_SIDE`, M < :data:`SUB_WAVE_TALL`·N, and :data:`SUB_WAVE_MIN_TILES` to one tile per SM of
-    128×128; None for other ops (and for the tall-thin and short-wide classes, whose rules come first).
+    :data:`SUB_WAVE_MIN_SIDE`, M ≤ :data:`SUB_WAVE_TALL`·N, K ≥ :data:`SUB_WAVE_MIN_K`, and from
+    :data:`SUB_WAVE_MIN_TILES` tiles of 128×128 to fewer than one per SM; None for other ops (``builtin_choice``
+    tries the tall-thin and short-wide rules first).
 
     Stream-K on the 128×128×8 tile (:data:`SUB_WAVE_PRESET`) shares the K iterations of those few tiles among all
     SMs, where split-K's even slices either leave SMs idle or (short K) stop the estimate from splitting at all:
     1024×700×512 got 88 tiles of 128×64 and no split. Measured on the H200 against the generic estimate's picks, on
     every data-set product whose pick was under one wave (``python benchmarks/gemm_skinny.py --set subwave``,
-    benchmarks/results/gemm_subwave_h200.json, 2026-12-02): on the 32 products of the class, geomean 0.85 → 0.94×
-    cuBLAS, lowest 0.56 → 0.83 (1024×700×512 TT 0.56 → 0.88, NT 0.60 → 0.94; 2048×768×768 0.75 → 0.92;
-    128×14336×4096 0.78 → 0.91; 2560×128×2560 0.79 → 1.05); none lost more than 3 %.
+    benchmarks/results/gemm_subwave_h200.json, 2026-12-02; the bounds come from the same run): on the 34 products of
+    the class, geomean 0.85 → 0.94× cuBLAS, lowest 0.56 → 0.81 (1024×700×512 TT 0.56 → 0.88, NT 0.60 → 0.94;
+    2048×768×768 0.75 → 0.92; 128×14336×4096 0.78 → 0.91; 2560×128×2560 TT 0.79 → 1.05); none lost more than 2 %.
     """
     if not (op.dtype == "float32" and op.precision == "ieee" and min(op.m, op.n) >= SUB_WAVE_MIN_SIDE
-            and op.m < SUB_WAVE_TALL * op.n):
+            and op.m <= SUB_WAVE_TALL * op.n and op.k >= SUB_WAVE_MIN_K):
         return None
     base = registry.presets(GEMM).get(SUB_WAVE_PRESET)
     if base is None:  # a shipped preset that failed its check (warned when the presets were read)
         return None
-    tiles = _ceil_div(op.m, base.bm) * _ceil_div(op.n, base.bn)
-    return base if SUB_WAVE_MIN_TILES <= tiles <= target.sm_count else None
+    return base if SUB_WAVE_MIN_TILES <= sub_wave_tiles(op, base) < target.sm_count else None
 
 
 def _applies(s: GemmSchedule, op: GemmOp, target: Target) -> bool:
@@ -370,9 +377,10 @@ H200 (``python benchmarks/gemv_fused.py --family depth``, 2026-12-02, ``benchmar
 the split-K kernel at slices at least 64, 32, 16 or 8 deep): over the LLM set's 17 (N, K) as x @ W with sixteen rows
 the geomean ratio to cuBLAS went 1.09 → 1.15 at 32 (16×768×768 0.60 → 0.80, 16×2304×768 0.87 → 1.13, 16×768×3072
 0.84 → 1.01; one loss over 2 %, 16×4096×4096 2.07 → 1.87); with four rows 1.37 → 1.38, with one 0.94 → 0.93
-(1×1024×4096 0.94 → 0.86), and DeepBench's one-column products as rows 0.93 → 0.95 with losses to 6 %: those keep
-64. Shallower slices help only where K / 64 capped the split, and a block of sixteen rows does sixteen times the
-FMAs of one row for each element of B it loads."""
+(1×1024×4096 0.94 → 0.86), and DeepBench's few-column products run as rows 0.93 → 0.95 with losses to 6 %: those
+keep 64. Shallower slices help only where K / 64 capped the split, and a block of sixteen rows does sixteen times the
+FMAs of one row for each element of B it loads. Only M = 16 was measured; 9–15 rows share its block of sixteen (and
+tf32 few-row products run exact on this kernel), so they take 32 too."""
 
 
 def gemv_min_depth(bm: int) -> int:
