@@ -3,8 +3,9 @@
 Run on a GPU: ``python benchmarks/tune_workloads.py --trials 40 --timeout 40 [--ship] --out DIR``.
 Each shape is tuned by its own ``search.tune`` process (the user's command; nothing else), exported to
 ``DIR/<name>/``; the table (shape, tiledsl, vendor library measured in the same run, ratio, command)
-is printed and written to ``DIR/tune_workloads.json``. With ``--ship`` the winners are added to
-``schedules/<family>/sm90.json`` (the copies of those files are also written to DIR).
+is printed and written to ``DIR/tune_workloads.json``. The tunes store their winners in ``DIR/store``, not in the
+user's store that ``schedule=None`` reads; with ``--ship`` the winners are added to ``schedules/<family>/sm90.json``
+(the copies of those files are also written to DIR).
 
 ``--data`` tunes every distinct float32 product of ``benchmarks/data/`` instead of the fixed list (311; the issue's
 "every DeepBench and LLM shape"). A product that ``schedule=None`` runs as the single row yᵀ = xᵀ·Aᵀ
@@ -14,13 +15,14 @@ its row. A full pass takes hours, so ``--shard I/N`` takes every N-th product fr
 stops starting tunes after that long (the table is written after every shape), and ``--resume`` keeps the rows of
 ``DIR/tune_workloads.json`` that finished and tunes the rest: a pass can span several calls and machines.
 
-For every GEMM, after its tune, this process times three things in the same run on fresh data, each checked against
+With ``--data``, right after each GEMM's tune, this process times three things on fresh data, each checked against
 a float64 product on a NaN-poisoned C first: ``tiledsl.gemm`` with ``schedule=None`` (the built-in choice or a
-shipped record; the tune's own record goes to a private store under ``DIR/store`` so that it cannot stand in for
-the default), the tuned schedule, and cuBLAS (``cupy.matmul``, timed before and after each and averaged;
+shipped record: this process reads its own empty store, ``DIR/parent-store``, so neither the tunes' records in
+``DIR/store`` nor the user's earlier ones stand in for the default), the tuned schedule, and cuBLAS (``cupy.matmul``, timed before and after each and averaged;
 ``tiledsl.timing.time_gpu``: CUDA events, warm-up, L2 flushed, median of 20). The summary gives the issue's
 figures: the tuned geomean against cuBLAS, how many defaults are within 10 % of the tuned kernel, and how many are
-below 0.7× cuBLAS.
+below 0.7× cuBLAS. A product whose tune or check fails keeps the error in its row and the pass goes on (exit status
+1 at the end); ``--resume`` tries it again.
 """
 
 from __future__ import annotations
@@ -57,22 +59,23 @@ WORKLOADS = [
 ]
 DEFAULT_WITHIN, VENDOR_FLOOR = 1.10, 0.7
 """The issue's bars: ``schedule=None`` within 10 % of the tuned kernel's time, and at least 0.7× cuBLAS."""
-TAG = {"row": "N", "col": "T"}
 
 
 def gemm_tune_args(m: int, n: int, k: int, layout: str, target) -> tuple[list[str] | None, str]:
     """(``search.tune gemm`` shape arguments for the product ``schedule=None`` runs for (M, N, K, layout), or None,
     and what is tuned): the product itself, or its single row yᵀ = xᵀ·Aᵀ where ``runs_as_row`` says so (N = 1);
-    None for a few columns run as rows into a column-major Cᵀ, which the command line cannot express."""
-    from tiledsl.gemm.family import rows_op, runs_as_row
+    None for a few columns run as rows into a column-major Cᵀ, which the command line cannot express.
 
-    op = gemm_op(m, n, k, layout)
-    if not runs_as_row(op, target):
-        return ["--m", str(m), "--n", str(n), "--k", str(k), "--layout", layout], "the product"
+    ``tiledsl.gemm`` sees a one-column B, or a one-row A, as row-major whatever its strides, so the layout tag says
+    N for it. The single row's A (xᵀ) is one row, row-major; its B is Aᵀ, row-major where A is column-major."""
+    from tiledsl.gemm.family import runs_as_row
+
+    run_layout = (layout[0] if m > 1 else "N") + (layout[1] if n > 1 else "N")
+    if not runs_as_row(gemm_op(m, n, k, run_layout), target):
+        return ["--m", str(m), "--n", str(n), "--k", str(k), "--layout", run_layout], "the product"
     if n > 1:
         return None, "skipped: run as rows into a column-major Cᵀ, which search.tune cannot express"
-    r = rows_op(op)
-    return (["--m", str(r.m), "--n", str(r.n), "--k", str(r.k), "--layout", TAG[r.layout_a] + TAG[r.layout_b]],
+    return (["--m", "1", "--n", str(m), "--k", str(k), "--layout", "N" + ("N" if run_layout[0] == "T" else "T")],
             "its single row (runs_as_row)")
 
 
@@ -98,10 +101,12 @@ def shard(items: list, spec: str) -> list:
 
 def summary(rows: list[dict]) -> dict:
     """The issue's figures over the rows that have them: geomean tuned / cuBLAS (speed ratio), the defaults within
-    :data:`DEFAULT_WITHIN` of the tuned kernel's time, those below :data:`VENDOR_FLOOR` × cuBLAS."""
+    :data:`DEFAULT_WITHIN` of the tuned kernel's time, those below :data:`VENDOR_FLOOR` × cuBLAS; and how many rows
+    were skipped or failed (not in those figures)."""
     done = [r for r in rows if r.get("default_s") and r.get("tuned_s") and r.get("vendor_s")]
+    counts = {"skipped": sum(bool(r.get("skipped")) for r in rows), "failed": sum("error" in r for r in rows)}
     if not done:
-        return {"products": 0}
+        return {"products": 0, **counts}
 
     def geomean(xs: list[float]) -> float:
         return math.exp(sum(map(math.log, xs)) / len(xs))
@@ -111,13 +116,22 @@ def summary(rows: list[dict]) -> dict:
             "default_over_vendor_geomean": geomean([r["vendor_s"] / r["default_s"] for r in done]),
             "default_within_10pct_of_tuned": sum(r["default_s"] <= DEFAULT_WITHIN * r["tuned_s"] for r in done),
             "default_below_0_7_vendor": sum(r["vendor_s"] / r["default_s"] < VENDOR_FLOOR for r in done),
-            "tuned_below_1_0_vendor": sum(r["vendor_s"] / r["tuned_s"] < 1.0 for r in done)}
+            "tuned_below_1_0_vendor": sum(r["vendor_s"] / r["tuned_s"] < 1.0 for r in done), **counts}
 
 
 def compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
     """Seconds of ``schedule=None``, of ``tuned`` (with ``as_row``, a one-column product's schedule for its row,
     called on the row's operands through ``tiledsl.gemm`` as ``schedule=None`` does) and of cuBLAS, in this process,
-    each result checked first (module docstring)."""
+    each result checked first (module docstring); CuPy's memory pool is emptied afterwards."""
+    import cupy as cp
+
+    try:
+        return _compare(m, n, k, layout, tuned, as_row)
+    finally:
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+def _compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
     import cupy as cp
 
     from tiledsl.timing import time_gpu
@@ -165,18 +179,22 @@ def main() -> int:
     todo = data_workloads() if args.data else [(f, name, a) for f, name, a in WORKLOADS]
     todo = shard(todo, args.shard)
     target = gpu_or_exit("benchmarks/tune_workloads.py")
-    import cupy as cp
-
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table = out / "tune_workloads.json"
+    if table.exists() and not args.resume:
+        sys.exit(f"benchmarks/tune_workloads.py: {table} exists: pass --resume to add to it, or another --out")
+    if args.data:  # schedule=None here must be the built-in choice or a shipped record, not a tune's stored winner
+        os.environ["TILEDSL_CACHE_DIR"] = str(out / "parent-store")
     rows: list[dict] = []
     if args.resume and table.exists():
-        rows = [r for r in json.loads(table.read_text())["rows"] if r.get("rc") == 0 or r.get("skipped")]
+        rows = [r for r in json.loads(table.read_text())["rows"]
+                if r.get("skipped") or (r.get("rc") == 0 and "error" not in r)]
     done = {r["name"] for r in rows}
     todo = [w for w in todo if w[1] not in done and (not args.only or w[1] in args.only.split(","))]
     env = {**os.environ, "TILEDSL_CACHE_DIR": str(out / "store")}  # the tunes' records stay out of this process
     start = dt.datetime.now()
+    failed = 0
     for i, (family, name, spec) in enumerate(todo):
         if args.budget is not None and (dt.datetime.now() - start).total_seconds() > args.budget:
             print(f"budget of {args.budget:.0f} s spent: {len(todo) - i} workloads left for --resume")
@@ -187,31 +205,21 @@ def main() -> int:
             rows.append({**row, "skipped": True})
             _write(table, rows)
             continue
-        cmd = [sys.executable, "-m", "search.tune", family, *shape_args, "--trials", str(args.trials),
-               "--timeout", str(args.timeout), "--storage", f"sqlite:///{out / 'tune.db'}", "--no-progress",
-               "--export", str(out / name)] + (["--ship"] if args.ship else [])
-        t0 = dt.datetime.now()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        row.update(command="python -m search.tune " + " ".join(cmd[3:]), rc=proc.returncode,
-                   wall_s=(dt.datetime.now() - t0).total_seconds())
-        rec_path = out / name / "schedule.json"
-        if proc.returncode == 0 and rec_path.exists():
-            rec = json.loads(rec_path.read_text())
-            m = rec.get("measured") or {}
-            row.update(schedule=rec.get("schedule"), tiledsl_s=m.get("median_s"), vendor_s=m.get("vendor_s"),
-                       ratio=(m["vendor_s"] / m["median_s"]) if m.get("vendor_s") and m.get("median_s") else None)
-            if family == "gemm" and args.data:
-                tuned = tiledsl.GemmSchedule.from_dict(rec["schedule"])
+        row.update(_tune(family, name, shape_args, args, out, env))
+        if "error" not in row and family == "gemm" and args.data:
+            try:
+                tuned = tiledsl.GemmSchedule.from_dict(row["schedule"])
                 row.update(m=spec[0], n=spec[1], k=spec[2], layout=spec[3],
                            **compare(*spec, tuned, tuned_what != "the product"))
-                cp.get_default_memory_pool().free_all_blocks()
-        else:
-            row["error"] = (proc.stderr or proc.stdout)[-800:]
+            except (Exception, SystemExit) as exc:  # a wrong result, a compile or launch error: on to the next
+                row["error"] = f"after the tune: {type(exc).__name__}: {exc}"[-800:]
+        failed += "error" in row
         rows.append(row)
-        ratio = f"{row['ratio']:.2f}" if row.get("ratio") else "-"
+        ratio = f"{row['tune_ratio']:.2f}" if row.get("tune_ratio") else "-"
         extra = (f"  schedule=None/cuBLAS {row['vendor_s'] / row['default_s']:.2f}  schedule=None/tuned "
                  f"{row['tuned_s'] / row['default_s']:.2f}") if row.get("default_s") else ""
-        print(f"{name:36s} rc={proc.returncode} {row['wall_s']:6.1f}s  tiledsl/vendor {ratio}{extra}", flush=True)
+        print(f"{name:36s} rc={row['rc']} {row['wall_s']:6.1f}s  tiledsl/vendor {ratio}{extra}"
+              + ("  FAILED: " + row["error"].splitlines()[-1][:200] if "error" in row else ""), flush=True)
         _write(table, rows)
     if args.ship:
         for fam in ("gemm", "reduce", "transpose"):
@@ -219,7 +227,33 @@ def main() -> int:
             if src.exists():
                 shutil.copy(src, out / f"sm90_{fam}.json")
     print(json.dumps(summary(rows), indent=1))
-    return 0
+    return 1 if failed else 0
+
+
+def _tune(family: str, name: str, shape_args: list[str], args, out: Path, env: dict) -> dict:
+    """One ``search.tune`` process for one workload: its command, status, wall time and exported winner (the tune's
+    own final re-measurement: ``tune_median_s``, ``tune_vendor_s``, ``tune_ratio``), or ``error``. A tune that
+    outlives four times its ``--timeout`` plus ten minutes (compiles, the final re-measurement) is killed."""
+    cmd = [sys.executable, "-m", "search.tune", family, *shape_args, "--trials", str(args.trials),
+           "--timeout", str(args.timeout), "--storage", f"sqlite:///{out / 'tune.db'}", "--no-progress",
+           "--export", str(out / name)] + (["--ship"] if args.ship else [])
+    row: dict = {"command": "python -m search.tune " + " ".join(cmd[3:])}
+    t0 = dt.datetime.now()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=4 * args.timeout + 600)
+        row["rc"], text = proc.returncode, proc.stderr or proc.stdout
+    except subprocess.TimeoutExpired:
+        row["rc"], text = -1, "killed: the tune outlived its time limit"
+    row["wall_s"] = (dt.datetime.now() - t0).total_seconds()
+    rec_path = out / name / "schedule.json"
+    if row["rc"] != 0 or not rec_path.exists():
+        row["error"] = text[-800:] or f"no {rec_path}"
+        return row
+    rec = json.loads(rec_path.read_text())
+    m = rec.get("measured") or {}
+    row.update(schedule=rec.get("schedule"), tune_median_s=m.get("median_s"), tune_vendor_s=m.get("vendor_s"),
+               tune_ratio=(m["vendor_s"] / m["median_s"]) if m.get("vendor_s") and m.get("median_s") else None)
+    return row
 
 
 def _write(table: Path, rows: list[dict]) -> None:

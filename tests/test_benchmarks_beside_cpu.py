@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -142,6 +143,9 @@ def test_tune_workloads_tunes_what_schedule_none_runs_and_shards_and_summarises(
     # one column with K ≥ 1024 and a column-major A runs as the row yᵀ = xᵀ·Aᵀ: tuned as that row, 1 × M × K
     assert tw.gemm_tune_args(128, 1, 1024, "TT", h200) == (
         ["--m", "1", "--n", "128", "--k", "1024", "--layout", "NN"], "its single row (runs_as_row)")
+    # tiledsl.gemm sees a one-column B as row-major whatever its strides: the tune's op must be the same kernel's
+    assert tw.gemm_tune_args(512, 1, 512, "TT", h200) == (
+        ["--m", "512", "--n", "1", "--k", "512", "--layout", "TN"], "the product")
     args, why = tw.gemm_tune_args(7680, 4, 2560, "TT", h200)  # a few columns into a column-major Cᵀ
     assert args is None and why.startswith("skipped")
     work = tw.data_workloads()
@@ -154,8 +158,56 @@ def test_tune_workloads_tunes_what_schedule_none_runs_and_shards_and_summarises(
     rows = [{"default_s": 1.0, "tuned_s": 1.0, "vendor_s": 1.0},    # default = tuned = cuBLAS
             {"default_s": 2.0, "tuned_s": 1.0, "vendor_s": 1.0},    # default 2× the tuned kernel: 0.5× cuBLAS
             {"default_s": 1.05, "tuned_s": 1.0, "vendor_s": 2.0},   # within 10 %, tuned 2× cuBLAS
-            {"skipped": True}]
+            {"skipped": True}, {"error": "after the tune: SystemExit: WRONG RESULT"}]
     s = tw.summary(rows)
     assert s["products"] == 3 and s["default_within_10pct_of_tuned"] == 2 and s["default_below_0_7_vendor"] == 1
     assert s["tuned_over_vendor_geomean"] == pytest.approx(2 ** (1 / 3)) and s["tuned_below_1_0_vendor"] == 0
-    assert tw.summary([{"skipped": True}]) == {"products": 0}
+    assert (s["skipped"], s["failed"]) == (1, 1)
+    assert tw.summary([{"skipped": True}]) == {"products": 0, "skipped": 1, "failed": 0}
+
+
+def test_tune_workloads_main_keeps_going_after_a_failure_and_resumes(tmp_path, monkeypatch, capsys):
+    """The pass over the data sets (GPU parts replaced): a product whose check fails gets its error in its row and
+    the pass goes on (exit status 1); the table is refused without --resume; --resume keeps the finished rows and
+    retries the failed one; schedule=None's process reads its own tuned-record store, not the user's."""
+    import tune_workloads as tw
+
+    import tiledsl
+
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path / "cache"))  # main() sets it: restored after the test
+    work = tw.data_workloads()[:3]
+    seen_env = []
+    monkeypatch.setattr(tw, "data_workloads", lambda: work)
+    monkeypatch.setattr(tw, "gpu_or_exit", lambda script: tiledsl.Target.known("H200"))
+    schedule = tiledsl.GemmSchedule().to_dict()
+
+    def fake_tune(family, name, shape_args, args, out, env):
+        seen_env.append((env["TILEDSL_CACHE_DIR"], tw.os.environ["TILEDSL_CACHE_DIR"]))
+        return {"command": "x", "rc": 0, "wall_s": 0.1, "schedule": schedule, "tune_ratio": 1.0}
+
+    fail = {work[1][1]}
+
+    def fake_compare(m, n, k, layout, tuned, as_row):
+        if f"{m}x{n}x{k}_{layout}" in fail:
+            raise SystemExit("WRONG RESULT: rel err 1.0")
+        return {"default_s": 2.0, "tuned_s": 1.0, "vendor_s": 1.0}
+
+    monkeypatch.setattr(tw, "_tune", fake_tune)
+    monkeypatch.setattr(tw, "compare", fake_compare)
+    out = tmp_path / "tw"
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out)])
+    assert tw.main() == 1
+    rows = json.loads((out / "tune_workloads.json").read_text())["rows"]
+    assert [("error" in r) for r in rows] == [False, True, False] and "WRONG RESULT" in rows[1]["error"]
+    assert all(tune == str(out / "store") and parent == str(out / "parent-store") for tune, parent in seen_env)
+    with pytest.raises(SystemExit, match="exists: pass --resume"):
+        tw.main()
+    fail.clear()
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), "--resume"])
+    assert tw.main() == 0
+    rows = json.loads((out / "tune_workloads.json").read_text())["rows"]
+    assert sorted(r["name"] for r in rows) == sorted(w[1] for w in work) and not any("error" in r for r in rows)
+    assert len(seen_env) == 4  # the two finished products were not tuned again
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--ship", "--out", str(tmp_path / "x")])
+    with pytest.raises(SystemExit):
+        tw.main()
