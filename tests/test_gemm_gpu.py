@@ -355,6 +355,47 @@ def test_default_schedule_on_dataset_shapes(rng):
         assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
 
 
+@pytest.mark.parametrize("m,n,k,la,lb", [(1024, 700, 512, "col", "col"), (1024, 700, 512, "row", "col"),
+                                          (4096, 128, 4096, "row", "col"), (129, 2048, 515, "row", "row")])
+def test_sub_wave_rule_default_is_stream_k_and_correct(m, n, k, la, lb, rng):
+    """schedule=None on products whose 128×128 grid is under one wave runs the sub-wave rule's stream-K kernel
+    (tiledsl.gemm.family.sub_wave_schedule): right against float64 on a NaN-poisoned C, twice (the tickets reset),
+    and with alpha/beta reading C."""
+    from tiledsl.gemm.family import sub_wave_schedule
+
+    cp = _cp()
+    a, ha = _rand((m, k), rng, layout=la)
+    b, hb = _rand((k, n), rng, layout=lb)
+    op = tiledsl.GemmOp(m, n, k, layout_a=la, layout_b=lb)
+    target = tiledsl.Target.current()
+    if sub_wave_schedule(op, target) is None:
+        pytest.skip(f"{target.name}: {m}x{n}x{k} is not under one wave of 128×128 tiles here")
+    assert tiledsl.plan(op, device=target).schedule.stream_k
+    for _ in range(2):
+        assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < 1e-5
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(np.float32))
+    tiledsl.gemm(a, b, c, alpha=0.5, beta=-2.0)
+    assert _rel_err(c, 0.5 * (ha @ hb) - 2.0 * c0) < 1e-5
+
+
+def test_shipped_sixteen_row_record_is_used_and_correct(rng):
+    """The shipped GEMV record for 16×768×768 (schedules/gemm/sm90.json): schedule=None takes it on the device and
+    NVRTC it was tuned with, and its result is right; elsewhere the built-in choice runs (also checked)."""
+    from tiledsl import registry
+
+    a, ha = _rand((16, 768), rng)
+    b, hb = _rand((768, 768), rng)
+    op = tiledsl.GemmOp(16, 768, 768)
+    target = tiledsl.Target.current()
+    rec = registry.lookup("gemm", op, target)
+    used = tiledsl.plan(op, device=target).schedule
+    if rec is not None:
+        assert used == rec and (used.bn, used.split_k) == (32, 61)
+    for _ in range(2):
+        assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < 1e-5
+
+
 @pytest.mark.parametrize("la", ["row", "col"])
 def test_one_column_runs_as_a_row(la, rng):
     """N = 1 with schedule=None runs yᵀ = xᵀ·Aᵀ (the GEMV-style kernel): results for both layouts of A, with
