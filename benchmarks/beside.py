@@ -94,6 +94,37 @@ def checked_call(call, c, ref, k: int, what: str) -> float:
     return err
 
 
+def checked_beside_cublas(call, a, b, c, ref, k: int, what: str, repeat: int = 15) -> tuple[float, float, float]:
+    """(relative error, ms, cuBLAS ms): ``call`` checked by :func:`checked_call` (exits on a wrong result), then
+    timed :func:`bracketed` by ``cupy.matmul(a, b)``, each a tiledsl.timing.time_gpu median of ``repeat``."""
+    import cupy as cp
+
+    from tiledsl.timing import time_gpu
+
+    err = checked_call(call, c, ref, k, what)
+    ms, cublas_ms = bracketed(call, lambda: cp.matmul(a, b), lambda f: time_gpu(f, repeat=repeat).median_ms)
+    return err, ms, cublas_ms
+
+
+def measure_each(products, measure) -> list[dict]:
+    """The rows of ``measure(*product)`` over ``products``, CuPy's memory pool emptied after each (the sweeps'
+    operands are large)."""
+    import cupy as cp
+
+    rows: list[dict] = []
+    for product in products:
+        rows += measure(*product)
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def gpu_name() -> str:
+    """The current CUDA device's name, as the result files record it."""
+    import cupy as cp
+
+    return cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+
+
 def gemm_beside_cublas(a, b, c, schedule, repeat: int) -> tuple[float, float]:
     """(``tiledsl.gemm(a, b, c, schedule=schedule)`` ms, ``cupy.matmul(a, b)`` ms), medians of ``repeat`` timed
     calls (tiledsl.timing.time_gpu: CUDA events, warm-up, L2 flushed), cuBLAS :func:`bracketed` around ours."""

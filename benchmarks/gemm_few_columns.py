@@ -25,7 +25,15 @@ import argparse
 import csv
 from pathlib import Path
 
-from beside import bracketed, checked_call, device_gemm_operands, gemm_as_rows, gemm_op, write_results
+from beside import (
+    checked_beside_cublas,
+    device_gemm_operands,
+    gemm_as_rows,
+    gemm_op,
+    gpu_name,
+    measure_each,
+    write_results,
+)
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -61,10 +69,7 @@ def copy_gbps() -> float:
 
 def measure(m: int, n: int, k: int, layout: str, target, hbm: float) -> list[dict]:
     """The three ways (module docstring) for one product: checked, timed beside cuBLAS, one row each."""
-    import cupy as cp
-
     from tiledsl.gemm.family import builtin_schedule, gemv_schedule, rows_op, runs_as_row
-    from tiledsl.timing import time_gpu
 
     a, b, ref, c = device_gemm_operands(m, n, k, layout)
     op = gemm_op(m, n, k, layout)
@@ -75,8 +80,7 @@ def measure(m: int, n: int, k: int, layout: str, target, hbm: float) -> list[dic
     nbytes = 4 * (m * k + k * n + m * n)
     rows = []
     for way, (s, call) in ways.items():
-        err = checked_call(call, c, ref, k, f"{m}x{n}x{k} {layout} {way}")
-        ms, cublas_ms = bracketed(call, lambda: cp.matmul(a, b), lambda f: time_gpu(f, repeat=15).median_ms)
+        err, ms, cublas_ms = checked_beside_cublas(call, a, b, c, ref, k, f"{m}x{n}x{k} {layout} {way}")
         row = dict(m=m, n=n, k=k, layout=layout, way=way, schedule=s.to_dict(), ms=ms, cublas_ms=cublas_ms,
                    ratio=cublas_ms / ms, gbps=nbytes / ms / 1e6, cublas_gbps=nbytes / cublas_ms / 1e6,
                    hbm_fraction=nbytes / ms / 1e6 / hbm, rel_err=err)
@@ -97,12 +101,8 @@ def main() -> int:
     target = tiledsl.Target.current()
     hbm = copy_gbps()
     print(f"device-to-device copy: {hbm:.0f} GB/s")
-    rows = []
-    for m, n, k, layout in shapes():
-        rows += measure(m, n, k, layout, target, hbm)
-        cp.get_default_memory_pool().free_all_blocks()
-    gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    write_results(args.out, gpu, [dict(kind="copy", gbps=hbm), *rows], cp.__version__)
+    rows = measure_each([(*shape, target, hbm) for shape in shapes()], measure)
+    write_results(args.out, gpu_name(), [dict(kind="copy", gbps=hbm), *rows], cp.__version__)
     return 0
 
 

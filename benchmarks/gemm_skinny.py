@@ -96,7 +96,7 @@ def _subwave_shapes(target) -> list:
     with fewer tiles of C than the device holds at two blocks per SM (K slices not counted). The recorded run
     (gemm_subwave_h200.json) was before ``sub_wave_schedule``; since it, ``schedule=None`` is that rule's schedule
     on the products of its class (the "128x128x8 t8x8 streamk" variant), not the estimate's pick."""
-    from tiledsl.gemm.family import runs_as_row
+    from tiledsl.gemm.family import runs_as_row, tile_count
 
     out = []
     for (m, n, k, layout) in workload_shapes():
@@ -104,7 +104,7 @@ def _subwave_shapes(target) -> list:
         if m <= 16 or n <= 16 or runs_as_row(op, target):
             continue
         s = tiledsl.plan(op, device=target).schedule
-        if s.kernel == "tiled" and -(-m // s.bm) * -(-n // s.bn) < 2 * target.sm_count:
+        if s.kernel == "tiled" and tile_count(op, s) < 2 * target.sm_count:
             out.append((m, n, k, layout))
     return out
 

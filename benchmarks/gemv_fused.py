@@ -34,7 +34,15 @@ import csv
 from dataclasses import replace
 from pathlib import Path
 
-from beside import bracketed, checked_call, device_gemm_operands, gemm_as_rows, gemm_op, write_results
+from beside import (
+    checked_beside_cublas,
+    device_gemm_operands,
+    gemm_as_rows,
+    gemm_op,
+    gpu_name,
+    measure_each,
+    write_results,
+)
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -99,10 +107,7 @@ def variants(base, op, target, family: str) -> dict:
 
 def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target, family: str) -> list[dict]:
     """One row per variant for one product (module docstring)."""
-    import cupy as cp
-
     from tiledsl.gemm.family import gemv_schedule, rows_op
-    from tiledsl.timing import time_gpu
 
     a, b, ref, c = device_gemm_operands(m, n, k, layout)
     op = gemm_op(m, n, k, layout)
@@ -117,8 +122,7 @@ def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target, family: 
     rows = []
     for name, entry in calls.items():
         call, s = entry if isinstance(entry, tuple) else (entry, None)
-        err = checked_call(call, c, ref, k, f"{m}x{n}x{k} {layout} {name}")
-        ms, cublas_ms = bracketed(call, lambda: cp.matmul(a, b), lambda f: time_gpu(f, repeat=15).median_ms)
+        err, ms, cublas_ms = checked_beside_cublas(call, a, b, c, ref, k, f"{m}x{n}x{k} {layout} {name}")
         rows.append(dict(m=m, n=n, k=k, layout=layout, swap=as_rows, variant=name,
                          schedule=None if s is None else s.to_dict(), ms=ms, cublas_ms=cublas_ms,
                          ratio=cublas_ms / ms, gbps=4 * (m * k + k * n + m * n) / ms / 1e6, err=err))
@@ -148,12 +152,8 @@ def main() -> int:
         todo = [t for t in todo if t[3] != "NT"]
     if args.quick:
         todo = [t for i, t in enumerate(todo) if t[4] or i % 4 == 0]
-    rows = []
-    for shape in todo:
-        rows += measure(*shape, target, args.family)
-        cp.get_default_memory_pool().free_all_blocks()
-    gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    write_results(args.out, gpu, rows, cp.__version__)
+    rows = measure_each([(*shape, target, args.family) for shape in todo], measure)
+    write_results(args.out, gpu_name(), rows, cp.__version__)
     return 0
 
 

@@ -17,7 +17,15 @@ import csv
 from dataclasses import replace
 from pathlib import Path
 
-from beside import bracketed, checked_call, device_gemm_operands, gemm_as_rows, gemm_op, write_results
+from beside import (
+    checked_beside_cublas,
+    device_gemm_operands,
+    gemm_as_rows,
+    gemm_op,
+    gpu_name,
+    measure_each,
+    write_results,
+)
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -42,10 +50,7 @@ def shapes() -> list[tuple[int, int, int, str, bool]]:
 
 def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target) -> list[dict]:
     """One row per unroll for one product (module docstring)."""
-    import cupy as cp
-
     from tiledsl.gemm.family import gemv_schedule, rows_op
-    from tiledsl.timing import time_gpu
 
     a, b, ref, c = device_gemm_operands(m, n, k, layout)
     op = gemm_op(m, n, k, layout)
@@ -59,8 +64,7 @@ def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target) -> list[
         else:
             def call(s=s):
                 tiledsl.gemm(a, b, c, schedule=s)
-        err = checked_call(call, c, ref, k, f"{m}x{n}x{k} {layout} unroll {unroll}")
-        ms, cublas_ms = bracketed(call, lambda: cp.matmul(a, b), lambda f: time_gpu(f, repeat=15).median_ms)
+        err, ms, cublas_ms = checked_beside_cublas(call, a, b, c, ref, k, f"{m}x{n}x{k} {layout} unroll {unroll}")
         rows.append(dict(m=m, n=n, k=k, layout=layout, swap=as_rows, unroll=unroll, default_unroll=base.unroll,
                          split_k=base.split_k, ms=ms, cublas_ms=cublas_ms, ratio=cublas_ms / ms, err=err))
     print(f"{m:5d} {n:6d} {k:6d} {layout} sk{base.split_k:<3d} default u{base.unroll}  "
@@ -76,12 +80,8 @@ def main() -> int:
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_unroll.py")
     target = tiledsl.Target.current()
-    rows = []
-    for shape in shapes():
-        rows += measure(*shape, target)
-        cp.get_default_memory_pool().free_all_blocks()
-    gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    write_results(args.out, gpu, rows, cp.__version__)
+    rows = measure_each([(*shape, target) for shape in shapes()], measure)
+    write_results(args.out, gpu_name(), rows, cp.__version__)
     return 0
 
 

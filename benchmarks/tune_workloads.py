@@ -37,7 +37,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from beside import bracketed, checked_call, device_gemm_operands, gemm_op, workload_shapes
+from beside import checked_beside_cublas, device_gemm_operands, gemm_op, workload_shapes
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -132,10 +132,6 @@ def compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
 
 
 def _compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
-    import cupy as cp
-
-    from tiledsl.timing import time_gpu
-
     a, b, ref, c = device_gemm_operands(m, n, k, layout)
 
     def default() -> None:
@@ -147,17 +143,9 @@ def _compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
         else:
             tiledsl.gemm(a, b, c, schedule=tuned)
 
-    def vendor() -> None:
-        cp.matmul(a, b)
-
-    def timer(f) -> float:
-        return time_gpu(f, repeat=20).median_ms
-
     what = f"{m}x{n}x{k} {layout}"
-    checked_call(default, c, ref, k, f"{what} schedule=None")
-    checked_call(mine, c, ref, k, f"{what} tuned")
-    default_ms, vendor_a = bracketed(default, vendor, timer)
-    tuned_ms, vendor_b = bracketed(mine, vendor, timer)
+    _, default_ms, vendor_a = checked_beside_cublas(default, a, b, c, ref, k, f"{what} schedule=None", repeat=20)
+    _, tuned_ms, vendor_b = checked_beside_cublas(mine, a, b, c, ref, k, f"{what} tuned", repeat=20)
     return {"default_s": default_ms / 1e3, "tuned_s": tuned_ms / 1e3, "vendor_s": (vendor_a + vendor_b) / 2e3}
 
 

@@ -66,7 +66,7 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
     sub = sub_wave_schedule(op, target)
     if sub is not None:
         return sub, (f"the sub-wave rule (sub_wave_schedule): float32, M and N ≥ {SUB_WAVE_MIN_SIDE}, M ≤ "
-                     f"{SUB_WAVE_TALL}·N, K ≥ {SUB_WAVE_MIN_K}, {sub_wave_tiles(op, sub)} tiles of {sub.bm}×{sub.bn}: "
+                     f"{SUB_WAVE_TALL}·N, K ≥ {SUB_WAVE_MIN_K}, {tile_count(op, sub)} tiles of {sub.bm}×{sub.bn}: "
                      f"at least {SUB_WAVE_MIN_TILES}, fewer than the {target.sm_count} SMs: stream-K")
     return _estimate_choice(op, target), "the estimate over the presets × split-K (builtin_schedule)"
 
@@ -141,7 +141,7 @@ def tall_thin_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     base = registry.presets(GEMM).get(next(TALL_THIN_PRESETS[w] for w in sorted(TALL_THIN_PRESETS) if op.n <= w))
     if base is None:  # a shipped preset that failed its check (warned when the presets were read)
         return None
-    tiles = _ceil_div(op.m, base.bm) * _ceil_div(op.n, base.bn)
+    tiles = tile_count(op, base)
     split = 1
     while split < 8 and tiles * split < 2 * target.sm_count:  # K ≥ 1024: 8 slices are still 8 bk tiles deep
         split *= 2
@@ -171,7 +171,7 @@ def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
             and op.m % 64 and op.n >= SHORT_WIDE_MIN_N):
         return None
     base = registry.presets(GEMM).get(SHORT_WIDE_PRESET)
-    if base is None or _ceil_div(op.m, base.bm) * _ceil_div(op.n, base.bn) >= 2 * target.sm_count:
+    if base is None or tile_count(op, base) >= 2 * target.sm_count:
         return None
     return base
 
@@ -183,11 +183,6 @@ SUB_WAVE_MIN_SIDE, SUB_WAVE_MIN_TILES, SUB_WAVE_TALL, SUB_WAVE_MIN_K = 128, 16, 
 up to 8 %), fewer than one per SM (with as many tiles as SMs stream-K has nothing to share); M ≤ 32·N (4096×128 at
 M = 32·N gained, 0.79 → 0.84×; 7680×128 lost: the estimate's 256×128 split-K pick ran 0.96× cuBLAS, stream-K
 0.85–0.88×); K ≥ 512, the shortest K measured."""
-
-
-def sub_wave_tiles(op: GemmOp, s: GemmSchedule) -> int:
-    """Tiles of C that the block tile of ``s`` makes for ``op`` (ceil(M/bm)·ceil(N/bn))."""
-    return _ceil_div(op.m, s.bm) * _ceil_div(op.n, s.bn)
 
 
 def sub_wave_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
@@ -210,7 +205,7 @@ def sub_wave_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     base = registry.presets(GEMM).get(SUB_WAVE_PRESET)
     if base is None:  # a shipped preset that failed its check (warned when the presets were read)
         return None
-    return base if SUB_WAVE_MIN_TILES <= sub_wave_tiles(op, base) < target.sm_count else None
+    return base if SUB_WAVE_MIN_TILES <= tile_count(op, base) < target.sm_count else None
 
 
 def _applies(s: GemmSchedule, op: GemmOp, target: Target) -> bool:
@@ -225,6 +220,11 @@ def _applies(s: GemmSchedule, op: GemmOp, target: Target) -> bool:
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def tile_count(op: GemmOp, s: GemmSchedule) -> int:
+    """Tiles of C that the block tile of ``s`` makes for ``op``: ceil(M/bm)·ceil(N/bn) (K slices not counted)."""
+    return _ceil_div(op.m, s.bm) * _ceil_div(op.n, s.bn)
 
 
 # Presets the default may pick, with their measured fraction of the FP32 peak (67 TFLOP/s) at 4096³
