@@ -5,7 +5,8 @@ the tall-thin DeepBench shapes, ``--out benchmarks/results/gemm_tall_h200.json``
 wide ones, ``--out benchmarks/results/gemm_wide_h200.json``; ``--set subwave``: every data-set product whose
 ``schedule=None`` tiled pick fills less than one wave, against stream-K tiles,
 ``--out benchmarks/results/gemm_subwave_h200.json``; ``--set oddn``: the odd-N LM head at one and two blocks per
-SM, ``--out benchmarks/results/gemm_odd_n_h200.json``).
+SM, ``--out benchmarks/results/gemm_odd_n_h200.json``; ``--set tallsplit``: every data-set product of the
+tall-thin rule with 16 and 32 K slices and the tunes' tiles, ``--out benchmarks/results/gemm_tall_split_h200.json``).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
 and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
@@ -120,6 +121,33 @@ def _subwave_schedules() -> dict:
             "128x128x8 t8x8 streamk": dict(bm=128, bn=128, bk=8, rm=8, rn=8, unroll=8, stream_k=True)}
 
 
+def _tall_class_shapes(target) -> list:
+    """The data sets' float32 products that ``schedule=None`` gives to the tall-thin rule (``tall_thin_schedule``)."""
+    from tiledsl.gemm.family import tall_thin_schedule
+
+    return [(m, n, k, layout) for (m, n, k, layout) in workload_shapes()
+            if tall_thin_schedule(gemm_op(m, n, k, layout), target) is not None]
+
+
+def _tall_split_schedules(m: int, n: int, k: int, layout: str) -> dict:
+    """The tall-thin rule's tile (128×32 for N ≤ 32, 128×64 up to 64) with 16 and 32 K slices, beside the winners of
+    30-trial tunes of 2048×16×2048 (64×16×8, one warp, four stages) and 1760×64×1760 (128×64×16, 8×8 thread tiles)
+    with 16 and 32 slices (``benchmarks/tune_workloads.py --data``, 2026-12-02)."""
+    tall = dict(bk=16, rm=8, rn=4, unroll=16, swizzle=8)
+    out: dict = {"schedule=None": None}
+    bn = 32 if n <= 32 else 64
+    for split in (16, 32):
+        out[f"128x{bn}x16 t8x4 sk{split}"] = dict(tall, bm=128, bn=bn, split_k=split)
+    if n <= 16:
+        for split in (16, 32):
+            out[f"64x16x8 t8x4 w64x16 cp4 sk{split}"] = dict(bm=64, bn=16, bk=8, rm=8, rn=4, wm=64, wn=16, stages=4,
+                                                              unroll=8, swizzle=8, min_blocks=2, split_k=split)
+    if n > 32:
+        out["128x64x16 t8x8 w32x64 sk16"] = dict(bm=128, bn=64, bk=16, rm=8, rn=8, wm=32, wn=64, unroll=16,
+                                                 swizzle=8, split_k=16)
+    return out
+
+
 ODD_N_SHAPES = [(128, 50257, 768, "NN"), (2048, 50257, 768, "NN"), (128, 50256, 768, "NN")]
 T128X128 = dict(bm=128, bn=128, bk=8, rm=8, rn=8, unroll=8)
 ODD_N_SCHEDULES = {
@@ -135,7 +163,7 @@ N = 50256."""
 
 SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules()),
         "wide": (WIDE_SHAPES, _wide_schedules()), "subwave": (_subwave_shapes, _subwave_schedules()),
-        "oddn": (ODD_N_SHAPES, ODD_N_SCHEDULES)}
+        "oddn": (ODD_N_SHAPES, ODD_N_SCHEDULES), "tallsplit": (_tall_class_shapes, _tall_split_schedules)}
 
 
 def main() -> int:
@@ -155,7 +183,7 @@ def main() -> int:
         a, b = gemm_operands(rng, m, n, k, layout)
         ref = cp.matmul(a.astype(cp.float64), b.astype(cp.float64))
         op = gemm_op(m, n, k, layout)
-        for name, kw in schedules.items():
+        for name, kw in (schedules(m, n, k, layout) if callable(schedules) else schedules).items():
             s = None if kw is None else tiledsl.GemmSchedule(**kw)
             c = cp.full((m, n), cp.nan, cp.float32)
             tiledsl.gemm(a, b, c, schedule=s)

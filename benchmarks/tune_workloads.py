@@ -14,6 +14,9 @@ rows into a column-major Cᵀ is skipped (``search.tune``'s command line has no 
 its row. A full pass takes hours, so ``--shard I/N`` takes every N-th product from the I-th, ``--budget SECONDS``
 stops starting tunes after that long (the table is written after every shape), and ``--resume`` keeps the rows of
 ``DIR/tune_workloads.json`` that finished and tunes the rest: a pass can span several calls and machines.
+``--recompare`` tunes nothing: it times again, as below, the finished rows of that table (``--only``, ``--shard`` and
+``--budget`` apply), so that rows tuned before a change of ``schedule=None`` are measured with the code of the run
+that gives the figures; each row keeps the date it was compared.
 
 With ``--data``, right after each GEMM's tune, this process times three things on fresh data, each checked against
 a float64 product on a NaN-poisoned C first: ``tiledsl.gemm`` with ``schedule=None`` (the built-in choice or a
@@ -160,6 +163,8 @@ def main() -> int:
     ap.add_argument("--shard", default="0/1", help="I/N: every N-th workload from the I-th (default 0/1: all)")
     ap.add_argument("--budget", type=float, default=None, help="seconds: start no tune after this long")
     ap.add_argument("--resume", action="store_true", help="keep the finished rows of OUT/tune_workloads.json")
+    ap.add_argument("--recompare", action="store_true",
+                    help="tune nothing: time schedule=None, the tuned schedule and cuBLAS again on the finished rows")
     args = ap.parse_args()
     if args.data and args.ship:
         ap.error("--ship with --data: a shipped record would become the schedule=None it is compared with; "
@@ -170,10 +175,12 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table = out / "tune_workloads.json"
-    if table.exists() and not args.resume:
+    if table.exists() and not (args.resume or args.recompare):
         sys.exit(f"benchmarks/tune_workloads.py: {table} exists: pass --resume to add to it, or another --out")
     if args.data:  # schedule=None here must be the built-in choice or a shipped record, not a tune's stored winner
         os.environ["TILEDSL_CACHE_DIR"] = str(out / "parent-store")
+    if args.recompare:
+        return _recompare(table, args, target)
     rows: list[dict] = []
     if args.resume and table.exists():
         rows = [r for r in json.loads(table.read_text())["rows"]
@@ -214,6 +221,37 @@ def main() -> int:
             src = Path("schedules") / fam / "sm90.json"
             if src.exists():
                 shutil.copy(src, out / f"sm90_{fam}.json")
+    print(json.dumps(summary(rows), indent=1))
+    return 1 if failed else 0
+
+
+def _recompare(table: Path, args, target) -> int:
+    """``--recompare``: :func:`compare` again on the finished GEMM rows of ``table`` (module docstring); a row whose
+    check fails keeps the error (exit status 1) and loses its earlier times."""
+    if not args.data or not table.exists():
+        sys.exit(f"benchmarks/tune_workloads.py: --recompare needs --data and an existing {table}")
+    rows = json.loads(table.read_text())["rows"]
+    names = {w[1] for w in shard(data_workloads(), args.shard)}
+    start, failed = dt.datetime.now(), 0
+    for row in rows:
+        if (row["name"] not in names or not row.get("schedule") or "m" not in row
+                or (args.only and row["name"] not in args.only.split(","))):
+            continue
+        if args.budget is not None and (dt.datetime.now() - start).total_seconds() > args.budget:
+            print(f"budget of {args.budget:.0f} s spent: stopped before {row['name']}")
+            break
+        for key in ("default_s", "tuned_s", "vendor_s", "error"):
+            row.pop(key, None)
+        try:
+            row.update(compare(row["m"], row["n"], row["k"], row["layout"],
+                               tiledsl.GemmSchedule.from_dict(row["schedule"]), row["tuned"] != "the product"),
+                       compared=dt.date.today().isoformat())
+            print(f"{row['name']:36s} schedule=None/cuBLAS {row['vendor_s'] / row['default_s']:.2f}  "
+                  f"schedule=None/tuned {row['tuned_s'] / row['default_s']:.2f}", flush=True)
+        except (Exception, SystemExit) as exc:
+            row["error"] = f"recompare: {type(exc).__name__}: {exc}"[-800:]
+            failed += 1
+        _write(table, rows)
     print(json.dumps(summary(rows), indent=1))
     return 1 if failed else 0
 

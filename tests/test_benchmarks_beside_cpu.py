@@ -208,6 +208,21 @@ def test_tune_workloads_main_keeps_going_after_a_failure_and_resumes(tmp_path, m
     rows = json.loads((out / "tune_workloads.json").read_text())["rows"]
     assert sorted(r["name"] for r in rows) == sorted(w[1] for w in work) and not any("error" in r for r in rows)
     assert len(seen_env) == 4  # the two finished products were not tuned again
+
+    def slower_default(m, n, k, layout, tuned, as_row):  # --recompare: times again, tunes nothing
+        if f"{m}x{n}x{k}_{layout}" == work[2][1]:
+            raise SystemExit("WRONG RESULT: rel err 2.0")
+        return {"default_s": 3.0, "tuned_s": 1.0, "vendor_s": 1.5}
+
+    monkeypatch.setattr(tw, "compare", slower_default)
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), "--recompare"])
+    assert tw.main() == 1 and len(seen_env) == 4
+    rows = {r["name"]: r for r in json.loads((out / "tune_workloads.json").read_text())["rows"]}
+    assert [rows[w[1]].get("default_s") for w in work] == [3.0, 3.0, None]  # the failed check lost its old times
+    assert "WRONG RESULT" in rows[work[2][1]]["error"] and rows[work[0][1]]["compared"]
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--out", str(out), "--recompare"])
+    with pytest.raises(SystemExit, match="--recompare needs --data"):
+        tw.main()
     monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--ship", "--out", str(tmp_path / "x")])
     with pytest.raises(SystemExit):
         tw.main()

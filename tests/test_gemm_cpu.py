@@ -746,19 +746,28 @@ def test_gemv_rules_and_default():
 
 
 @pytest.mark.parametrize("m,n,k,layout,want", [
-    (7680, 32, 2560, ("col", "col"), (32, 8)),     # DeepBench's tall-thin rows: the 128×32 tile, split-K 8
-    (4096, 16, 4096, ("row", "col"), (32, 8)),
-    (4096, 64, 4096, ("row", "col"), (64, 8)),     # N up to 64: the 128×64 tile
-    (8448, 32, 2816, ("col", "col"), (32, 4)),     # 66 tiles · 4 slices already fill two blocks per SM
-    (4096, 33, 1024, ("row", "row"), (64, 8)),     # N = 33 takes the 64-wide tile
+    (7680, 32, 2560, ("col", "col"), (128, 32, 8)),   # DeepBench's tall-thin rows: the 128×32 tile, split-K 8
+    (4096, 16, 4096, ("row", "col"), (128, 32, 16)),  # 32 tiles: 16 slices (the most) for two blocks per SM
+    (4096, 64, 4096, ("row", "col"), (128, 64, 16)),  # N up to 64: the 128×64 tile
+    (8448, 32, 2816, ("col", "col"), (128, 32, 4)),   # 66 tiles · 4 slices already fill two blocks per SM
+    (4096, 33, 1024, ("row", "row"), (128, 64, 16)),  # N = 33 takes the 64-wide tile
+    (1760, 16, 1760, ("col", "col"), (64, 16, 16)),   # N = 16, column-major A: the one-warp 64×16 tile, 16 slices
+    (8448, 16, 2816, ("col", "row"), (64, 16, 16)),   # whatever the tile count
+    (1760, 16, 1760, ("row", "col"), (128, 32, 16)),  # a row-major A keeps the 128×32 tile
 ])
 def test_tall_thin_rule_picks_the_narrow_tile_and_split(m, n, k, layout, want):
-    from tiledsl.gemm.family import builtin_schedule, tall_thin_schedule
+    from tiledsl.gemm.family import builtin_choice, builtin_schedule, tall_thin_schedule
 
+    h200 = tiledsl.Target.known("H200")
     op = GemmOp(m, n, k, layout_a=layout[0], layout_b=layout[1])
-    s = tall_thin_schedule(op, tiledsl.Target.known("H200"))
-    assert s is not None and (s.bn, s.split_k) == want and (s.bm, s.bk, s.rm, s.rn, s.smem_pad) == (128, 16, 8, 4, 0)
-    assert builtin_schedule(op, tiledsl.Target.known("H200")) == s
+    s = tall_thin_schedule(op, h200)
+    assert s is not None and (s.bm, s.bn, s.split_k) == want and s.smem_pad == 0
+    if s.bm == 64:  # one warp of 8×4 thread tiles, four cp.async stages, bk 8
+        assert (s.threads, s.rm, s.rn, s.bk, s.stages) == (32, 8, 4, 8, 4)
+    else:
+        assert (s.bk, s.rm, s.rn) == (16, 8, 4)
+    assert builtin_schedule(op, h200) == s
+    assert f"{s.bm}×{s.bn} tiles, {s.split_k} K slices" in builtin_choice(op, h200)[1]  # --lookup says which
 
 
 @pytest.mark.parametrize("op", [

@@ -58,7 +58,8 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
     tall = tall_thin_schedule(op, target)
     if tall is not None:
         return tall, (f"the tall-thin rule (tall_thin_schedule): float32, N = {op.n} in {TALL_THIN_MIN_N}..64, "
-                      f"M = {op.m} ≥ {TALL_THIN_MIN_M}, K = {op.k} in {TALL_THIN_K[0]}..{TALL_THIN_K[1]}")
+                      f"M = {op.m} ≥ {TALL_THIN_MIN_M}, K = {op.k} in {TALL_THIN_K[0]}..{TALL_THIN_K[1]}: "
+                      f"{tall.bm}×{tall.bn} tiles, {tall.split_k} K slices")
     wide = short_wide_schedule(op, target)
     if wide is not None:
         return wide, (f"the short-wide rule (short_wide_schedule): float32, M = {op.m} in {SHORT_WIDE_M[0]}.."
@@ -119,31 +120,46 @@ def _estimate_choice(op: GemmOp, target: Target) -> GemmSchedule:
 
 TALL_THIN_PRESETS = {32: "tall_128x32_8x4", 64: "tall_128x64_8x4"}
 """Tall-thin float32 products (:func:`tall_thin_schedule`): the preset for N up to each width."""
+TALL_THIN_ONE_WARP = "tall_64x16_8x4_one_warp"
+"""The preset for N ≤ 16 with a column-major A (:func:`tall_thin_schedule`), always with
+:data:`TALL_THIN_MAX_SPLIT` K slices."""
 TALL_THIN_MIN_N, TALL_THIN_MIN_M, TALL_THIN_K = 16, 1024, (1024, 8192)
-"""The class the rule was measured on (N 16-64, M 3072-7680, K 1024-4096), widened to round bounds; K = 512 is out
+"""The class the rule was measured on (N 16-64, M 1760-8448, K 1024-4096), widened to round bounds; K = 512 is out
 (1024×16×512 and 1024×32×512 lost 7-20 % to the generic pick)."""
+TALL_THIN_MAX_SPLIT = 16
+"""Most K slices the tall-thin rule takes (K ≥ 1024: 16 slices are still 64 deep, four bk = 16 tiles)."""
 
 
 def tall_thin_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The shape-class rule for tall-thin float32 products (IEEE, FMA units): N in 16..64, M ≥ 1024 and ≥ 16·N,
     K in 1024..8192 (DeepBench's 7680×32×2560 and kin); None for other ops.
 
-    The block tile is as narrow as N allows (:data:`TALL_THIN_PRESETS`: 128×32 for N ≤ 32, 128×64 up to 64), and K
-    is split into the fewest of 1, 2, 4, 8 slices that give the grid two blocks per SM.
-    Measured on the H200 against the generic estimate's picks (128×64 or 64×16 tiles, split-K 1-4, 0.40-0.60×
-    cuBLAS): the rule's picks ran 0.85-0.95× on seven shapes and 1.08× on 7680×32×2560 with both operands
-    column-major (``python benchmarks/gemm_skinny.py --set tall``, benchmarks/results/gemm_tall_h200.json,
-    2026-12-01); on the data sets' 48 products of the class, see docs/gemm.md.
+    With N ≤ 16 and a column-major A (M contiguous), the one-warp 64×16×8 tile with four cp.async stages
+    (:data:`TALL_THIN_ONE_WARP`) and 16 K slices. Otherwise the block tile is as narrow as N allows
+    (:data:`TALL_THIN_PRESETS`: 128×32 for N ≤ 32, 128×64 up to 64), and K is split into the fewest of 1, 2, 4,
+    … :data:`TALL_THIN_MAX_SPLIT` slices that give the grid two blocks per SM.
+
+    Measured on the H200 on the data sets' 48 products of the class, in one run
+    (``python benchmarks/gemm_skinny.py --set tallsplit``, benchmarks/results/gemm_tall_split_h200.json,
+    2026-12-02; in-sample, the rule was read off that run): the earlier rule (at most 8 slices, no one-warp tile)
+    0.947× cuBLAS geomean, lowest 0.80; this rule 1.075×, lowest 0.84. The first version (2026-12-01,
+    ``--set tall``, benchmarks/results/gemm_tall_h200.json) took the generic estimate's 0.40-0.60× to 0.85-0.95×;
+    docs/gemm.md has both tables.
     """
     if not (op.dtype == "float32" and op.precision == "ieee" and TALL_THIN_MIN_N <= op.n <= max(TALL_THIN_PRESETS)
             and op.m >= max(TALL_THIN_MIN_M, 16 * op.n) and TALL_THIN_K[0] <= op.k <= TALL_THIN_K[1]):
         return None
-    base = registry.presets(GEMM).get(next(TALL_THIN_PRESETS[w] for w in sorted(TALL_THIN_PRESETS) if op.n <= w))
+    one_warp = op.n <= 16 and op.layout_a == "col"
+    name = TALL_THIN_ONE_WARP if one_warp else next(TALL_THIN_PRESETS[w] for w in sorted(TALL_THIN_PRESETS)
+                                                      if op.n <= w)
+    base = registry.presets(GEMM).get(name)
     if base is None:  # a shipped preset that failed its check (warned when the presets were read)
         return None
+    if one_warp:
+        return replace(base, split_k=TALL_THIN_MAX_SPLIT)
     tiles = tile_count(op, base)
     split = 1
-    while split < 8 and tiles * split < 2 * target.sm_count:  # K ≥ 1024: 8 slices are still 8 bk tiles deep
+    while split < TALL_THIN_MAX_SPLIT and tiles * split < 2 * target.sm_count:
         split *= 2
     return base if split == 1 else replace(base, split_k=split)
 
