@@ -691,6 +691,19 @@ def test_gemv_fused_split_k_compiles_as_one_kernel_with_tickets(dtype, la, lb):
         assert ("beta *" in src) == read_c
 
 
+def test_gemv_fused_split_k_stores_c_at_its_own_width():
+    """The fused split-K's last block stores C as wide as C's alignment allows, stepping by that width: a C whose
+    rows are 8-byte aligned under an aligned B (workspace rows 4 wide) is stored 2 wide, two columns per step
+    (stepping by the workspace's 4 would leave half the columns unwritten)."""
+    s = GemmSchedule(kernel="gemv", bm=8, bn=64, vec=4, split_k=4, split_k_fused=True, unroll=2)
+    op = GemmOp(5, 4100, 1000, align_c=2)
+    assert dict(tiledsl.plan(op, s, arch="sm_90").vec) == {"A": 4, "B": 4, "C": 2, "W": 4}
+    tail = emit_gemm(op, s).source.split("if (!last_block) return;")[1]
+    assert "for (int j = 0; j < VB; j += 2)" in tail and "j += VC" not in tail and "float2 out;" in tail
+    aligned = emit_gemm(GemmOp(5, 4100, 1000), s).source.split("if (!last_block) return;")[1]
+    assert "for (int j = 0; j < VB; j += VC)" in aligned  # C as wide as the workspace: the named width, as before
+
+
 def test_gemv_fused_split_k_changes_no_other_kernel():
     """The knob is left out of the source's schedule comment when False: other GEMV kernels keep their text and
     the records hashing it stay valid; the two-kernel split-K keeps its reduction kernel."""

@@ -567,6 +567,26 @@ def test_gemv_alpha_beta_and_torch_bfloat16(lb, rng):
         assert float((out.double() - ref).norm() / ref.norm()) < 8e-3
 
 
+def test_gemv_fused_split_k_stores_c_narrower_than_its_workspace(rng):
+    """The fused split-K's last block stores C as wide as C's own alignment allows, which may be narrower than the
+    workspace's rows (an aligned B, N a multiple of 4, C a view with ldc = N + 2: 2 wide): every column is written
+    and right (C is poisoned with NaN), with and without beta."""
+    cp = _cp()
+    m, n, k = 5, 4100, 1000
+    a, ha = _rand((m, k), rng)
+    b, hb = _rand((k, n), rng)
+    s = tiledsl.GemmSchedule(kernel="gemv", bm=8, bn=64, vec=4, split_k=4, split_k_fused=True, unroll=2)
+    assert dict(tiledsl.plan(tiledsl.GemmOp(m, n, k, align_c=2), s, arch="sm_90").vec)["C"] == 2
+    big = cp.full((m, n + 2), cp.nan, dtype=cp.float32)
+    c = big[:, 2:]  # ldc = 4102, 8 bytes in: C's rows are 8-byte aligned
+    tiledsl.gemm(a, b, c, schedule=s)
+    assert _rel_err(c, ha @ hb) < 1e-5
+    c0 = rng.uniform(-1, 1, (m, n))
+    c[...] = cp.asarray(c0.astype(np.float32))
+    tiledsl.gemm(a, b, c, alpha=0.5, beta=-2.0, schedule=s)
+    assert _rel_err(c, 0.5 * (ha @ hb) - 2.0 * c0) < 1e-5
+
+
 @pytest.mark.parametrize("lb", ["row", "col"])
 @pytest.mark.parametrize("m,n,k,split", [(3, 1000, 5000, 37), (16, 4100, 4096, 64), (1, 7, 129, 2)])
 def test_gemv_fused_split_k_matches_the_split_k_kernel_bit_for_bit(lb, m, n, k, split, rng):

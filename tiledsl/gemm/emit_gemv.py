@@ -138,7 +138,8 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
             if fused:
                 _fused_arrival(w)
                 _fused_sum_row_b(w, vb)
-                _epilogue_row_b(w, op, dtypes.get(op.dtype), vb, p.width("C"))
+                vc_c = p.width("C")  # C's stores; the main store (VC) went to the workspace
+                _epilogue_row_b(w, op, dtypes.get(op.dtype), vb, vc_c, vc_name="VC" if vc_c == vc else str(vc_c))
         else:
             w('static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");',
               "// ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step),",
@@ -236,13 +237,14 @@ def _fused_sum_col_b(w: Writer, op: GemmOp, dt: dtypes.DType) -> None:
 
 
 def _epilogue_row_b(w: Writer, op: GemmOp, dt: dtypes.DType, vb: int, vc: int, out: str = "C", ld: str = "ldc",
-                    scale: str = "alpha * ") -> None:
-    """Emit ``out`` = ``scale``·acc (+ beta · C) for the thread's BM×VB elements (leading dimension ``ld``): C, the
+                    scale: str = "alpha * ", vc_name: str = "VC") -> None:
+    """Emit ``out`` = ``scale``·acc (+ beta · C) for the thread's BM×VB elements (leading dimension ``ld``), ``vc``
+    wide (``vc_name``: the constant naming it, or the literal width where it is not the kernel's VC): C, the
     two-kernel split-K's workspace (C with alpha = 1), or the fused split-K's slice P (no scale)."""
     what = ("partial sums of this slice: P = acc" if out == "P" else "epilogue: C = alpha * acc"
             + (" + beta * C" if op.read_c else " (C is never read)"))
     w(f"// ---- {what}" + ("; VB elements per row of C, each in its own column of the column-major C ----"
-                          if op.layout_c == "col" else "; VB columns per row, VC-wide stores ----"))
+                          if op.layout_c == "col" else f"; VB columns per row, {vc_name}-wide stores ----"))
     with w.block("if (gn < N)"):
         w("#pragma unroll")
         with w.block("for (int m = 0; m < BM; ++m)"):
@@ -257,7 +259,7 @@ def _epilogue_row_b(w: Writer, op: GemmOp, dt: dtypes.DType, vb: int, vc: int, o
             if vc > 1 and not op.read_c:
                 vt = VEC_TYPES[(dt.c_type, vc)]
                 w("#pragma unroll")
-                with w.block("for (int j = 0; j < VB; j += VC)"):
+                with w.block(f"for (int j = 0; j < VB; j += {vc_name})"):
                     w(f"{vt} out;")
                     for e, comp in enumerate(COMPONENTS[:vc]):
                         w(f"out.{comp} = {dt.from_acc(f'{scale}acc[m][j + {e}]')};")
