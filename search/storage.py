@@ -225,12 +225,25 @@ def storage_problem(url: str) -> str | None:
     try:
         st = make_storage(url)
     except Exception as exc:
-        text = " ".join(str(exc).split("(Background on this error")[0].split()) or "no reason given"
-        return mask_text(f"{type(exc).__name__}: {text}").replace(url, parsed.masked)
+        return storage_failure(exc).replace(url, parsed.masked)
     engine = getattr(st, "engine", None)
     if engine is not None:
         engine.dispose()
     return None
+
+
+def storage_failure(exc: BaseException) -> str:
+    """One line saying why a storage call failed: the database driver's own words (``database is locked``,
+    ``database disk image is malformed``) from the innermost exception Optuna wrapped, password masked."""
+    inner = exc
+    seen = set()
+    while (inner.__cause__ or inner.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        inner = inner.__cause__ or inner.__context__
+    orig = getattr(inner, "orig", None)  # a SQLAlchemy error wraps the driver's
+    text = str(orig if orig is not None else inner)
+    text = " ".join(text.split("(Background on this error")[0].split("[SQL:")[0].split()) or type(inner).__name__
+    return mask_text(text)
 
 
 def expire_stale(study, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> list[int]:

@@ -70,6 +70,7 @@ from .storage import (
     make_storage,
     mask,
     mask_text,
+    storage_failure,
     storage_problem,
 )
 from .strategy import SAMPLERS, ModelPruner, make_sampler, seed_study
@@ -154,15 +155,19 @@ def _open_study(cfg: TuneConfig, name: str, storage, space, target, model, mode:
     """
     import optuna
 
-    study = optuna.create_study(storage=storage, study_name=name, direction="minimize",
-                                sampler=make_sampler(cfg.sampler, cfg.seed, space), load_if_exists=True)
-    expire_stale(study, cfg.stale_after_s)  # trials of workers that died (no heartbeat for cfg.stale_after_s) become FAIL
-    meta = {"family": cfg.family, "op": cfg.op.to_dict(), "device": target.name, "arch": target.arch, "mode": mode}
-    old = study.user_attrs.get("meta")
-    if old is None:
-        study.set_user_attr("meta", meta)
-        study.set_user_attr("model", model.label)
-    elif old != meta:
+    try:
+        study = optuna.create_study(storage=storage, study_name=name, direction="minimize",
+                                    sampler=make_sampler(cfg.sampler, cfg.seed, space), load_if_exists=True)
+        expire_stale(study, cfg.stale_after_s)  # trials of workers that died (no heartbeat) become FAIL
+        meta = {"family": cfg.family, "op": cfg.op.to_dict(), "device": target.name, "arch": target.arch,
+                "mode": mode}
+        old = study.user_attrs.get("meta")
+        if old is None:
+            study.set_user_attr("meta", meta)
+            study.set_user_attr("model", model.label)
+    except optuna.exceptions.StorageInternalError as exc:  # locked past its timeout, or a damaged database
+        raise SystemExit(f"--storage {mask(cfg.storage)}: the study cannot be opened: {storage_failure(exc)}") from exc
+    if old is not None and old != meta:
         raise SystemExit(f"study {name!r} in {mask(cfg.storage)} was made for {old}, not {meta}; "
                          "pass another --study-name")
     return study

@@ -104,6 +104,7 @@ STORE_FAULTS = {
     "records not a list": lambda rec: {"records": {"a": rec}},
     "a list": lambda rec: [rec],
     "truncated": None,
+    "nested past Python's recursion limit": "deep",
 }
 
 
@@ -112,7 +113,9 @@ def test_a_bad_tuned_schedule_store_is_skipped_with_a_warning(cache, fault, caps
     monkeypatch.chdir(tmp_path)
     path = registry.store("gemm", OP, H200, S)
     good = json.loads(path.read_text())["records"][0]
-    text = json.dumps(good)[:40] if STORE_FAULTS[fault] is None else json.dumps(STORE_FAULTS[fault](good))
+    damage = STORE_FAULTS[fault]
+    text = (json.dumps(good)[:40] if damage is None else "[" * 100_000 if damage == "deep"
+            else json.dumps(damage(good)))
     path.write_text(text)
     with pytest.warns(BadFileWarning, match=str(path).replace("\\", "\\\\")):
         got = registry.lookup("gemm", OP, H200)
@@ -125,6 +128,22 @@ def test_a_bad_tuned_schedule_store_is_skipped_with_a_warning(cache, fault, caps
         registry.store("gemm", GemmOp(64, 64, 64), H200, S)  # the writer copes with the bad file too
         assert registry.lookup("gemm", GemmOp(64, 64, 64), H200) == S
         assert tune.main(["gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--lookup"]) == 0
+
+
+def test_a_store_keeps_its_permission_bits_when_rewritten(cache, tmp_path):
+    """A shared store (0644) stays readable to its other users after a write (atomic_write's temporary file is
+    private, 0600, until it is given the old file's bits); a new file gets 0666 less the umask, as open() gives."""
+    from tiledsl.filestore import atomic_write
+
+    path = registry.store("gemm", OP, H200, S)
+    os.chmod(path, 0o644)
+    registry.store("gemm", GemmOp(64, 64, 64), H200, S)
+    assert (path.stat().st_mode & 0o777) == 0o644
+    fresh = tmp_path / "fresh.json"
+    atomic_write(fresh, "{}")
+    mask = os.umask(0o22)
+    os.umask(mask)
+    assert (fresh.stat().st_mode & 0o777) == 0o666 & ~mask
 
 
 def test_sixteen_concurrent_tuner_processes_lose_no_record(cache, tmp_path):
@@ -497,6 +516,31 @@ def test_a_bad_seed_exits_2_before_the_storage_is_created(tmp_path, monkeypatch,
     code, err = _main_exit(_gemm(tmp_path, "--seed", seed), monkeypatch, capsys)
     assert code == 2 and "--seed" in err
     assert not (tmp_path / "t.db").exists()
+
+
+def test_a_locked_or_damaged_study_database_is_named_with_the_drivers_reason(tmp_path, monkeypatch, capsys):
+    """A SQLite study another process holds locked past the URL's timeout, or whose pages are damaged, stops the
+    run with one line naming --storage and SQLite's own reason, not Optuna's generic commit error."""
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    args = ["gemm", "--m", "256", "--n", "256", "--k", "256", "--model-only", "--trials", "2", "--compile-top", "1",
+            "--no-progress"]
+    assert tune.main([*args, "--storage", "sqlite:///s.db"]) == 0
+    holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(SystemExit) as e:
+            tune.main([*args, "--storage", "sqlite:///s.db?timeout=1"])
+    finally:
+        holder.close()
+    said = str(e.value.code) + capsys.readouterr().err
+    assert "--storage" in said and "database is locked" in said and e.value.code != 0
+    data = bytearray((tmp_path / "s.db").read_bytes())
+    data[4096:40960] = b"Z" * len(data[4096:40960])
+    (tmp_path / "s.db").write_bytes(bytes(data))
+    code, err = _main_exit([*args, "--storage", "sqlite:///s.db"], monkeypatch, capsys)
+    assert code == 2 and "--storage" in err and "malformed" in err and "StorageInternalError" not in err
 
 
 def test_a_sqlite_url_query_is_honoured_not_part_of_the_file_name(tmp_path, monkeypatch, capsys):

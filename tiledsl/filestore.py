@@ -42,6 +42,22 @@ def warn_bad(path: object, problem: str, action: str = "skipped") -> None:
     warnings.warn(f"tiledsl: {path}: {problem}; {action}", BadFileWarning, stacklevel=3)
 
 
+def _umask() -> int:
+    """The process's umask: read from /proc (Linux), else set and restored once, at import (one thread then)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+
+
 def locked(path: Path, timeout_s: float = LOCK_TIMEOUT_S):
     """An inter-process lock (``filelock.FileLock``) guarding ``path``: the file ``<path>.lock`` beside it.
 
@@ -58,12 +74,20 @@ def locked(path: Path, timeout_s: float = LOCK_TIMEOUT_S):
 def atomic_write(path: Path, data: bytes | str) -> None:
     """Write ``data`` to ``path`` atomically: a temporary file in the same folder, fsync, ``os.replace``.
 
+    The file keeps its permission bits (a new one gets what the umask allows, as ``open`` would give it:
+    ``mkstemp``'s private 0600 would hide a shared store from its other users).
+
     Raises:
         OSError: the folder is not writable (the temporary file is removed).
     """
     path = Path(path)
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:  # a new file: 0666 less the umask
+        mode = 0o666 & ~_UMASK
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
@@ -102,7 +126,7 @@ def read_json(path, what: str = "JSON", allow_nan: bool = False) -> tuple[object
     try:
         text = raw.decode("utf-8")
         return (json.loads(text) if allow_nan else json.loads(text, parse_constant=_refuse_constant)), None
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested past Python's stack
         return None, f"is not valid {what} ({type(exc).__name__}: {str(exc)[:200]})"
 
 
