@@ -25,7 +25,13 @@ shipped record: this process reads its own empty store, ``DIR/parent-store``, so
 ``tiledsl.timing.time_gpu``: CUDA events, warm-up, L2 flushed, median of 20). The summary gives the issue's
 figures: the tuned geomean against cuBLAS, how many defaults are within 10 % of the tuned kernel, and how many are
 below 0.7× cuBLAS. A product whose tune or check fails keeps the error in its row and the pass goes on (exit status
-1 at the end); ``--resume`` tries it again.
+1 at the end); ``--resume`` tries it again (and keeps, untouched, the failed rows outside its ``--only`` or shard).
+
+Faults: one pass per folder at a time (a second one is refused while the first holds the lock beside the table); a
+table that does not parse, or a row without a name or with a figure that is not a finite number above 0, is refused
+with the file and the row named, never rewritten; ``--out``, ``--only`` (every name must be a product) and
+``--budget`` are checked before anything is tuned. Each tune runs in a process group of its own: one that outlives
+its limit is killed with its compile pool and GPU worker, and on Linux it is killed too if this process dies.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +51,7 @@ from beside import checked_beside_cublas, device_gemm_operands, gemm_op, workloa
 from gpu_check import gpu_or_exit
 
 import tiledsl
-from tiledsl.filestore import atomic_write
+from tiledsl.filestore import atomic_write, locked, read_json
 
 # DeepBench rows (benchmarks/data/deepbench_gemm.csv; cuBLAS column-major flags mapped to tiledsl's
 # row-major layout tag: a_t=1 -> A row-major "N", a_t=0 -> A column-major "T"), LLM rows
@@ -152,16 +159,38 @@ def _compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
     return {"default_s": default_ms / 1e3, "tuned_s": tuned_ms / 1e3, "vendor_s": (vendor_a + vendor_b) / 2e3}
 
 
+def _count(text: str) -> int:
+    """An argparse type: a whole number ≥ 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds ≥ 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number of seconds ≥ 0")
+    return value
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=40)
-    ap.add_argument("--timeout", type=int, default=40, help="seconds per shape")
+    ap.add_argument("--trials", type=_count, default=40)
+    ap.add_argument("--timeout", type=_count, default=40, help="seconds per shape")
     ap.add_argument("--ship", action="store_true", help="add winners to schedules/<family>/sm90.json")
     ap.add_argument("--out", default="tune-out")
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--data", action="store_true", help="every distinct float32 product of benchmarks/data/")
     ap.add_argument("--shard", default="0/1", help="I/N: every N-th workload from the I-th (default 0/1: all)")
-    ap.add_argument("--budget", type=float, default=None, help="seconds: start no tune after this long")
+    ap.add_argument("--budget", type=_seconds, default=None, help="seconds: start no tune after this long")
     ap.add_argument("--resume", action="store_true", help="keep the finished rows of OUT/tune_workloads.json")
     ap.add_argument("--recompare", action="store_true",
                     help="tune nothing: time schedule=None, the tuned schedule and cuBLAS again on the finished rows")
@@ -170,23 +199,57 @@ def main() -> int:
         ap.error("--ship with --data: a shipped record would become the schedule=None it is compared with; "
                  "ship winners from a run without --data")
     todo = data_workloads() if args.data else [(f, name, a) for f, name, a in WORKLOADS]
+    only = [x for x in args.only.split(",") if x]
+    unknown = sorted(set(only) - {w[1] for w in todo})
+    if unknown:
+        ap.error(f"--only: {', '.join(unknown)}: not {'a product of --data' if args.data else 'a workload'} "
+                 f"(names look like {todo[0][1]!r})")
     todo = shard(todo, args.shard)
-    target = gpu_or_exit("benchmarks/tune_workloads.py")
     out = Path(args.out)
+    problem = _out_problem(out)
+    if problem:
+        ap.error(f"--out {out}: {problem}")
+    target = gpu_or_exit("benchmarks/tune_workloads.py")
     out.mkdir(parents=True, exist_ok=True)
     table = out / "tune_workloads.json"
     if table.exists() and not (args.resume or args.recompare):
         sys.exit(f"benchmarks/tune_workloads.py: {table} exists: pass --resume to add to it, or another --out")
     if args.data:  # schedule=None here must be the built-in choice or a shipped record, not a tune's stored winner
         os.environ["TILEDSL_CACHE_DIR"] = str(out / "parent-store")
-    if args.recompare:
-        return _recompare(table, args, target)
-    rows: list[dict] = []
-    if args.resume and table.exists():
-        rows = [r for r in json.loads(table.read_text())["rows"]
-                if r.get("skipped") or (r.get("rc") == 0 and "error" not in r)]
+    import filelock
+
+    try:  # one pass per folder at a time: its table is read once and rewritten after every product
+        with locked(table, timeout_s=0):
+            return _recompare(table, args, target, only) if args.recompare else _pass(table, todo, only, args,
+                                                                                      out, target)
+    except filelock.Timeout:
+        sys.exit(f"benchmarks/tune_workloads.py: {out} is in use by another tune_workloads.py (it holds "
+                 f"{table}.lock); give this one another --out, or run it after that one")
+
+
+def _out_problem(out: Path) -> str | None:
+    """Why the results folder ``out`` cannot take this pass's files, checked before anything is tuned."""
+    if out.exists() and not out.is_dir():
+        return "is a file, not a folder"
+    probe = out
+    while not probe.exists():  # the nearest folder that exists must let us create the rest
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is a file, not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe} is not writable"
+    return None
+
+
+def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> int:
+    """Tune ``todo`` (less what ``--resume`` finds finished in ``table``) and rewrite ``table`` after each product.
+    With ``--resume``, the rows this call does not retry (failures outside ``--only`` or this shard) are kept."""
+    old = load_rows(table) if args.resume and table.exists() else []
+    rows = [r for r in old if r.get("skipped") or (r.get("rc") == 0 and "error" not in r)]
     done = {r["name"] for r in rows}
-    todo = [w for w in todo if w[1] not in done and (not args.only or w[1] in args.only.split(","))]
+    todo = [w for w in todo if w[1] not in done and (not only or w[1] in only)]
+    retried = {w[1] for w in todo}
+    rows += [r for r in old if r["name"] not in done and r["name"] not in retried]  # failures left for another call
     env = {**os.environ, "TILEDSL_CACHE_DIR": str(out / "store")}  # the tunes' records stay out of this process
     start = dt.datetime.now()
     failed = 0
@@ -198,7 +261,7 @@ def main() -> int:
         row = {"family": family, "name": name, "tuned": tuned_what}
         if shape_args is None:
             rows.append({**row, "skipped": True})
-            _write(table, rows)
+            _write(table, rows, target)
             continue
         row.update(_tune(family, name, shape_args, args, out, env))
         if "error" not in row and family == "gemm" and args.data:
@@ -215,7 +278,7 @@ def main() -> int:
                  f"{row['tuned_s'] / row['default_s']:.2f}") if row.get("default_s") else ""
         print(f"{name:36s} rc={row['rc']} {row['wall_s']:6.1f}s  tiledsl/vendor {ratio}{extra}"
               + ("  FAILED: " + row["error"].splitlines()[-1][:200] if "error" in row else ""), flush=True)
-        _write(table, rows)
+        _write(table, rows, target)
     if args.ship:
         for fam in ("gemm", "reduce", "transpose"):
             src = Path("schedules") / fam / "sm90.json"
@@ -225,25 +288,30 @@ def main() -> int:
     return 1 if failed else 0
 
 
-def _recompare(table: Path, args, target) -> int:
+def _recompare(table: Path, args, target, only: list[str]) -> int:
     """``--recompare``: :func:`compare` again on the finished GEMM rows of ``table`` (module docstring); a row whose
-    check fails keeps the error (exit status 1) and loses its earlier times."""
+    check fails keeps the error (exit status 1) and loses its earlier times. The product timed is the one the row's
+    name stands for (a row whose shape is not its name's is an error, not timed)."""
     if not args.data or not table.exists():
         sys.exit(f"benchmarks/tune_workloads.py: --recompare needs --data and an existing {table}")
-    rows = json.loads(table.read_text())["rows"]
-    names = {w[1] for w in shard(data_workloads(), args.shard)}
+    rows = load_rows(table)
+    specs = {name: spec for _, name, spec in shard(data_workloads(), args.shard)}
     start, failed = dt.datetime.now(), 0
     for row in rows:
-        if (row["name"] not in names or not row.get("schedule") or "m" not in row
-                or (args.only and row["name"] not in args.only.split(","))):
+        if (row["name"] not in specs or not row.get("schedule") or "m" not in row
+                or (only and row["name"] not in only)):
             continue
         if args.budget is not None and (dt.datetime.now() - start).total_seconds() > args.budget:
             print(f"budget of {args.budget:.0f} s spent: stopped before {row['name']}")
             break
         for key in ("default_s", "tuned_s", "vendor_s", "error"):
             row.pop(key, None)
+        spec = specs[row["name"]]
         try:
-            row.update(compare(row["m"], row["n"], row["k"], row["layout"],
+            if tuple(row.get(key) for key in ("m", "n", "k", "layout")) != spec:
+                raise ValueError(f"the row's shape {row.get('m')}x{row.get('n')}x{row.get('k')} {row.get('layout')} "
+                                 f"is not its name's ({row['name']})")
+            row.update(compare(*spec,
                                tiledsl.GemmSchedule.from_dict(row["schedule"]), row["tuned"] != "the product"),
                        compared=dt.date.today().isoformat())
             print(f"{row['name']:36s} schedule=None/cuBLAS {row['vendor_s'] / row['default_s']:.2f}  "
@@ -251,7 +319,7 @@ def _recompare(table: Path, args, target) -> int:
         except (Exception, SystemExit) as exc:
             row["error"] = f"recompare: {type(exc).__name__}: {exc}"[-800:]
             failed += 1
-        _write(table, rows)
+        _write(table, rows, target)
     print(json.dumps(summary(rows), indent=1))
     return 1 if failed else 0
 
@@ -265,27 +333,105 @@ def _tune(family: str, name: str, shape_args: list[str], args, out: Path, env: d
            "--export", str(out / name)] + (["--ship"] if args.ship else [])
     row: dict = {"command": "python -m search.tune " + " ".join(cmd[3:])}
     t0 = dt.datetime.now()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=4 * args.timeout + 600)
-        row["rc"], text = proc.returncode, proc.stderr or proc.stdout
-    except subprocess.TimeoutExpired:
-        row["rc"], text = -1, "killed: the tune outlived its time limit"
+    row["rc"], text = run_child(cmd, env, 4 * args.timeout + 600)
     row["wall_s"] = (dt.datetime.now() - t0).total_seconds()
     rec_path = out / name / "schedule.json"
-    if row["rc"] != 0 or not rec_path.exists():
-        row["error"] = text[-800:] or f"no {rec_path}"
+    rec, problem = read_json(rec_path, "exported schedule.json")
+    if row["rc"] != 0 or not isinstance(rec, dict):
+        row["error"] = text[-800:] or problem or f"no {rec_path}"
         return row
-    rec = json.loads(rec_path.read_text())
     m = rec.get("measured") or {}
     row.update(schedule=rec.get("schedule"), tune_median_s=m.get("median_s"), tune_vendor_s=m.get("vendor_s"),
                tune_ratio=(m["vendor_s"] / m["median_s"]) if m.get("vendor_s") and m.get("median_s") else None)
     return row
 
 
-def _write(table: Path, rows: list[dict]) -> None:
-    """The table so far, with its summary (written after every shape: a killed run keeps what it measured)."""
-    atomic_write(table, json.dumps({"date": dt.date.today().isoformat(), "summary": summary(rows), "rows": rows},
-                                   indent=1))
+def run_child(cmd: list[str], env: dict, timeout_s: float) -> tuple[int, str]:
+    """(exit status, stderr or else stdout) of ``cmd``, run in a process group of its own, which is killed whole
+    (the tune and its compile pool and GPU worker) when it outlives ``timeout_s`` (status -1) or this process is
+    interrupted; on Linux the child is also killed when this process dies (``PR_SET_PDEATHSIG``), so a killed pass
+    leaves no tune running beside the next one."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True, preexec_fn=_die_with_parent)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return -1, "killed: the tune outlived its time limit"
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return proc.returncode, err or out
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGKILL it when its parent dies (elsewhere: nothing)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+ROW_FIGURES = ("default_s", "tuned_s", "vendor_s", "tune_median_s", "tune_vendor_s", "tune_ratio")
+"""A row's figures: seconds (or a ratio), finite and above 0 where present."""
+
+
+def load_rows(table: Path) -> list[dict]:
+    """The rows of the pass's table, each checked (a name; figures finite and positive; a shape of positive sizes).
+
+    Raises:
+        SystemExit: the table cannot be read or a row is malformed, naming the file, the row and what is wrong
+            (nothing is tuned or rewritten on a table this pass cannot trust).
+    """
+    data, problem = read_json(table, "tune_workloads table")
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if problem is None and not isinstance(rows, list):
+        problem = 'is not a {"rows": [...]} table'
+    for i, row in enumerate(rows if problem is None else []):
+        problem = row_problem(row)
+        if problem:
+            problem = f"row {i}: {problem}"
+            break
+    if problem:
+        sys.exit(f"benchmarks/tune_workloads.py: {table}: {problem}; fix or move it (its rows are the pass so far)")
+    return rows
+
+
+def row_problem(row: object) -> str | None:
+    """What is wrong with one row of the table, or None."""
+    if not isinstance(row, dict):
+        return f"is a {type(row).__name__}, not an object"
+    if not isinstance(row.get("name"), str) or not row["name"]:
+        return "has no name"
+    for key in ROW_FIGURES:
+        v = row.get(key)
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                                  and v > 0):
+            return f"{row['name']}: {key}={v!r} is not a finite figure above 0"
+    for key in ("m", "n", "k"):
+        if key in row and not (isinstance(row[key], int) and row[key] > 0):
+            return f"{row['name']}: {key}={row[key]!r} is not a size above 0"
+    if row.get("schedule") is not None and not isinstance(row["schedule"], dict):
+        return f"{row['name']}: schedule is not an object"
+    return None
+
+
+def _write(table: Path, rows: list[dict], target) -> None:
+    """The table so far, with its summary, the GPU and this call's command (written after every shape: a killed run
+    keeps what it measured)."""
+    atomic_write(table, json.dumps({"date": dt.date.today().isoformat(), "gpu": target.name,
+                                    "command": " ".join(["python", "benchmarks/tune_workloads.py", *sys.argv[1:]]),
+                                    "summary": summary(rows), "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 from tiledsl import dtypes
+from tiledsl.filestore import atomic_write
 from tiledsl.gemm.kernel_plan import gemv_columns_per_block, k_major, tma_box, uses_tma
 
 from .config import TuneConfig
@@ -348,9 +349,9 @@ def write(dirpath: str | Path, family: str, op, schedule, kernel, record: dict, 
         f"{kernel.dynamic_smem_bytes} bytes",
     ]
     cu = d / "kernel.cu"
-    cu.write_text(kernel_cu(family, op, schedule, kernel, header, target))
+    atomic_write(cu, kernel_cu(family, op, schedule, kernel, header, target))  # a reader sees old or new, whole
     js = d / "schedule.json"
-    js.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write(js, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     return [cu, js]
 
 

@@ -174,7 +174,10 @@ def model_only_finalists(study, space: Space, target, cfg: TuneConfig, model: Mo
         winner = min((f for f in candidates if f.median_s <= best * (1 + 1e-9)), key=lambda f: tie(f.schedule))
         kept = _library_default_within_resolution(owned, compiled, compile_trial, clean, best, bar.grow)
         if kept is not None and kept is not winner:
-            if kept not in finals:  # its row, in predicted order
+            same = [i for i, f in enumerate(finals) if f.number == kept.number]  # its row, uncompiled, if listed
+            if same:
+                finals[same[0]] = kept
+            else:  # its row, in predicted order
                 finals.insert(sum(1 for f in finals if (f.predicted_s or 0) <= (kept.predicted_s or 0)), kept)
             info["default_kept"] = kept.number
             out(f"the library default (trial {kept.number}, {describe(kept.schedule)}) is predicted within "

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tiledsl.filestore import atomic_write
+
 from .space import describe
 
 REPORT_VERSION = 1
@@ -95,7 +97,7 @@ def write_report_json(path: str | Path, header: dict, study, mode: str, finals: 
            "rows": rows, "trials": trial_records(study, mode)}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1, sort_keys=False, default=str) + "\n")
+    atomic_write(path, json.dumps(doc, indent=1, sort_keys=False, default=str) + "\n")
     return path
 
 

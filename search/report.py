@@ -148,7 +148,8 @@ def _counts_line(r: ReportInputs) -> str:
     c = r.counts
     model = f", pruned by the cost model {c.model_pruned}" if r.model_prune is not None else ""
     return (f"trials this run: {c.total()} (complete {c.complete}, pruned by rules {c.pruned}{model}, failed "
-            f"{c.fail}, duplicates not re-measured {c.dup}); study total {len(r.study.trials)} (earlier {r.n_before})")
+            f"{c.fail}, duplicates not re-measured {c.dup}; --trials counts all but the pruned); "
+            f"study total {len(r.study.trials)} (earlier {r.n_before})")
 
 
 def _measured_table(r: ReportInputs, bound_s: float) -> tuple[str, list, list]:

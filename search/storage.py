@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import threading
@@ -96,6 +97,8 @@ def parse_storage(url: str) -> StorageURL:
             kwargs[k] = SQLITE_QUERY[k](text)
         except ValueError:
             raise StorageURLError(f"SQLite option {k}={text!r} is not a {SQLITE_QUERY[k].__name__}") from None
+        if k == "timeout" and not (math.isfinite(kwargs[k]) and kwargs[k] >= 0):
+            raise StorageURLError(f"SQLite option timeout={text!r} must be a finite number of seconds ≥ 0")
     return StorageURL(url, masked, u.database, kwargs)
 
 

@@ -109,6 +109,15 @@ class TuneResult:
     interrupted: bool = False
 
 
+def _jobs(text: str) -> int:
+    """An argparse type: compile processes, 1 to 4 per CPU (each holds NVRTC and a Python interpreter)."""
+    value = positive_int(text)
+    limit = 4 * (os.cpu_count() or 1)
+    if value > limit:
+        raise argparse.ArgumentTypeError(f"{value} compile processes is more than 4 per CPU ({limit} here)")
+    return value
+
+
 def _check_devices(cfg: TuneConfig, target) -> None:
     """Measured runs on several GPUs: every listed device is the GPU the study is named for.
 
@@ -473,7 +482,8 @@ def _common(sp: argparse.ArgumentParser) -> None:
                          "one study and fed by one compile pool; the final re-measurement runs on the first listed. "
                          "Absent: the current GPU, one worker. With --model-only the devices are simulated labels "
                          f"(as many as GPUs present, at least 1; {SIMULATED_ENV}=N simulates N)")
-    sp.add_argument("--jobs", type=positive_int, default=None, help="compile processes (default: CPUs - 1, at most 8, or 4 per GPU of --gpus)")
+    sp.add_argument("--jobs", type=_jobs, default=None,
+                    help="compile processes, at most 4 per CPU (default: CPUs - 1, at most 8, or 4 per GPU of --gpus)")
     sp.add_argument("--model-prune", type=_prune_factor, default=None, metavar="FACTOR",
                     help="do not compile or measure a sampled schedule whose predicted time is more than FACTOR x "
                          "the best prediction among the study's evaluated trials: it is recorded as pruned "

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -226,3 +228,91 @@ def test_tune_workloads_main_keeps_going_after_a_failure_and_resumes(tmp_path, m
     monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--ship", "--out", str(tmp_path / "x")])
     with pytest.raises(SystemExit):
         tw.main()
+
+
+def test_tune_workloads_refuses_bad_tables_outs_and_names_and_keeps_rows_it_does_not_retry(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """Faults of the pass (GPU parts replaced): a corrupt or malformed table, an --out that is a file, a misspelt
+    --only, a second pass on the same folder and a non-finite --budget are refused with the file, row or argument
+    named, before anything is tuned; --resume --only keeps the failed rows it does not retry; --recompare times the
+    product a row's name stands for."""
+    import tune_workloads as tw
+
+    import tiledsl
+
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path / "cache"))
+    work = tw.data_workloads()[:3]
+    tuned = []
+    monkeypatch.setattr(tw, "data_workloads", lambda: work)
+    monkeypatch.setattr(tw, "gpu_or_exit", lambda script: tiledsl.Target.known("H200"))
+    monkeypatch.setattr(tw, "_tune", lambda family, name, *a: tuned.append(name) or {
+        "command": "x", "rc": 0, "wall_s": 0.1, "schedule": tiledsl.GemmSchedule().to_dict(), "tune_ratio": 1.0})
+    monkeypatch.setattr(tw, "compare", lambda *a: {"default_s": 2.0, "tuned_s": 1.0, "vendor_s": 1.0})
+    out = tmp_path / "tw"
+    table = out / "tune_workloads.json"
+
+    def run(*argv):
+        monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), *argv])
+        return tw.main()
+
+    def refused(*argv) -> str:
+        with pytest.raises(SystemExit) as e:
+            run(*argv)
+        return str(e.value.code) + capsys.readouterr().err
+
+    out.mkdir()
+    for text, said in (("{", "not valid tune_workloads table"), ("[]", "not a {\"rows\": [...]} table"),
+                       ('{"rows": [7]}', "row 0: is a int"), ('{"rows": [{"rc": 0}]}', "row 0: has no name"),
+                       ('{"rows": [{"name": "a", "default_s": -1}]}', "default_s=-1 is not a finite figure"),
+                       ('{"rows": [{"name": "a", "tuned_s": "1"}]}', "tuned_s='1'")):
+        table.write_text(text)
+        assert said in refused("--resume") and str(table) in refused("--resume") and not tuned
+    table.unlink()
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(tmp_path / "afile")])
+    with pytest.raises(SystemExit):
+        tw.main()
+    err = capsys.readouterr().err
+    assert "--out" in err and "is a file, not a folder" in err
+    assert "--only: 1x1x1_NN_TYPO" in refused("--only", "1x1x1_NN_TYPO") and not tuned
+    assert "--budget" in refused("--budget", "nan")
+    with tw.locked(table, timeout_s=0):  # another pass holds the folder
+        assert "in use by another tune_workloads.py" in refused() and not tuned
+    # a failed row outside --only stays in the table, not silently dropped
+    bad = {"name": work[1][1], "family": "gemm", "rc": 1, "error": "boom", "command": "x", "wall_s": 1.0}
+    table.write_text(json.dumps({"rows": [bad]}))
+    assert run("--resume", "--only", work[0][1]) == 0 and tuned == [work[0][1]]
+    rows = {r["name"]: r for r in json.loads(table.read_text())["rows"]}
+    assert rows[work[1][1]]["error"] == "boom" and json.loads(table.read_text())["summary"]["failed"] == 1
+    # --recompare: a row whose shape is not its name's is an error, not timed as that other shape
+    rows[work[0][1]]["m"] = 7
+    table.write_text(json.dumps({"rows": list(rows.values())}))
+    assert run("--recompare") == 1
+    rows = {r["name"]: r for r in json.loads(table.read_text())["rows"]}
+    assert "is not its name's" in rows[work[0][1]]["error"]
+
+
+def test_tune_workloads_kills_a_tune_that_outlives_its_limit_with_its_children(tmp_path):
+    """run_child: a child and the process it started are both gone after the time limit (its own process group is
+    killed), and the status says it was killed."""
+    import tune_workloads as tw
+
+    pid_file = tmp_path / "grandchild.pid"
+    script = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
+              f"time.sleep(60)']); open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    rc, text = tw.run_child([sys.executable, "-c", script], dict(os.environ), 3)
+    assert rc == -1 and "killed" in text
+    grandchild = int(pid_file.read_text())
+
+    def alive(pid: int) -> bool:  # a zombie (killed, not yet reaped by its new parent) is not alive
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    for _ in range(50):
+        if not alive(grandchild):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the tune's own child {grandchild} outlived the kill")

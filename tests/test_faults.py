@@ -511,6 +511,15 @@ def test_report_json_onto_a_folder_and_reports_onto_folders_exit_2(tmp_path, mon
     assert code == 2 and "--export" in err and "report.json" in err
 
 
+@pytest.mark.parametrize("extra,said", [(["--jobs", "100000"], "more than 4 per CPU"),
+                                        (["--storage", "sqlite:///t.db?timeout=-1"], "timeout='-1' must be"),
+                                        (["--storage", "sqlite:///t.db?timeout=nan"], "timeout='nan' must be")])
+def test_unbounded_jobs_and_a_negative_lock_timeout_exit_2_naming_them(tmp_path, monkeypatch, capsys, extra, said):
+    monkeypatch.chdir(tmp_path)
+    code, err = _main_exit(["gemm", "--m", "64", "--n", "64", "--k", "64", "--model-only", *extra], monkeypatch, capsys)
+    assert code == 2 and said in err and not (tmp_path / "t.db").exists()
+
+
 @pytest.mark.parametrize("seed", ["-1", str(2**32), "x"])
 def test_a_bad_seed_exits_2_before_the_storage_is_created(tmp_path, monkeypatch, capsys, seed):
     code, err = _main_exit(_gemm(tmp_path, "--seed", seed), monkeypatch, capsys)

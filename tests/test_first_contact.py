@@ -241,3 +241,21 @@ def test_tuning_example_exports_and_reuses_without_a_gpu(tmp_path):
     assert r.stderr.strip().splitlines()[-1].startswith("examples/tune_and_reuse.py: no GPU: the tuned schedule was "
                                                         "exported and compiled")
     assert {p.name for p in out.iterdir()} >= {"kernel.cu", "schedule.json", "report.json", "roofline.png"}
+
+
+def test_a_cupy_and_nvrtc_of_different_cuda_majors_are_warned_about(monkeypatch):
+    """Installing torch into a CuPy-for-CUDA-12 environment can bring NVRTC 13: compiles then go through NVRTC 13 and
+    tuned records match against it, silently. One RuntimeWarning names both versions and what to install."""
+    import warnings
+
+    comp = importlib.import_module("tiledsl.compile")  # the package exports a function of that name
+    real = comp.nvrtc_version()
+    monkeypatch.setattr(comp, "_NVRTC_VERSION", None)
+    monkeypatch.setattr(comp, "cupy_cuda_major", lambda: real[0] + 1)
+    with pytest.warns(RuntimeWarning, match=f"CuPy is built for CUDA {real[0] + 1} but loads NVRTC {real[0]}"):
+        assert comp.nvrtc_version() == real
+    monkeypatch.setattr(comp, "_NVRTC_VERSION", None)
+    monkeypatch.setattr(comp, "cupy_cuda_major", lambda: real[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert comp.nvrtc_version() == real  # matching versions: no warning

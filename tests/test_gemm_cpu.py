@@ -165,6 +165,23 @@ def test_op_validation():
     assert GemmOp(2, 2, 2, dtype=np.float32).dtype == "float32"
 
 
+def test_op_alignment_follows_the_contiguous_extents():
+    """An alignment must divide its operand's contiguous extent (else a vector straddles a row's end and reads past
+    K into the next row's values); left out, it is the widest of 4, 2, 1 that does, as for contiguous arrays."""
+    lm_head = GemmOp(128, 50257, 768)
+    assert (lm_head.align_a, lm_head.align_b, lm_head.align_c) == (4, 1, 1)
+    assert (GemmOp(7, 6, 5).align_a, GemmOp(7, 6, 5).align_b, GemmOp(7, 6, 5).align_c) == (1, 2, 2)
+    col = GemmOp(7, 6, 8, layout_a="col", layout_b="col")  # extents M = 7 and K = 8
+    assert (col.align_a, col.align_b) == (1, 4) and col.contiguous_extent("a") == 7
+    with pytest.raises(tiledsl.SpecError, match=r"align_b=4 does not divide N=50257, the contiguous extent of B "
+                                                r"\(row-major\).*widest that divides it is 1"):
+        GemmOp(128, 50257, 768, align_b=4)
+    with pytest.raises(tiledsl.SpecError, match=r"align_a=4 does not divide K=1026"):
+        GemmOp(16, 64, 1026, align_a=4)
+    assert GemmOp(16, 64, 1026, layout_a="col", align_a=4).align_a == 4  # M = 16 is A's extent then
+    assert GemmOp(0, 0, 0).align_a == 4  # empty: every width divides 0
+
+
 def test_emitter_is_pure_and_readable():
     op, s = GemmOp(1000, 1000, 1000), GemmSchedule()
     a, b = emit_gemm(op, s), emit_gemm(op, s)
@@ -651,7 +668,8 @@ def test_wgmma_rules_name_the_operands_and_the_device():
 def test_gemv_kernels_compile_without_spills_or_shared_memory(dtype, la, lb):
     al = 4 if dtype == "float32" else 8
     for read_c, split in ((False, 1), (True, 4)):
-        op = GemmOp(5, 4096, 4096, dtype=dtype, layout_a=la, layout_b=lb, align_a=al, align_b=al, align_c=al,
+        op = GemmOp(5, 4096, 4096, dtype=dtype, layout_a=la, layout_b=lb, align_a=al if la == "row" else 1,
+                    align_b=al, align_c=al,
                     read_c=read_c)
         s = GemmSchedule(kernel="gemv", bm=8, bn=128, vec=4, split_k=split, rn=2, unroll=1)
         k = tiledsl.compile(op, s, arch="sm_90")
@@ -670,8 +688,9 @@ def test_gemv_fused_split_k_compiles_as_one_kernel_with_tickets(dtype, la, lb):
     for read_c, layout_c in ((False, "row"), (True, "row"), (False, "col")):
         if layout_c == "col" and dtype != "float32":
             continue  # column-major C: the few-column float32 products run as rows
-        op = GemmOp(5, 4096, 4096, dtype=dtype, layout_a=la, layout_b=lb, layout_c=layout_c, align_a=al,
-                    align_b=al, align_c=al, read_c=read_c)
+        op = GemmOp(5, 4096, 4096, dtype=dtype, layout_a=la, layout_b=lb, layout_c=layout_c,  # M = 5: one wide
+                    align_a=al if la == "row" else 1, align_b=al, align_c=al if layout_c == "row" else 1,
+                    read_c=read_c)
         s = GemmSchedule(kernel="gemv", bm=8, bn=128, vec=4, split_k=16, split_k_fused=True, rn=2, unroll=2)
         for arch in ("sm_80", "sm_90"):
             k = tiledsl.compile(op, s, arch=arch)
@@ -898,8 +917,8 @@ def test_few_columns_run_as_rows_where_the_gemv_kernel_has_its_fast_layout():
     assert runs_as_row(GemmOp(7680, 1, 2560, layout_a="row"), h200)  # N = 1: every layout
     assert not runs_as_row(GemmOp(7680, 4, 2560, layout_a="row"), h200)  # Aᵀ column-major: the tiled kernels
     assert not runs_as_row(GemmOp(7680, FEW_COLUMNS_MAX_N + 1, 2560, layout_a="col"), h200)
-    assert not runs_as_row(GemmOp(7680, 4, 2560, dtype="float16", layout_a="col", align_a=8, align_b=8,
-                                  align_c=8), h200)  # 16-bit: the tensor-core tiles
+    assert not runs_as_row(GemmOp(7680, 4, 2560, dtype="float16", layout_a="col", align_a=8, align_b=4,
+                                  align_c=4), h200)  # 16-bit: the tensor-core tiles
     assert not runs_as_row(GemmOp(7680, 4, 2560, layout_a="col", precision="tf32"), h200)
     assert not runs_as_row(GemmOp(512, 4, 512, layout_a="col"), h200)  # M·K < 2^21: a second launch costs more
     assert runs_as_row(GemmOp(128, 1, 1024, layout_a="col"), h200)  # one column with K ≥ ROW_SWAP_MIN_K: a row
@@ -908,8 +927,8 @@ def test_few_columns_run_as_rows_where_the_gemv_kernel_has_its_fast_layout():
     assert not runs_as_row(GemmOp(128, 1, 1024, layout_a="row"), h200)  # only the measured layout below the floor
     assert not runs_as_row(GemmOp(4, 8, 2 ** 20, layout_a="col"), h200)  # N ≥ M: not few columns
     long_k = GemmOp(1024, 16, 500_000, layout_a="row", layout_b="col")  # K ≥ FEW_COLUMNS_LONG_K: to 16, any A
-    assert runs_as_row(long_k, h200) and not runs_as_row(replace(long_k, n=17), h200)
-    assert not runs_as_row(replace(long_k, k=FEW_COLUMNS_LONG_K - 1), h200)
+    assert runs_as_row(long_k, h200) and not runs_as_row(GemmOp(1024, 17, 500_000, layout_b="col"), h200)
+    assert not runs_as_row(GemmOp(1024, 16, FEW_COLUMNS_LONG_K - 1, layout_b="col"), h200)
     s, why = builtin_choice(rows_op(long_k), h200)  # a column-major B for the GEMV kernel: a warp per rn columns
     assert (s.kernel, s.bm, s.rn) == ("gemv", 16, 4) and "column-major C" in why
     s.check_op(rows_op(long_k))

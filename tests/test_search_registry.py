@@ -50,6 +50,22 @@ def test_misses_say_why(cache):
     assert sched is None and any("tuned on H200, this device is H100" in r for r in reasons), reasons
 
 
+@pytest.mark.parametrize("change,said", [
+    ({"layout_c": "col"}, "op differs: layout_c 'col'≠'row'"),  # a key only the record has counts too
+    ({"flavour": 1}, "stored op does not validate"),
+    ({"m": 4096.0}, "stored op does not validate"),
+    ({"m": "4096"}, "stored op does not validate"),
+])
+def test_a_record_whose_op_is_not_this_op_is_not_used(cache, change, said):
+    path = registry.store("gemm", OP, H200, S)
+    data = json.loads(path.read_text())
+    data["records"][0]["op"].update(change)
+    data["records"][0].pop("source_sha256")  # optional: the op check alone must refuse it
+    path.write_text(json.dumps(data))
+    sched, reasons = registry.lookup_explain("gemm", OP, H200)
+    assert sched is None and any(said in r for r in reasons), reasons
+
+
 def test_invalid_or_stale_records_are_not_used(cache):
     path = registry.store("gemm", OP, H200, S)
     data = json.loads(path.read_text())

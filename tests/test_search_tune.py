@@ -185,6 +185,7 @@ def test_split_k_and_gemv_exports_launch_every_kernel_they_need(tmp_path, kw, re
     from search.export import write
     from tiledsl.compile import KernelSource, compile_source
     from tiledsl.gemm.emit import kernel_name_reduce
+    from tiledsl.gemm.kernel_plan import gemv_widths
 
     op = tiledsl.GemmOp(35, 8457, 2560, read_c=read_c)
     s = tiledsl.GemmSchedule(**kw)
@@ -197,7 +198,7 @@ def test_split_k_and_gemv_exports_launch_every_kernel_they_need(tmp_path, kw, re
             assert src.count("__global__") == 1 and "tickets,\n    size_t w_bytes,\n    size_t tickets_bytes" in src
             assert "(A, B, W, C, M, N, K, lda, ldb, ldc, alpha, beta, tickets)" in src and "zeroed once" in src
             assert "w_bytes < w_need || tickets_bytes < tickets_need" in src and "tiledsl_split_k_workspace(" in src
-            cols = 128 * 4  # the kernel's columns per block: 128 threads of 4 columns (row-major B)
+            cols = 128 * gemv_widths(op, s)[1]  # the kernel's columns per block: 128 threads of B's width each
             assert f"((N + {cols} - 1) / {cols}) * ((M + BM - 1) / BM)" in src
     else:
         red = kernel_name_reduce(op, s)
@@ -336,6 +337,8 @@ def test_model_only_exports_the_library_default_within_the_model_resolution(tmp_
     assert not s.fragment_prefetch and (s.bm, s.bn, s.rm, s.rn) == (256, 128, 16, 8), text
     assert f"predicted within {MODEL_RESOLUTION:.0%} of the best prediction" in text
     assert "* = winner: the library default (trial 0)" in text
+    rows = [r["trial"] for r in json.loads((out / "report.json").read_text())["rows"]]
+    assert len(rows) == len(set(rows)), rows  # the kept default's row replaces its uncompiled one, not beside it
 
 
 def test_fused_gemv_launcher_refuses_small_or_misaligned_buffers_before_launching(tmp_path):

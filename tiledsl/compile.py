@@ -164,6 +164,17 @@ def nvrtc_version() -> tuple[int, int]:
         from cupy.cuda import nvrtc
 
         _NVRTC_VERSION = tuple(nvrtc.getVersion())
+        major = cupy_cuda_major()
+        if major is not None and major != _NVRTC_VERSION[0]:
+            import warnings
+
+            warnings.warn(
+                f"tiledsl: CuPy is built for CUDA {major} but loads NVRTC {_NVRTC_VERSION[0]}.{_NVRTC_VERSION[1]} "
+                f"(another package, torch for one, installed that NVRTC wheel): kernels compile with NVRTC "
+                f"{_NVRTC_VERSION[0]}.{_NVRTC_VERSION[1]}, whose cubins a CUDA {major} driver may refuse, and tuned "
+                f"records are matched against it; install matching versions (pip install "
+                f"'{NVRTC_PACKAGES.get(major, 'the NVRTC wheel of CUDA ' + str(major))}', or the CuPy of CUDA "
+                f"{_NVRTC_VERSION[0]})", RuntimeWarning, stacklevel=2)
     return _NVRTC_VERSION
 
 

@@ -15,14 +15,14 @@ import hashlib
 import math
 import os
 import threading
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from importlib import resources
 from pathlib import Path
 
 from . import cache
 from . import family as families
 from .compile import nvrtc_version
-from .errors import ScheduleError
+from .errors import ScheduleError, SpecError
 from .filestore import read_json, update_json, warn_bad
 
 
@@ -263,11 +263,12 @@ def _why_not(fam, rec: dict, op, target, nvrtc) -> str | object:
         return f"tuned for {rec.get('arch')}, this device is {target.arch}"
     if device_tag(str(rec.get("device", ""))) != device_tag(target.name):
         return f"tuned on {rec.get('device')}, this device is {target.name}"
-    want = op.to_dict()
-    have = rec.get("op") or {}
-    defaults = {f.name: f.default for f in fields(type(op)) if f.default is not MISSING}
-    have = {**{k: v for k, v in defaults.items() if k not in have}, **have}  # fields added since: defaults
-    diff = [f"{k} {have.get(k)!r}≠{v!r}" for k, v in want.items() if have.get(k) != v]
+    try:  # the stored op as an op: its own checks (types, unknown keys); fields added since take their defaults
+        have = type(op).from_dict(rec.get("op"))
+    except (SpecError, TypeError, ValueError) as exc:
+        return f"stored op does not validate: {exc}"
+    diff = [f"{f.name} {getattr(have, f.name)!r}≠{getattr(op, f.name)!r}" for f in fields(type(op))
+            if getattr(have, f.name) != getattr(op, f.name)]
     if diff:
         return "op differs: " + ", ".join(diff)
     if nvrtc is not None and rec.get("nvrtc") is not None and list(rec["nvrtc"]) != list(nvrtc):

@@ -61,7 +61,8 @@ class Target:
         max_threads_per_block: threads per block.
         l2_bytes: L2 cache size.
         clock_hz: SM boost clock.
-        fp32_lanes_per_sm: FP32 FMA lanes per SM (128 on sm_80 and sm_90).
+        fp32_lanes_per_sm: FP32 FMA results per clock per SM (CUDA C++ Programming Guide, "Arithmetic
+            Instructions": 64 on cc 8.0, 128 on cc 8.6, 8.9 and 9.0).
         hbm_bytes_per_s: device-memory bandwidth (datasheet unless ``source`` says measured).
         source: where the figures came from ("device" or the datasheet/guide).
         l2_bytes_per_s: L2 → SM bandwidth estimate; 0 = unknown (:meth:`ceilings` then derives one).
@@ -92,6 +93,7 @@ class Target:
     l2_bytes_per_s: float = 0.0
     smem_bytes_per_s: float = 0.0
     measured: tuple[tuple[str, float, str], ...] = ()
+    tc16_clock_hz: float = 0.0
 
     @property
     def peak_fp32_flops(self) -> float:
@@ -101,10 +103,11 @@ class Target:
     @property
     def peak_tc16_flops(self) -> float:
         """Peak dense float16/bfloat16 tensor-core FLOP/s (float32 accumulation) = SMs × FLOP per clock per
-        SM × clock, with 4096 FLOP/clock/SM on cc 9.x (H100 SXM datasheet: 989 TFLOP/s over 132 SMs at
-        1.83 GHz) and 2048 on cc 8.x (A100 datasheet: 312 TFLOP/s over 108 SMs at 1.41 GHz)."""
+        SM × the datasheet's tensor clock (:attr:`tc16_clock_hz`, else :attr:`clock_hz`), with 4096 FLOP/clock/SM
+        on cc 9.x (H100 SXM datasheet: 989.4 TFLOP/s over 132 SMs, so 1.83 GHz, below the 1.98 GHz of its FP32
+        figure) and 2048 on cc 8.x (A100 datasheet: 312 TFLOP/s over 108 SMs at 1.41 GHz)."""
         per_clock = 4096 if self.cc >= 90 else 2048 if self.cc >= 80 else 0
-        return self.sm_count * per_clock * self.clock_hz
+        return self.sm_count * per_clock * (self.tc16_clock_hz or self.clock_hz)
 
     def tensor_core_ceiling(self, precision: str = "ieee") -> tuple[float, str]:
         """(dense tensor-core FLOP/s, source): the 16-bit rate measured by ``tiledsl.calibrate`` (key
@@ -249,7 +252,9 @@ def resolve(device: str | Target | None = None, arch: str | None = None) -> Targ
             pass
         arches = sorted({t.arch for t in _KNOWN.values()})
         if arch.lower() not in arches:
-            raise SpecError(f"arch={arch!r} is not supported; supported: {', '.join(arches)}")
+            hint = (" (give arch='sm_90': kernels that need sm_90a, wgmma and TMA, are compiled for it on their own)"
+                    if arch.lower() == "sm_90a" else "")
+            raise SpecError(f"arch={arch!r} is not supported; supported: {', '.join(arches)}{hint}")
         return Target.known(arch.lower())
     return Target.current()
 
@@ -288,7 +293,8 @@ def _from_device(device_id: int) -> Target:
         max_threads_per_block=p["maxThreadsPerBlock"],
         l2_bytes=p["l2CacheSize"],
         clock_hz=(base.clock_hz if base else p.get("clockRate", 1_500_000) * 1e3),
-        fp32_lanes_per_sm=128 if p["major"] >= 8 else 64,
+        fp32_lanes_per_sm=fp32_lanes(p["major"], p["minor"]),
+        tc16_clock_hz=base.tc16_clock_hz if base else 0.0,
         hbm_bytes_per_s=hbm,
         source="device (limits); datasheet (clock, HBM)" if base else "device",
         l2_bytes_per_s=base.l2_bytes_per_s if base else 0.0,
@@ -297,10 +303,17 @@ def _from_device(device_id: int) -> Target:
     )
 
 
+def fp32_lanes(major: int, minor: int) -> int:
+    """FP32 FMA results per clock per SM of compute capability major.minor (CUDA C++ Programming Guide,
+    "Arithmetic Instructions", throughput table): 64 on cc 6.0, 7.x and 8.0 (A100), 128 on the others from 5.0
+    (cc 8.6, 8.9, 9.0 among them)."""
+    return 64 if major == 7 or (major, minor) in ((6, 0), (8, 0)) else 128
+
+
 _H100 = Target(
     name="H100", arch="sm_90", sm_count=132, smem_per_block_optin_bytes=227 * 1024,
     smem_per_sm_bytes=228 * 1024, l2_bytes=50 * 1024 * 1024, clock_hz=1.98e9,
-    hbm_bytes_per_s=3.35e12, source="datasheet (H100 SXM) + CUDA guide cc 9.0",
+    hbm_bytes_per_s=3.35e12, source="datasheet (H100 SXM) + CUDA guide cc 9.0", tc16_clock_hz=1.83e9,
 )
 _KNOWN: dict[str, Target] = {
     "H200": replace(_H100, name="H200", l2_bytes=60 * 1024 * 1024, hbm_bytes_per_s=4.8e12,
@@ -310,7 +323,7 @@ _KNOWN: dict[str, Target] = {
     "H100": _H100,
     "A100": Target(
         name="A100", arch="sm_80", sm_count=108, smem_per_block_optin_bytes=163 * 1024,
-        smem_per_sm_bytes=164 * 1024, l2_bytes=40 * 1024 * 1024, clock_hz=1.41e9,
+        smem_per_sm_bytes=164 * 1024, l2_bytes=40 * 1024 * 1024, clock_hz=1.41e9, fp32_lanes_per_sm=64,
         hbm_bytes_per_s=2.039e12, source="datasheet (A100 SXM 80GB) + CUDA guide cc 8.0",
     ),
 }

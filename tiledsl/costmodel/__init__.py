@@ -56,11 +56,14 @@ def target_for(device: str | Target | None = None) -> Target:
     Raises:
         LaunchError: ``device`` is None and no GPU is present.
         SpecError: the name is not in the table.
+        SpecTypeError: ``device`` is neither None, a name nor a Target.
     """
     if isinstance(device, Target):
         return device
     if isinstance(device, str):
         return _known_with_cache(device)
+    if device is not None:  # not silently the GPU present
+        raise SpecTypeError(f"device must be a GPU name such as 'H200' or a tiledsl.Target, got {device!r}")
     return load_calibration(resolve(None))
 
 

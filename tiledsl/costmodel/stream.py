@@ -188,7 +188,7 @@ def explain_transpose(op, schedule, target: Target, kernel=None, plan: Plan | No
     vec = plan.width("x")
     threads = plan.threads
     smem = int(kernel.smem_bytes) if kernel is not None else plan.smem_bytes
-    regs = int(kernel.registers) if kernel is not None else 32
+    regs = int(kernel.registers) if kernel is not None else plan.est_registers  # the plan's estimate: one figure
     occ = occupancy(target, threads, regs, smem, "ptxas" if kernel is not None else "estimate")
     blocks = max(1, plan.blocks)
     wv = waves(blocks, target.sm_count, max(occ.blocks_per_sm, 1))
@@ -247,9 +247,8 @@ def explain_reduce(op, s, target: Target, kernel=None, plan: Plan | None = None)
     v, grid = plan.width("x"), plan.blocks
     strategy = str(s.strategy)
     tree = strategy.startswith("smem") or strategy == "grid_stride"
-    acc_e = 8 if e == 8 else 4
     regs = int(kernel.registers) if kernel is not None else plan.est_registers
-    smem = int(kernel.smem_bytes) if kernel is not None else (s.block * acc_e if tree else 32 * acc_e)
+    smem = int(kernel.smem_bytes) if kernel is not None else plan.smem_bytes  # the plan's: one figure
     occ = occupancy(target, s.block, regs, smem, "ptxas" if kernel is not None else "estimate")
     bps = max(occ.blocks_per_sm, 1)
     wv = waves(grid, target.sm_count, bps)

@@ -43,12 +43,16 @@ class GemmOp:
         layout_a, layout_b: "row" (row-major, C order) or "col" (column-major, e.g. a ``.T`` view).
         layout_c: "row" (every kernel) or "col" (``kernel="gemv"`` only; rule ``column_major_c_on_gemv``).
         align_a, align_b, align_c: widest vector width (1, 2, 4; 8 for 16-bit dtypes) the operands allow:
-            it divides the base address (in elements), the leading dimension and the contiguous extent.
+            it divides the base address (in elements), the leading dimension and the contiguous extent
+            (:meth:`contiguous_extent`: a vector must not straddle a row's end). None (the default): the
+            widest of 4, 2, 1 dividing that extent, i.e. contiguous operands with 16-byte aligned bases
+            (:func:`tiledsl.gemm` works out all three from the arrays it is given).
         read_c: True when beta ≠ 0 (C is read); False never reads C, so NaN in C cannot leak.
         precision: "ieee" or "tf32" (float32 only): see :data:`PRECISIONS`.
 
     Raises:
-        SpecError: a size is negative, or dtype/layout/alignment is not supported.
+        SpecError: a size is negative, or dtype/layout/alignment is not supported, or an alignment does not
+            divide its operand's contiguous extent.
 
     Example:
         >>> GemmOp(4096, 4096, 4096, dtype="float32").flops
@@ -61,9 +65,9 @@ class GemmOp:
     dtype: str = "float32"
     layout_a: str = "row"
     layout_b: str = "row"
-    align_a: int = 4
-    align_b: int = 4
-    align_c: int = 4
+    align_a: int | None = None
+    align_b: int | None = None
+    align_c: int | None = None
     read_c: bool = False
     precision: str = "ieee"
     layout_c: str = "row"
@@ -91,10 +95,17 @@ class GemmOp:
         widest = max_align(self.dtype)
         allowed = tuple(v for v in (1, 2, 4, 8) if v <= widest)
         for name in ("align_a", "align_b", "align_c"):
-            v = getattr(self, name)
+            v, extent = getattr(self, name), self.contiguous_extent(name[-1])
+            if v is None:  # contiguous, 16-byte aligned base: the widest of 4, 2, 1 dividing the extent
+                v = next(w for w in (4, 2, 1) if extent % w == 0)
             if as_int(v, f"GemmOp.{name}") not in allowed:
                 raise SpecError(f"GemmOp.{name}={v!r} must be one of {allowed} for {self.dtype} "
                                 f"(at most 16 bytes)")
+            if extent % int(v):
+                raise SpecError(f"GemmOp.{name}={v} does not divide {self._extent_name(name[-1])}={extent}, the "
+                                f"contiguous extent of {name[-1].upper()} ({self._layout(name[-1])}-major): a "
+                                f"{v}-wide vector would straddle a row's end; the widest that divides it is "
+                                f"{next(w for w in (8, 4, 2, 1) if w <= int(v) and extent % w == 0)}")
             object.__setattr__(self, name, int(v))
         if not isinstance(self.read_c, bool):
             raise SpecError(f"GemmOp.read_c={self.read_c!r} must be True or False")
@@ -103,6 +114,18 @@ class GemmOp:
         if self.precision == "tf32" and self.dtype != "float32":
             raise SpecError(f"GemmOp.precision='tf32' applies to float32 inputs, not {self.dtype} "
                             "(float16/bfloat16 always run on the tensor cores)")
+
+    def _layout(self, which: str) -> str:
+        return {"a": self.layout_a, "b": self.layout_b, "c": self.layout_c}[which]
+
+    def _extent_name(self, which: str) -> str:
+        row = self._layout(which) == "row"
+        return {"a": "K" if row else "M", "b": "N" if row else "K", "c": "N" if row else "M"}[which]
+
+    def contiguous_extent(self, which: str) -> int:
+        """Elements along operand ``which``'s ("a", "b" or "c") unit-stride dimension: K or M for A (row- or
+        column-major), N or K for B, N or M for C."""
+        return {"M": self.m, "N": self.n, "K": self.k}[self._extent_name(which)]
 
     @property
     def flops(self) -> int:

@@ -187,7 +187,7 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            scope="target", resource=True),
     R.Rule("smem_within_device", "SMEM_BYTES <= SMEM_OPTIN_BYTES",
            "{cls} needs {SMEM_BYTES} bytes of shared memory, over the device's opt-in limit of "
-           "{SMEM_OPTIN_BYTES} bytes per block; lower bm/bn/bk, set double_buffer=False or smem_pad=0",
+           "{SMEM_OPTIN_BYTES} bytes per block; lower stages or bm/bn/bk, set double_buffer=False or smem_pad=0",
            scope="target", resource=True),
 )
 
