@@ -146,6 +146,26 @@ def test_a_store_keeps_its_permission_bits_when_rewritten(cache, tmp_path):
     assert (fresh.stat().st_mode & 0o777) == 0o666 & ~mask
 
 
+def test_every_damaged_store_is_kept_and_killed_writers_leftovers_are_removed(cache, tmp_path):
+    """Two corruptions in a row keep both damaged versions (.corrupt, .corrupt-2), and a temporary file a killed
+    writer left an hour ago is removed by the next write (a young one, maybe a live writer's, is left alone)."""
+    from tiledsl.filestore import STALE_TMP_S
+
+    path = registry.store("gemm", OP, H200, S)
+    old_tmp, young_tmp = path.parent / f".{path.name}.tmp-old", path.parent / f".{path.name}.tmp-young"
+    old_tmp.write_text("{")
+    young_tmp.write_text("{")
+    os.utime(old_tmp, (time.time() - STALE_TMP_S - 60,) * 2)
+    for damage in ("first damage", "second damage"):
+        path.write_text(damage)
+        with warnings.catch_warnings():  # one warning per process and problem: the second may stay silent
+            warnings.simplefilter("ignore", BadFileWarning)
+            registry.store("gemm", OP, H200, S)
+    assert (path.parent / f"{path.name}.corrupt").read_text() == "first damage"
+    assert (path.parent / f"{path.name}.corrupt-2").read_text() == "second damage"
+    assert not old_tmp.exists() and young_tmp.exists() and registry.lookup("gemm", OP, H200) == S
+
+
 def test_sixteen_concurrent_tuner_processes_lose_no_record(cache, tmp_path):
     go = tmp_path / "go"
     script = (

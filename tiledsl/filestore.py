@@ -134,12 +134,30 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+STALE_TMP_S = 3600.0
+"""Age (seconds) past which a leftover ``.<file>.tmp-*`` of :func:`atomic_write` is a killed writer's, not a live one's
+(a write takes milliseconds)."""
+
+
+def _remove_stale_tmp(path: Path) -> None:
+    """Remove the temporary files :func:`atomic_write` left beside ``path`` when its writer was killed."""
+    import time
+
+    for tmp in path.parent.glob(f".{path.name}.tmp-*"):
+        try:
+            if time.time() - tmp.stat().st_mtime > STALE_TMP_S:
+                tmp.unlink()
+        except OSError:  # gone meanwhile, or not ours to remove
+            pass
+
+
 def update_json(path: Path, change: Callable[[object | None], object], what: str = "JSON",
                 allow_nan: bool = False) -> object:
     """Read-modify-write ``path`` under its lock: ``change(old data or None) -> new data``, written atomically.
 
-    A file that exists but does not parse is copied to ``<path>.corrupt`` (with a warning) before it is
-    replaced, so nothing is silently destroyed.
+    A file that exists but does not parse is copied to ``<path>.corrupt`` (``.corrupt-2``, ``-3``, ... when an
+    earlier one is there: every damaged version is kept) with a warning before it is replaced, so nothing is silently
+    destroyed. Temporary files of writers killed mid-write (older than :data:`STALE_TMP_S`) are removed.
 
     Returns:
         The data written.
@@ -151,8 +169,12 @@ def update_json(path: Path, change: Callable[[object | None], object], what: str
     path = Path(path)
     with locked(path):
         old, problem = read_json(path, what, allow_nan)
+        _remove_stale_tmp(path)
         if problem is not None:
-            backup = path.with_name(path.name + ".corrupt")
+            backup, n = path.with_name(path.name + ".corrupt"), 1
+            while backup.exists():
+                n += 1
+                backup = path.with_name(f"{path.name}.corrupt-{n}")
             try:
                 atomic_write(backup, path.read_bytes())
                 where = f"kept as {backup}"
