@@ -51,6 +51,7 @@ from beside import checked_beside_cublas, device_gemm_operands, gemm_op, workloa
 from gpu_check import gpu_or_exit
 
 import tiledsl
+from search.families import positive_int, positive_seconds
 from tiledsl.filestore import atomic_write, locked, read_json
 
 # DeepBench rows (benchmarks/data/deepbench_gemm.csv; cuBLAS column-major flags mapped to tiledsl's
@@ -159,38 +160,16 @@ def _compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
     return {"default_s": default_ms / 1e3, "tuned_s": tuned_ms / 1e3, "vendor_s": (vendor_a + vendor_b) / 2e3}
 
 
-def _count(text: str) -> int:
-    """An argparse type: a whole number ≥ 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is below 1")
-    return value
-
-
-def _seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds ≥ 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a finite number of seconds ≥ 0")
-    return value
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=_count, default=40)
-    ap.add_argument("--timeout", type=_count, default=40, help="seconds per shape")
+    ap.add_argument("--trials", type=positive_int, default=40)
+    ap.add_argument("--timeout", type=positive_int, default=40, help="seconds per shape")
     ap.add_argument("--ship", action="store_true", help="add winners to schedules/<family>/sm90.json")
     ap.add_argument("--out", default="tune-out")
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--data", action="store_true", help="every distinct float32 product of benchmarks/data/")
     ap.add_argument("--shard", default="0/1", help="I/N: every N-th workload from the I-th (default 0/1: all)")
-    ap.add_argument("--budget", type=_seconds, default=None, help="seconds: start no tune after this long")
+    ap.add_argument("--budget", type=positive_seconds, default=None, help="seconds: start no tune after this long")
     ap.add_argument("--resume", action="store_true", help="keep the finished rows of OUT/tune_workloads.json")
     ap.add_argument("--recompare", action="store_true",
                     help="tune nothing: time schedule=None, the tuned schedule and cuBLAS again on the finished rows")

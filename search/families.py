@@ -11,6 +11,7 @@ names and reports, and the launch configuration the exported host launcher uses.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -94,6 +95,23 @@ def positive_int(text: str) -> int:
     if v < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 1")
     return v
+
+
+def finite_above(text: str, low: float, what: str, why: str = "") -> float:
+    """A finite number > ``low`` parsed from ``text`` (argparse type helper); ``what`` names it in the error ("a number
+    of seconds"), ``why`` may add a reason."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if not (math.isfinite(v) and v > low):
+        raise argparse.ArgumentTypeError(f"{text!r} must be {what} > {low:g}{why}")
+    return v
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds > 0 (argparse type)."""
+    return finite_above(text, 0, "a number of seconds")
 
 
 def parse_axis(text: str) -> int | None:

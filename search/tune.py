@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import math
 import os
 import socket
 import sys
@@ -52,7 +51,17 @@ from . import report as R
 from .config import DEFAULT_DEVICE, DEFAULT_STORAGE, TuneConfig
 from .devices import SIMULATED_ENV, GpuRequest, cuda_device_names, devices_present, parse_gpus, resolve
 from .export import export_winner
-from .families import LAYOUTS, SEARCH_FAMILIES, gemm_op, op_text, positive_int, rows_instead, vendor_name
+from .families import (
+    LAYOUTS,
+    SEARCH_FAMILIES,
+    finite_above,
+    gemm_op,
+    op_text,
+    positive_int,
+    positive_seconds,
+    rows_instead,
+    vendor_name,
+)
 from .families import get as get_family
 from .finalists import Finalist, model_only_finalists, remeasured_finalists
 from .interrupt import EXIT_INTERRUPTED, DeferredInterrupt
@@ -426,24 +435,9 @@ def _seed(text: str) -> int:
     return v
 
 
-def _finite_above(text: str, low: float, what: str, why: str = "") -> float:
-    """A finite number > ``low`` parsed from ``text``; ``what`` names it in the error ("a number of seconds")."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-    if not (math.isfinite(v) and v > low):
-        raise argparse.ArgumentTypeError(f"{text!r} must be {what} > {low:g}{why}")
-    return v
-
-
-def _positive_seconds(text: str) -> float:
-    return _finite_above(text, 0, "a number of seconds")
-
-
 def _prune_factor(text: str) -> float:
     """``--model-prune``: a finite number > 1."""
-    return _finite_above(text, 1, "a number", " (a factor of the best prediction so far)")
+    return finite_above(text, 1, "a number", " (a factor of the best prediction so far)")
 
 
 def _common(sp: argparse.ArgumentParser) -> None:
@@ -451,7 +445,7 @@ def _common(sp: argparse.ArgumentParser) -> None:
                     help="candidates this run evaluates (measured, or predicted with --model-only; a duplicate counts, "
                          "reusing the earlier value); points pruned by a rule are recorded in the study too but not "
                          "counted (at most 20x --trials points are sampled)")
-    sp.add_argument("--timeout", type=_positive_seconds, default=None, metavar="SECONDS",
+    sp.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS",
                     help="stop asking for new trials after this many seconds (> 0)")
     sp.add_argument("--sampler", default="tpe", choices=SAMPLERS,
                     help="Optuna sampler (cmaes needs the cmaes package, qmc needs scipy)")
