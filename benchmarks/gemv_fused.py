@@ -20,7 +20,10 @@ blocks per SM, each slice at least 64 deep (the pick's depth when that file was 
 B only. With ``--family depth`` (``benchmarks/results/gemv_depth_h200.json``): ``two bn/D depthS``, the K slices
 for about four blocks per SM but each at least S = 64, 32, 16 or 8 deep, with all or a quarter of the threads per
 block. When that file was measured the pick was 64 deep, so its ``two bn/1 depth64`` variant was left out (the
-same schedule as ``two``); a run now names every depth, and ``two`` is 32 deep for sixteen rows.
+same schedule as ``two``); a run now names every depth, and ``two`` is 32 deep for sixteen rows. With ``--family
+launch`` (``--out benchmarks/results/gemv_launch_h200.json``): the products of at most 16 MiB, where a second launch
+is most of the time (512×1×512 and 128×1×1024 run 0.6–0.7× cuBLAS on the split-K kernel), as ``fused bn/D depthS``:
+one launch, the K slices summed in the kernel, at least S = 64, 32 or 16 deep, all or a quarter of the threads.
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -65,6 +68,11 @@ def shapes() -> list[tuple[int, int, int, str, bool]]:
     return out + [(m, n, k, "TT", True) for m, n, k in ROWS]
 
 
+LAUNCH_BOUND_BYTES = 16 << 20
+"""``--family launch`` measures the products whose A, B and C (float32) fit in this many bytes: at HBM speed they take
+under 4 µs, about what a launch costs, so a second launch (the split-K kernel) is most of their time."""
+
+
 def variants(base, op, target, family: str) -> dict:
     """name -> GEMV schedule (module docstring); ``family`` "fused" (the split-K summed in the kernel), "two"
     (the split-K kernel, at 1, 2, 4 and 8 blocks per SM, with all or a quarter of the threads per block) or "depth"
@@ -79,6 +87,15 @@ def variants(base, op, target, family: str) -> dict:
             for depth in (64, 32, 16, 8):
                 s = replace(base, bn=base.bn // div)
                 out[f"two bn/{div} depth{depth}"] = replace(s, split_k=gemv_split(op, s, target, min_depth=depth))
+        return out
+    if family == "launch":  # one launch: the slices summed in the kernel, at least 64, 32 or 16 deep
+        for div in (1, 4):
+            if base.bn // div < 32:
+                continue
+            for depth in (64, 32, 16):
+                s = replace(base, bn=base.bn // div)
+                split = gemv_split(op, s, target, min_depth=depth)
+                out[f"fused bn/{div} depth{depth}"] = replace(s, split_k=split, split_k_fused=split > 1)
         return out
     if family == "two":  # slices at least 64 deep, as measured before GEMV_MIN_DEPTH (gemv_split_h200.json)
         for div in (1, 4):
@@ -138,10 +155,12 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/gemv_fused_h200.json")
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
-    ap.add_argument("--family", choices=("fused", "two", "depth"), default="fused",
+    ap.add_argument("--family", choices=("fused", "two", "depth", "launch"), default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
                          "kernel at several slice counts and block widths (row-major x and W only); depth: the "
-                         "split-K kernel with K slices as shallow as 32, 16 or 8 (row-major x and W only)")
+                         "split-K kernel with K slices as shallow as 32, 16 or 8 (row-major x and W only); launch: "
+                         f"products of at most {LAUNCH_BOUND_BYTES >> 20} MiB, one launch (the slices summed in the "
+                         "kernel) at depths 64, 32, 16 against the pick")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
@@ -150,6 +169,8 @@ def main() -> int:
         todo = [t for t in todo if t[3] in args.layouts]
     if args.family in ("two", "depth"):
         todo = [t for t in todo if t[3] != "NT"]
+    if args.family == "launch":  # where a launch is a large share of the time: A, B and C of a few MiB
+        todo = [t for t in todo if 4 * (t[0] * t[2] + t[2] * t[1] + t[0] * t[1]) <= LAUNCH_BOUND_BYTES]
     if args.quick:
         todo = [t for i, t in enumerate(todo) if t[4] or i % 4 == 0]
     rows = measure_each([(*shape, target, args.family) for shape in todo], measure)

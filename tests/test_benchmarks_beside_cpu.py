@@ -316,3 +316,24 @@ def test_tune_workloads_kills_a_tune_that_outlives_its_limit_with_its_children(t
         time.sleep(0.1)
     else:
         pytest.fail(f"the tune's own child {grandchild} outlived the kill")
+
+
+def test_gemv_launch_family_is_one_launch_at_each_depth_on_the_small_products():
+    """benchmarks/gemv_fused.py --family launch: the products of at most 16 MiB (the two one-column DeepBench
+    products below 0.7x cuBLAS among them), each against the pick with one launch (the slices summed in the kernel)
+    at depths 64, 32 and 16, with all and a quarter of the threads."""
+    import gemv_fused
+    from beside import gemm_op
+
+    import tiledsl
+    from tiledsl.gemm.family import gemv_schedule, rows_op
+
+    h200 = tiledsl.Target.known("H200")
+    small = [t for t in gemv_fused.shapes()
+             if 4 * (t[0] * t[2] + t[2] * t[1] + t[0] * t[1]) <= gemv_fused.LAUNCH_BOUND_BYTES]
+    assert (512, 1, 512, "TT", True) in small and (128, 1, 1024, "TT", True) in small
+    op = rows_op(gemm_op(512, 1, 512, "TT"))  # run as its row, as schedule=None would
+    got = gemv_fused.variants(gemv_schedule(op, h200), op, h200, "launch")
+    fused = {name: s for name, s in got.items() if name != "two"}
+    assert len(fused) == 6 and all(s.split_k_fused or s.split_k == 1 for s in fused.values())
+    assert fused["fused bn/1 depth16"].split_k > fused["fused bn/1 depth64"].split_k
