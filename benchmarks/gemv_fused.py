@@ -22,8 +22,9 @@ for about four blocks per SM but each at least S = 64, 32, 16 or 8 deep, with al
 block. When that file was measured the pick was 64 deep, so its ``two bn/1 depth64`` variant was left out (the
 same schedule as ``two``); a run now names every depth, and ``two`` is 32 deep for sixteen rows. With ``--family
 launch`` (``--out benchmarks/results/gemv_launch_h200.json``): the products of at most 16 MiB, where a second launch
-is most of the time (512×1×512 and 128×1×1024 run 0.6–0.7× cuBLAS on the split-K kernel), as ``fused bn/D depthS``:
-one launch, the K slices summed in the kernel, at least S = 64, 32 or 16 deep, all or a quarter of the threads.
+is most of the time (512×1×512 and 128×1×1024 run 0.6–0.7× cuBLAS on the split-K kernel), as ``one launch bn/D
+depthS``: the K slices (if more than one) summed in the kernel, at least S = 64, 32 or 16 deep, all or a quarter of
+the threads.
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -75,8 +76,10 @@ under 4 µs, about what a launch costs, so a second launch (the split-K kernel) 
 
 def variants(base, op, target, family: str) -> dict:
     """name -> GEMV schedule (module docstring); ``family`` "fused" (the split-K summed in the kernel), "two"
-    (the split-K kernel, at 1, 2, 4 and 8 blocks per SM, with all or a quarter of the threads per block) or "depth"
-    (the split-K kernel with K slices at least 64, 32, 16 or 8 deep). Beside them "two" is the pick itself."""
+    (the split-K kernel, at 1, 2, 4 and 8 blocks per SM, with all or a quarter of the threads per block), "depth"
+    (the split-K kernel with K slices at least 64, 32, 16 or 8 deep) or "launch" (one launch: the slices, if more
+    than one, summed in the kernel, at least 64, 32 or 16 deep). Beside them "two" is the pick with the split-K
+    kernel."""
     from tiledsl.gemm.family import gemv_split
 
     out = {"two": replace(base, split_k_fused=False)}
@@ -95,7 +98,7 @@ def variants(base, op, target, family: str) -> dict:
             for depth in (64, 32, 16):
                 s = replace(base, bn=base.bn // div)
                 split = gemv_split(op, s, target, min_depth=depth)
-                out[f"fused bn/{div} depth{depth}"] = replace(s, split_k=split, split_k_fused=split > 1)
+                out[f"one launch bn/{div} depth{depth}"] = replace(s, split_k=split, split_k_fused=split > 1)
         return out
     if family == "two":  # slices at least 64 deep, as measured before GEMV_MIN_DEPTH (gemv_split_h200.json)
         for div in (1, 4):
@@ -160,7 +163,7 @@ def main() -> int:
                          "kernel at several slice counts and block widths (row-major x and W only); depth: the "
                          "split-K kernel with K slices as shallow as 32, 16 or 8 (row-major x and W only); launch: "
                          f"products of at most {LAUNCH_BOUND_BYTES >> 20} MiB, one launch (the slices summed in the "
-                         "kernel) at depths 64, 32, 16 against the pick")
+                         "kernel) at depths 64, 32, 16 against the split-K kernel")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()

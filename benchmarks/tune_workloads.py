@@ -31,7 +31,7 @@ Faults: one pass per folder at a time (a second one is refused while the first h
 table that does not parse, or a row without a name or with a figure that is not a finite number above 0, is refused
 with the file and the row named, never rewritten; ``--out``, ``--only`` (every name must be a product) and
 ``--budget`` are checked before anything is tuned. Each tune runs in a process group of its own: one that outlives
-its limit is killed with its compile pool and GPU worker, and on Linux it is killed too if this process dies.
+its limit is killed with its compile pool and GPU worker, and one whose pass dies ends within a second.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from gpu_check import gpu_or_exit
 
 import tiledsl
 from search.families import positive_int, positive_seconds
+from search.interrupt import EXIT_WITH_PARENT_ENV
 from tiledsl.filestore import atomic_write, locked, read_json
 
 # DeepBench rows (benchmarks/data/deepbench_gemm.csv; cuBLAS column-major flags mapped to tiledsl's
@@ -222,13 +223,11 @@ def _out_problem(out: Path) -> str | None:
 
 def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> int:
     """Tune ``todo`` (less what ``--resume`` finds finished in ``table``) and rewrite ``table`` after each product.
-    With ``--resume``, the rows this call does not retry (failures outside ``--only`` or this shard) are kept."""
-    old = load_rows(table) if args.resume and table.exists() else []
-    rows = [r for r in old if r.get("skipped") or (r.get("rc") == 0 and "error" not in r)]
-    done = {r["name"] for r in rows}
+    With ``--resume`` every earlier row is kept until its product is tuned again (a failure outside ``--only`` or
+    this shard, or past ``--budget``, keeps its error)."""
+    rows = load_rows(table) if args.resume and table.exists() else []
+    done = {r["name"] for r in rows if r.get("skipped") or (r.get("rc") == 0 and "error" not in r)}
     todo = [w for w in todo if w[1] not in done and (not only or w[1] in only)]
-    retried = {w[1] for w in todo}
-    rows += [r for r in old if r["name"] not in done and r["name"] not in retried]  # failures left for another call
     env = {**os.environ, "TILEDSL_CACHE_DIR": str(out / "store")}  # the tunes' records stay out of this process
     start = dt.datetime.now()
     failed = 0
@@ -238,6 +237,7 @@ def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> 
             break
         shape_args, tuned_what = (gemm_tune_args(*spec, target) if args.data else (spec, "the product"))
         row = {"family": family, "name": name, "tuned": tuned_what}
+        rows = [r for r in rows if r["name"] != name]  # its earlier failure, replaced by this try
         if shape_args is None:
             rows.append({**row, "skipped": True})
             _write(table, rows, target)
@@ -327,11 +327,12 @@ def _tune(family: str, name: str, shape_args: list[str], args, out: Path, env: d
 
 def run_child(cmd: list[str], env: dict, timeout_s: float) -> tuple[int, str]:
     """(exit status, stderr or else stdout) of ``cmd``, run in a process group of its own, which is killed whole
-    (the tune and its compile pool and GPU worker) when it outlives ``timeout_s`` (status -1) or this process is
-    interrupted; on Linux the child is also killed when this process dies (``PR_SET_PDEATHSIG``), so a killed pass
-    leaves no tune running beside the next one."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True, preexec_fn=_die_with_parent)
+    (the tune, its compile pool and its GPU worker) when it outlives ``timeout_s`` (status -1) or this process is
+    interrupted. ``env`` gets ``TILEDSL_EXIT_WITH_PARENT=1``: a ``search.tune`` then ends within a second of this
+    process's death, and its compile workers within a second of its own (``search.interrupt.exit_with_parent``),
+    so a killed pass leaves no tune running beside the next one."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**env, EXIT_WITH_PARENT_ENV: "1"}, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -349,16 +350,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.communicate()
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to SIGKILL it when its parent dies (elsewhere: nothing)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
 
 
 ROW_FIGURES = ("default_s", "tuned_s", "vendor_s", "tune_median_s", "tune_vendor_s", "tune_ratio")

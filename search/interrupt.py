@@ -1,4 +1,5 @@
-"""Ctrl-C during a search: finish the step in hand, keep the study consistent, report, exit 130.
+"""Ctrl-C during a search: finish the step in hand, keep the study consistent, report, exit 130; and no process
+outliving the one that started it (:func:`exit_with_parent`).
 
 The first SIGINT only sets :attr:`DeferredInterrupt.requested`; the tuner checks it between steps, so
 no storage write is cut in half (a ``KeyboardInterrupt`` raised inside an SQLAlchemy commit surfaces
@@ -9,9 +10,11 @@ sends it to the whole process group, and the tuner decides for them.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
+import time
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process ended by Ctrl-C
 
@@ -42,6 +45,28 @@ class DeferredInterrupt:
             self._old = None
 
 
+EXIT_WITH_PARENT_ENV = "TILEDSL_EXIT_WITH_PARENT"
+"""Set to "1" in a ``search.tune`` process's environment (``benchmarks/tune_workloads.py`` does): it then ends when the
+process that started it is gone (:func:`exit_with_parent`)."""
+
+
+def exit_with_parent(interval_s: float = 1.0) -> None:
+    """End this process (``os._exit(1)``) within ``interval_s`` of its parent's death, seen as a change of the parent
+    pid (the orphan is re-parented to init or a subreaper): a daemon thread polls it. So the compile workers of a
+    killed tuner, or the tune of a killed pass, do not run on beside the next one. Portable, and safe in any thread
+    (unlike ``PR_SET_PDEATHSIG``, tied to the thread that forked, and set between fork and exec)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="tiledsl-exit-with-parent", daemon=True).start()
+
+
 def ignore_in_child() -> None:
-    """Process-pool initializer: SIGINT is the parent's to handle."""
+    """Process-pool initializer: SIGINT is the parent's to handle, and the worker ends with its parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()

@@ -64,7 +64,7 @@ from .families import (
 )
 from .families import get as get_family
 from .finalists import Finalist, model_only_finalists, remeasured_finalists
-from .interrupt import EXIT_INTERRUPTED, DeferredInterrupt
+from .interrupt import EXIT_INTERRUPTED, EXIT_WITH_PARENT_ENV, DeferredInterrupt, exit_with_parent
 from .measure import GpuWorker
 from .model_worker import ModelWorker
 from .objective import load_model
@@ -648,6 +648,8 @@ def main(argv: list[str] | None = None) -> int:
     from tiledsl.spec import empty_dims
 
     args = build_parser().parse_args(argv)
+    if os.environ.get(EXIT_WITH_PARENT_ENV) == "1":  # started by a pass (tune_workloads): end with it
+        exit_with_parent()
     sub = args._subparsers[args.family]
     try:
         cfg = config_from_args(args, argv)

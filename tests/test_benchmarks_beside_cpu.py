@@ -284,6 +284,14 @@ def test_tune_workloads_refuses_bad_tables_outs_and_names_and_keeps_rows_it_does
     assert run("--resume", "--only", work[0][1]) == 0 and tuned == [work[0][1]]
     rows = {r["name"]: r for r in json.loads(table.read_text())["rows"]}
     assert rows[work[1][1]]["error"] == "boom" and json.loads(table.read_text())["summary"]["failed"] == 1
+    # a failed row in scope but past --budget keeps its error until its product is tried again
+    table.write_text(json.dumps({"rows": [dict(bad, name=work[2][1])]}))
+    monkeypatch.setattr(tw, "_tune", lambda family, name, *a: time.sleep(0.05) or tuned.append(name) or {
+        "command": "x", "rc": 0, "wall_s": 0.1, "schedule": tiledsl.GemmSchedule().to_dict(), "tune_ratio": 1.0})
+    assert run("--resume", "--budget", "0.01") == 0
+    rows = {r["name"]: r for r in json.loads(table.read_text())["rows"]}
+    assert work[0][1] in rows and rows[work[2][1]]["error"] == "boom"
+    table.write_text(json.dumps({"rows": [r for r in rows.values() if r["name"] == work[0][1]]}))
     # --recompare: a row whose shape is not its name's is an error, not timed as that other shape
     rows[work[0][1]]["m"] = 7
     table.write_text(json.dumps({"rows": list(rows.values())}))
@@ -318,6 +326,52 @@ def test_tune_workloads_kills_a_tune_that_outlives_its_limit_with_its_children(t
         pytest.fail(f"the tune's own child {grandchild} outlived the kill")
 
 
+def test_a_tune_and_its_workers_end_when_the_pass_that_started_them_is_killed(tmp_path):
+    """SIGKILL of the pass (nothing of it runs after): its child, started by run_child with TILEDSL_EXIT_WITH_PARENT,
+    and that child's own worker (search.interrupt.exit_with_parent, as the compile pool's initializer does) are gone
+    within seconds, not left running beside the next pass."""
+    import signal
+    import subprocess
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    pids = tmp_path / "pids"
+    worker = ("import os, sys, time; from search.interrupt import exit_with_parent; exit_with_parent(0.1); "
+              f"open({str(pids)!r}, 'a').write(str(os.getpid()) + ' '); time.sleep(60)")
+    child = ("import os, subprocess, sys, time; from search.interrupt import EXIT_WITH_PARENT_ENV, exit_with_parent; "
+             "assert os.environ[EXIT_WITH_PARENT_ENV] == '1'; exit_with_parent(0.1); "
+             f"subprocess.Popen([sys.executable, '-c', {worker!r}]); "
+             f"open({str(pids)!r}, 'a').write(str(os.getpid()) + ' '); time.sleep(60)")
+    parent = ("import os, sys; sys.path.insert(0, " + repr(str(bench)) + "); import tune_workloads as tw; "
+              f"tw.run_child([sys.executable, '-c', {child!r}], dict(os.environ), 60)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(bench.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", parent], env=env)
+    for _ in range(100):
+        if pids.exists() and len(pids.read_text().split()) == 2:
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the child and its worker did not start")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    left = [int(p) for p in pids.read_text().split()]
+    for _ in range(50):
+        left = [p for p in left if alive(p)]
+        if not left:
+            break
+        time.sleep(0.1)
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"still running after their pass was killed: {left}"
+
+
 def test_gemv_launch_family_is_one_launch_at_each_depth_on_the_small_products():
     """benchmarks/gemv_fused.py --family launch: the products of at most 16 MiB (the two one-column DeepBench
     products below 0.7x cuBLAS among them), each against the pick with one launch (the slices summed in the kernel)
@@ -336,4 +390,4 @@ def test_gemv_launch_family_is_one_launch_at_each_depth_on_the_small_products():
     got = gemv_fused.variants(gemv_schedule(op, h200), op, h200, "launch")
     fused = {name: s for name, s in got.items() if name != "two"}
     assert len(fused) == 6 and all(s.split_k_fused or s.split_k == 1 for s in fused.values())
-    assert fused["fused bn/1 depth16"].split_k > fused["fused bn/1 depth64"].split_k
+    assert fused["one launch bn/1 depth16"].split_k > fused["one launch bn/1 depth64"].split_k

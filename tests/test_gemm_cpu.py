@@ -934,6 +934,21 @@ def test_few_columns_run_as_rows_where_the_gemv_kernel_has_its_fast_layout():
     s.check_op(rows_op(long_k))
 
 
+def test_few_columns_as_rows_with_split_k_and_m_off_every_width_emit():
+    """A few-column product run as rows with split-K writes its slices to a row-major workspace whose rows are the
+    original M long: an M that no vector width divides (10001, 14337) must still emit (the workspace view of the op
+    takes its own alignment, not the column-major C's)."""
+    from tiledsl.gemm.family import gemv_schedule, rows_op
+
+    h200 = tiledsl.Target.known("H200")
+    for op in (GemmOp(10001, 4, 4096, layout_a="col"), GemmOp(14337, 8, 4096, layout_a="col"),
+               GemmOp(1003, 16, 65536, layout_a="col")):
+        rows = rows_op(op)
+        s = gemv_schedule(rows, h200)
+        assert s.split_k > 1 and rows.layout_c == "col"
+        assert "tiledsl_gemv_gemm" in emit_gemm(rows, s).source and tiledsl.plan(rows, s, arch="sm_90").followup
+
+
 @pytest.mark.parametrize("read_c", [False, True])
 @pytest.mark.parametrize("lb", ["row", "col"])
 def test_column_major_c_gemv_kernels_compile_and_index_c_by_columns(read_c, lb):

@@ -43,19 +43,24 @@ def warn_bad(path: object, problem: str, action: str = "skipped") -> None:
 
 
 def _umask() -> int:
-    """The process's umask: read from /proc (Linux), else set and restored once, at import (one thread then)."""
+    """The process's umask now: read from /proc (Linux); elsewhere the one seen at import (setting and restoring it
+    is not safe while other threads create files)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
     except (OSError, ValueError):
         pass
+    return _UMASK_AT_IMPORT
+
+
+def _umask_at_import() -> int:
     mask = os.umask(0o22)
     os.umask(mask)
     return mask
 
 
-_UMASK = _umask()
+_UMASK_AT_IMPORT = _umask_at_import()
 
 
 def locked(path: Path, timeout_s: float = LOCK_TIMEOUT_S):
@@ -84,7 +89,7 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     try:
         mode = path.stat().st_mode & 0o7777
     except OSError:  # a new file: 0666 less the umask
-        mode = 0o666 & ~_UMASK
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-")
     try:
         os.fchmod(fd, mode)

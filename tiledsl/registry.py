@@ -215,7 +215,7 @@ def store(family, op, target, schedule, *, path: Path | None = None, **figures) 
 
     The read-modify-write holds the file's ``filelock`` and replaces the file atomically, so concurrent
     tuners never lose each other's records; records of the old file that fail :func:`record_problem` are
-    dropped (with one BadFileWarning), and a file that does not parse is kept as ``<file>.corrupt``.
+    dropped (with one BadFileWarning), and a file that does not parse is kept as ``<file>.corrupt`` (``.corrupt-2``, ... after the first).
 
     Args:
         family: op family name ("gemm").

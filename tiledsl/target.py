@@ -93,7 +93,6 @@ class Target:
     l2_bytes_per_s: float = 0.0
     smem_bytes_per_s: float = 0.0
     measured: tuple[tuple[str, float, str], ...] = ()
-    tc16_clock_hz: float = 0.0
 
     @property
     def peak_fp32_flops(self) -> float:
@@ -103,17 +102,18 @@ class Target:
     @property
     def peak_tc16_flops(self) -> float:
         """Peak dense float16/bfloat16 tensor-core FLOP/s (float32 accumulation) = SMs × FLOP per clock per
-        SM × the datasheet's tensor clock (:attr:`tc16_clock_hz`, else :attr:`clock_hz`), with 4096 FLOP/clock/SM
-        on cc 9.x (H100 SXM datasheet: 989.4 TFLOP/s over 132 SMs, so 1.83 GHz, below the 1.98 GHz of its FP32
-        figure) and 2048 on cc 8.x (A100 datasheet: 312 TFLOP/s over 108 SMs at 1.41 GHz)."""
+        SM × :attr:`clock_hz`, with 4096 FLOP/clock/SM on cc 9.x and 2048 on cc 8.x (A100 datasheet: 312 TFLOP/s
+        over 108 SMs at 1.41 GHz). At the H100/H200 boost clock of 1.98 GHz this is 1070.5 TFLOP/s; the H100 SXM
+        datasheet's 989.4 TFLOP/s is the same SMs at 1.83 GHz. Reports name it "derived", not "datasheet"."""
         per_clock = 4096 if self.cc >= 90 else 2048 if self.cc >= 80 else 0
-        return self.sm_count * per_clock * (self.tc16_clock_hz or self.clock_hz)
+        return self.sm_count * per_clock * self.clock_hz
 
     def tensor_core_ceiling(self, precision: str = "ieee") -> tuple[float, str]:
         """(dense tensor-core FLOP/s, source): the 16-bit rate measured by ``tiledsl.calibrate`` (key
         :data:`TC_KEY` in :attr:`measured`) or :attr:`peak_tc16_flops`; for ``precision="tf32"`` (float32 read
         as tf32) half of it, Hopper's dense TF32 rate (H100 SXM datasheet: 494.7 vs 989.4 TFLOP/s)."""
-        rate, src = self.peak_tc16_flops, "datasheet: dense 16-bit tensor-core rate (Target.peak_tc16_flops)"
+        rate, src = self.peak_tc16_flops, (f"derived: {self.sm_count} SMs × dense 16-bit tensor-core FLOP/clock × "
+                                           f"{self.clock_hz / 1e9:.2f} GHz (Target.peak_tc16_flops)")
         for key, value, note in self.measured:
             if key == TC_KEY:
                 rate, src = value, f"measured: {note}"
@@ -294,7 +294,6 @@ def _from_device(device_id: int) -> Target:
         l2_bytes=p["l2CacheSize"],
         clock_hz=(base.clock_hz if base else p.get("clockRate", 1_500_000) * 1e3),
         fp32_lanes_per_sm=fp32_lanes(p["major"], p["minor"]),
-        tc16_clock_hz=base.tc16_clock_hz if base else 0.0,
         hbm_bytes_per_s=hbm,
         source="device (limits); datasheet (clock, HBM)" if base else "device",
         l2_bytes_per_s=base.l2_bytes_per_s if base else 0.0,
@@ -313,7 +312,7 @@ def fp32_lanes(major: int, minor: int) -> int:
 _H100 = Target(
     name="H100", arch="sm_90", sm_count=132, smem_per_block_optin_bytes=227 * 1024,
     smem_per_sm_bytes=228 * 1024, l2_bytes=50 * 1024 * 1024, clock_hz=1.98e9,
-    hbm_bytes_per_s=3.35e12, source="datasheet (H100 SXM) + CUDA guide cc 9.0", tc16_clock_hz=1.83e9,
+    hbm_bytes_per_s=3.35e12, source="datasheet (H100 SXM) + CUDA guide cc 9.0",
 )
 _KNOWN: dict[str, Target] = {
     "H200": replace(_H100, name="H200", l2_bytes=60 * 1024 * 1024, hbm_bytes_per_s=4.8e12,

@@ -63,7 +63,7 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
     fused = s.split_k_fused
     out_dt = dtypes.get("float32" if fused else p.detail.out_dtype)  # of the main store (fused: the workspace)
     # split-K: the slice's float32 partial sums go to the row-major workspace (C itself, or W when fused)
-    out_op = replace(op, read_c=False, layout_c="row") if s.split_k > 1 else op
+    out_op = replace(op, read_c=False, layout_c="row", align_c=None) if s.split_k > 1 else op  # C's width: the plan's
     vc = p.width("W") if fused else p.width("C")  # the width of the main store
     dst = ("P", "N", "") if fused else ("C", "ldc", "alpha * ")  # where it goes: pointer, leading dimension, scale
     row_b = op.layout_b == "row"

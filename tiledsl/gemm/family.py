@@ -266,20 +266,19 @@ COL_ROW_FP32_CANDIDATES = {"sgemm_256x128_16x8_fragment_prefetch": 0.74}
 ROW_COL_FP32_CANDIDATES = {"sgemm_256x128_16x8_stream_k": 0.69}
 STREAM_K_MIN_K = 4096
 # Tensor-core presets for float16/bfloat16 on sm_80+, with their fraction of the dense tensor-core peak
-# (Target.peak_tc16_flops, 989.4 TFLOP/s for the H200 table entry, the H100 SXM datasheet's; the fractions were first
-# written against 1070.5 TFLOP/s, the same SMs at 1.98 GHz, and are that figure's × 1070.5 / 989.4, so the estimates
-# are unchanged): 128x128 measured 322 TFLOP/s at 4096³ (0.325; benchmarks/results/gemm_tc_h200.json, H200,
-# 2026-12-01); the 64x64 figure is an estimate.
-# wgmma (sm_90a, 16-byte-aligned operands): 128x256 measured 509 TFLOP/s (0.514) and 128x128 s6 434 (0.438)
+# (Target.peak_tc16_flops, 1070.5 TFLOP/s for the H200 table entry: 132 SMs × 4096 FLOP/clock at the 1.98 GHz boost
+# clock; the H100 datasheet's 989.4 TFLOP/s is at 1.83 GHz): 128x128 measured 322 TFLOP/s at 4096³
+# (0.30; benchmarks/results/gemm_tc_h200.json, H200, 2026-12-01); the 64x64 figure is an estimate.
+# wgmma (sm_90a, 16-byte-aligned operands): 128x256 measured 509 TFLOP/s (0.475) and 128x128 s6 434 (0.405)
 # at 4096³ NN fp16 (benchmarks/results/gemm_tc_sweep_wgmma_h200.json).
-# TMA (producer warpgroup): 128x256 s4 about 680 TFLOP/s bf16 at 4096³ (0.687), 128x128 s6 608 (0.617); used
+# TMA (producer warpgroup): 128x256 s4 about 680 TFLOP/s bf16 at 4096³ (0.635), 128x128 s6 608 (0.57); used
 # only where the CUDA Python bindings that encode tensor maps are installed (tiledsl.tma.available). The
-# persistent 128x256 s4 (one block per SM walking the tiles) measured 678-692 TFLOP/s fp16/bf16 at 4096³ (0.698),
+# persistent 128x256 s4 (one block per SM walking the tiles) measured 678-692 TFLOP/s fp16/bf16 at 4096³ (0.645),
 # 1-3% ahead of the same tile launched one block per tile (benchmarks/results/gemm_tc_sweep_persistent_h200.json).
-TC_DEFAULT_CANDIDATES = {"hgemm_tma_persistent_128x256x64_s4": 0.6979, "hgemm_tma_128x128x64_s6": 0.6168,
-                         "tf32_tma_128x256x32_s4": 0.6492, "tf32_tma_128x128x32_s6": 0.5951,
-                         "hgemm_wgmma_128x256x64_s4": 0.5140, "hgemm_wgmma_128x128x64_s6": 0.4382,
-                         "hgemm_128x128x32_w64x64_s4": 0.3246, "hgemm_64x64x32_w32x32_s4": 0.1948}
+TC_DEFAULT_CANDIDATES = {"hgemm_tma_persistent_128x256x64_s4": 0.645, "hgemm_tma_128x128x64_s6": 0.57,
+                         "tf32_tma_128x256x32_s4": 0.6, "tf32_tma_128x128x32_s6": 0.55,
+                         "hgemm_wgmma_128x256x64_s4": 0.475, "hgemm_wgmma_128x128x64_s6": 0.405,
+                         "hgemm_128x128x32_w64x64_s4": 0.30, "hgemm_64x64x32_w32x32_s4": 0.18}
 
 
 ROW_SWAP_MIN_ELEMENTS, ROW_SWAP_MIN_K = 1 << 21, 1024

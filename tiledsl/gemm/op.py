@@ -45,8 +45,8 @@ class GemmOp:
         align_a, align_b, align_c: widest vector width (1, 2, 4; 8 for 16-bit dtypes) the operands allow:
             it divides the base address (in elements), the leading dimension and the contiguous extent
             (:meth:`contiguous_extent`: a vector must not straddle a row's end). None (the default): the
-            widest of 4, 2, 1 dividing that extent, i.e. contiguous operands with 16-byte aligned bases
-            (:func:`tiledsl.gemm` works out all three from the arrays it is given).
+            widest of 4, 2, 1 dividing that extent (:func:`tiledsl.gemm` works out all three from the arrays it
+            is given, up to 8 for 16-bit dtypes: give 8 to plan what it runs for such arrays).
         read_c: True when beta ≠ 0 (C is read); False never reads C, so NaN in C cannot leak.
         precision: "ieee" or "tf32" (float32 only): see :data:`PRECISIONS`.
 
