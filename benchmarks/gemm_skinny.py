@@ -97,7 +97,8 @@ def _subwave_shapes(target) -> list:
     with fewer tiles of C than the device holds at two blocks per SM (K slices not counted). The recorded run
     (gemm_subwave_h200.json) was before ``sub_wave_schedule``; since it, ``schedule=None`` is that rule's schedule
     on the products of its class (the "128x128x8 t8x8 streamk" variant), not the estimate's pick."""
-    from tiledsl.gemm.family import runs_as_row, tile_count
+    from tiledsl.gemm.family import runs_as_row
+    from tiledsl.gemm.kernel_plan import tile_count
 
     out = []
     for (m, n, k, layout) in workload_shapes():

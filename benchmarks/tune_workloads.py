@@ -208,17 +208,11 @@ def main() -> int:
 
 
 def _out_problem(out: Path) -> str | None:
-    """Why the results folder ``out`` cannot take this pass's files, checked before anything is tuned."""
-    if out.exists() and not out.is_dir():
-        return "is a file, not a folder"
-    probe = out
-    while not probe.exists():  # the nearest folder that exists must let us create the rest
-        probe = probe.parent
-    if not probe.is_dir():
-        return f"{probe} is a file, not a folder"
-    if not os.access(probe, os.W_OK | os.X_OK):
-        return f"{probe} is not writable"
-    return None
+    """Why the results folder ``out`` cannot take this pass's files, checked before anything is tuned
+    (``search.tune.folder_problem``: nothing in the way, the nearest existing folder writable)."""
+    from search.tune import folder_problem
+
+    return "is a file, not a folder" if out.is_file() else folder_problem(str(out), create=False)
 
 
 def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> int:

@@ -288,6 +288,7 @@ def _gemm_seeds(op, target) -> list:
     with candidates that fill the GPU."""
     from tiledsl.errors import ScheduleError
     from tiledsl.gemm import GemmSchedule
+    from tiledsl.gemm.kernel_plan import tile_count
     from tiledsl.registry import presets
 
     out, seen = [], set()
@@ -328,7 +329,7 @@ def _gemm_seeds(op, target) -> list:
     for s in [*out, *small]:
         if s.split_k != 1:
             continue
-        tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
+        tiles = tile_count(op, s)
         for split in (1, 2, 4, 8, 16):
             if tiles * split > 4 * sms or (split > 1 and op.k < split * 2 * s.bk):
                 break

@@ -300,6 +300,14 @@ def test_tune_workloads_refuses_bad_tables_outs_and_names_and_keeps_rows_it_does
     assert "is not its name's" in rows[work[0][1]]["error"]
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed but not yet reaped by its new parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def test_tune_workloads_kills_a_tune_that_outlives_its_limit_with_its_children(tmp_path):
     """run_child: a child and the process it started are both gone after the time limit (its own process group is
     killed), and the status says it was killed."""
@@ -312,14 +320,8 @@ def test_tune_workloads_kills_a_tune_that_outlives_its_limit_with_its_children(t
     assert rc == -1 and "killed" in text
     grandchild = int(pid_file.read_text())
 
-    def alive(pid: int) -> bool:  # a zombie (killed, not yet reaped by its new parent) is not alive
-        try:
-            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except (OSError, IndexError):
-            return False
-
     for _ in range(50):
-        if not alive(grandchild):
+        if not _alive(grandchild):
             break
         time.sleep(0.1)
     else:
@@ -355,15 +357,9 @@ def test_a_tune_and_its_workers_end_when_the_pass_that_started_them_is_killed(tm
     proc.send_signal(signal.SIGKILL)
     proc.wait()
 
-    def alive(pid: int) -> bool:
-        try:
-            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except (OSError, IndexError):
-            return False
-
     left = [int(p) for p in pids.read_text().split()]
     for _ in range(50):
-        left = [p for p in left if alive(p)]
+        left = [p for p in left if _alive(p)]
         if not left:
             break
         time.sleep(0.1)

@@ -12,7 +12,7 @@ from .family import Family
 from .launch import build, plan_for, resolve_schedule
 from .planning import Plan
 from .spec import refuse_empty
-from .target import Target, resolve
+from .target import Target, check_device_type, resolve
 
 OpFamily = Family  # the former name of the record
 __all__ = ["FAMILIES", "OpFamily", "clear_kernel_cache", "compile", "family", "family_of", "plan", "source"]
@@ -35,8 +35,7 @@ def _check(op, schedule, arch, device) -> Family:
                             f"got {type(schedule).__name__}")
     if arch is not None and not isinstance(arch, str):
         raise SpecTypeError(f"arch must be a string such as 'sm_90', got {arch!r}")
-    if device is not None and not isinstance(device, (str, Target)):
-        raise SpecTypeError(f"device must be a GPU name such as 'H200' or a tiledsl.Target, got {device!r}")
+    check_device_type(device)
     return fam
 
 

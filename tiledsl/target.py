@@ -15,7 +15,7 @@ import functools
 import re
 from dataclasses import asdict, dataclass, replace
 
-from .errors import LaunchError, SpecError
+from .errors import LaunchError, SpecError, SpecTypeError
 
 SMEM_BANKS = 32
 """Shared-memory banks per SM (CUDA C++ Programming Guide, "Shared Memory", cc 5.x and later)."""
@@ -233,6 +233,12 @@ def require_gpu() -> Target:
         LaunchError: no CUDA GPU or driver is present (the message says how to compile without one).
     """
     return Target.current()
+
+
+def check_device_type(device: object) -> None:
+    """Raise SpecTypeError unless ``device`` is None, a GPU name or a :class:`Target` (what every ``device=`` takes)."""
+    if device is not None and not isinstance(device, (str, Target)):
+        raise SpecTypeError(f"device must be a GPU name such as 'H200' or a tiledsl.Target, got {device!r}")
 
 
 def resolve(device: str | Target | None = None, arch: str | None = None) -> Target:

@@ -22,7 +22,7 @@ from ..compile import Kernel
 from ..errors import SpecTypeError
 from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..spec import refuse_empty
-from ..target import Target, resolve
+from ..target import Target, check_device_type, resolve
 from .gemm import estimate_registers, explain_gemm, predict_gemm
 from .gemm_tc import explain_gemm_tc, predict_gemm_tc
 from .report import LEVELS, Level, Report
@@ -62,8 +62,7 @@ def target_for(device: str | Target | None = None) -> Target:
         return device
     if isinstance(device, str):
         return _known_with_cache(device)
-    if device is not None:  # not silently the GPU present
-        raise SpecTypeError(f"device must be a GPU name such as 'H200' or a tiledsl.Target, got {device!r}")
+    check_device_type(device)  # not silently the GPU present
     return load_calibration(resolve(None))
 
 

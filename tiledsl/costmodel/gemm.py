@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .. import dtypes
-from ..gemm.kernel_plan import gemv_columns_per_block, plan_gemm, stream_k_split
+from ..gemm.kernel_plan import gemv_columns_per_block, plan_gemm, stream_k_split, tile_count
 from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
 from .gemv import GEMV_EFFECTIVE_LATENCY_S, gemv_time
@@ -282,7 +282,7 @@ def hidden(warps: float, issue: float, chain: float) -> float:
 def _grid_work(op, s) -> tuple[int, int]:
     """(blocks, K steps per block): split-K multiplies the blocks and divides K (``k_range`` of the
     emitter: each slice is ⌈K / (split_k·bk)⌉·bk deep)."""
-    tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
+    tiles = tile_count(op, s)
     if not op.k:
         return tiles, 0
     split = max(s.split_k, 1)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 from .. import dtypes
+from ..gemm.kernel_plan import tile_count
 from ..occupancy import occupancy, waves
 from ..target import Target
 from .gemm import LAUNCH_S
@@ -32,7 +33,7 @@ def traffic_tc(op, s) -> dict[str, float]:
     """Bytes per level (see the module docstring) and the FLOP of ``op`` under tensor-core schedule ``s``."""
     e = dtypes.get(op.dtype).itemsize
     e_c = 4 if s.split_k > 1 else e
-    tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
+    tiles = tile_count(op, s)
     ksteps = -(-op.k // s.bk) if op.k else 0
     copies = tiles * ksteps * s.bk * (s.bm + s.bn) * e
     c_bytes = op.m * op.n * e_c * (1 + int(op.read_c))
@@ -52,7 +53,7 @@ def explain_gemm_tc(op, s, target: Target, kernel=None) -> Report:
     regs = int(kernel.registers) if kernel is not None else s.est_registers
     smem = int(kernel.smem_bytes) if kernel is not None else s.smem_bytes()
     occ = occupancy(target, s.threads, regs, smem, "ptxas" if kernel is not None else "estimate")
-    tiles = -(-op.m // s.bm) * -(-op.n // s.bn) * s.split_k
+    tiles = tile_count(op, s) * s.split_k
     per_sm = max(occ.blocks_per_sm, 1)
     wv = waves(tiles, target.sm_count, per_sm)
     # one wave: each SM runs `per_sm` blocks of 2·bm·bn·(K/split_k) FLOP at its share of the peak

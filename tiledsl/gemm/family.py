@@ -10,7 +10,7 @@ from ..family import Family
 from ..spec import refuse_empty
 from ..target import Target
 from .emit import emit_gemm, emit_splitk_reduce
-from .kernel_plan import plan_gemm, uses_tma
+from .kernel_plan import plan_gemm, tile_count, uses_tma
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
 
@@ -236,11 +236,6 @@ def _applies(s: GemmSchedule, op: GemmOp, target: Target) -> bool:
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def tile_count(op: GemmOp, s: GemmSchedule) -> int:
-    """Tiles of C that the block tile of ``s`` makes for ``op``: ceil(M/bm)·ceil(N/bn) (K slices not counted)."""
-    return _ceil_div(op.m, s.bm) * _ceil_div(op.n, s.bn)
 
 
 # Presets the default may pick, with their measured fraction of the FP32 peak (67 TFLOP/s) at 4096³

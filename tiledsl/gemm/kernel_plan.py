@@ -21,7 +21,7 @@ from .schedule import GemmSchedule, estimate_registers
 
 __all__ = ["GemmDetail", "canonical", "gemv_columns_per_block", "gemv_widths", "grid", "k_major", "kernel_name",
            "kernel_name_reduce", "plan_gemm", "splitk_reduce_plan", "stream_k_split", "tensor_map", "tma_box",
-           "uses_tma", "workspace_align"]
+           "tile_count", "uses_tma", "workspace_align"]
 
 SPLITK_REDUCE_THREADS = 256  # threads per block of the split-K reduction (one per element of C)
 STREAM_K_MAX_SHARE = 8
@@ -70,11 +70,16 @@ def stream_k_split(tiles: int, k_iters: int, slots: int) -> StreamKSplit:
     return StreamKSplit(tiles, slots, dp, min(sk_blocks, (tiles - dp) * k_iters))
 
 
+def tile_count(op: GemmOp, s: GemmSchedule) -> int:
+    """Tiles of C that the block tile of ``s`` makes for ``op``: ceil(M/bm)·ceil(N/bn) (K slices not counted)."""
+    return -(-op.m // s.bm) * -(-op.n // s.bn)
+
+
 def _stream_k(op: GemmOp, s: GemmSchedule, target: Target | None, registers: int) -> StreamKSplit:
     """The stream-K division of ``op``'s tiles on ``target`` for a kernel of ``registers`` per thread (the
     estimate, within the ``__launch_bounds__`` cap); without a target, all tiles data-parallel (the
     device-free plan's grid, the work the cost model counts)."""
-    tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
+    tiles = tile_count(op, s)
     if target is None:
         return StreamKSplit(tiles, tiles, tiles, 0)
     resident = occupancy(target, s.threads, registers, _dynamic_smem(op, s)).blocks_per_sm
@@ -126,7 +131,7 @@ def grid(op: GemmOp, s: GemmSchedule, sm_count: int | None = None) -> tuple[int,
     cost model counts)."""
     if s.kernel == "gemv":
         return (-(-op.n // gemv_columns_per_block(op, s)), s.split_k, -(-op.m // s.bm))
-    tiles = -(-op.m // s.bm) * -(-op.n // s.bn)
+    tiles = tile_count(op, s)
     if s.persistent and sm_count:
         return (max(1, min(tiles, sm_count)), 1, 1)
     return (tiles, s.split_k, 1)
