@@ -7,7 +7,8 @@ x and W) and with one row and torch's Linear layout (W [N, K], a column-major B)
 run as rows (Cᵀ = Bᵀ·Aᵀ; both operands column-major, "TT"), among them the one-column products too small for
 ``runs_as_row`` today. Each runs ``schedule=None`` as shipped and these GEMV schedules:
 
-- ``two``: ``gemv_schedule``'s pick, its K slices summed by the split-K kernel (a second launch);
+- ``two``: ``gemv_base_schedule``'s pick (``gemv_schedule`` before its one-launch rule for small products), its K
+  slices summed by the split-K kernel (a second launch);
 - ``fused``: the same, summed by the last block of each column group (``split_k_fused=True``);
 - ``two bn=256`` (a column-major B, since ``GEMV_FUSED_COLUMN_B``): the earlier pick of 8 warps per block;
 - ``fused split/2``, ``fused split*2``: half and twice the K slices;
@@ -24,7 +25,8 @@ same schedule as ``two``); a run now names every depth, and ``two`` is 32 deep f
 launch`` (``--out benchmarks/results/gemv_launch_h200.json``): the products of at most 16 MiB, where a second launch
 is most of the time (512×1×512 and 128×1×1024 run 0.6–0.7× cuBLAS on the split-K kernel), as ``one launch bn/D
 depthS``: the K slices (if more than one) summed in the kernel, at least S = 64, 32 or 16 deep, all or a quarter of
-the threads.
+the threads (its finding is ``GEMV_ONE_LAUNCH_MAX_BYTES``: ``schedule=None`` takes ``one launch bn/4 depth64``
+where that rule applies).
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -54,7 +56,7 @@ import tiledsl
 DATA = Path(__file__).resolve().parent / "data" / "llm_gemm.csv"
 ROWS = [(512, 16, 500000), (1024, 8, 500000), (7680, 4, 2560), (3072, 1, 1024), (6144, 1, 2048), (7680, 1, 2560),
         (8448, 1, 2816), (4608, 1, 1536), (512, 1, 512), (128, 1, 1024), (128, 1, 1408), (64, 1, 1216),
-        (512, 1, 500000)]
+        (512, 1, 500000), (1024, 1, 512), (3072, 1, 128), (4224, 1, 128)]
 
 
 def shapes() -> list[tuple[int, int, int, str, bool]]:
@@ -127,12 +129,12 @@ def variants(base, op, target, family: str) -> dict:
 
 def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target, family: str) -> list[dict]:
     """One row per variant for one product (module docstring)."""
-    from tiledsl.gemm.family import gemv_schedule, rows_op
+    from tiledsl.gemm.family import gemv_base_schedule, rows_op
 
     a, b, ref, c = device_gemm_operands(m, n, k, layout)
     op = gemm_op(m, n, k, layout)
     run_op = rows_op(op) if as_rows else op
-    base = gemv_schedule(run_op, target)
+    base = gemv_base_schedule(run_op, target)  # the variants start from the pick before the one-launch rule
     calls = {"schedule=None": lambda: tiledsl.gemm(a, b, c)}
     for name, s in variants(base, run_op, target, family).items():
         if as_rows:

@@ -146,8 +146,10 @@ def test_tune_workloads_tunes_what_schedule_none_runs_and_shards_and_summarises(
     assert tw.gemm_tune_args(128, 1, 1024, "TT", h200) == (
         ["--m", "1", "--n", "128", "--k", "1024", "--layout", "NN"], "its single row (runs_as_row)")
     # tiledsl.gemm sees a one-column B as row-major whatever its strides: the tune's op must be the same kernel's
-    assert tw.gemm_tune_args(512, 1, 512, "TT", h200) == (
-        ["--m", "512", "--n", "1", "--k", "512", "--layout", "TN"], "the product")
+    assert tw.gemm_tune_args(4096, 1, 64, "TT", h200) == (  # K = 64: one slice, no row in one launch (tiled)
+        ["--m", "4096", "--n", "1", "--k", "64", "--layout", "TN"], "the product")
+    assert tw.gemm_tune_args(512, 1, 512, "TT", h200) == (  # K < 1024 but one launch as its row (row_in_one_launch)
+        ["--m", "1", "--n", "512", "--k", "512", "--layout", "NN"], "its single row (runs_as_row)")
     args, why = tw.gemm_tune_args(7680, 4, 2560, "TT", h200)  # a few columns into a column-major Cᵀ
     assert args is None and why.startswith("skipped")
     work = tw.data_workloads()
@@ -376,14 +378,14 @@ def test_gemv_launch_family_is_one_launch_at_each_depth_on_the_small_products():
     from beside import gemm_op
 
     import tiledsl
-    from tiledsl.gemm.family import gemv_schedule, rows_op
+    from tiledsl.gemm.family import gemv_base_schedule, rows_op
 
     h200 = tiledsl.Target.known("H200")
     small = [t for t in gemv_fused.shapes()
              if 4 * (t[0] * t[2] + t[2] * t[1] + t[0] * t[1]) <= gemv_fused.LAUNCH_BOUND_BYTES]
     assert (512, 1, 512, "TT", True) in small and (128, 1, 1024, "TT", True) in small
     op = rows_op(gemm_op(512, 1, 512, "TT"))  # run as its row, as schedule=None would
-    got = gemv_fused.variants(gemv_schedule(op, h200), op, h200, "launch")
+    got = gemv_fused.variants(gemv_base_schedule(op, h200), op, h200, "launch")
     fused = {name: s for name, s in got.items() if name != "two"}
     assert len(fused) == 6 and all(s.split_k_fused or s.split_k == 1 for s in fused.values())
     assert fused["one launch bn/1 depth16"].split_k > fused["one launch bn/1 depth64"].split_k

@@ -773,8 +773,8 @@ def test_gemv_rules_and_default():
     assert not default_schedule(GemmOp(1, 4096, 4096, layout_b="col"), h200).split_k_fused  # 1024 blocks: no split
     s = default_schedule(GemmOp(1, 768, 768, layout_b="col", **half), h200)
     assert (s.bn, s.split_k_fused) == (256, False) and s.split_k > 1  # 16-bit: not measured, the earlier pick
-    s = default_schedule(GemmOp(4, 768, 768), h200)
-    assert not s.split_k_fused and s.split_k > 1  # a row-major B: the split-K kernel (measured faster)
+    s = default_schedule(GemmOp(4, 2048, 2048), h200)
+    assert not s.split_k_fused and s.split_k > 1  # a row-major B beyond 16 MiB: the split-K kernel (faster)
 
 
 @pytest.mark.parametrize("m,n,k,layout,want", [
@@ -885,6 +885,39 @@ def test_sub_wave_rule_comes_after_the_short_wide_rule():
     assert builtin_schedule(op, h200) == tiledsl.preset("gemm", SHORT_WIDE_PRESET)
 
 
+def test_small_gemv_products_with_a_row_major_b_run_in_one_launch():
+    """GEMV_ONE_LAUNCH_MAX_BYTES: float32, a row-major B, at most 4 rows, A, B and C within 16 MiB and at most 24 K
+    slices: a quarter of the columns per block, the slices summed in the kernel (no split-K kernel, no second
+    launch); sixteen rows, 48 slices, a column-major B, 16-bit inputs and larger products keep their pick."""
+    from tiledsl.gemm.family import (
+        GEMV_ONE_LAUNCH_MAX_BYTES,
+        builtin_choice,
+        gemv_base_schedule,
+        gemv_schedule,
+        rows_op,
+    )
+
+    h200 = tiledsl.Target.known("H200")
+    one_launch = [GemmOp(1, 768, 768), GemmOp(4, 3072, 768), GemmOp(2, 1000, 1000), GemmOp(3, 7, 129),
+                  rows_op(GemmOp(512, 1, 512, layout_a="col", layout_b="col")),
+                  rows_op(GemmOp(128, 1, 1408, layout_a="col", layout_b="col"))]
+    for op in one_launch:
+        s, base = gemv_schedule(op, h200), gemv_base_schedule(op, h200)
+        assert (s.bn, s.split_k_fused, base.split_k_fused) == (base.bn // 4, True, False), op
+        assert 1 < s.split_k <= 24 and s.split_k >= base.split_k
+        assert not tiledsl.plan(op, s, arch="sm_90").followup  # one launch: no split-K reduction after it
+        assert tiledsl.plan(op, base, arch="sm_90").followup
+        assert "one launch (gemv_one_launch)" in builtin_choice(op, h200)[1]
+    big = GemmOp(1, 2048, 2048)  # 16 MiB of B alone and more: the split-K kernel
+    assert 4 * (big.k * big.n) >= GEMV_ONE_LAUNCH_MAX_BYTES
+    keep = [GemmOp(16, 768, 768), GemmOp(1, 768, 3072), GemmOp(4, 768, 3072), big,
+            GemmOp(1, 768, 768, layout_b="col"), GemmOp(1, 768, 768, dtype="float16")]
+    for op in keep:
+        assert gemv_schedule(op, h200) == gemv_base_schedule(op, h200), op
+        assert "one launch" not in builtin_choice(op, h200)[1]
+    assert gemv_schedule(GemmOp(1, 768, 3072), h200).split_k == 48  # 48 slices: measured slower in one launch
+
+
 def test_gemv_slices_go_shallower_only_with_sixteen_rows():
     from tiledsl.gemm.family import GEMV_MIN_DEPTH, gemv_min_depth, gemv_schedule
 
@@ -903,7 +936,14 @@ def test_gemv_slices_go_shallower_only_with_sixteen_rows():
 
 
 def test_few_columns_run_as_rows_where_the_gemv_kernel_has_its_fast_layout():
-    from tiledsl.gemm.family import FEW_COLUMNS_LONG_K, FEW_COLUMNS_MAX_N, builtin_choice, rows_op, runs_as_row
+    from tiledsl.gemm.family import (
+        FEW_COLUMNS_LONG_K,
+        FEW_COLUMNS_MAX_N,
+        builtin_choice,
+        row_in_one_launch,
+        rows_op,
+        runs_as_row,
+    )
 
     h200 = tiledsl.Target.known("H200")
     op = GemmOp(7680, 4, 2560, layout_a="col", layout_b="col")  # DeepBench inference: A column-major
@@ -922,7 +962,10 @@ def test_few_columns_run_as_rows_where_the_gemv_kernel_has_its_fast_layout():
     assert not runs_as_row(GemmOp(7680, 4, 2560, layout_a="col", precision="tf32"), h200)
     assert not runs_as_row(GemmOp(512, 4, 512, layout_a="col"), h200)  # M·K < 2^21: a second launch costs more
     assert runs_as_row(GemmOp(128, 1, 1024, layout_a="col"), h200)  # one column with K ≥ ROW_SWAP_MIN_K: a row
-    assert not runs_as_row(GemmOp(1024, 1, 512, layout_a="col"), h200)  # K = 512: the tiled kernels, one launch
+    for m, k in ((1024, 512), (512, 512), (3072, 128)):  # K < ROW_SWAP_MIN_K: a row where it runs in one launch
+        op = GemmOp(m, 1, k, layout_a="col")
+        assert runs_as_row(op, h200) and row_in_one_launch(op, h200)
+    assert not runs_as_row(GemmOp(4096, 1, 64, layout_a="col"), h200)  # one slice: no launch to save, the tiled
     assert not runs_as_row(GemmOp(128, 2, 1024, layout_a="col"), h200)  # two columns keep the M·K floor
     assert not runs_as_row(GemmOp(128, 1, 1024, layout_a="row"), h200)  # only the measured layout below the floor
     assert not runs_as_row(GemmOp(4, 8, 2 ** 20, layout_a="col"), h200)  # N ≥ M: not few columns

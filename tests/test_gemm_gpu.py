@@ -587,6 +587,32 @@ def test_gemv_fused_split_k_stores_c_narrower_than_its_workspace(rng):
     assert _rel_err(c, 0.5 * (ha @ hb) - 2.0 * c0) < 1e-5
 
 
+@pytest.mark.parametrize("m,n,k,la", [(1, 768, 768, "row"), (4, 3072, 768, "row"), (2, 1000, 1000, "row"),
+                                       (3, 7, 129, "row"), (1, 127, 1025, "row"), (128, 1, 1024, "col"),
+                                       (64, 1, 1216, "col"), (512, 1, 512, "col"), (3072, 1, 128, "col")])
+def test_small_gemv_products_default_to_one_launch(m, n, k, la, rng):
+    """schedule=None on small float32 products with a row-major B (GEMV_ONE_LAUNCH_MAX_BYTES): one launch, the K
+    slices summed in the kernel, right on a NaN-poisoned C three times over (each launch leaves its tickets at zero
+    for the next), then with alpha and beta; one-column products with a column-major A run as that row."""
+    from tiledsl.gemm.family import default_schedule, rows_op, runs_as_row
+
+    cp = _cp()
+    op = tiledsl.GemmOp(m, n, k, layout_a=la)
+    target = tiledsl.Target.current()
+    run = rows_op(op) if runs_as_row(op, target) else op
+    s = default_schedule(run, target)
+    assert s.kernel == "gemv" and s.split_k_fused and s.split_k > 1 and not tiledsl.plan(run, s).followup
+    tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
+    for _ in range(3):
+        a, ha = _rand((m, k), rng, layout=la)
+        b, hb = _rand((k, n), rng)
+        assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(np.float32))
+    tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5)
+    assert _rel_err(c, 1.5 * (ha @ hb) - 0.5 * c0) < tol
+
+
 @pytest.mark.parametrize("lb", ["row", "col"])
 @pytest.mark.parametrize("m,n,k,split", [(3, 1000, 5000, 37), (16, 4100, 4096, 64), (1, 7, 129, 2)])
 def test_gemv_fused_split_k_matches_the_split_k_kernel_bit_for_bit(lb, m, n, k, split, rng):

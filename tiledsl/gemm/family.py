@@ -53,8 +53,10 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         return gemv_schedule(op, target), ("the GEMV-style kernel: the only one that writes a column-major C (a "
                                            "few-column product run as rows, runs_as_row)")
     if runs_gemv(op):
-        return gemv_schedule(op, target), (f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows "
-                                           "(GEMV_MAX_M)")
+        s = gemv_schedule(op, target)
+        one = (f"; one launch (gemv_one_launch): {s.split_k} K slices summed in the kernel, the product's A, B and C "
+               f"within {GEMV_ONE_LAUNCH_MAX_BYTES >> 20} MiB" if s.split_k_fused and op.layout_b == "row" else "")
+        return s, f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows (GEMV_MAX_M){one}"
     tall = tall_thin_schedule(op, target)
     if tall is not None:
         return tall, (f"the tall-thin rule (tall_thin_schedule): float32, N = {op.n} in {TALL_THIN_MIN_N}..64, "
@@ -288,13 +290,15 @@ most where K ≤ 512 (the tiled kernels need no split-K there: one launch)
 128×1×1408 went from 0.67 / 0.61 / 0.65× to 1.11 / 0.68 / 0.85× cuBLAS in one run (``python
 benchmarks/gemv_fused.py``, 2026-12-02, ``benchmarks/results/gemv_fused_h200.json``: ``schedule=None`` against
 ``two``); 512×1×512 went 0.62 → 0.65× there, but 1024×1×512 lost as a row before (1.10 → 0.87×), so K = 512 keeps
-the tiled kernels."""
+the tiled kernels unless the row runs in one launch (:func:`row_in_one_launch`: then 512×1×512 0.58 → 0.77× and
+1024×1×512 1.10 → 1.35×)."""
 
 
 def runs_as_row(op: GemmOp, target: Target) -> bool:
     """Whether ``tiledsl.gemm(..., schedule=None)`` computes ``op`` as the few rows Cᵀ = Bᵀ·Aᵀ (:func:`rows_op`) on the
     GEMV-style kernel: yes when A has at least :data:`ROW_SWAP_MIN_ELEMENTS` elements (one float32 column with a
-    column-major A, the layout measured: or K is at least :data:`ROW_SWAP_MIN_K`), no tuned record exists for
+    column-major A, the layout measured: or K is at least :data:`ROW_SWAP_MIN_K`, or the row runs in one launch,
+    :func:`row_in_one_launch`), no tuned record exists for
     ``op`` itself, N < M, and either N = 1 (every dtype and layout: the single row yᵀ = xᵀ·Aᵀ, :data:`GEMV_MAX_M`)
     or float32 IEEE inputs with N ≤ :data:`FEW_COLUMNS_MAX_N` and a column-major A (Aᵀ is then a row-major B for
     the GEMV kernel, its fast layout), or N ≤ 16 and K ≥ :data:`FEW_COLUMNS_LONG_K` (either layout of A). Run as
@@ -302,12 +306,23 @@ def runs_as_row(op: GemmOp, target: Target) -> bool:
     unit stride along M (the caller checks; its transpose is then a contiguous row); for N > 1 it is row-major,
     written as the column-major Cᵀ (``GemmOp.layout_c="col"``)."""
     float32 = op.dtype == "float32" and op.precision == "ieee"
-    small_row = op.n == 1 and op.k >= ROW_SWAP_MIN_K and float32 and op.layout_a == "col"  # as measured
+    small_row = op.n == 1 and float32 and op.layout_a == "col" and (op.k >= ROW_SWAP_MIN_K or row_in_one_launch(op, target))
     if not (1 <= op.n < op.m and (op.m * op.k >= ROW_SWAP_MIN_ELEMENTS or small_row)):
         return False
     few_columns = op.n == 1 or float32 and ((op.n <= FEW_COLUMNS_MAX_N and op.layout_a == "col")
                                             or (op.n <= GEMV_MAX_M[(True, True)] and op.k >= FEW_COLUMNS_LONG_K))
     return few_columns and registry.lookup(GEMM, op, target) is None
+
+
+def row_in_one_launch(op: GemmOp, target: Target) -> bool:
+    """Whether ``op`` run as its rows (:func:`rows_op`) takes the one-launch GEMV schedule (:func:`gemv_one_launch`).
+    A one-column product with a column-major A and K below :data:`ROW_SWAP_MIN_K` runs as that row where it does:
+    measured on the H200 (``python benchmarks/gemv_fused.py --family launch``, 2026-12-02,
+    ``benchmarks/results/gemv_launch_h200_run2.json``, DeepBench's four such products, ``one launch bn/4 depth64``
+    against ``schedule=None`` on the tiled kernels): 512×1×512 0.58 → 0.77×, 1024×1×512 1.10 → 1.35×, 3072×1×128
+    0.89 → 0.95×, 4224×1×128 0.94 → 0.97× cuBLAS."""
+    rows = rows_op(op)
+    return gemv_one_launch(rows, gemv_base_schedule(rows, target), target) is not None
 
 
 def rows_op(op: GemmOp) -> GemmOp:
@@ -350,11 +365,18 @@ def runs_gemv(op: GemmOp) -> bool:
 
 
 def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
-    """The GEMV-style schedule for ``op`` (few rows M) on ``target``: bm = M rounded up to a power of two
-    (≤ 16); 128 threads of 4-wide columns (row-major B) or 8 warps of one column each (column-major B); the
-    K slices that give about four blocks per SM (at most :data:`GEMV_MAX_SPLIT`), each slice at least 64 deep, 32 for
-    sixteen rows (:func:`gemv_min_depth`; so the split-K workspace, split·M·N float32 written and read once, is at
-    most M/64 ≤ 1/4 of B's K·N elements, 16/32 = 1/2 with sixteen rows);
+    """The GEMV-style schedule for ``op`` (few rows M) on ``target``: :func:`gemv_base_schedule`, or for a small
+    float32 product with a row-major B its one-launch form (:func:`gemv_one_launch`)."""
+    base = gemv_base_schedule(op, target)
+    return gemv_one_launch(op, base, target) or base
+
+
+def gemv_base_schedule(op: GemmOp, target: Target) -> GemmSchedule:
+    """The GEMV-style schedule for ``op`` (few rows M) on ``target`` before the one-launch rule: bm = M rounded up to
+    a power of two (≤ 16); 128 threads of 4-wide columns (row-major B) or 8 warps of one column each (column-major
+    B); the K slices that give about four blocks per SM (at most :data:`GEMV_MAX_SPLIT`), each slice at least 64
+    deep, 32 for sixteen rows (:func:`gemv_min_depth`; so the split-K workspace, split·M·N float32 written and read
+    once, is at most M/64 ≤ 1/4 of B's K·N elements, 16/32 = 1/2 with sixteen rows);
     ``unroll`` :data:`GEMV_ROW_B_UNROLL` for float32 with a row-major B; one float32 row times a column-major B
     takes 4 warps per block and sums its K slices in the kernel (:data:`GEMV_FUSED_COLUMN_B`)."""
     bm = gemv_block_rows(op.m)
@@ -365,6 +387,33 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
                         rn=1 if row_b or bm == 1 else min(4, 64 // bm))  # rn: columns per warp (column-major B)
     split = gemv_split(op, base, target)
     return base if split == 1 else replace(base, split_k=split, split_k_fused=fused_row)
+
+
+GEMV_ONE_LAUNCH_MAX_BYTES, GEMV_ONE_LAUNCH_MAX_ROWS, GEMV_ONE_LAUNCH_MAX_SPLIT = 16 << 20, 4, 24
+"""The float32 GEMV products with a row-major B that :func:`gemv_one_launch` runs in one launch: A, B and C together
+at most 16 MiB (at HBM speed under 4 µs, about what a second launch costs), at most 4 rows per block, and at most 24
+K slices for the block that finishes a group of columns to add. Measured on the H200 (``python
+benchmarks/gemv_fused.py --family launch``, 2026-12-02, ``benchmarks/results/gemv_launch_h200.json``, variant ``one
+launch bn/4 depth64`` against ``two``, the split-K kernel's second launch): the 11 such products of the LLM set (x @ W,
+1 and 4 rows) and DeepBench's one-column products run as rows went from 0.61–1.42× to 0.78–1.50× cuBLAS, every one
+faster (512×1×512 0.63 → 0.78, 128×1×1024 0.68 → 0.76, 1×768×768 0.84 → 0.96, 3072×1×1024 0.79 → 0.87); with 48
+slices (K = 3072) it lost (1×768×3072 0.91 → 0.84, 4×768×3072 1.27 → 1.13), and with sixteen rows it lost on every
+product (0.85–1.31 → 0.56–0.99). The bounds are the measured range (in-sample); larger products keep the split-K
+kernel, whose second launch is a small share of their time."""
+
+
+def gemv_one_launch(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
+    """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` as one launch, where :data:`GEMV_ONE_LAUNCH_MAX_BYTES`
+    says it pays (a row-major C, as measured; a few-column product run as rows writes a column-major one): a quarter of its columns per block (``bn / 4``), K slices again for four blocks per SM at least 64
+    deep (:func:`gemv_split`), summed in the kernel (``split_k_fused``); None where the rule does not apply or the
+    quarter-width block needs no split (nothing to save)."""
+    operand_bytes = 4 * (op.m * op.k + op.k * op.n + op.m * op.n)
+    if not (op.dtype == "float32" and op.layout_b == "row" and op.layout_c == "row" and base.bm <= GEMV_ONE_LAUNCH_MAX_ROWS
+            and operand_bytes <= GEMV_ONE_LAUNCH_MAX_BYTES and base.split_k > 1):
+        return None
+    quarter = replace(base, bn=base.bn // 4, split_k=1, split_k_fused=False)
+    split = gemv_split(op, quarter, target)
+    return replace(quarter, split_k=split, split_k_fused=True) if 1 < split <= GEMV_ONE_LAUNCH_MAX_SPLIT else None
 
 
 def gemv_block_rows(m: int) -> int:
@@ -421,7 +470,7 @@ geomean about +7 %, none lower by more than 2 %; the gains are on the products o
 1×1024×4096 0.77 → 0.86; 1×2304×768 1.01 → 1.35 is the 4 warps alone: it no longer splits K). With a row-major B
 the fused sum stays behind the split-K kernel (0.97 geomean over 13 x @ W products once its loads no longer waited
 on a branch, ``benchmarks/results/gemv_fused_nn_nobranch_h200.json``): one block there sums every slice of 512
-columns × the rows. 16-bit inputs were not measured and keep the earlier pick."""
+columns × the rows; only small products take it (:data:`GEMV_ONE_LAUNCH_MAX_BYTES`). 16-bit inputs were not measured and keep the earlier pick."""
 
 GEMV_MAX_SPLIT = 512
 """The most K slices :func:`gemv_schedule` gives a GEMV-style product (rule ``gemv_split_k_range`` allows 1024). Few
