@@ -4,8 +4,8 @@ Run on a GPU: ``python benchmarks/gemv_fused.py --out benchmarks/results/gemv_fu
 
 Products: every distinct (N, K) of ``benchmarks/data/llm_gemm.csv`` as x @ W with M = 1, 4 and 16 rows (row-major
 x and W) and with one row and torch's Linear layout (W [N, K], a column-major B); DeepBench's few-column products
-run as rows (Cᵀ = Bᵀ·Aᵀ; both operands column-major, "TT"), among them the one-column products too small for
-``runs_as_row`` today. Each runs ``schedule=None`` as shipped and these GEMV schedules:
+run as rows (Cᵀ = Bᵀ·Aᵀ; both operands column-major, "TT"), among them one-column products that ``runs_as_row``
+leaves to the tiled kernels (or did, before ``row_in_one_launch``). Each runs ``schedule=None`` as shipped and these GEMV schedules:
 
 - ``two``: ``gemv_base_schedule``'s pick (``gemv_schedule`` before its one-launch rule for small products), its K
   slices summed by the split-K kernel (a second launch);
@@ -52,6 +52,7 @@ from beside import (
 from gpu_check import gpu_or_exit
 
 import tiledsl
+from tiledsl.gemm.family import GEMV_ONE_LAUNCH_MAX_BYTES
 
 DATA = Path(__file__).resolve().parent / "data" / "llm_gemm.csv"
 ROWS = [(512, 16, 500000), (1024, 8, 500000), (7680, 4, 2560), (3072, 1, 1024), (6144, 1, 2048), (7680, 1, 2560),
@@ -71,9 +72,10 @@ def shapes() -> list[tuple[int, int, int, str, bool]]:
     return out + [(m, n, k, "TT", True) for m, n, k in ROWS]
 
 
-LAUNCH_BOUND_BYTES = 16 << 20
-"""``--family launch`` measures the products whose A, B and C (float32) fit in this many bytes: at HBM speed they take
-under 4 µs, about what a launch costs, so a second launch (the split-K kernel) is most of their time."""
+LAUNCH_BOUND_BYTES = GEMV_ONE_LAUNCH_MAX_BYTES
+"""``--family launch`` measures the products whose A, B and C (float32) fit in this many bytes (16 MiB; the rule it
+informs reads the same constant): at HBM speed they take under 4 µs, about what a launch costs, so a second launch
+(the split-K kernel) is most of their time."""
 
 
 def variants(base, op, target, family: str) -> dict:

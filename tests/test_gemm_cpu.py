@@ -888,7 +888,7 @@ def test_sub_wave_rule_comes_after_the_short_wide_rule():
 def test_small_gemv_products_with_a_row_major_b_run_in_one_launch():
     """GEMV_ONE_LAUNCH_MAX_BYTES: float32, a row-major B, at most 4 rows, A, B and C within 16 MiB and at most 24 K
     slices: a quarter of the columns per block, the slices summed in the kernel (no split-K kernel, no second
-    launch); sixteen rows, 48 slices, a column-major B, 16-bit inputs and larger products keep their pick."""
+    launch); sixteen rows, 48 slices, a column-major B, 16-bit or tf32 inputs and larger products keep their pick."""
     from tiledsl.gemm.family import (
         GEMV_ONE_LAUNCH_MAX_BYTES,
         builtin_choice,
@@ -911,7 +911,8 @@ def test_small_gemv_products_with_a_row_major_b_run_in_one_launch():
     big = GemmOp(1, 2048, 2048)  # 16 MiB of B alone and more: the split-K kernel
     assert 4 * (big.k * big.n) >= GEMV_ONE_LAUNCH_MAX_BYTES
     keep = [GemmOp(16, 768, 768), GemmOp(1, 768, 3072), GemmOp(4, 768, 3072), big,
-            GemmOp(1, 768, 768, layout_b="col"), GemmOp(1, 768, 768, dtype="float16")]
+            GemmOp(1, 768, 768, layout_b="col"), GemmOp(1, 768, 768, dtype="float16"),
+            GemmOp(1, 768, 768, precision="tf32")]  # tf32 runs exact on the GEMV kernel but was not measured
     for op in keep:
         assert gemv_schedule(op, h200) == gemv_base_schedule(op, h200), op
         assert "one launch" not in builtin_choice(op, h200)[1]

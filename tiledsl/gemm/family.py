@@ -280,7 +280,8 @@ TC_DEFAULT_CANDIDATES = {"hgemm_tma_persistent_128x256x64_s4": 0.645, "hgemm_tma
 
 ROW_SWAP_MIN_ELEMENTS, ROW_SWAP_MIN_K = 1 << 21, 1024
 """The fewest elements of A (M·K) for which a few-column product runs as rows, and the shortest K for which a
-one-column product below that runs as a row anyway. Measured on the H200 (``python benchmarks/gemm.py --workloads
+one-column product below that runs as a row anyway (shorter ones too where the row runs in one launch,
+:func:`row_in_one_launch`). Measured on the H200 (``python benchmarks/gemm.py --workloads
 --max-n 1``, 2026-12-01, DeepBench's 14 one-column products): from 3.1 M elements up the row on the GEMV-style
 kernel went from 0.39–0.53× to 0.45–0.84× cuBLAS; at 0.26–0.54 M elements it lost (0.58–1.12× → 0.48–0.87×),
 most where K ≤ 512 (the tiled kernels need no split-K there: one launch)
@@ -298,17 +299,19 @@ def runs_as_row(op: GemmOp, target: Target) -> bool:
     """Whether ``tiledsl.gemm(..., schedule=None)`` computes ``op`` as the few rows Cᵀ = Bᵀ·Aᵀ (:func:`rows_op`) on the
     GEMV-style kernel: yes when A has at least :data:`ROW_SWAP_MIN_ELEMENTS` elements (one float32 column with a
     column-major A, the layout measured: or K is at least :data:`ROW_SWAP_MIN_K`, or the row runs in one launch,
-    :func:`row_in_one_launch`), no tuned record exists for
-    ``op`` itself, N < M, and either N = 1 (every dtype and layout: the single row yᵀ = xᵀ·Aᵀ, :data:`GEMV_MAX_M`)
-    or float32 IEEE inputs with N ≤ :data:`FEW_COLUMNS_MAX_N` and a column-major A (Aᵀ is then a row-major B for
-    the GEMV kernel, its fast layout), or N ≤ 16 and K ≥ :data:`FEW_COLUMNS_LONG_K` (either layout of A). Run as
-    given, the tiled kernels compute one to a few useful columns per block tile. For N = 1 the output must have a
-    unit stride along M (the caller checks; its transpose is then a contiguous row); for N > 1 it is row-major,
-    written as the column-major Cᵀ (``GemmOp.layout_c="col"``)."""
+    :func:`row_in_one_launch`), no tuned record exists for ``op`` itself, N < M, and either N = 1 (every dtype and
+    layout: the single row yᵀ = xᵀ·Aᵀ, :data:`GEMV_MAX_M`) or float32 IEEE inputs with N ≤ :data:`FEW_COLUMNS_MAX_N` and
+    a column-major A (Aᵀ is then a row-major B for the GEMV kernel, its fast layout), or N ≤ 16 and K ≥
+    :data:`FEW_COLUMNS_LONG_K` (either layout of A). Run as given, the tiled kernels compute one to a few useful columns
+    per block tile. For N = 1 the output must have a unit stride along M (the caller checks; its transpose is then a
+    contiguous row); for N > 1 it is row-major, written as the column-major Cᵀ (``GemmOp.layout_c="col"``)."""
     float32 = op.dtype == "float32" and op.precision == "ieee"
-    small_row = op.n == 1 and float32 and op.layout_a == "col" and (op.k >= ROW_SWAP_MIN_K or row_in_one_launch(op, target))
-    if not (1 <= op.n < op.m and (op.m * op.k >= ROW_SWAP_MIN_ELEMENTS or small_row)):
+    if not 1 <= op.n < op.m:
         return False
+    if op.m * op.k < ROW_SWAP_MIN_ELEMENTS:  # a small one-column product: only as measured (planned last: costlier)
+        small_row = op.n == 1 and float32 and op.layout_a == "col"
+        if not (small_row and (op.k >= ROW_SWAP_MIN_K or row_in_one_launch(op, target))):
+            return False
     few_columns = op.n == 1 or float32 and ((op.n <= FEW_COLUMNS_MAX_N and op.layout_a == "col")
                                             or (op.n <= GEMV_MAX_M[(True, True)] and op.k >= FEW_COLUMNS_LONG_K))
     return few_columns and registry.lookup(GEMM, op, target) is None
@@ -390,26 +393,30 @@ def gemv_base_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
 
 GEMV_ONE_LAUNCH_MAX_BYTES, GEMV_ONE_LAUNCH_MAX_ROWS, GEMV_ONE_LAUNCH_MAX_SPLIT = 16 << 20, 4, 24
-"""The float32 GEMV products with a row-major B that :func:`gemv_one_launch` runs in one launch: A, B and C together
-at most 16 MiB (at HBM speed under 4 µs, about what a second launch costs), at most 4 rows per block, and at most 24
-K slices for the block that finishes a group of columns to add. Measured on the H200 (``python
-benchmarks/gemv_fused.py --family launch``, 2026-12-02, ``benchmarks/results/gemv_launch_h200.json``, variant ``one
-launch bn/4 depth64`` against ``two``, the split-K kernel's second launch): the 11 such products of the LLM set (x @ W,
-1 and 4 rows) and DeepBench's one-column products run as rows went from 0.61–1.42× to 0.78–1.50× cuBLAS, every one
-faster (512×1×512 0.63 → 0.78, 128×1×1024 0.68 → 0.76, 1×768×768 0.84 → 0.96, 3072×1×1024 0.79 → 0.87); with 48
-slices (K = 3072) it lost (1×768×3072 0.91 → 0.84, 4×768×3072 1.27 → 1.13), and with sixteen rows it lost on every
-product (0.85–1.31 → 0.56–0.99). The bounds are the measured range (in-sample); larger products keep the split-K
-kernel, whose second launch is a small share of their time."""
+"""The float32 GEMV products with a row-major B that :func:`gemv_one_launch` runs in one launch: A, B and C together at
+most 16 MiB (at HBM speed under 4 µs, about what a second launch costs), at most 4 rows per block, and at most 24 K
+slices for the block that finishes a group of columns to add. Measured on the H200 (``python benchmarks/gemv_fused.py
+--family launch``, 2026-12-02, ``benchmarks/results/gemv_launch_h200.json``, variant ``one launch bn/4 depth64`` against
+``two``, the split-K kernel's second launch): the 11 such products of the LLM set (x @ W, 1 and 4 rows) and DeepBench's
+one-column products run as rows went from 0.63–1.44× to 0.76–1.50× cuBLAS, none slower in either run, though several
+gains (3–5 %) are within the 7 % spread of one schedule between runs (512×1×512 0.63 → 0.78, 128×1×1024 0.68 → 0.76,
+1×768×768 0.84 → 0.96, 3072×1×1024 0.79 → 0.87); with 48 slices (K = 3072) it lost (1×768×3072 0.91 → 0.84, 4×768×3072
+1.27 → 1.13), and with sixteen rows it lost on every product (0.85–1.31 → 0.56–0.99). The bounds were chosen on that run
+(in-sample) and reach a little past the data (the largest product measured under them is 12 MiB, the most slices 22);
+larger products keep the split-K kernel, whose second launch is a small share of their time. IEEE float32 only (tf32
+few-row products keep their pick)."""
 
 
 def gemv_one_launch(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
     """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` as one launch, where :data:`GEMV_ONE_LAUNCH_MAX_BYTES`
-    says it pays (a row-major C, as measured; a few-column product run as rows writes a column-major one): a quarter of its columns per block (``bn / 4``), K slices again for four blocks per SM at least 64
-    deep (:func:`gemv_split`), summed in the kernel (``split_k_fused``); None where the rule does not apply or the
+    says it pays (float32 IEEE and a row-major C, as measured; a few-column product run as rows writes a column-major
+    one): a quarter of its columns per block (``bn / 4``), K slices again for four blocks per SM at least 64 deep
+    (:func:`gemv_split`), summed in the kernel (``split_k_fused``); None where the rule does not apply or the
     quarter-width block needs no split (nothing to save)."""
     operand_bytes = 4 * (op.m * op.k + op.k * op.n + op.m * op.n)
-    if not (op.dtype == "float32" and op.layout_b == "row" and op.layout_c == "row" and base.bm <= GEMV_ONE_LAUNCH_MAX_ROWS
-            and operand_bytes <= GEMV_ONE_LAUNCH_MAX_BYTES and base.split_k > 1):
+    measured = op.dtype == "float32" and op.precision == "ieee" and op.layout_b == "row" and op.layout_c == "row"
+    if not (measured and base.bm <= GEMV_ONE_LAUNCH_MAX_ROWS and operand_bytes <= GEMV_ONE_LAUNCH_MAX_BYTES
+            and base.split_k > 1):
         return None
     quarter = replace(base, bn=base.bn // 4, split_k=1, split_k_fused=False)
     split = gemv_split(op, quarter, target)
@@ -470,7 +477,8 @@ geomean about +7 %, none lower by more than 2 %; the gains are on the products o
 1×1024×4096 0.77 → 0.86; 1×2304×768 1.01 → 1.35 is the 4 warps alone: it no longer splits K). With a row-major B
 the fused sum stays behind the split-K kernel (0.97 geomean over 13 x @ W products once its loads no longer waited
 on a branch, ``benchmarks/results/gemv_fused_nn_nobranch_h200.json``): one block there sums every slice of 512
-columns × the rows; only small products take it (:data:`GEMV_ONE_LAUNCH_MAX_BYTES`). 16-bit inputs were not measured and keep the earlier pick."""
+columns × the rows; only small products take it (:data:`GEMV_ONE_LAUNCH_MAX_BYTES`). 16-bit inputs were not
+measured and keep the earlier pick."""
 
 GEMV_MAX_SPLIT = 512
 """The most K slices :func:`gemv_schedule` gives a GEMV-style product (rule ``gemv_split_k_range`` allows 1024). Few
