@@ -67,6 +67,7 @@ import tiledsl  # noqa: E402
 from tiledsl import dtypes  # noqa: E402
 from tiledsl.gemm import GemmOp  # noqa: E402
 from tiledsl.reduce import ReduceOp  # noqa: E402
+from tiledsl.spec import widest_dividing  # noqa: E402
 from tiledsl.transpose import TransposeOp  # noqa: E402
 
 SCRIPT = "benchmarks/ncu_bytes.py"
@@ -123,19 +124,11 @@ class Case:
         return tiledsl.api.family_of(self.op).name
 
 
-def _vec(ld: int, extent: int, itemsize: int) -> int:
-    """Widest vector (elements, ≤ 16 bytes) that the leading dimension and extent of a fresh contiguous
-    array allow: the alignment ``tiledsl.gemm`` derives for such an operand."""
-    v = 16 // itemsize
-    while v > 1 and (ld % v or extent % v):
-        v //= 2
-    return v
-
-
 def gemm_case_op(m: int, n: int, k: int, dtype: str = "float32") -> GemmOp:
     """The GemmOp ``tiledsl.gemm(a, b, c)`` builds for fresh row-major A (m×k), B (k×n), C (m×n)."""
     e = dtypes.get(dtype).itemsize
-    return GemmOp(m, n, k, dtype=dtype, align_a=_vec(k, k, e), align_b=_vec(n, n, e), align_c=_vec(n, n, e))
+    return GemmOp(m, n, k, dtype=dtype, align_a=widest_dividing(16 // e, k), align_b=widest_dividing(16 // e, n),
+                  align_c=widest_dividing(16 // e, n))
 
 
 def cases() -> dict[str, Case]:

@@ -21,6 +21,7 @@ from tiledsl import family as tiledsl_family
 from tiledsl.gemm.op import max_align
 from tiledsl.reduce import OPS, ReduceOp
 from tiledsl.reduce.kernel_plan import acc_numpy_dtype, identity_value
+from tiledsl.spec import widest_dividing
 from tiledsl.transpose import TransposeOp
 
 from . import measure
@@ -131,13 +132,6 @@ def _dims(shape) -> str:
 # ---------------------------------------------------------------- GEMM
 
 
-def _align(x: int, widest: int = 4) -> int:
-    vec = widest
-    while vec > 1 and x % vec:
-        vec //= 2
-    return vec
-
-
 def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN", precision: str = "ieee"):
     """The GemmOp that ``tiledsl.gemm`` builds for fresh contiguous operands of this shape and layout.
 
@@ -151,8 +145,8 @@ def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN", 
         la, lb = "row", "col"
     w = max_align(dtype)
     return GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b=lb,
-                  align_a=_align(k if la == "row" else m, w), align_b=_align(n if lb == "row" else k, w),
-                  align_c=_align(n, w), precision=precision)
+                  align_a=widest_dividing(w, k if la == "row" else m),
+                  align_b=widest_dividing(w, n if lb == "row" else k), align_c=widest_dividing(w, n), precision=precision)
 
 
 def rows_instead(family: str, op, target) -> GemmOp | None:

@@ -165,6 +165,20 @@ def test_op_validation():
     assert GemmOp(2, 2, 2, dtype=np.float32).dtype == "float32"
 
 
+def test_widest_dividing_is_the_one_vector_width_rule():
+    """tiledsl.spec.widest_dividing: the widest power of two ≤ the cap dividing every extent; GemmOp's defaults,
+    the search's ops and the benchmarks' ops all read it."""
+    from search.families import gemm_op
+    from tiledsl.spec import widest_dividing
+
+    assert [widest_dividing(8, x) for x in (1, 2, 3, 4, 6, 8, 12, 16, 50257)] == [1, 2, 1, 4, 2, 8, 4, 8, 1]
+    assert widest_dividing(4, 768, 50258) == 2 and widest_dividing(4) == 4 and widest_dividing(1, 7) == 1
+    op = GemmOp(7, 50258, 12)
+    assert (op.align_a, op.align_b, op.align_c) == (4, 2, 2)
+    assert gemm_op(7, 50258, 12, "float16") == GemmOp(7, 50258, 12, dtype="float16", align_a=4, align_b=2, align_c=2)
+    assert gemm_op(8, 16, 24, "float16").align_a == 8  # 16-byte vectors of a 16-bit type: 8 wide
+
+
 def test_op_alignment_follows_the_contiguous_extents():
     """An alignment must divide its operand's contiguous extent (else a vector straddles a row's end and reads past
     K into the next row's values); left out, it is the widest of 4, 2, 1 that does, as for contiguous arrays."""

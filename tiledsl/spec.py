@@ -1,4 +1,4 @@
-"""Shared plumbing of the frozen op and schedule dataclasses: integer checks and dict round-trips.
+"""Shared plumbing of the frozen op and schedule dataclasses: integer checks, dict round-trips and vector widths.
 
 Every op family's op and schedule uses these, so the error texts are the same everywhere:
 ``GemmSchedule has no field(s) ['bogus']; fields: [...]``, ``ReduceOp.axis=1.0 must be an integer``.
@@ -100,3 +100,14 @@ def refuse_empty(op, action: str) -> None:
     if why is not None:
         raise SpecError(f"{type(op).__name__} with {why} is empty: there is no kernel to {action} "
                         "(tiledsl's array calls return numpy's result for empty inputs without a kernel)")
+
+
+def widest_dividing(widest: int, *extents: int) -> int:
+    """The widest power-of-two vector width, in elements, at most ``widest`` (a power of two) that divides every one of
+    ``extents`` (leading dimensions, strides, contiguous extents); 1 where none wider does. Every vector width an op's
+    alignment or a kernel's loads are derived from goes through here (``GemmOp``'s default alignments,
+    ``tiledsl.gemm``'s and ``tiledsl.transpose``'s operands, the reduce kernels' strided loads, the search's ops)."""
+    vec = widest
+    while vec > 1 and any(e % vec for e in extents):
+        vec //= 2
+    return vec

@@ -19,6 +19,7 @@ from ..runtime import (
     may_overlap,
     returns_like_inputs,
 )
+from ..spec import widest_dividing
 from ..target import Target
 from ..tma import encode
 from ..transpose.family import TRANSPOSE
@@ -280,10 +281,7 @@ def _operand(x, name: str):
 
 
 def _align(x, ld: int, extent: int) -> int:
-    vec = alignment_elems(x, 16 // x.itemsize)  # = max_align(dtype): 16-byte vectors
-    while vec > 1 and (ld % vec or extent % vec):
-        vec //= 2
-    return vec
+    return widest_dividing(alignment_elems(x, 16 // x.itemsize), ld, extent)  # at most max_align(dtype): 16 bytes
 
 
 def _tf32_wgmma_possible(schedule: GemmSchedule | None, target: Target) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 from .. import dtypes
 from ..errors import SpecError
-from ..spec import as_int, check_fields
+from ..spec import as_int, check_fields, widest_dividing
 
 LAYOUTS = ("row", "col")
 MMA_DTYPES = ("float16", "bfloat16")
@@ -97,7 +97,7 @@ class GemmOp:
         for name in ("align_a", "align_b", "align_c"):
             v, extent = getattr(self, name), self.contiguous_extent(name[-1])
             if v is None:  # contiguous, 16-byte aligned base: the widest of 4, 2, 1 dividing the extent
-                v = next(w for w in (4, 2, 1) if extent % w == 0)
+                v = widest_dividing(4, extent)
             if as_int(v, f"GemmOp.{name}") not in allowed:
                 raise SpecError(f"GemmOp.{name}={v!r} must be one of {allowed} for {self.dtype} "
                                 f"(at most 16 bytes)")
@@ -105,7 +105,7 @@ class GemmOp:
                 raise SpecError(f"GemmOp.{name}={v} does not divide {self._extent_name(name[-1])}={extent}, the "
                                 f"contiguous extent of {name[-1].upper()} ({self._layout(name[-1])}-major): a "
                                 f"{v}-wide vector would straddle a row's end; the widest that divides it is "
-                                f"{next(w for w in (8, 4, 2, 1) if w <= int(v) and extent % w == 0)}")
+                                f"{widest_dividing(int(v), extent)}")
             object.__setattr__(self, name, int(v))
         if not isinstance(self.read_c, bool):
             raise SpecError(f"GemmOp.read_c={self.read_c!r} must be True or False")

@@ -35,7 +35,7 @@ from dataclasses import dataclass, fields
 from .. import dtypes
 from .. import rules as R
 from ..errors import ScheduleError
-from ..spec import ScheduleRecord, as_int, schedule_error
+from ..spec import ScheduleRecord, as_int, schedule_error, widest_dividing
 from ..target import Target
 
 STRATEGIES = ("atomic", "smem_interleaved", "smem_contiguous", "smem_sequential", "grid_stride", "warp_shuffle")
@@ -187,7 +187,5 @@ def vec_width(op, s: ReduceSchedule) -> int:
     """Effective elements per load: ≤ s.vec, ≤ 16 bytes; strided also ≤ op.align and dividing inner."""
     v = min(s.vec, 16 // dtypes.get(op.dtype).itemsize)
     if op.kind == "strided":
-        v = min(v, op.align)
-        while v > 1 and op.inner % v:
-            v //= 2
+        v = widest_dividing(min(v, op.align), op.inner)
     return max(v, 1)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 from .. import dtypes
 from ..errors import SpecError
-from ..spec import as_int, check_fields
+from ..spec import as_int, check_fields, widest_dividing
 
 TRANSPOSE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 MAX_ACCESS_BYTES = 16  # widest global access: 128-bit LDG/STG
@@ -50,14 +50,8 @@ def widest_vector(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: in
     cols = shape[-1]
     if cols > 1 and strides[-1] != 1:
         return 1
-    while vec > 1:
-        ok = cols % vec == 0
-        # a stride only matters when its axis has more than one index
-        ok = ok and all(s % vec == 0 for n, s in zip(shape[:-1], strides[:-1], strict=True) if n > 1)
-        if ok:
-            return vec
-        vec //= 2
-    return 1
+    # a stride only matters when its axis has more than one index
+    return widest_dividing(vec, cols, *(s for n, s in zip(shape[:-1], strides[:-1], strict=True) if n > 1))
 
 
 @dataclass(frozen=True)
