@@ -118,6 +118,19 @@ def measure_each(products, measure) -> list[dict]:
     return rows
 
 
+def copy_gbps() -> float:
+    """GB/s of a device-to-device copy of 2 GiB (read + write), median of 20: the measured HBM bandwidth the sweeps
+    compare against (``tiledsl.timing.time_gpu``)."""
+    import cupy as cp
+
+    from tiledsl.timing import time_gpu
+
+    x = cp.empty(1 << 29, cp.float32)
+    y = cp.empty_like(x)
+    ms = time_gpu(lambda: y.__setitem__(Ellipsis, x), repeat=20).median_ms
+    return 2 * x.nbytes / ms / 1e6
+
+
 def gpu_name() -> str:
     """The current CUDA device's name, as the result files record it."""
     import cupy as cp

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from beside import (
     checked_beside_cublas,
+    copy_gbps,
     device_gemm_operands,
     gemm_as_rows,
     gemm_op,
@@ -53,18 +54,6 @@ def shapes() -> list[tuple[int, int, int, str]]:
             if n <= 16 < m and m * k >= ROW_SWAP_MIN_ELEMENTS:
                 out.setdefault((m, n, k, layout), None)
     return list(out)
-
-
-def copy_gbps() -> float:
-    """GB/s of a device-to-device copy of 2 GiB (read + write), median of 20."""
-    import cupy as cp
-
-    from tiledsl.timing import time_gpu
-
-    x = cp.empty(1 << 29, cp.float32)
-    y = cp.empty_like(x)
-    ms = time_gpu(lambda: y.__setitem__(Ellipsis, x), repeat=20).median_ms
-    return 2 * x.nbytes / ms / 1e6
 
 
 def measure(m: int, n: int, k: int, layout: str, target, hbm: float) -> list[dict]:

@@ -389,3 +389,32 @@ def test_gemv_launch_family_is_one_launch_at_each_depth_on_the_small_products():
     fused = {name: s for name, s in got.items() if name != "two"}
     assert len(fused) == 6 and all(s.split_k_fused or s.split_k == 1 for s in fused.values())
     assert fused["one launch bn/1 depth16"].split_k > fused["one launch bn/1 depth64"].split_k
+
+
+def test_gemv_hbm_sweeps_every_llm_product_at_1_to_16_rows_and_summarises_by_size(monkeypatch, capsys):
+    """benchmarks/gemv_hbm.py: the LLM set's 17 distinct (N, K) × M = 1…16 × NN and NT; the summary counts the
+    products at 85 % of the copy separately for large (≥ --min-mib) and small ones; bad --m and --min-mib are
+    refused naming the value; without a GPU it exits with one line and measures nothing."""
+    import gemv_hbm
+
+    every = gemv_hbm.shapes()
+    assert len(every) == len(set(every)) == 17 * 16 * 2
+    assert {m for m, *_ in every} == set(range(1, 17)) and {layout for *_, layout in every} == {"NN", "NT"}
+    assert (1, 50257, 768, "NN") in every and (16, 4096, 4096, "NT") in every
+    assert gemv_hbm.compulsory_bytes(1, 4096, 4096) == 4 * (4096 + 4096 * 4096 + 4096)
+    rows = [dict(mib=100.0, hbm_fraction=0.9, ratio=1.2), dict(mib=80.0, hbm_fraction=0.6, ratio=0.8),
+            dict(mib=2.0, hbm_fraction=0.1, ratio=0.9)]
+    got = gemv_hbm.summary(rows, 64.0)
+    assert (got["large"]["products"], got["large"]["at_target"], got["large"]["lowest"]) == (2, 1, 0.6)
+    assert abs(got["large"]["geomean_fraction"] - (0.9 * 0.6) ** 0.5) < 1e-12
+    assert got["small"]["products"] == 1 and got["small"]["at_target"] == 0
+    assert gemv_hbm.summary(rows[:1], 64.0).keys() == {"large"}
+    for argv, what in ((["--m", "0", "17"], "--m [0, 17]"), (["--min-mib", "nan"], "--min-mib nan")):
+        monkeypatch.setattr(sys, "argv", ["gemv_hbm.py", *argv])
+        with pytest.raises(SystemExit):
+            gemv_hbm.main()
+        assert what in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["gemv_hbm.py"])
+    with pytest.raises(SystemExit) as exc:  # no GPU here: one line, nothing measured
+        gemv_hbm.main()
+    assert "no GPU" in str(exc.value) and "nothing was measured" in str(exc.value)

@@ -1,0 +1,108 @@
+"""Few-row products (M = 1…16) with ``schedule=None`` against the measured HBM bandwidth, beside cuBLAS.
+
+Run on a GPU: ``python benchmarks/gemv_hbm.py --out benchmarks/results/gemv_hbm_h200.json``.
+
+The question it answers: how close does ``schedule=None`` come to the memory system on decode-time products
+(``x @ W`` with a few rows), where the weight matrix is read once and nothing else can be the bound? Products: every
+distinct (N, K) of ``benchmarks/data/llm_gemm.csv`` with M = 1…16 rows (``--m`` picks), as ``x @ W`` (row-major x
+and W, "NN") and as torch's Linear (W [N, K] read as its transpose, a column-major B, "NT"). Each is checked against
+a float64 product on a NaN-poisoned C (a wrong or unwritten element exits), then timed with
+``tiledsl.timing.time_gpu`` (CUDA events, warm-up, L2 flushed before each call, median of 15), cuBLAS
+(``cupy.matmul``) timed right before and right after and averaged. GB/s counts the compulsory bytes (A, B and C
+once); the fraction is of a device-to-device copy of 2 GiB timed in the same run (``beside.copy_gbps``).
+
+A product of a few MiB cannot reach the copy's bandwidth: at 4 TB/s 16 MiB take 4 µs, about what a launch costs.
+The summary therefore counts the products of at least ``--min-mib`` (64 MiB: 16 µs or more at HBM speed) apart
+from the rest; every row is in the JSON either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from pathlib import Path
+
+from beside import checked_beside_cublas, copy_gbps, device_gemm_operands, gpu_name, measure_each, write_results
+from gpu_check import gpu_or_exit
+
+import tiledsl
+
+DATA = Path(__file__).resolve().parent / "data" / "llm_gemm.csv"
+TARGET_FRACTION = 0.85
+"""The share of the measured copy bandwidth a few-row product's ``schedule=None`` is meant to reach."""
+
+
+def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, int, str]]:
+    """(M, N, K, layout) of the sweep: every distinct (N, K) of the LLM set × ``ms`` × NN and NT."""
+    seen: dict = {}
+    with open(DATA) as f:
+        for r in csv.DictReader(f):
+            seen.setdefault((int(r["n"]), int(r["k"])), None)
+    return [(m, n, k, layout) for n, k in seen for layout in ("NN", "NT") for m in ms]
+
+
+def compulsory_bytes(m: int, n: int, k: int) -> int:
+    """Bytes of float32 A (M×K), B (K×N) and C (M×N), each moved once."""
+    return 4 * (m * k + k * n + m * n)
+
+
+def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float) -> list[dict]:
+    """One row for one product: ``schedule=None`` checked, timed beside cuBLAS, GB/s and its share of the copy."""
+    a, b, ref, c = device_gemm_operands(m, n, k, layout)
+    err, ms, cublas_ms = checked_beside_cublas(lambda: tiledsl.gemm(a, b, c), a, b, c, ref, k,
+                                               f"{m}x{n}x{k} {layout} schedule=None")
+    nbytes = compulsory_bytes(m, n, k)
+    row = dict(m=m, n=n, k=k, layout=layout, mib=nbytes / 2**20, ms=ms, cublas_ms=cublas_ms, ratio=cublas_ms / ms,
+               gbps=nbytes / ms / 1e6, cublas_gbps=nbytes / cublas_ms / 1e6, hbm_fraction=nbytes / ms / 1e6 / hbm_gbps,
+               err=err)
+    print(f"{m:2d}x{n:<6d}x{k:<6d} {layout} {row['mib']:8.1f} MiB  {ms * 1e3:8.1f} us  {row['gbps']:5.0f} GB/s "
+          f"({row['hbm_fraction']:.2f} of the copy)  cuBLAS {row['cublas_gbps']:5.0f} GB/s  {row['ratio']:.2f}x",
+          flush=True)
+    return [row]
+
+
+def summary(rows: list[dict], min_mib: float) -> dict:
+    """Per group (at least ``min_mib`` of compulsory bytes, and smaller): products, how many reach
+    :data:`TARGET_FRACTION` of the copy, the lowest and the geomean fraction, and the geomean ratio to cuBLAS."""
+    out = {}
+    for name, group in (("large", [r for r in rows if r["mib"] >= min_mib]),
+                        ("small", [r for r in rows if r["mib"] < min_mib])):
+        if not group:
+            continue
+        fr = [r["hbm_fraction"] for r in group]
+        out[name] = dict(products=len(group), at_target=sum(f >= TARGET_FRACTION for f in fr), lowest=min(fr),
+                         geomean_fraction=math.exp(sum(map(math.log, fr)) / len(fr)),
+                         geomean_ratio=math.exp(sum(math.log(r["ratio"]) for r in group) / len(group)))
+    return out
+
+
+def main() -> int:
+    import cupy as cp
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/gemv_hbm_h200.json")
+    ap.add_argument("--m", type=int, nargs="+", default=list(range(1, 17)), help="rows M (default 1…16)")
+    ap.add_argument("--min-mib", type=float, default=64.0,
+                    help="products of at least this many MiB (A, B, C) are summarised apart from smaller ones")
+    args = ap.parse_args()
+    if bad := [m for m in args.m if not 1 <= m <= 16]:
+        ap.error(f"--m {bad}: few-row products have 1 to 16 rows")
+    if not args.min_mib > 0:
+        ap.error(f"--min-mib {args.min_mib}: must be a positive number of MiB")
+    gpu_or_exit("benchmarks/gemv_hbm.py")
+    hbm = copy_gbps()
+    print(f"device-to-device copy: {hbm:.0f} GB/s", flush=True)
+    rows = measure_each([(*shape, hbm) for shape in shapes(tuple(args.m))], measure)
+    result = summary(rows, args.min_mib)
+    for name, s in result.items():
+        print(f"{name} (at least {args.min_mib:g} MiB)" if name == "large" else f"{name} (under {args.min_mib:g} MiB)",
+              f"{s['at_target']} of {s['products']} at {TARGET_FRACTION:.0%} of the copy or more; lowest "
+              f"{s['lowest']:.2f}, geomean {s['geomean_fraction']:.2f}; geomean {s['geomean_ratio']:.2f}x cuBLAS")
+    write_results(args.out, gpu_name(), [dict(kind="copy", gbps=hbm), dict(kind="summary", **result), *rows],
+                  cp.__version__)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
