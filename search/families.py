@@ -146,7 +146,8 @@ def gemm_op(m: int, n: int, k: int, dtype: str = "float32", layout: str = "NN", 
     w = max_align(dtype)
     return GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b=lb,
                   align_a=widest_dividing(w, k if la == "row" else m),
-                  align_b=widest_dividing(w, n if lb == "row" else k), align_c=widest_dividing(w, n), precision=precision)
+                  align_b=widest_dividing(w, n if lb == "row" else k), align_c=widest_dividing(w, n),
+                  precision=precision)
 
 
 def rows_instead(family: str, op, target) -> GemmOp | None:
