@@ -5,7 +5,8 @@ Run on a GPU: ``python benchmarks/gemv_fused.py --out benchmarks/results/gemv_fu
 Products: every distinct (N, K) of ``benchmarks/data/llm_gemm.csv`` as x @ W with M = 1, 4 and 16 rows (row-major
 x and W) and with one row and torch's Linear layout (W [N, K], a column-major B); DeepBench's few-column products
 run as rows (Cᵀ = Bᵀ·Aᵀ; both operands column-major, "TT"), among them one-column products that
-``runs_as_row`` leaves to the tiled kernels (or did, before ``row_in_one_launch``). Each runs ``schedule=None`` as shipped and these GEMV schedules:
+``runs_as_row`` leaves to the tiled kernels (or did, before ``row_in_one_launch``). Each runs ``schedule=None``
+as shipped and these GEMV schedules:
 
 - ``two``: ``gemv_base_schedule``'s pick (``gemv_schedule`` before its one-launch rule for small products), its K
   slices summed by the split-K kernel (a second launch);
