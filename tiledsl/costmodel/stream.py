@@ -33,6 +33,20 @@ SYNC_CYCLES = 40.0
 """One __syncthreads() round in a shared-memory tree step, SM cycles."""
 LAUNCH_S = 3e-6
 """Kernel launch and drain, seconds."""
+BLOCK_CYCLES = 50.0
+"""SM cycles each block of a shared-tile transpose costs its SM serially, whatever else runs there: launching the
+block, its index arithmetic and its barrier. An estimate: on the 22 transposes of ``MEMORY_SOFTNESS``'s check, ρ is
+0.91–0.92 for any value from 25 to 150 cycles and 0.79 without it; it is what makes a 32-wide tile (four times the
+blocks of a 64-wide one, measured 7–8 % slower at the same bytes in flight) rank behind the 64-wide ones."""
+MEMORY_SOFTNESS = 2.0
+"""Exponent p of the soft maximum (t_hbm^p + t_little^p)^(1/p) that joins the bandwidth roof and Little's law.
+The hard maximum (p → ∞) says every schedule with enough bytes in flight runs at the roof, so a search's memory-bound
+candidates all tie; in practice the achieved bandwidth keeps rising as more bytes are in flight (queues near the
+roof lengthen the latency). Checked on the 22 measured transposes of ``benchmarks/results/transpose_h200.json``
+(H200, 16384² float32; ``benchmarks/costmodel_transpose.py``): Spearman ρ between predicted and measured time 0.68
+with the hard maximum, 0.79 with p = 2 (p = 4 and 8: the same ρ; a longer latency than
+:data:`HBM_LATENCY_CYCLES` ranks about as well, so it stays), 0.91 with :data:`BLOCK_CYCLES` too. Chosen on that
+set (in-sample): one shape, 22 schedules."""
 
 
 @dataclass(frozen=True)
@@ -110,14 +124,25 @@ def _strategy_kind(strategy: str) -> str:
 
 def _little(target: Target, c: dict, active_blocks_per_sm: float, block: int, bytes_per_thread_in_flight: float,
             sms_used: int) -> tuple[float, float, float]:
-    """(achieved bytes/s, bytes in flight per SM, bytes needed per SM) by Little's law."""
+    """(bytes/s Little's law allows, bytes in flight per SM, bytes needed per SM for the HBM roof): the first is
+    bytes in flight over the latency on the SMs used, not capped at the roof (:func:`memory_time` joins the two)."""
     bw = c["hbm_bytes_per_s"].value
     clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
     latency_s = HBM_LATENCY_CYCLES / clock
     in_flight = active_blocks_per_sm * block * bytes_per_thread_in_flight
     needed = bw / target.sm_count * latency_s
-    achieved = min(bw, sms_used * in_flight / latency_s)
-    return achieved, in_flight, needed
+    return sms_used * in_flight / latency_s, in_flight, needed
+
+
+def memory_time(t_hbm: float, t_little: float) -> float:
+    """Seconds to stream the bytes: the soft maximum (t_hbm^p + t_little^p)^(1/p), p = :data:`MEMORY_SOFTNESS`, of
+    the HBM roof's time and Little's law's (bytes / (bytes in flight / latency)); at least the larger of the two,
+    at most √2 times it."""
+    p = MEMORY_SOFTNESS
+    if math.isinf(p) or not (t_hbm > 0 and t_little > 0):  # the hard maximum (and no 0 ** p underflow)
+        return max(t_hbm, t_little)
+    top = max(t_hbm, t_little)  # scaled: (1 + r^p)^(1/p) · top, r ≤ 1, never under- or overflows
+    return top * (1 + (min(t_hbm, t_little) / top) ** p) ** (1 / p)
 
 
 def explain_stream(sop: StreamOp, ss: StreamSchedule, target: Target, op=None, schedule=None,
@@ -138,9 +163,10 @@ def explain_stream(sop: StreamOp, ss: StreamSchedule, target: Target, op=None, s
     active = min(bps, -(-grid // target.sm_count))
     sms_used = min(target.sm_count, grid)
     loads_per_thread = ss.items_per_thread * (2 if sop.name == "vector_add" else 1)
-    achieved, in_flight, needed = _little(target, c, active, ss.block, ss.vec * e_load * loads_per_thread, sms_used)
+    allowed, in_flight, needed = _little(target, c, active, ss.block, ss.vec * e_load * loads_per_thread, sms_used)
+    achieved = min(c["hbm_bytes_per_s"].value, allowed)
     t_bw = hbm_b / c["hbm_bytes_per_s"].value
-    t_little = hbm_b / achieved if achieved > 0 else math.inf
+    t_little = hbm_b / allowed if allowed > 0 else math.inf
     clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
     terms = {"hbm_s": t_bw, "little_s": t_little, "launch_s": LAUNCH_S,
              "bytes_in_flight_per_sm": in_flight, "bytes_needed_per_sm": needed}
@@ -155,10 +181,10 @@ def explain_stream(sop: StreamOp, ss: StreamSchedule, target: Target, op=None, s
     if kind == "atomic":
         t_atomic = sop.elements / ATOMIC_SAME_ADDRESS_PER_S
         terms["atomics_s"] = t_atomic
-    stream_t = max(t_bw, t_little) + t_combine
+    stream_t = memory_time(t_bw, t_little) + t_combine
     candidates = {"hbm": t_bw, "latency": stream_t, "atomics": t_atomic}
     bound = max(candidates, key=lambda k: candidates[k])
-    if bound == "latency" and t_little <= t_bw * 1.0001 and t_combine == 0:
+    if bound == "latency" and t_little <= t_bw and t_combine == 0:
         bound = "hbm"
     predicted = max(stream_t, t_atomic) + LAUNCH_S
     hbm_bw = c["hbm_bytes_per_s"]
@@ -178,8 +204,9 @@ def explain_stream(sop: StreamOp, ss: StreamSchedule, target: Target, op=None, s
 
 def explain_transpose(op, schedule, target: Target, kernel=None, plan: Plan | None = None) -> Report:
     """A TransposeOp/TransposeSchedule with its plan (``plan``: threads, load width, shared memory,
-    grid): bytes_moved over HBM, Little's law, sector waste of the naive variants and bank conflicts of
-    the unpadded shared tile (``002_…`` §1)."""
+    grid): bytes_moved over HBM joined to Little's law by :func:`memory_time`, sector waste of the naive variants
+    and bank conflicts of the unpadded shared tile. Predicted = max(memory time, L2 time, shared-memory time) +
+    each SM's blocks × :data:`BLOCK_CYCLES` + launch."""
     c = target.ceilings()
     e = op.itemsize
     size = op.size
@@ -197,21 +224,22 @@ def explain_transpose(op, schedule, target: Target, kernel=None, plan: Plan | No
     if variant != "shared":
         l2_b = hbm_b // 2 + size * 32 // max(vec, 1)
     active = min(max(occ.blocks_per_sm, 1), -(-blocks // target.sm_count))
-    achieved, in_flight, needed = _little(target, c, active, threads, rows * vec * e, min(blocks, target.sm_count))
+    allowed, in_flight, needed = _little(target, c, active, threads, rows * vec * e, min(blocks, target.sm_count))
     t_bw = hbm_b / c["hbm_bytes_per_s"].value
     t_l2 = l2_b / c["l2_bytes_per_s"].value
-    t_little = hbm_b / achieved if achieved else math.inf
+    t_little = hbm_b / allowed if allowed else math.inf
     smem_b = 2 * size * e if variant == "shared" else 0
     conflict = 1
     if variant == "shared" and pad == 0:
         conflict = min(32, tile)  # a column of the tile sits in one bank
     smem_moved = size * e * (1 + conflict) if variant == "shared" else 0
     t_smem = smem_moved / c["smem_bytes_per_s"].value
-    parts = {"hbm": t_bw, "l2": t_l2, "latency": t_little, "smem": t_smem}
+    t_memory = memory_time(t_bw, t_little)
+    parts = {"hbm" if t_bw >= t_little else "latency": t_memory, "l2": t_l2, "smem": t_smem}
     bound = max(parts, key=lambda k: parts[k])
-    if bound == "latency" and t_little <= t_bw * 1.0001:
-        bound = "hbm"
-    predicted = max(parts.values()) + LAUNCH_S
+    clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
+    t_blocks = -(-blocks // target.sm_count) * BLOCK_CYCLES / clock  # each SM's blocks, one after another
+    predicted = max(parts.values()) + t_blocks + LAUNCH_S
     lv = {}
     for name, b, moved, key, note in (
             ("hbm", hbm_b, hbm_b, "hbm_bytes_per_s", "bytes_moved: read X once, write Y once"),
@@ -220,7 +248,8 @@ def explain_transpose(op, schedule, target: Target, kernel=None, plan: Plan | No
             ("smem", smem_b, smem_moved, "smem_bytes_per_s", f"tile write + transposed read, {conflict}-way conflicts")):
         cc = c[key]
         lv[name] = Level(name, b, 0.0, cc.value, cc.source, moved / cc.value if cc.value else 0.0, moved, note)
-    terms = {"hbm_s": t_bw, "l2_s": t_l2, "little_s": t_little, "smem_s": t_smem, "launch_s": LAUNCH_S,
+    terms = {"hbm_s": t_bw, "l2_s": t_l2, "little_s": t_little, "memory_s": t_memory, "smem_s": t_smem,
+             "blocks_s": t_blocks, "launch_s": LAUNCH_S,
              "bytes_in_flight_per_sm": in_flight, "bytes_needed_per_sm": needed}
     notes = (f"Little's law: {in_flight / 1e3:.1f} KB in flight per SM, {needed / 1e3:.1f} KB needed",)
     return Report("transpose", op, schedule, target, 0, lv, 0.0, c["fp32_flops_per_s"].value,
