@@ -60,7 +60,7 @@ class Report:
         predicted_s: predicted kernel time, seconds.
         bound_by: what bounds the prediction: a level name, "compute" (instruction issue of the FP32
             pipe), "latency" (too little in flight: Little's law) or "atomics".
-        terms: the named times (seconds) the prediction took the largest of, and the correction factors.
+        terms: the named times (seconds) the prediction is built from, and the correction factors.
         expr: sympy expressions in the op's sizes and the schedule's knobs (``flops`` and one per level).
         notes: lines of explanation printed under the table.
         compute_unit: what the compute roof is ("peak FP32 FMA rate", "dense 16-bit tensor-core rate").
