@@ -124,12 +124,17 @@ def _strategy_kind(strategy: str) -> str:
     return "stream"
 
 
+def _sm_clock(target: Target, c: dict) -> float:
+    """SM clock, Hz, implied by the FP32 ceiling in use (calibrated or datasheet): rate / (SMs × lanes × 2)."""
+    return c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
+
+
 def _little(target: Target, c: dict, active_blocks_per_sm: float, block: int, bytes_per_thread_in_flight: float,
             sms_used: int) -> tuple[float, float, float]:
     """(bytes/s Little's law allows, bytes in flight per SM, bytes needed per SM for the HBM roof): the first is
     bytes in flight over the latency on the SMs used, not capped at the roof (:func:`memory_time` joins the two)."""
     bw = c["hbm_bytes_per_s"].value
-    clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
+    clock = _sm_clock(target, c)
     latency_s = HBM_LATENCY_CYCLES / clock
     in_flight = active_blocks_per_sm * block * bytes_per_thread_in_flight
     needed = bw / target.sm_count * latency_s
@@ -171,7 +176,7 @@ def explain_stream(sop: StreamOp, ss: StreamSchedule, target: Target, op=None, s
     achieved = min(c["hbm_bytes_per_s"].value, allowed)
     t_bw = hbm_b / c["hbm_bytes_per_s"].value
     t_little = hbm_b / allowed if allowed > 0 else math.inf
-    clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
+    clock = _sm_clock(target, c)
     terms = {"hbm_s": t_bw, "little_s": t_little, "launch_s": LAUNCH_S,
              "bytes_in_flight_per_sm": in_flight, "bytes_needed_per_sm": needed}
     # per-block combine: tree steps (one barrier each) or warp shuffles, then one store / atomic per block
@@ -241,7 +246,7 @@ def explain_transpose(op, schedule, target: Target, kernel=None, plan: Plan | No
     t_memory = memory_time(t_bw, t_little)
     parts = {"hbm" if t_bw >= t_little else "latency": t_memory, "l2": t_l2, "smem": t_smem}
     bound = max(parts, key=lambda k: parts[k])
-    clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
+    clock = _sm_clock(target, c)
     t_blocks = -(-blocks // target.sm_count) * BLOCK_CYCLES / clock  # each SM's blocks, one after another
     predicted = max(parts.values()) + t_blocks + LAUNCH_S
     lv = {}
@@ -288,7 +293,7 @@ def explain_reduce(op, s, target: Target, kernel=None, plan: Plan | None = None)
     per_sm_blocks = -(-grid // target.sm_count)
     active = min(bps, per_sm_blocks)
     rounds = -(-per_sm_blocks // active)
-    clock = c["fp32_flops_per_s"].value / (target.sm_count * target.fp32_lanes_per_sm * 2)
+    clock = _sm_clock(target, c)
     warps = max(s.block // 32, 1)
     per_iter = s.block * v * s.items_per_thread          # elements a block takes per load round
     elems_per_block = -(-n // max(grid, 1))
