@@ -27,7 +27,11 @@ launch`` (``--out benchmarks/results/gemv_launch_h200.json``): the products of a
 is most of the time (512×1×512 and 128×1×1024 run 0.6–0.7× cuBLAS on the split-K kernel), as ``one launch bn/D
 depthS``: the K slices (if more than one) summed in the kernel, at least S = 64, 32 or 16 deep, all or a quarter of
 the threads (its finding is ``GEMV_ONE_LAUNCH_MAX_BYTES``: ``schedule=None`` takes ``one launch bn/4 depth64``
-where that rule applies).
+where that rule applies). With ``--family groups`` (``--out benchmarks/results/gemv_groups_h200.json``): the LLM
+set's odd N (50257, GPT-2's vocabulary, where B is read one element at a time) at 1, 4, 8 and 16 rows and a few
+aligned products (:data:`GROUPS_ALIGNED`), as ``groups G uU``: G groups of columns per thread (``col_groups``, at
+B's load width; where bm·G·vec ≤ 64) and unroll U, the K slices again for about four blocks per SM, summed as the
+pick sums them.
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -73,6 +77,9 @@ def shapes() -> list[tuple[int, int, int, str, bool]]:
     return out + [(m, n, k, "TT", True) for m, n, k in ROWS]
 
 
+GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
+"""``--family groups``: products with N a multiple of 4 (B read 4 wide), beside the odd-N ones."""
+
 LAUNCH_BOUND_BYTES = GEMV_ONE_LAUNCH_MAX_BYTES
 """``--family launch`` measures the products whose A, B and C (float32) fit in this many bytes (16 MiB; the rule it
 informs reads the same constant): at HBM speed they take under 4 µs, about what a launch costs, so a second launch
@@ -88,6 +95,17 @@ def variants(base, op, target, family: str) -> dict:
     from tiledsl.gemm.family import gemv_split
 
     out = {"two": replace(base, split_k_fused=False)}
+    if family == "groups":  # groups of columns per thread at B's load width, a few unrolls
+        vec = min(base.vec, op.align_b)
+        for groups in (1, 2, 4, 8):
+            for unroll in sorted({base.unroll, 2, 1}):
+                if base.bm * groups * vec > 64 or (groups, unroll) == (1, base.unroll):
+                    continue
+                s = replace(base, vec=vec, col_groups=groups, unroll=unroll, split_k=1, split_k_fused=False)
+                split = gemv_split(op, s, target)
+                out[f"groups {groups} u{unroll}"] = replace(s, split_k=split,
+                                                            split_k_fused=base.split_k_fused and split > 1)
+        return out
     if family == "depth":  # every depth named, 64 included (the pick's since GEMV_MIN_DEPTH is 32 for 16 rows)
         for div in (1, 4):
             if base.bn // div < 32:
@@ -163,12 +181,13 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/gemv_fused_h200.json")
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
-    ap.add_argument("--family", choices=("fused", "two", "depth", "launch"), default="fused",
+    ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups"), default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
                          "kernel at several slice counts and block widths (row-major x and W only); depth: the "
                          "split-K kernel with K slices as shallow as 32, 16 or 8 (row-major x and W only); launch: "
                          f"products of at most {LAUNCH_BOUND_BYTES >> 20} MiB, one launch (the slices summed in the "
-                         "kernel) at depths 64, 32, 16 against the split-K kernel")
+                         "kernel) at depths 64, 32, 16 against the split-K kernel; groups: groups of columns per "
+                         "thread (col_groups) on the odd-N products and a few aligned ones")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
@@ -177,6 +196,8 @@ def main() -> int:
         todo = [t for t in todo if t[3] in args.layouts]
     if args.family in ("two", "depth"):
         todo = [t for t in todo if t[3] != "NT"]
+    if args.family == "groups":
+        todo = [(m, 50257, 768, "NN", False) for m in (1, 4, 8, 16)] + [(*p, "NN", False) for p in GROUPS_ALIGNED]
     if args.family == "launch":  # where a launch is a large share of the time: A, B and C of a few MiB
         todo = [t for t in todo if 4 * (t[0] * t[2] + t[2] * t[1] + t[0] * t[1]) <= LAUNCH_BOUND_BYTES]
     if args.quick:

@@ -190,6 +190,7 @@ def describe(schedule) -> str:
         return f"mma.sync {d['bm']}x{d['bn']}x{d['bk']} w{d['wm']}x{d['wn']} s{d['stages']} sw{d['swizzle']}"
     if d.get("kernel") == "gemv":
         text = f"gemv rows {d['bm']} threads {d['bn']} v{d['vec']} rn{d['rn']} u{d['unroll']}"
+        text += f" g{d['col_groups']}" if d.get("col_groups", 1) > 1 else ""
         return text + (f" sk{d['split_k']}{' fused' if d.get('split_k_fused') else ''}" if d.get("split_k", 1) > 1
                        else "")
     if {"bm", "bn", "bk", "rm", "rn"} <= set(d):
@@ -431,6 +432,8 @@ _GEMV_KNOBS = (
     Knob("vec_log2", 0, 2, doc="elements per load of B = 2^x (1, 2, 4; lowered to the op's alignment)"),
     Knob("unroll_log2", 0, 3, doc="K steps in flight per thread = 2^x (1..8)"),
     Knob("rn_log2", 0, 2, doc="columns per warp with a column-major B = 2^x (1..4; pinned to 1 for a row-major B)"),
+    Knob("col_groups_log2", 0, 3, doc="groups of vec columns per thread with a row-major B = 2^x (1..8; bm·groups·vec "
+                                      "≤ 64; pinned to 1 for a column-major B)"),
     Knob("split_k", 1, 512, doc="K slices (1..512, at most K/8; any count, as the library's pick: about four "
                                 "blocks per SM)"),
     Knob("split_k_fused", 0, 1, doc="0: the split-K kernel sums the slices (a second launch); 1: the last block of "
@@ -444,7 +447,7 @@ GEMV_SPLIT_KNOB_MAX = 512  # == _GEMV_KNOBS' split_k high; the space for an op c
 def _gemv_fields(p: dict) -> dict:
     return dict(kernel="gemv", bm=_p2(p["rows_log2"]), bn=_p2(p["threads_log2"]), vec=_p2(p["vec_log2"]),
                 unroll=_p2(p["unroll_log2"]), rn=_p2(p["rn_log2"]), split_k=int(p["split_k"]),
-                split_k_fused=bool(p["split_k_fused"]))
+                split_k_fused=bool(p["split_k_fused"]), col_groups=_p2(p.get("col_groups_log2", 0)))
 
 
 def _gemv_params(s) -> dict | None:
@@ -452,13 +455,14 @@ def _gemv_params(s) -> dict | None:
         return None
     params = {"rows_log2": _log2(s.bm), "threads_log2": _log2(s.bn), "vec_log2": _log2(s.vec),
               "unroll_log2": _log2(s.unroll), "rn_log2": _log2(s.rn), "split_k": s.split_k,
-              "split_k_fused": int(s.split_k_fused)}
+              "split_k_fused": int(s.split_k_fused), "col_groups_log2": _log2(s.col_groups)}
     return _params_of(_GEMV_KNOBS, _gemv_fields, s, params)
 
 
 def _gemv_seeds(op, target) -> list:
     """The library's pick (``tiledsl.gemm.family.gemv_schedule``), then around it: 64, 128 and 256 threads, the K
-    slices for about 1, 2, 4 and 8 blocks per SM, unroll 2 and 8, each slice count > 1 with both ways of summing."""
+    slices for about 1, 2, 4 and 8 blocks per SM, unroll 2 and 8, each slice count > 1 with both ways of summing;
+    with a row-major B, also 2 and 4 groups of columns per thread (``col_groups``) at B's load width."""
     from tiledsl.gemm.family import gemv_schedule, gemv_split
 
     base = gemv_schedule(op, target)
@@ -469,6 +473,12 @@ def _gemv_seeds(op, target) -> list:
             split = gemv_split(op, one, target, per_sm)
             for fused in ((False, True) if split > 1 else (False,)):
                 cands.append(replace(one, split_k=split, split_k_fused=fused))
+    if op.layout_b == "row":
+        for groups, unroll in itertools.product((2, 4), (base.unroll, 2)):
+            one = replace(base, vec=min(base.vec, op.align_b), col_groups=groups, unroll=unroll, split_k=1,
+                          split_k_fused=False)
+            split = gemv_split(op, one, target)
+            cands.append(replace(one, split_k=split, split_k_fused=base.split_k_fused and split > 1))
     return _valid_seeds("gemm", cands, op, target, _gemv_params)
 
 
@@ -476,8 +486,9 @@ GEMM_GEMV_SPACE = Space("gemm", _GEMV_KNOBS, _gemv_fields, _gemv_params, _gemv_s
                         structure_ignore=(), canonical=_plan_canonical)
 """Few rows of C where ``schedule=None`` runs the GEMV-style kernel (``tiledsl.gemm.family.GEMV_MAX_M``: one row
 of any dtype and layout, up to 16 float32 rows with a row-major B): its block width, load width, unroll, columns
-per warp, K slices and how they are summed. ``rows_log2`` is pinned to the op's rows, ``rn_log2`` to 0 (rn = 1)
-for a row-major B (it reads one column per thread lane), ``split_k`` capped at ceil(K / 8)."""
+per warp or groups of columns per thread, K slices and how they are summed. ``rows_log2`` is pinned to the op's rows,
+``rn_log2`` to 0 (rn = 1) for a row-major B (it reads one column per thread lane) and ``col_groups_log2`` to 0 for a
+column-major B (a warp per column), ``split_k`` capped at ceil(K / 8)."""
 
 
 def _gemm_specialize(space: Space, op) -> Space:
@@ -491,8 +502,7 @@ def _gemm_specialize(space: Space, op) -> Space:
 
     if runs_gemv(op):  # exactly where builtin_choice picks the GEMV kernel
         pins = {"rows_log2": _log2(gemv_block_rows(op.m))}
-        if op.layout_b == "row":
-            pins["rn_log2"] = 0
+        pins["rn_log2" if op.layout_b == "row" else "col_groups_log2"] = 0
         pinned = _pin(GEMM_GEMV_SPACE, pins)
         # no slice shorter than one BK step: more slices than K/8 leave blocks with nothing to do
         most = max(1, min(GEMV_SPLIT_KNOB_MAX, -(-op.k // 8)))

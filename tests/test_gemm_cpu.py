@@ -71,6 +71,10 @@ FAILING = [
     ("stream_k_on_fma_tiles", dict(split_k=2, stream_k=True)),
     ("stream_k_on_fma_tiles", dict(kernel="gemv", bm=4, bn=128, stream_k=True)),
     ("split_k_fused_on_gemv", dict(split_k=4, split_k_fused=True)),
+    ("col_groups_on_gemv", dict(col_groups=2)),
+    ("col_groups_on_gemv", dict(kernel="gemv", bm=1, bn=128, col_groups=16)),
+    ("col_groups_on_gemv", dict(kernel="gemv", bm=1, bn=128, col_groups=0)),
+    ("col_groups_fit_registers", dict(kernel="gemv", bm=16, bn=128, vec=4, col_groups=2)),
     ("stream_k_on_fma_tiles", dict(mma="mma_sync", bk=32, smem_pad=8, stream_k=True)),
 ]
 
@@ -722,6 +726,44 @@ def test_gemv_fused_split_k_compiles_as_one_kernel_with_tickets(dtype, la, lb):
         assert "alpha *" not in head and "alpha *" in tail and "__ldcg" in tail  # unscaled partials; then C
         assert "* ldc +" not in head and ("* ldc + gm" if layout_c == "col" else "* ldc + gn") in tail
         assert ("beta *" in src) == read_c
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("la", ["row", "col"])
+def test_gemv_column_groups_compile_without_spills(dtype, la):
+    """col_groups: a thread's groups of VB columns, 32·VB apart. Odd N (scalar loads of B) and aligned N, every way of
+    finishing C (one slice; the split-K kernel; the fused split-K into a row- or column-major C) compile for sm_80
+    and sm_90 without spills; the grid covers col_groups times fewer blocks of columns."""
+    al = 4 if dtype == "float32" else 8
+    for n, align_b in ((50257, 1), (4096, al)):
+        for split, fused, layout_c in ((1, False, "row"), (8, False, "row"), (8, True, "row"), (8, True, "col")):
+            if layout_c == "col" and (dtype != "float32" or n % 4):
+                continue  # column-major C: the few-column float32 products run as rows
+            op = GemmOp(16, n, 768, dtype=dtype, layout_a=la, align_a=al if la == "row" else 1, align_b=align_b,
+                        align_c=min(align_b, al) if layout_c == "row" else 1, layout_c=layout_c)
+            vec = min(4, align_b)  # sixteen rows of scalar B loads, or eight of 4-wide ones: 32 accumulators
+            s = GemmSchedule(kernel="gemv", bm=16 if vec == 1 else 8, bn=128, vec=vec, col_groups=2, unroll=1,
+                             split_k=split, split_k_fused=fused)
+            for arch in ("sm_80", "sm_90"):
+                k = tiledsl.compile(op, s, arch=arch)
+                assert k.spill_bytes == 0, (op, s, arch, k.spill_bytes)
+            p = tiledsl.plan(op, s, arch="sm_90")
+            assert p.grid[0] == -(-n // (128 * vec * 2)), p.grid  # 128 threads × 2 groups of vec columns
+            assert ("COL_GROUPS" in k.source) == (s.col_groups > 1)
+    with pytest.raises(tiledsl.ScheduleError, match="col_groups_need_row_major_b"):
+        tiledsl.compile(GemmOp(1, 64, 64, layout_b="col"), GemmSchedule(kernel="gemv", bm=1, bn=128, col_groups=2),
+                        arch="sm_90")
+
+
+def test_gemv_column_groups_change_no_other_kernel():
+    """col_groups = 1 (the default) keeps a GEMV kernel's source byte for byte, so records that hash it stay valid;
+    col_groups = 2 names itself in the schedule comment and the kernel name."""
+    op, s = GemmOp(4, 1024, 4096), GemmSchedule(kernel="gemv", bm=4, bn=128, split_k=8)
+    src = tiledsl.compile(op, s, arch="sm_90").source
+    assert "col_groups" not in src and "COL_GROUPS" not in src
+    assert replace(s, col_groups=1).short_hash() == s.short_hash()
+    grouped = tiledsl.compile(op, replace(s, col_groups=2), arch="sm_90")
+    assert '"col_groups": 2' in grouped.source and grouped.name != tiledsl.compile(op, s, arch="sm_90").name
 
 
 def test_gemv_fused_split_k_stores_c_at_its_own_width():

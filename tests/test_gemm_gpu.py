@@ -613,6 +613,57 @@ def test_small_gemv_products_default_to_one_launch(m, n, k, la, rng):
     assert _rel_err(c, 1.5 * (ha @ hb) - 0.5 * c0) < tol
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (1, 7, 13), (3, 127, 129), (5, 1001, 999), (16, 50257, 64),
+                                   (9, 129, 3000), (4, 4100, 700)])
+def test_gemv_column_groups_against_float64(dtype, m, n, k, rng):
+    """col_groups (a thread's groups of vec columns, 32·vec apart): every group count the registers allow, groups
+    partly or wholly past N, scalar loads (vec=1, any N) and 4-wide ones (N a multiple of 4); one slice, the split-K
+    kernel and the fused split-K (the same bits as the split-K kernel), on a NaN-poisoned C; then alpha and beta."""
+    cp = _cp()
+    from tiledsl.gemm.family import gemv_block_rows
+
+    tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
+    a, _ = _rand((m, k), rng, dtype)
+    b, _ = _rand((k, n), rng, dtype)
+    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)  # the rounded inputs
+    bm = gemv_block_rows(m)
+    for vec, groups in [(1, g) for g in (2, 4, 8)] + [(4, 2)] * (n % 4 == 0):
+        if bm * groups * vec > 64:
+            continue
+        one = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64, vec=vec, col_groups=groups, unroll=2)
+        split = min(3, k)
+        fused, two = replace(one, split_k=split, split_k_fused=split > 1), replace(one, split_k=split)
+        for s in (one, two, fused):
+            assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < tol, s
+        assert bool((_gemm_nan_out(a, b, schedule=fused) == _gemm_nan_out(a, b, schedule=two)).all())
+        c0 = rng.uniform(-1, 1, (m, n))
+        c = cp.asarray(c0.astype(dtype))
+        tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=fused)
+        assert _rel_err(c, 1.5 * (ha @ hb) - 0.5 * cp.asnumpy(cp.asarray(c0.astype(dtype))).astype(np.float64)) < \
+            tol * 2, fused
+
+
+@pytest.mark.parametrize("m,n,k", [(301, 3, 1000), (129, 16, 5000), (7, 9, 64)])
+def test_gemv_column_groups_into_a_column_major_c(m, n, k, rng):
+    """A few-column product run as rows (Cᵀ = Bᵀ·Aᵀ, the column-major Cᵀ written element by element) with groups of
+    columns: each of the row product's columns (the original M) stored once, groups past it never."""
+    cp = _cp()
+    from tiledsl.gemm.api import _gemm_into
+    from tiledsl.gemm.family import gemv_block_rows
+
+    a, ha = _rand((m, k), rng, layout="col")
+    b, hb = _rand((k, n), rng, layout="col")
+    for groups, split, fused in ((2, 1, False), (4, 3, True), (8, 3, False)):
+        if gemv_block_rows(n) * groups > 64:
+            continue
+        s = tiledsl.GemmSchedule(kernel="gemv", bm=gemv_block_rows(n), bn=64, vec=1, col_groups=groups, unroll=2,
+                                 split_k=split, split_k_fused=fused)
+        c = cp.full((m, n), cp.nan, dtype=cp.float32)
+        _gemm_into(b.T, a.T, c.T, 1.0, 0.0, s, "float32", None, True, True, c_col=n > 1)
+        assert _rel_err(c, ha @ hb) < 1e-5 * max(1.0, (k / 4096) ** 0.5), s
+
+
 @pytest.mark.parametrize("lb", ["row", "col"])
 @pytest.mark.parametrize("m,n,k,split", [(3, 1000, 5000, 37), (16, 4100, 4096, 64), (1, 7, 129, 2)])
 def test_gemv_fused_split_k_matches_the_split_k_kernel_bit_for_bit(lb, m, n, k, split, rng):

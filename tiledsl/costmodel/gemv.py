@@ -76,9 +76,9 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     p = plan_gemm(op, s, target)
     va, vb = gemv_widths(op, s)
     k_slice = -(-op.k // (s.split_k * s.bk)) * s.bk  # the emitter's k_per_split
-    if op.layout_b == "row":  # a thread's iterations step VA along K
+    if op.layout_b == "row":  # a thread's iterations step VA along K, over its col_groups groups of VB columns
         iterations, lanes = -(-k_slice // va), 1.0
-        per_iteration = va * vb * e
+        per_iteration = va * vb * s.col_groups * e
     else:  # a warp's iterations step 32·VB along K; a slice shorter than that leaves lanes idle
         iterations, lanes = -(-k_slice // (32 * vb)), min(32, -(-k_slice // vb)) / 32
         per_iteration = s.rn * vb * e * lanes

@@ -9,7 +9,9 @@ Structure of the kernel:
 2. row-major B (N contiguous, ``x @ W`` with W [K, N]): thread t of the block owns ``VB`` adjacent columns; it
    walks its K slice reading one ``VB``-wide vector of B per k (a warp reads 32·VB contiguous elements, fully
    coalesced) and one element of each of the ``bm`` rows of A (the same address across the warp: a broadcast),
-   and keeps bm×VB accumulators;
+   and keeps bm×VB accumulators. With ``col_groups`` > 1 it owns ``col_groups`` such groups of columns, each 32·VB columns past
+   the one before (every load still coalesced across the warp), and keeps bm×col_groups·VB: each element of A read
+   feeds col_groups·VB columns, which is what an odd N (VB = 1, scalar loads of B) needs;
 3. column-major B (K contiguous, ``x @ W.T`` with W [N, K], torch's Linear): warp w of the block owns one
    column; its lanes read ``VB``-wide vectors along K (32·VB contiguous elements per step) and the matching
    elements of A's rows, then sum the bm partial dot products across the warp with shuffles;
@@ -84,6 +86,7 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("UNROLL", s.unroll, "unroll: K steps per thread in flight"), ("SPLIT_K", s.split_k, "split_k: K slices"),
         ("MMA", 0, "mma='fma'"), ("KERNEL", 1, "kernel='gemv'"), ("THREADS", s.threads, "= bn"),
         ("MIN_BLOCKS", p.min_blocks, "min_blocks"),
+        *([("COL_GROUPS", s.col_groups, "col_groups: groups of VB columns per thread")] if s.col_groups != 1 else []),
         # fields of the tiled kernels, unused here; the rule table's static_asserts name them
         ("RM", s.rm, "rm (unused)"), ("RN", s.rn, "rn: columns per warp (column-major B)"), ("WM", s.wm, "wm (unused)"),
         ("WN", s.wn, "wn (unused)"), ("STAGES", s.stages, "stages (unused)"),
@@ -109,37 +112,39 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
         w("const int row0 = blockIdx.z * BM;                  // first row of C of this block")
         if out_op.layout_c == "col":
             w("// C is column-major: element (m, n) at C[n * ldc + m]")
-        if row_b:
+        if row_b and s.col_groups == 1:  # one group of columns: the source tuned records hash, byte for byte
             w("// ---- thread -> VB adjacent columns; walk the K slice VA steps at a time: per row of A one VA-wide",
               "// load (the same address across the warp), per k one VB-wide load of B ----",
               "const int gn = (blockIdx.x * THREADS + threadIdx.x) * VB;  // N is a multiple of VB (alignment)",
               "float acc[BM][VB] = {};")
             with w.block("if (gn < N)"):
-                w("// K slices start on multiples of BK and K is a multiple of VA (alignment): whole steps")
-                w("#pragma unroll UNROLL")
-                with w.block("for (int k0 = k_begin; k0 < k_end; k0 += VA)"):
-                    w("float a[BM][VA];",
-                      "#pragma unroll")
-                    with w.block("for (int m = 0; m < BM; ++m)"):
-                        w("const int gm = row0 + m < M ? row0 + m : M - 1;  // rows past M: any valid row, never stored")
-                        if va > 1:
-                            _load_vec(w, dt, va, "am", "A + (long long)gm * lda + k0")
-                            w("#pragma unroll", "for (int kk = 0; kk < VA; ++kk) a[m][kk] = am[kk];")
-                        else:
-                            w(f"a[m][0] = {dt.to_acc(a_at.format(k='k0'))};")
-                    w("#pragma unroll")
-                    with w.block("for (int kk = 0; kk < VA; ++kk)"):
-                        _load_vec(w, dt, vb, "b", "B + (long long)(k0 + kk) * ldb + gn")
-                        w("#pragma unroll",
-                          "for (int m = 0; m < BM; ++m)",
-                          "  #pragma unroll",
-                          "  for (int j = 0; j < VB; ++j) acc[m][j] += a[m][kk] * b[j];")
+                _row_b_k_loop(w, dt, va, vb, a_at, grouped=False)
             _epilogue_row_b(w, out_op, out_dt, vb, vc, *dst)
             if fused:
                 _fused_arrival(w)
                 _fused_sum_row_b(w, vb)
                 vc_c = p.width("C")  # C's stores; the main store (VC) went to the workspace
                 _epilogue_row_b(w, op, dtypes.get(op.dtype), vb, vc_c, vc_name="VC" if vc_c == vc else str(vc_c))
+        elif row_b:
+            w("// ---- thread -> COL_GROUPS groups of VB adjacent columns, each group 32*VB columns past the one before (a warp",
+              "// reads 32*VB contiguous elements per group and k: coalesced), so one row of A in registers feeds",
+              "// COL_GROUPS*VB columns; walk the K slice VA steps at a time: per row of A one VA-wide load (the same",
+              "// address across the warp), per k and group one VB-wide load of B ----",
+              "const int lane = threadIdx.x % 32;",
+              "const int gn0 = ((blockIdx.x * THREADS + threadIdx.x - lane) * COL_GROUPS + lane) * VB;  // group 0's first "
+              "column",
+              "int col[COL_GROUPS];  // group g's first column; groups past N read the last VB columns (never stored)",
+              "#pragma unroll",
+              "for (int g = 0; g < COL_GROUPS; ++g) col[g] = gn0 + g * 32 * VB < N ? gn0 + g * 32 * VB : N - VB;",
+              "float acc[BM][COL_GROUPS * VB] = {};")
+            with w.block("if (gn0 < N)"):
+                _row_b_k_loop(w, dt, va, vb, a_at, grouped=True)
+            _epilogue_row_b_groups(w, out_op, out_dt, vc, *dst)
+            if fused:
+                _fused_arrival(w)
+                _fused_sum_row_b(w, vb, grouped=True)
+                vc_c = p.width("C")  # C's stores; the main store (VC) went to the workspace
+                _epilogue_row_b_groups(w, op, dtypes.get(op.dtype), vc_c, vc_name="VC" if vc_c == vc else str(vc_c))
         else:
             w('static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");',
               "// ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step),",
@@ -176,6 +181,39 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
     return KernelSource(name=p.kernel_name, source=w.text(), block=(s.threads, 1, 1), dynamic_smem_bytes=0)
 
 
+def _row_b_k_loop(w: Writer, dt: dtypes.DType, va: int, vb: int, a_at: str, grouped: bool) -> None:
+    """Emit the main loop of a row-major B: per VA steps of K, the BM rows' VA elements of A, then per k the B vector
+    of the thread's one group of VB columns (``gn``) or of each of its COL_GROUPS groups (``col[g]``, ``grouped``)."""
+    w("// K slices start on multiples of BK and K is a multiple of VA (alignment): whole steps")
+    w("#pragma unroll UNROLL")
+    with w.block("for (int k0 = k_begin; k0 < k_end; k0 += VA)"):
+        w("float a[BM][VA];",
+          "#pragma unroll")
+        with w.block("for (int m = 0; m < BM; ++m)"):
+            w("const int gm = row0 + m < M ? row0 + m : M - 1;  // rows past M: any valid row, never stored")
+            if va > 1:
+                _load_vec(w, dt, va, "am", "A + (long long)gm * lda + k0")
+                w("#pragma unroll", "for (int kk = 0; kk < VA; ++kk) a[m][kk] = am[kk];")
+            else:
+                w(f"a[m][0] = {dt.to_acc(a_at.format(k='k0'))};")
+        w("#pragma unroll")
+        with w.block("for (int kk = 0; kk < VA; ++kk)"):
+            if not grouped:
+                _load_vec(w, dt, vb, "b", "B + (long long)(k0 + kk) * ldb + gn")
+                w("#pragma unroll",
+                  "for (int m = 0; m < BM; ++m)",
+                  "  #pragma unroll",
+                  "  for (int j = 0; j < VB; ++j) acc[m][j] += a[m][kk] * b[j];")
+                return
+            w("#pragma unroll")
+            with w.block("for (int g = 0; g < COL_GROUPS; ++g)"):
+                _load_vec(w, dt, vb, "b", "B + (long long)(k0 + kk) * ldb + col[g]")
+                w("#pragma unroll",
+                  "for (int m = 0; m < BM; ++m)",
+                  "  #pragma unroll",
+                  "  for (int j = 0; j < VB; ++j) acc[m][g * VB + j] += a[m][kk] * b[j];")
+
+
 def _store(w: Writer, op: GemmOp, dt: dtypes.DType, ptr: str, val: str) -> None:
     if op.read_c:
         val += f" + beta * {dt.to_acc(f'*({ptr})')}"
@@ -198,27 +236,40 @@ def _fused_arrival(w: Writer) -> None:
       "__threadfence();                     // the other slices' partial sums are read after their tickets")
 
 
-def _fused_sum_row_b(w: Writer, vb: int) -> None:
-    """Emit acc = the sum of the SPLIT_K slices' partial sums of the thread's own BM×VB elements, in slice order."""
+def _fused_sum_row_b(w: Writer, vb: int, grouped: bool = False) -> None:
+    """Emit acc = the sum of the SPLIT_K slices' partial sums of the thread's own BM×VB elements (``grouped``: BM×COL_GROUPS·VB,
+    its COL_GROUPS groups of columns), in slice order."""
     vt = VEC_TYPES.get(("float", vb), "float")  # the float32 workspace, VB wide
     w("// the sum of every slice's partial sums of this thread's elements, in slice order (the same order whichever",
       "// block arrives last: deterministic); read through L2, where the other SMs wrote them")
-    with w.block("if (gn < N)"):
+    with w.block("if (gn0 < N)" if grouped else "if (gn < N)"):
         w("#pragma unroll",
           "for (int m = 0; m < BM; ++m)",
           "  #pragma unroll",
-          "  for (int j = 0; j < VB; ++j) acc[m][j] = 0.f;",
+          f"  for (int j = 0; j < {'COL_GROUPS * VB' if grouped else 'VB'}; ++j) acc[m][j] = 0.f;",
           "#pragma unroll 4")
         with w.block("for (int z = 0; z < SPLIT_K; ++z)"):
             w("#pragma unroll")
             with w.block("for (int m = 0; m < BM; ++m)"):
                 w("// rows past M read row M - 1 (never stored): no branch, so all BM loads are in flight at once",
-                  "const int gm = row0 + m < M ? row0 + m : M - 1;",
-                  f"const {vt} v = __ldcg(reinterpret_cast<const {vt}*>(W + ((long long)z * M + gm) * N + gn));")
-                if vb == 1:
-                    w("acc[m][0] += v;")
+                  "const int gm = row0 + m < M ? row0 + m : M - 1;")
+                if grouped:
+                    w("#pragma unroll")
+                    with w.block("for (int g = 0; g < COL_GROUPS; ++g)"):
+                        w(f"const {vt} v = __ldcg(reinterpret_cast<const {vt}*>(W + ((long long)z * M + gm) * N + "
+                          "col[g]));")
+                        _add_vector(w, vb, "acc[m][g * VB + {e}]")
                 else:
-                    w(" ".join(f"acc[m][{e}] += v.{c};" for e, c in enumerate(COMPONENTS[:vb])))
+                    w(f"const {vt} v = __ldcg(reinterpret_cast<const {vt}*>(W + ((long long)z * M + gm) * N + gn));")
+                    _add_vector(w, vb, "acc[m][{e}]")
+
+
+def _add_vector(w: Writer, vb: int, target: str) -> None:
+    """Emit ``target`` (a format string of the element index ``e``) += the float32 vector ``v``, VB wide."""
+    if vb == 1:
+        w(f"{target.format(e=0)} += v;")
+    else:
+        w(" ".join(f"{target.format(e=e)} += v.{c};" for e, c in enumerate(COMPONENTS[:vb])))
 
 
 def _fused_sum_col_b(w: Writer, op: GemmOp, dt: dtypes.DType) -> None:
@@ -268,6 +319,43 @@ def _epilogue_row_b(w: Writer, op: GemmOp, dt: dtypes.DType, vb: int, vc: int, o
                 w("#pragma unroll")
                 with w.block("for (int j = 0; j < VB; ++j)"):
                     _store(w, op, dt, "c_row + j", f"{scale}acc[m][j]")
+
+
+def _epilogue_row_b_groups(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, out: str = "C", ld: str = "ldc",
+                           scale: str = "alpha * ", vc_name: str = "VC") -> None:
+    """:func:`_epilogue_row_b` for a thread of COL_GROUPS groups of VB columns (``col_groups`` > 1): each group inside N stored."""
+    what = ("partial sums of this slice: P = acc" if out == "P" else "epilogue: C = alpha * acc"
+            + (" + beta * C" if op.read_c else " (C is never read)"))
+    w(f"// ---- {what}; per row, the COL_GROUPS groups inside N" + ("; each element in its own column of the column-major C "
+                                                          "----" if op.layout_c == "col" else
+                                                          f", {vc_name}-wide stores ----"))
+    with w.block("if (gn0 < N)"):
+        w("#pragma unroll")
+        with w.block("for (int m = 0; m < BM; ++m)"):
+            w("const int gm = row0 + m;",
+              "if (gm >= M) break;",
+              "#pragma unroll")
+            with w.block("for (int g = 0; g < COL_GROUPS; ++g)"):
+                w("const int gn = gn0 + g * 32 * VB;",
+                  "if (gn >= N) break;")
+                if op.layout_c == "col":
+                    w("#pragma unroll")
+                    with w.block("for (int j = 0; j < VB; ++j)"):
+                        _store(w, op, dt, f"{out} + (long long)(gn + j) * {ld} + gm", f"{scale}acc[m][g * VB + j]")
+                    return
+                w(f"{dt.c_type}* const c_row = {out} + (long long)gm * {ld} + gn;")
+                if vc > 1 and not op.read_c:
+                    vt = VEC_TYPES[(dt.c_type, vc)]
+                    w("#pragma unroll")
+                    with w.block(f"for (int j = 0; j < VB; j += {vc_name})"):
+                        w(f"{vt} out;")
+                        for e, comp in enumerate(COMPONENTS[:vc]):
+                            w(f"out.{comp} = {dt.from_acc(f'{scale}acc[m][g * VB + j + {e}]')};")
+                        w(f"*reinterpret_cast<{vt}*>(c_row + j) = out;")
+                else:
+                    w("#pragma unroll")
+                    with w.block("for (int j = 0; j < VB; ++j)"):
+                        _store(w, op, dt, "c_row + j", f"{scale}acc[m][g * VB + j]")
 
 
 def _epilogue_col_b(w: Writer, op: GemmOp, dt: dtypes.DType, out: str = "C", ld: str = "ldc",

@@ -108,9 +108,9 @@ class GemmDetail:
 
 
 def gemv_columns_per_block(op: GemmOp, s: GemmSchedule) -> int:
-    """kernel='gemv': columns of C one block covers: ``vec``-wide per thread along a row-major B (N
-    contiguous); ``rn`` per warp along a column-major B (K contiguous)."""
-    return s.bn * gemv_widths(op, s)[1] if op.layout_b == "row" else s.bn // 32 * s.rn
+    """kernel='gemv': columns of C one block covers: ``col_groups`` groups of ``vec`` (B's load width) per thread
+    along a row-major B (N contiguous); ``rn`` per warp along a column-major B (K contiguous)."""
+    return s.bn * gemv_widths(op, s)[1] * s.col_groups if op.layout_b == "row" else s.bn // 32 * s.rn
 
 
 def gemv_widths(op: GemmOp, s: GemmSchedule) -> tuple[int, int]:
@@ -244,7 +244,8 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
     lowered = not tensor_cores and s.kernel == "tiled" and (va, vb) != (s.vec, s.vec)
     min_blocks = 1 if lowered else s.min_blocks
     cap = register_cap(s.threads, min_blocks) // 8 * 8
-    want = estimate_registers(s, va, vb)
+    # a GEMV thread keeps col_groups groups of vb columns: as many accumulators as col_groups·vb-wide loads
+    want = estimate_registers(s, va, vb * s.col_groups)
     spill = max(0, want - cap) * 8
     t = dt.c_type
     two_kernels = s.split_k > 1 and not fused

@@ -176,6 +176,16 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("gemv_column_tile_fits_registers", "LAYOUT_B_COL == 0 or BM * RN <= 64",
            "{cls} bm·rn={BM}·{RN} accumulators exceed 64 with kernel='gemv' and a column-major B (a warp keeps "
            "bm rows × rn columns of partial sums besides bm·vec elements of A)", scope="op", when="KERNEL == 1"),
+    R.Rule("col_groups_on_gemv", "KERNEL == 1 and COL_GROUPS >= 1 and COL_GROUPS <= 8",
+           "{cls}.col_groups={COL_GROUPS} must be 1, or 2..8 with kernel='gemv' (groups of vec columns per thread "
+           "over a row-major B; kernel kind {KERNEL}: 0 = 'tiled', 1 = 'gemv')", when="COL_GROUPS != 1"),
+    R.Rule("col_groups_fit_registers", "BM * COL_GROUPS * VEC <= 64",
+           "{cls} bm·col_groups·vec={BM}·{COL_GROUPS}·{VEC} accumulators exceed 64 (a thread keeps bm rows × "
+           "col_groups groups of vec columns); lower col_groups, or vec (B's alignment may lower it anyway)",
+           when="COL_GROUPS != 1"),
+    R.Rule("col_groups_need_row_major_b", "LAYOUT_B_COL == 0",
+           "{cls}.col_groups={COL_GROUPS} needs a row-major B (N contiguous); with a column-major B each warp reads "
+           "rn columns along K", scope="op", when="COL_GROUPS != 1"),
     R.Rule("wgmma_needs_sm_90", "CC == 90",
            "{cls}.mma='wgmma' needs an sm_90 GPU (Hopper; compiled for sm_90a), not cc {CC}",
            scope="target", resource=True, when="MMA == 2"),
@@ -235,8 +245,10 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
 
 
 _BOOL_FIELDS = ("double_buffer", "warp_specialize", "persistent", "fragment_prefetch", "stream_k", "split_k_fused")
-_LATER_KNOBS = ("persistent", "fragment_prefetch", "stream_k", "split_k_fused")
-"""Knobs added after kernels were first tuned and shipped: the ``// schedule:`` comment names them only where True."""
+_LATER_KNOBS = {"persistent": False, "fragment_prefetch": False, "stream_k": False, "split_k_fused": False,
+                "col_groups": 1}
+"""Knobs added after kernels were first tuned and shipped, with their defaults: the ``// schedule:`` comment names
+them only where they differ."""
 
 
 @dataclass(frozen=True)
@@ -285,6 +297,10 @@ class GemmSchedule(ScheduleRecord):
             ``split_k`` blocks to arrive sums every slice's partials in slice order (deterministic, whichever
             arrives last) and writes C (alpha, beta, C's layout). Saves the split-K kernel's launch, which is
             a large share of a product of a few µs (a 1×4096×4096 GEMV reads B in about 16 µs).
+        col_groups: (GEMV-style kernel, row-major B) groups of ``vec`` adjacent columns per thread, each 32·vec
+            columns past the one before, so every load of B stays coalesced across the warp while each element
+            of A read feeds col_groups·vec columns. 1..8; bm·col_groups·vec ≤ 64. For an odd N, where B is read
+            one element at a time (vec lowered to 1).
 
     Raises:
         ScheduleError: a rule of :data:`GEMM_RULES` does not hold; the message names the field,
@@ -317,6 +333,7 @@ class GemmSchedule(ScheduleRecord):
     fragment_prefetch: bool = False
     stream_k: bool = False
     split_k_fused: bool = False
+    col_groups: int = 1
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -420,11 +437,11 @@ class GemmSchedule(ScheduleRecord):
 
     def header_dict(self) -> dict:
         """:meth:`to_dict` for the emitted source's ``// schedule:`` comment: the knobs added later
-        (:data:`_LATER_KNOBS`) only where they are True, so kernels they do not change keep their source byte for
+        (:data:`_LATER_KNOBS`) only where they are not their defaults, so kernels they do not change keep their source byte for
         byte, and the tuned records that hash that source (``tiledsl.registry``) stay valid."""
         d = self.to_dict()
-        for knob in _LATER_KNOBS:
-            if not d[knob]:
+        for knob, default in _LATER_KNOBS.items():
+            if d[knob] == default:
                 del d[knob]
         return d
 
