@@ -831,6 +831,14 @@ def test_gemv_rules_and_default():
     assert (s.bn, s.split_k_fused) == (256, False) and s.split_k > 1  # 16-bit: not measured, the earlier pick
     s = default_schedule(GemmOp(4, 2048, 2048), h200)
     assert not s.split_k_fused and s.split_k > 1  # a row-major B beyond 16 MiB: the split-K kernel (faster)
+    # an odd N (B read one element at a time), float32: four single columns per thread (gemv_column_groups)
+    for m in (1, 4, 16):
+        s = default_schedule(GemmOp(m, 50257, 768, align_b=1, align_c=1), h200)
+        assert (s.col_groups, s.vec, s.unroll) == (4, 1, 1) and s.split_k > 1
+        assert tiledsl.plan(GemmOp(m, 50257, 768, align_b=1, align_c=1), s, arch="sm_90").grid[0] == -(-50257 // 512)
+    assert default_schedule(GemmOp(4, 50258, 768, align_b=2, align_c=2), h200).col_groups == 1  # 2 wide: unmeasured
+    assert default_schedule(GemmOp(1, 50257, 768, align_b=1, align_c=1, dtype="float16"), h200).col_groups == 1
+    assert default_schedule(GemmOp(3, 7, 129, align_b=1, align_c=1), h200).col_groups == 1  # small: one launch
 
 
 @pytest.mark.parametrize("m,n,k,layout,want", [

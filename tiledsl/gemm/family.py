@@ -56,6 +56,9 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         s = gemv_schedule(op, target)
         one = (f"; one launch (gemv_one_launch): {s.split_k} K slices summed in the kernel, the product's A, B and C "
                f"within {GEMV_ONE_LAUNCH_MAX_BYTES >> 20} MiB" if s.split_k_fused and op.layout_b == "row" else "")
+        if s.col_groups > 1:
+            one += (f"; {s.col_groups} groups of single columns per thread at unroll {s.unroll} (gemv_column_groups): "
+                    f"B's rows allow only scalar loads (align_b 1)")
         return s, f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows (GEMV_MAX_M){one}"
     tall = tall_thin_schedule(op, target)
     if tall is not None:
@@ -369,9 +372,10 @@ def runs_gemv(op: GemmOp) -> bool:
 
 def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """The GEMV-style schedule for ``op`` (few rows M) on ``target``: :func:`gemv_base_schedule`, or for a small
-    float32 product with a row-major B its one-launch form (:func:`gemv_one_launch`)."""
+    float32 product with a row-major B its one-launch form (:func:`gemv_one_launch`), or for a larger one with an
+    odd N its form with groups of columns per thread (:func:`gemv_column_groups`)."""
     base = gemv_base_schedule(op, target)
-    return gemv_one_launch(op, base, target) or base
+    return gemv_one_launch(op, base, target) or gemv_column_groups(op, base, target) or base
 
 
 def gemv_base_schedule(op: GemmOp, target: Target) -> GemmSchedule:
@@ -421,6 +425,32 @@ def gemv_one_launch(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSched
     quarter = replace(base, bn=base.bn // 4, split_k=1, split_k_fused=False)
     split = gemv_split(op, quarter, target)
     return replace(quarter, split_k=split, split_k_fused=True) if 1 < split <= GEMV_ONE_LAUNCH_MAX_SPLIT else None
+
+
+GEMV_ODD_N_GROUPS, GEMV_ODD_N_UNROLL = 4, 1
+""":func:`gemv_column_groups`: groups of columns per thread (``col_groups``) and K steps in flight (``unroll``) where
+B is read one element at a time (odd N). Measured on the H200 (``python benchmarks/gemv_fused.py --family groups``,
+2026-12-02, ``benchmarks/results/gemv_groups_h200.json``; the one odd N of the LLM set, GPT-2's 50257-column
+vocabulary projection, K = 768): against the pick (one column per thread, unroll 8) 4 groups at unroll 1 went
+0.66 → 0.81× cuBLAS with 16 rows, 1.11 → 1.29× with 8, 0.94 → 1.14× with 4 and 0.97 → 1.02× with one, the only
+setting faster on all four; others led on one row count (4 groups unroll 2: 1.46× with 8 rows, 0.95× with 4). Chosen
+on that run (in-sample, one N and K); N ≡ 2 (mod 4) (B read 2 wide) and the 16-bit dtypes were not measured and keep
+the pick. With N a multiple of 4 groups did not help (1, 4 and 16 rows of 768, 4096 and 14336 columns: equal or
+slower)."""
+
+
+def gemv_column_groups(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
+    """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` with :data:`GEMV_ODD_N_GROUPS` groups of single columns
+    per thread at unroll :data:`GEMV_ODD_N_UNROLL`, the K slices again for about four blocks per SM (:func:`gemv_split`)
+    and summed as ``base`` sums them; where B's rows allow only scalar loads (``align_b`` 1: an odd N or ldb) of an IEEE
+    float32 product into a row-major C, as measured; None elsewhere."""
+    measured = op.dtype == "float32" and op.precision == "ieee" and op.layout_b == "row" and op.layout_c == "row"
+    if not (measured and op.align_b == 1):
+        return None
+    grouped = replace(base, vec=1, col_groups=GEMV_ODD_N_GROUPS, unroll=GEMV_ODD_N_UNROLL, split_k=1,
+                      split_k_fused=False)
+    split = gemv_split(op, grouped, target)
+    return replace(grouped, split_k=split, split_k_fused=base.split_k_fused and split > 1)
 
 
 def gemv_block_rows(m: int) -> int:
