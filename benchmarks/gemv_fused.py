@@ -31,7 +31,10 @@ where that rule applies). With ``--family groups`` (``--out benchmarks/results/g
 set's odd N (50257, GPT-2's vocabulary, where B is read one element at a time) at 1, 4, 8 and 16 rows and a few
 aligned products (:data:`GROUPS_ALIGNED`), as ``groups G uU``: G groups of columns per thread (``col_groups``, at
 B's load width; where bm·G·vec ≤ 64) and unroll U, the K slices again for about four blocks per SM, summed as the
-pick sums them.
+pick sums them. With ``--family colb`` (``--out benchmarks/results/gemv_colb_h200.json``): torch's Linear layout
+with 2, 4, 8 and 16 rows (:data:`COLUMN_B_ROWS`), where ``schedule=None`` runs the tiled kernels, on the GEMV kernel
+as ``rnR bnT uU [fused]``: R columns per warp, T threads per block, unroll U, the K slices for about four blocks
+per SM summed by the split-K kernel or in the kernel.
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -77,6 +81,10 @@ def shapes() -> list[tuple[int, int, int, str, bool]]:
     return out + [(m, n, k, "TT", True) for m, n, k in ROWS]
 
 
+COLUMN_B_ROWS = [(m, n, k) for m in (2, 4, 8, 16) for n, k in ((4096, 4096), (4096, 14336), (14336, 4096))]
+"""``--family colb``: torch's Linear layout (W [N, K], a column-major B) with 2–16 rows, where ``schedule=None`` runs
+the tiled kernels (``GEMV_MAX_M``: one row of a column-major B)."""
+
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
 """``--family groups``: products with N a multiple of 4 (B read 4 wide), beside the odd-N ones."""
 
@@ -95,6 +103,16 @@ def variants(base, op, target, family: str) -> dict:
     from tiledsl.gemm.family import gemv_split
 
     out = {"two": replace(base, split_k_fused=False)}
+    if family == "colb":  # a warp per rn columns, 128 or 256 threads, unroll 1/2/4, K slices summed either way
+        for rn, bn, unroll in itertools.product((1, 2, 4), (128, 256), (1, 2, 4)):
+            if base.bm * rn > 64:
+                continue
+            s = replace(base, rn=rn, bn=bn, unroll=unroll, split_k=1, split_k_fused=False)
+            split = gemv_split(op, s, target)
+            for fused in (False, True) if split > 1 else (False,):
+                out[f"rn{rn} bn{bn} u{unroll}{' fused' if fused else ''}"] = replace(s, split_k=split,
+                                                                                   split_k_fused=fused)
+        return out
     if family == "groups":  # groups of columns per thread at B's load width, a few unrolls
         vec = min(base.vec, op.align_b)
         for groups in (1, 2, 4, 8):
@@ -181,13 +199,14 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/gemv_fused_h200.json")
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
-    ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups"), default="fused",
+    ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups", "colb"), default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
                          "kernel at several slice counts and block widths (row-major x and W only); depth: the "
                          "split-K kernel with K slices as shallow as 32, 16 or 8 (row-major x and W only); launch: "
                          f"products of at most {LAUNCH_BOUND_BYTES >> 20} MiB, one launch (the slices summed in the "
                          "kernel) at depths 64, 32, 16 against the split-K kernel; groups: groups of columns per "
-                         "thread (col_groups) on the odd-N products and a few aligned ones")
+                         "thread (col_groups) on the odd-N products and a few aligned ones; colb: the GEMV kernel "
+                         "on 2-16 rows times a column-major B (torch's Linear), beside the tiled pick")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
@@ -198,6 +217,8 @@ def main() -> int:
         todo = [t for t in todo if t[3] != "NT"]
     if args.family == "groups":
         todo = [(m, 50257, 768, "NN", False) for m in (1, 4, 8, 16)] + [(*p, "NN", False) for p in GROUPS_ALIGNED]
+    if args.family == "colb":
+        todo = [(*p, "NT", False) for p in COLUMN_B_ROWS]
     if args.family == "launch":  # where a launch is a large share of the time: A, B and C of a few MiB
         todo = [t for t in todo if 4 * (t[0] * t[2] + t[2] * t[1] + t[0] * t[1]) <= LAUNCH_BOUND_BYTES]
     if args.quick:
