@@ -474,9 +474,11 @@ def _gemv_seeds(op, target) -> list:
             for fused in ((False, True) if split > 1 else (False,)):
                 cands.append(replace(one, split_k=split, split_k_fused=fused))
     if op.layout_b == "row":
+        vec = min(base.vec, op.align_b)
         for groups, unroll in itertools.product((2, 4), (base.unroll, 2)):
-            one = replace(base, vec=min(base.vec, op.align_b), col_groups=groups, unroll=unroll, split_k=1,
-                          split_k_fused=False)
+            if base.bm * groups * vec > 64:  # rule col_groups_fit_registers
+                continue
+            one = replace(base, vec=vec, col_groups=groups, unroll=unroll, split_k=1, split_k_fused=False)
             split = gemv_split(op, one, target)
             cands.append(replace(one, split_k=split, split_k_fused=base.split_k_fused and split > 1))
     return _valid_seeds("gemm", cands, op, target, _gemv_params)

@@ -817,7 +817,11 @@ def test_gemv_rules_and_default():
     assert default_schedule(GemmOp(16, 4096, 4096), h200).kernel == "gemv"  # float32, row-major B: to 16 rows
     assert default_schedule(GemmOp(17, 4096, 4096), h200).kernel == "tiled"
     assert default_schedule(GemmOp(1, 4096, 4096, layout_b="col"), h200).kernel == "gemv"
-    assert default_schedule(GemmOp(2, 4096, 4096, layout_b="col"), h200).kernel == "tiled"
+    # 2-16 float32 rows times a column-major B (torch's Linear): 4 warps of 4 columns, unroll 2 (GEMV_COLUMN_B_ROWS)
+    for m in (2, 5, 16):
+        s = default_schedule(GemmOp(m, 4096, 4096, layout_b="col"), h200)
+        assert (s.kernel, s.bn, s.rn, s.unroll, s.split_k_fused) == ("gemv", 128, 4, 2, False) and s.split_k > 1
+    assert default_schedule(GemmOp(17, 4096, 4096, layout_b="col"), h200).kernel == "tiled"
     half = dict(dtype="float16", align_a=8, align_b=8, align_c=8)
     assert default_schedule(GemmOp(1, 4096, 4096, **half), h200).kernel == "gemv"
     assert default_schedule(GemmOp(2, 4096, 4096, **half), h200).kernel == "tiled"  # tensor cores from 2 rows

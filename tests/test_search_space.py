@@ -94,6 +94,8 @@ def test_tie_break_is_deterministic():
     (tiledsl.GemmOp(5, 1000, 999), 3, True),                      # five float32 rows: blocks of 8
     (tiledsl.GemmOp(16, 4096, 4096), 4, True),
     (tiledsl.GemmOp(1, 768, 768, layout_b="col"), 0, False),      # torch's Linear: rn (columns per warp) searched
+    (tiledsl.GemmOp(4, 4096, 4096, layout_b="col"), 2, False),    # ... with a few tokens (GEMV_COLUMN_B_ROWS)
+    (tiledsl.GemmOp(16, 50257, 768, align_b=1, align_c=1), 4, True),  # odd N: groups of columns (col_groups)
     (tiledsl.GemmOp(1, 4096, 4096, dtype="float16", align_a=8, align_b=8, align_c=8), 0, True),
     (tiledsl.GemmOp(3, 4096, 4096, precision="tf32"), 2, True),    # tf32 few rows: the exact GEMV kernel too
 ])
@@ -108,11 +110,14 @@ def test_few_rows_search_the_gemv_kernel_the_default_runs(op, rows_log2, rn_pinn
     space = GEMM_SPACE.for_op(op)
     pinned = {k.name: k.low for k in space.knobs if k.low == k.high}
     assert pinned.get("rows_log2") == rows_log2 and ("rn_log2" in pinned) == rn_pinned
+    assert ("col_groups_log2" in pinned) == (op.layout_b == "col")  # groups of columns: a row-major B only
     default = builtin_schedule(op, target)
     assert default.kernel == "gemv" and library_default(space, op, target) == default
     seeds = space.seeds(op, target)
     assert seeds[0] == default and all(s.kernel == "gemv" for s in seeds)
     assert any(s.split_k_fused for s in seeds) and any(s.split_k > 1 and not s.split_k_fused for s in seeds)
+    # seeds with 2 or 4 groups at B's load width where the accumulators fit (bm·groups·vec ≤ 64)
+    assert any(s.col_groups > 1 for s in seeds) == (op.layout_b == "row" and default.bm * 2 * min(4, op.align_b) <= 64)
     for s in seeds:
         assert space.build(space.from_schedule(s), target, op) == s  # every seed round-trips through its point
     fused_alone = space.build({**space.from_schedule(default), "split_k": 1, "split_k_fused": 1}, target, op)
@@ -133,7 +138,7 @@ def test_gemv_vec_above_the_alignment_of_b_is_one_kernel():
 
 def test_more_rows_keep_the_tiled_space():
     t = tiledsl.Target.known("H200")
-    for op in (tiledsl.GemmOp(17, 4096, 4096), tiledsl.GemmOp(2, 4096, 4096, layout_b="col"),
+    for op in (tiledsl.GemmOp(17, 4096, 4096), tiledsl.GemmOp(17, 4096, 4096, layout_b="col"),
                tiledsl.GemmOp(2, 4096, 4096, dtype="float16", align_a=8, align_b=8, align_c=8)):
         space = GEMM_SPACE.for_op(op)
         assert all(k.name != "split_k_fused" for k in space.knobs), op

@@ -350,12 +350,16 @@ A); N = 16 at K = 1024-4096 ran 0.63-1.12× as rows against 0.80-1.16× tiled (1
 those follow the GEMV kernel's showing with eight rows of a row-major B (:data:`GEMV_ROW_B_UNROLL`)."""
 
 
-GEMV_MAX_M = {(True, True): 16, (True, False): 1, (False, True): 1, (False, False): 1}
+GEMV_MAX_M = {(True, True): 16, (True, False): 16, (False, True): 1, (False, False): 1}
 """(float32, row-major B) -> the most rows of C for which ``schedule=None`` picks the GEMV-style kernel. Measured
 on the H200 (``python benchmarks/gemv.py``, 2026-12-01, ``benchmarks/results/gemv_h200.json``): one row reads B
 at 2.6-4.1 TB/s (0.90-1.13x cuBLAS, every dtype and layout); float32 with a row-major B stays ahead up to 16
-rows (0.84-2.77x); with a column-major B more rows fall behind (0.34-0.64x at 4-16 rows), and 16-bit inputs
-with more rows go to the tensor-core tiles."""
+rows (0.84-2.77x); 16-bit inputs with more rows go to the tensor-core tiles. A column-major B (torch's Linear,
+W [N, K]) fell behind with more rows in that run (0.34-0.64x at 4-16 rows) and was left to the tiled kernels, which
+reach 0.36-0.70x there (``python benchmarks/gemv_fused.py --family colb``, 2026-12-02,
+``benchmarks/results/gemv_colb_h200.json``, 2, 4, 8 and 16 rows × (N, K) = (4096, 4096), (4096, 14336), (14336,
+4096)); the GEMV kernel as it is now, with its K slices, took 0.95-1.77x on the same products in the same run, and
+:data:`GEMV_COLUMN_B_ROWS`' setting 1.03-2.1x: float32 takes it up to 16 rows with either layout of B."""
 
 
 def gemv_max_rows(op: GemmOp) -> int:
@@ -380,8 +384,9 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
 def gemv_base_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """The GEMV-style schedule for ``op`` (few rows M) on ``target`` before the one-launch rule: bm = M rounded up to
-    a power of two (≤ 16); 128 threads of 4-wide columns (row-major B) or 8 warps of one column each (column-major
-    B); the K slices that give about four blocks per SM (at most :data:`GEMV_MAX_SPLIT`), each slice at least 64
+    a power of two (≤ 16); 128 threads of 4-wide columns (row-major B), or 8 warps of ``rn`` columns each (a
+    column-major B: one column for one row, else min(4, 64 / bm)), 4 warps at unroll 2 for 2–16 float32 rows into a
+    row-major C (:data:`GEMV_COLUMN_B_ROWS`); the K slices that give about four blocks per SM (at most :data:`GEMV_MAX_SPLIT`), each slice at least 64
     deep, 32 for sixteen rows (:func:`gemv_min_depth`; so the split-K workspace, split·M·N float32 written and read
     once, is at most M/64 ≤ 1/4 of B's K·N elements, 16/32 = 1/2 with sixteen rows);
     ``unroll`` :data:`GEMV_ROW_B_UNROLL` for float32 with a row-major B; one float32 row times a column-major B
@@ -389,12 +394,25 @@ def gemv_base_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     bm = gemv_block_rows(op.m)
     row_b = op.layout_b == "row"
     fused_row = GEMV_FUSED_COLUMN_B and not row_b and bm == 1 and op.dtype == "float32"
-    base = GemmSchedule(kernel="gemv", bm=bm, bn=128 if row_b or fused_row else 256, vec=4,
-                        unroll=GEMV_ROW_B_UNROLL if row_b and op.dtype == "float32" else 2 if bm <= 4 else 1,
+    # float32 rows times a column-major B into a row-major C (torch's Linear with a few tokens): GEMV_COLUMN_B_ROWS
+    column_rows = not row_b and bm > 1 and op.dtype == "float32" and op.layout_c == "row"
+    bn, unroll = GEMV_COLUMN_B_ROWS if column_rows else (128 if row_b or fused_row else 256, 2 if bm <= 4 else 1)
+    base = GemmSchedule(kernel="gemv", bm=bm, bn=bn, vec=4,
+                        unroll=GEMV_ROW_B_UNROLL if row_b and op.dtype == "float32" else unroll,
                         rn=1 if row_b or bm == 1 else min(4, 64 // bm))  # rn: columns per warp (column-major B)
     split = gemv_split(op, base, target)
     return base if split == 1 else replace(base, split_k=split, split_k_fused=fused_row)
 
+
+GEMV_COLUMN_B_ROWS = (128, 2)
+"""(threads per block ``bn``, ``unroll``) of :func:`gemv_base_schedule` for 2–16 float32 rows times a column-major B
+into a row-major C (torch's Linear layout with a few tokens), with 4 columns per warp (``rn``) and the K slices for
+about four blocks per SM summed by the split-K kernel. Measured on the H200 (``python benchmarks/gemv_fused.py --family
+colb``, 2026-12-02, ``benchmarks/results/gemv_colb_h200.json``, variant ``rn4 bn128 u2``): over 2, 4, 8 and 16 rows ×
+(N, K) = (4096, 4096), (4096, 14336), (14336, 4096) a geomean of 1.39× cuBLAS, at least 1.03×, against 1.29× and 0.95×
+for the earlier pick (256 threads, unroll 2 up to four rows, else 1) and 1.41×, 1.01× for the best on geomean (2
+columns per warp); chosen on that run (in-sample). A few-column product run as rows (a column-major C) keeps the
+earlier pick, as measured."""
 
 GEMV_ONE_LAUNCH_MAX_BYTES, GEMV_ONE_LAUNCH_MAX_ROWS, GEMV_ONE_LAUNCH_MAX_SPLIT = 16 << 20, 4, 24
 """The float32 GEMV products with a row-major B that :func:`gemv_one_launch` runs in one launch: A, B and C together at
