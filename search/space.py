@@ -427,8 +427,8 @@ GEMM_TC16_NO_TMA_SPACE = _tc_space(64, (0, 1))
 # ---- the GEMV-style kernel: few rows of C (kernel="gemv") ----
 _GEMV_KNOBS = (
     Knob("rows_log2", 0, 4, doc="rows of C per block bm = 2^x (1..16; pinned to the op's rows rounded up to 2^x)"),
-    Knob("threads_log2", 5, 8, doc="threads per block bn = 2^x (32..256): 4·bn columns (row-major B) or a warp per "
-                                   "rn columns (column-major B) per block"),
+    Knob("threads_log2", 5, 8, doc="threads per block bn = 2^x (32..256): vec·col_groups·bn columns (row-major B) or "
+                                   "a warp per rn columns (column-major B) per block"),
     Knob("vec_log2", 0, 2, doc="elements per load of B = 2^x (1, 2, 4; lowered to the op's alignment)"),
     Knob("unroll_log2", 0, 3, doc="K steps in flight per thread = 2^x (1..8)"),
     Knob("rn_log2", 0, 2, doc="columns per warp with a column-major B = 2^x (1..4; pinned to 1 for a row-major B)"),
@@ -487,7 +487,7 @@ def _gemv_seeds(op, target) -> list:
 GEMM_GEMV_SPACE = Space("gemm", _GEMV_KNOBS, _gemv_fields, _gemv_params, _gemv_seeds, _gemm_work,
                         structure_ignore=(), canonical=_plan_canonical)
 """Few rows of C where ``schedule=None`` runs the GEMV-style kernel (``tiledsl.gemm.family.GEMV_MAX_M``: one row
-of any dtype and layout, up to 16 float32 rows with a row-major B): its block width, load width, unroll, columns
+of any dtype and layout, up to 16 float32 rows with either layout of B): its block width, load width, unroll, columns
 per warp or groups of columns per thread, K slices and how they are summed. ``rows_log2`` is pinned to the op's rows,
 ``rn_log2`` to 0 (rn = 1) for a row-major B (it reads one column per thread lane) and ``col_groups_log2`` to 0 for a
 column-major B (a warp per column), ``split_k`` capped at ceil(K / 8)."""
