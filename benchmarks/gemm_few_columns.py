@@ -66,7 +66,7 @@ def measure(m: int, n: int, k: int, layout: str, target, hbm: float) -> list[dic
     ways = {"tiled": (tiled, lambda: tiledsl.gemm(a, b, c, schedule=tiled)),
             "rows": (as_rows, lambda: gemm_as_rows(a, b, c, as_rows)),
             "schedule=None": (as_rows if runs_as_row(op, target) else tiled, lambda: tiledsl.gemm(a, b, c))}
-    nbytes = 4 * (m * k + k * n + m * n)
+    nbytes = op.compulsory_bytes  # float32 A, B and C, each moved once
     rows = []
     for way, (s, call) in ways.items():
         err, ms, cublas_ms = checked_beside_cublas(call, a, b, c, ref, k, f"{m}x{n}x{k} {layout} {way}")

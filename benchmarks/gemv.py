@@ -61,8 +61,7 @@ def rows() -> list[dict]:
                     ours()
                     t_ours = time_gpu(lambda: [ours() for _ in range(STREAM)]).median_ms / STREAM
                     t_vendor = time_gpu(lambda: [vendor() for _ in range(STREAM)]).median_ms / STREAM
-                    item = 4 if dtype == "float32" else 2
-                    nbytes = (m * k + k * n + m * n) * item
+                    nbytes = tiledsl.GemmOp(m, n, k, dtype=dtype).compulsory_bytes  # A, B and C once
                     row = dict(dtype=dtype, m=m, n=n, k=k, layout=layout, us=t_ours * 1e3, vendor=vname,
                                vendor_us=t_vendor * 1e3, gbps=nbytes / t_ours / 1e6,
                                vendor_gbps=nbytes / t_vendor / 1e6, ratio=t_vendor / t_ours)

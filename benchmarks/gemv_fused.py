@@ -186,7 +186,7 @@ def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target, family: 
         err, ms, cublas_ms = checked_beside_cublas(call, a, b, c, ref, k, f"{m}x{n}x{k} {layout} {name}")
         rows.append(dict(m=m, n=n, k=k, layout=layout, swap=as_rows, variant=name,
                          schedule=None if s is None else s.to_dict(), ms=ms, cublas_ms=cublas_ms,
-                         ratio=cublas_ms / ms, gbps=4 * (m * k + k * n + m * n) / ms / 1e6, err=err))
+                         ratio=cublas_ms / ms, gbps=op.compulsory_bytes / ms / 1e6, err=err))
     print(f"{m:5d} {n:6d} {k:6d} {layout} sk{base.split_k:<3d} bn{base.bn:<3d} cuBLAS {rows[0]['cublas_ms'] * 1e3:7.1f} us "
           + "  ".join(f"{r['variant']} {r['ratio']:.2f}" for r in rows), flush=True)
     return rows

@@ -23,7 +23,15 @@ import csv
 import math
 from pathlib import Path
 
-from beside import checked_beside_cublas, copy_gbps, device_gemm_operands, gpu_name, measure_each, write_results
+from beside import (
+    checked_beside_cublas,
+    copy_gbps,
+    device_gemm_operands,
+    gemm_op,
+    gpu_name,
+    measure_each,
+    write_results,
+)
 from gpu_check import gpu_or_exit
 
 import tiledsl
@@ -42,17 +50,12 @@ def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, in
     return [(m, n, k, layout) for n, k in seen for layout in ("NN", "NT") for m in ms]
 
 
-def compulsory_bytes(m: int, n: int, k: int) -> int:
-    """Bytes of float32 A (M×K), B (K×N) and C (M×N), each moved once."""
-    return 4 * (m * k + k * n + m * n)
-
-
 def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float) -> list[dict]:
     """One row for one product: ``schedule=None`` checked, timed beside cuBLAS, GB/s and its share of the copy."""
     a, b, ref, c = device_gemm_operands(m, n, k, layout)
     err, ms, cublas_ms = checked_beside_cublas(lambda: tiledsl.gemm(a, b, c), a, b, c, ref, k,
                                                f"{m}x{n}x{k} {layout} schedule=None")
-    nbytes = compulsory_bytes(m, n, k)
+    nbytes = gemm_op(m, n, k, layout).compulsory_bytes  # float32 A, B and C, each moved once
     row = dict(m=m, n=n, k=k, layout=layout, mib=nbytes / 2**20, ms=ms, cublas_ms=cublas_ms, ratio=cublas_ms / ms,
                gbps=nbytes / ms / 1e6, cublas_gbps=nbytes / cublas_ms / 1e6, hbm_fraction=nbytes / ms / 1e6 / hbm_gbps,
                err=err)

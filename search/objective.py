@@ -52,11 +52,9 @@ def load_model() -> Model:
 
 
 def compulsory_bytes(op) -> int:
-    """Bytes every kernel must move at least once: inputs read and output written."""
-    item = {"float16": 2, "bfloat16": 2, "float64": 8, "int64": 8}.get(getattr(op, "dtype", "float32"), 4)
-    if hasattr(op, "flops") and hasattr(op, "k"):
-        return item * (op.m * op.k + op.k * op.n + op.m * op.n * (2 if op.read_c else 1))
-    for name in ("bytes", "bytes_moved", "compulsory_bytes"):
+    """Bytes every kernel must move at least once, inputs read and output written: the op's own figure
+    (``GemmOp.compulsory_bytes``; ``bytes`` or ``bytes_moved`` of the other families), 0 where it has none."""
+    for name in ("compulsory_bytes", "bytes", "bytes_moved"):
         v = getattr(op, name, None)
         if v is not None:
             return int(v() if callable(v) else v)

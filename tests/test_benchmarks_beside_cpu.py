@@ -401,7 +401,7 @@ def test_gemv_hbm_sweeps_every_llm_product_at_1_to_16_rows_and_summarises_by_siz
     assert len(every) == len(set(every)) == 17 * 16 * 2
     assert {m for m, *_ in every} == set(range(1, 17)) and {layout for *_, layout in every} == {"NN", "NT"}
     assert (1, 50257, 768, "NN") in every and (16, 4096, 4096, "NT") in every
-    assert gemv_hbm.compulsory_bytes(1, 4096, 4096) == 4 * (4096 + 4096 * 4096 + 4096)
+    assert gemv_hbm.gemm_op(1, 4096, 4096, "NT").compulsory_bytes == 4 * (4096 + 4096 * 4096 + 4096)
     rows = [dict(mib=100.0, hbm_fraction=0.9, ratio=1.2), dict(mib=80.0, hbm_fraction=0.6, ratio=0.8),
             dict(mib=2.0, hbm_fraction=0.1, ratio=0.9)]
     got = gemv_hbm.summary(rows, 64.0)

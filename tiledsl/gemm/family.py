@@ -435,8 +435,8 @@ def gemv_one_launch(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSched
     one): a quarter of its columns per block (``bn / 4``), K slices again for four blocks per SM at least 64 deep
     (:func:`gemv_split`), summed in the kernel (``split_k_fused``); None where the rule does not apply or the
     quarter-width block needs no split (nothing to save)."""
-    operand_bytes = 4 * (op.m * op.k + op.k * op.n + op.m * op.n)
     measured = op.dtype == "float32" and op.precision == "ieee" and op.layout_b == "row" and op.layout_c == "row"
+    operand_bytes = replace(op, read_c=False).compulsory_bytes  # A, B and C once, as measured (float32)
     if not (measured and base.bm <= GEMV_ONE_LAUNCH_MAX_ROWS and operand_bytes <= GEMV_ONE_LAUNCH_MAX_BYTES
             and base.split_k > 1):
         return None

@@ -133,6 +133,13 @@ class GemmOp:
         return 2 * self.m * self.n * self.k
 
     @property
+    def compulsory_bytes(self) -> int:
+        """Bytes any kernel must move: A (M×K) and B (K×N) read once, C (M×N) written once and, with ``read_c``, read
+        once, at the dtype's item size (float32 4, 16-bit 2)."""
+        return dtypes.get(self.dtype).itemsize * (self.m * self.k + self.k * self.n
+                                                  + self.m * self.n * (2 if self.read_c else 1))
+
+    @property
     def tensor_core_inputs(self) -> bool:
         """True when the inputs may run on the tensor cores: float16/bfloat16, or float32 with
         ``precision="tf32"`` (IEEE float32 stays on the FMA units)."""
