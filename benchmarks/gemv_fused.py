@@ -34,7 +34,8 @@ B's load width; where bm·G·vec ≤ 64) and unroll U, the K slices again for ab
 pick sums them. With ``--family colb`` (``--out benchmarks/results/gemv_colb_h200.json``): torch's Linear layout
 with 2, 4, 8 and 16 rows (:data:`COLUMN_B_ROWS`), where ``schedule=None`` runs the tiled kernels, on the GEMV kernel
 as ``rnR bnT uU [fused]``: R columns per warp, T threads per block, unroll U, the K slices for about four blocks
-per SM summed by the split-K kernel or in the kernel.
+per SM summed by the split-K kernel or in the kernel. ``two`` is ``gemv_base_schedule``'s pick as the run found it: 8
+warps at unroll 2 (1 from eight rows) in ``gemv_colb_h200.json``, ``GEMV_COLUMN_B_ROWS`` since (``_run2``).
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The

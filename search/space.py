@@ -460,13 +460,15 @@ def _gemv_params(s) -> dict | None:
 
 
 def _gemv_seeds(op, target) -> list:
-    """The library's pick (``tiledsl.gemm.family.gemv_schedule``), then around it: 64, 128 and 256 threads, the K
+    """The library's pick (``tiledsl.gemm.family.gemv_schedule``) and its form before the small-product and odd-N
+    rules (``gemv_base_schedule``), then around the pick: 64, 128 and 256 threads, the K
     slices for about 1, 2, 4 and 8 blocks per SM, unroll 2 and 8, each slice count > 1 with both ways of summing;
     with a row-major B, also 2 and 4 groups of columns per thread (``col_groups``) at B's load width."""
-    from tiledsl.gemm.family import gemv_schedule, gemv_split
+    from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule, gemv_split
 
     base = gemv_schedule(op, target)
-    cands = [base]
+    plain = gemv_base_schedule(op, target)  # the pick before its one-launch or column-groups form, B's load width
+    cands = [base, replace(plain, vec=min(plain.vec, op.align_b))]
     for bn, unroll in itertools.product((128, 256, 64), (base.unroll, 8, 2)):
         one = replace(base, bn=bn, unroll=unroll, split_k=1, split_k_fused=False)
         for per_sm in (4, 2, 1, 8):

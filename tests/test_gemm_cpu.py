@@ -74,7 +74,7 @@ FAILING = [
     ("col_groups_on_gemv", dict(col_groups=2)),
     ("col_groups_on_gemv", dict(kernel="gemv", bm=1, bn=128, col_groups=16)),
     ("col_groups_on_gemv", dict(kernel="gemv", bm=1, bn=128, col_groups=0)),
-    ("col_groups_fit_registers", dict(kernel="gemv", bm=16, bn=128, vec=4, col_groups=2)),
+    ("col_groups_on_gemv", dict(kernel="gemv", bm=1, bn=128, col_groups=3)),
     ("stream_k_on_fma_tiles", dict(mma="mma_sync", bk=32, smem_pad=8, stream_k=True)),
 ]
 
@@ -749,20 +749,41 @@ def test_gemv_column_groups_compile_without_spills(dtype, la):
                 assert k.spill_bytes == 0, (op, s, arch, k.spill_bytes)
             p = tiledsl.plan(op, s, arch="sm_90")
             assert p.grid[0] == -(-n // (128 * vec * 2)), p.grid  # 128 threads × 2 groups of vec columns
-            assert ("COL_GROUPS" in k.source) == (s.col_groups > 1)
+            assert "constexpr int COL_GROUPS = 2;" in k.source
+    # the accumulators count B's load width: 4-wide loads of an aligned N leave room for no second group at 16 rows,
+    # an odd N (scalar loads, whatever vec asks) for four
+    wide = GemmSchedule(kernel="gemv", bm=16, bn=128, vec=4, col_groups=2)
+    with pytest.raises(tiledsl.ScheduleError, match=r"16·2·min\(4, 4\).*rule col_groups_fit_registers"):
+        tiledsl.compile(GemmOp(16, 4096, 768), wide, arch="sm_90")
+    assert tiledsl.compile(GemmOp(16, 50257, 768), replace(wide, col_groups=4), arch="sm_90").spill_bytes == 0
+    with pytest.raises(tiledsl.ScheduleError, match="col_groups_fit_registers"):
+        tiledsl.compile(GemmOp(16, 50257, 768), replace(wide, col_groups=8), arch="sm_90")
     with pytest.raises(tiledsl.ScheduleError, match="col_groups_need_row_major_b"):
         tiledsl.compile(GemmOp(1, 64, 64, layout_b="col"), GemmSchedule(kernel="gemv", bm=1, bn=128, col_groups=2),
                         arch="sm_90")
 
 
-def test_gemv_column_groups_change_no_other_kernel():
-    """col_groups = 1 (the default) keeps a GEMV kernel's source byte for byte, so records that hash it stay valid;
-    col_groups = 2 names itself in the schedule comment and the kernel name."""
-    op, s = GemmOp(4, 1024, 4096), GemmSchedule(kernel="gemv", bm=4, bn=128, split_k=8)
-    src = tiledsl.compile(op, s, arch="sm_90").source
-    assert "col_groups" not in src and "COL_GROUPS" not in src
-    assert replace(s, col_groups=1).short_hash() == s.short_hash()
-    grouped = tiledsl.compile(op, replace(s, col_groups=2), arch="sm_90")
+@pytest.mark.parametrize("op,kw,sha256", [
+    (GemmOp(4, 1024, 4096), dict(split_k=8, bm=4, bn=128),
+     "5d0eddc5588e4d05cf529a1c13641b35c9a3bc0a5c54f2856fd2f1c7695e3991"),
+    (GemmOp(5, 4100, 1000), dict(bm=8, bn=64, vec=4, split_k=4, split_k_fused=True, unroll=2),
+     "882a43886ae1d28082a34ce835841b962c96d101027260146b9ab3111c27e4d4"),
+    (GemmOp(1, 768, 768, layout_b="col"), dict(bm=1, bn=128, split_k=3, split_k_fused=True, rn=1),
+     "3735fbc6ea91ff44c1bf36f8192aa8784cf4838f991544bde4f482902806c77f"),
+    (GemmOp(16, 50257, 768), dict(bm=16, bn=128, vec=4, unroll=8, split_k=6, rn=1),
+     "79c9af97550b2f809063088593f6f19a8e461e005d99a996d385129ecb708268")])
+def test_gemv_column_groups_change_no_other_kernel(op, kw, sha256):
+    """col_groups = 1 (the default) keeps a GEMV kernel's source byte for byte, so records that hash it stay valid:
+    the SHA-256 of each source is the one emitted before the knob existed (commit 05fc345); col_groups = 2 names
+    itself in the schedule comment and the kernel name."""
+    import hashlib
+
+    s = GemmSchedule(kernel="gemv", **kw)
+    src = emit_gemm(op, s).source
+    assert hashlib.sha256(src.encode()).hexdigest() == sha256
+    if op.layout_b == "col":
+        return
+    grouped = tiledsl.compile(op, replace(s, vec=min(s.vec, op.align_b), col_groups=2), arch="sm_90")
     assert '"col_groups": 2' in grouped.source and grouped.name != tiledsl.compile(op, s, arch="sm_90").name
 
 
@@ -810,6 +831,15 @@ def test_gemv_rules_and_default():
     with pytest.raises(tiledsl.ScheduleError, match="gemv_column_tile_fits_registers"):
         tiledsl.compile(GemmOp(16, 64, 64, layout_b="col"), GemmSchedule(kernel="gemv", bm=16, bn=128, rn=8),
                         arch="sm_90")
+    # K slices start on multiples of bk: one not a multiple of 4 would start A's 4-wide loads misaligned and step
+    # past the slice's end (tiledsl.plan checks the op's rules too, as compile does)
+    odd_slices = GemmSchedule(kernel="gemv", bm=4, bn=128, vec=1, bk=3, split_k=3)
+    for call in (tiledsl.compile, tiledsl.plan):
+        with pytest.raises(tiledsl.ScheduleError, match=r"bk=3 must be a multiple of 4.*gemv_slices_start_on_vectors"):
+            call(GemmOp(4, 4097, 772), odd_slices, arch="sm_90")
+    with pytest.raises(tiledsl.ScheduleError, match="col_groups_need_row_major_b"):
+        tiledsl.plan(GemmOp(4, 4096, 4096, layout_b="col"), GemmSchedule(kernel="gemv", bm=4, bn=128, col_groups=2),
+                     arch="sm_90")
     h200 = tiledsl.Target.known("H200")
     decode = default_schedule(GemmOp(1, 4096, 4096), h200)
     assert decode.kernel == "gemv" and decode.bm == 1
@@ -843,6 +873,10 @@ def test_gemv_rules_and_default():
     assert default_schedule(GemmOp(4, 50258, 768, align_b=2, align_c=2), h200).col_groups == 1  # 2 wide: unmeasured
     assert default_schedule(GemmOp(1, 50257, 768, align_b=1, align_c=1, dtype="float16"), h200).col_groups == 1
     assert default_schedule(GemmOp(3, 7, 129, align_b=1, align_c=1), h200).col_groups == 1  # small: one launch
+    assert default_schedule(GemmOp(16, 33, 768, align_b=1, align_c=1), h200).col_groups == 1  # under a block's columns
+    # a column-major B takes 2-16 rows only as measured: IEEE float32 with a row-major A (torch's Linear)
+    assert default_schedule(GemmOp(4, 4096, 4096, layout_a="col", layout_b="col"), h200).kernel == "tiled"
+    assert default_schedule(GemmOp(4, 4096, 4096, layout_b="col", precision="tf32"), h200).kernel != "gemv"
 
 
 @pytest.mark.parametrize("m,n,k,layout,want", [

@@ -94,6 +94,7 @@ def plan(op, schedule=None, arch: str | None = None, *, device: str | Target | N
     target = _target(arch, device)
     s = resolve_schedule(fam, op, schedule, target)
     s.validate(target)
+    s.check_op(op)  # the rules that need the op, as compile() checks them
     return plan_for(fam, op, s, target)
 
 

@@ -6,8 +6,8 @@ elements is ⌈k_slice / VA⌉ iterations of a row-major B's thread, ⌈k_slice 
 whose lanes past ⌈k_slice / VB⌉ have nothing to load).
 
 The kernel keeps no tiles in shared memory and has no barrier in its loop: each thread walks its K slice with
-``unroll`` iterations' loads of B in flight (a row-major B: ``VA·VB`` elements per iteration and thread; a
-column-major B: ``rn·VB``). With R blocks resident at once (blocks per SM from registers and threads, times the SMs,
+``unroll`` iterations' loads of B in flight (a row-major B: ``VA·VB·col_groups`` elements per iteration and
+thread; a column-major B: ``rn·VB``). With R blocks resident at once (blocks per SM from registers and threads, times the SMs,
 at most the grid), the bytes in flight are R·threads·unroll·(bytes per iteration), and B arrives at
 
     rate = min(HBM bandwidth, bytes in flight / GEMV_EFFECTIVE_LATENCY_S)

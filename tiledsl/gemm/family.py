@@ -359,13 +359,18 @@ W [N, K]) fell behind with more rows in that run (0.34-0.64x at 4-16 rows) and w
 reach 0.36-0.70x there (``python benchmarks/gemv_fused.py --family colb``, 2026-12-02,
 ``benchmarks/results/gemv_colb_h200.json``, 2, 4, 8 and 16 rows × (N, K) = (4096, 4096), (4096, 14336), (14336,
 4096)); the GEMV kernel as it is now, with its K slices, took 0.95-1.77x on the same products in the same run, and
-:data:`GEMV_COLUMN_B_ROWS`' setting 1.03-2.1x: float32 takes it up to 16 rows with either layout of B."""
+:data:`GEMV_COLUMN_B_ROWS`' setting 1.03-2.05x: float32 takes it up to 16 rows with either layout of B (with a
+column-major B, as measured: IEEE float32 and a row-major A, :func:`gemv_max_rows`)."""
 
 
 def gemv_max_rows(op: GemmOp) -> int:
     """The most rows of C for which ``schedule=None`` picks the GEMV-style kernel for ``op``'s dtype and B layout
-    (:data:`GEMV_MAX_M`; every precision: tf32 few-row products run exact on the GEMV kernel too)."""
-    return GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]
+    (:data:`GEMV_MAX_M`; with a row-major B every precision: tf32 few-row products run exact on the GEMV kernel too).
+    A column-major B takes more than one row only as measured: IEEE float32 with a row-major A (torch's Linear)."""
+    rows = GEMV_MAX_M[(op.dtype == "float32", op.layout_b == "row")]
+    if op.layout_b == "col" and not (op.layout_a == "row" and op.precision == "ieee"):
+        return 1
+    return rows
 
 
 def runs_gemv(op: GemmOp) -> bool:
@@ -394,8 +399,9 @@ def gemv_base_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     bm = gemv_block_rows(op.m)
     row_b = op.layout_b == "row"
     fused_row = GEMV_FUSED_COLUMN_B and not row_b and bm == 1 and op.dtype == "float32"
-    # float32 rows times a column-major B into a row-major C (torch's Linear with a few tokens): GEMV_COLUMN_B_ROWS
-    column_rows = not row_b and bm > 1 and op.dtype == "float32" and op.layout_c == "row"
+    # IEEE float32 rows times a column-major B into a row-major C (torch's Linear, a few tokens): GEMV_COLUMN_B_ROWS
+    column_rows = (not row_b and bm > 1 and op.dtype == "float32" and op.precision == "ieee" and op.layout_a == "row"
+                   and op.layout_c == "row")
     bn, unroll = GEMV_COLUMN_B_ROWS if column_rows else (128 if row_b or fused_row else 256, 2 if bm <= 4 else 1)
     base = GemmSchedule(kernel="gemv", bm=bm, bn=bn, vec=4,
                         unroll=GEMV_ROW_B_UNROLL if row_b and op.dtype == "float32" else unroll,
@@ -409,10 +415,10 @@ GEMV_COLUMN_B_ROWS = (128, 2)
 into a row-major C (torch's Linear layout with a few tokens), with 4 columns per warp (``rn``) and the K slices for
 about four blocks per SM summed by the split-K kernel. Measured on the H200 (``python benchmarks/gemv_fused.py --family
 colb``, 2026-12-02, ``benchmarks/results/gemv_colb_h200.json``, variant ``rn4 bn128 u2``): over 2, 4, 8 and 16 rows ×
-(N, K) = (4096, 4096), (4096, 14336), (14336, 4096) a geomean of 1.39× cuBLAS, at least 1.03×, against 1.29× and 0.95×
+(N, K) = (4096, 4096), (4096, 14336), (14336, 4096) a geomean of 1.39× cuBLAS, at least 1.03×, against 1.30× and 0.95×
 for the earlier pick (256 threads, unroll 2 up to four rows, else 1) and 1.41×, 1.01× for the best on geomean (2
-columns per warp); chosen on that run (in-sample). A few-column product run as rows (a column-major C) keeps the
-earlier pick, as measured."""
+columns per warp); chosen on that run (in-sample). IEEE float32 with a row-major A only, as measured; a few-column
+product run as rows (a column-major C) keeps the earlier pick."""
 
 GEMV_ONE_LAUNCH_MAX_BYTES, GEMV_ONE_LAUNCH_MAX_ROWS, GEMV_ONE_LAUNCH_MAX_SPLIT = 16 << 20, 4, 24
 """The float32 GEMV products with a row-major B that :func:`gemv_one_launch` runs in one launch: A, B and C together at
@@ -449,26 +455,29 @@ GEMV_ODD_N_GROUPS, GEMV_ODD_N_UNROLL = 4, 1
 """:func:`gemv_column_groups`: groups of columns per thread (``col_groups``) and K steps in flight (``unroll``) where
 B is read one element at a time (odd N). Measured on the H200 (``python benchmarks/gemv_fused.py --family groups``,
 2026-12-02, ``benchmarks/results/gemv_groups_h200.json``; the one odd N of the LLM set, GPT-2's 50257-column
-vocabulary projection, K = 768): against the pick (one column per thread, unroll 8) 4 groups at unroll 1 went
-0.66 → 0.81× cuBLAS with 16 rows, 1.11 → 1.29× with 8, 0.94 → 1.14× with 4 and 0.97 → 1.02× with one, the only
-setting faster on all four; others led on one row count (4 groups unroll 2: 1.46× with 8 rows, 0.95× with 4). Chosen
-on that run (in-sample, one N and K); N ≡ 2 (mod 4) (B read 2 wide) and the 16-bit dtypes were not measured and keep
-the pick. With N a multiple of 4 groups did not help (1, 4 and 16 rows of 768, 4096 and 14336 columns: equal or
-slower)."""
+vocabulary projection, K = 768, row-major x and W): against the pick (one column per thread, unroll 8) 4 groups at
+unroll 1 went 0.66 → 0.81× cuBLAS with 16 rows, 1.11 → 1.29× with 8, 0.94 → 1.14× with 4 and 0.97 → 1.02× with one,
+the best geomean over the four (1.05×; 2 groups at unroll 2 1.03×, 4 groups at unroll 2 1.02×, which led with 8 rows
+at 1.46× but fell to 0.95× with 4). Chosen on that run (in-sample, one N and K; run 2 repeated it within 2 %); N ≡ 2
+(mod 4) (B read 2 wide), a column-major A and the 16-bit dtypes were not measured and keep the pick. With N a multiple
+of 4 (1 and 4 rows of 768, 4096 and 14336 columns; sixteen rows allow no second group at 4-wide loads) groups gave
+nothing over one group at the same unroll."""
 
 
 def gemv_column_groups(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
     """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` with :data:`GEMV_ODD_N_GROUPS` groups of single columns
     per thread at unroll :data:`GEMV_ODD_N_UNROLL`, the K slices again for about four blocks per SM (:func:`gemv_split`)
-    and summed as ``base`` sums them; where B's rows allow only scalar loads (``align_b`` 1: an odd N or ldb) of an IEEE
-    float32 product into a row-major C, as measured; None elsewhere."""
-    measured = op.dtype == "float32" and op.precision == "ieee" and op.layout_b == "row" and op.layout_c == "row"
-    if not (measured and op.align_b == 1):
+    summed by the split-K kernel (``base``'s way for a row-major B); where B's rows allow only scalar loads
+    (``align_b`` 1: an odd N or ldb) of an IEEE float32 product of row-major A and B into a row-major C, as measured,
+    with at least one block's columns (``bn`` · groups: fewer leave whole groups past N, loading and discarding); None
+    elsewhere."""
+    measured = (op.dtype == "float32" and op.precision == "ieee" and op.layout_a == "row" and op.layout_b == "row"
+                and op.layout_c == "row")
+    if not (measured and op.align_b == 1 and op.n >= base.bn * GEMV_ODD_N_GROUPS):
         return None
     grouped = replace(base, vec=1, col_groups=GEMV_ODD_N_GROUPS, unroll=GEMV_ODD_N_UNROLL, split_k=1,
                       split_k_fused=False)
-    split = gemv_split(op, grouped, target)
-    return replace(grouped, split_k=split, split_k_fused=base.split_k_fused and split > 1)
+    return replace(grouped, split_k=gemv_split(op, grouped, target))
 
 
 def gemv_block_rows(m: int) -> int:

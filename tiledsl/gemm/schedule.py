@@ -176,13 +176,16 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("gemv_column_tile_fits_registers", "LAYOUT_B_COL == 0 or BM * RN <= 64",
            "{cls} bm·rn={BM}·{RN} accumulators exceed 64 with kernel='gemv' and a column-major B (a warp keeps "
            "bm rows × rn columns of partial sums besides bm·vec elements of A)", scope="op", when="KERNEL == 1"),
-    R.Rule("col_groups_on_gemv", "KERNEL == 1 and COL_GROUPS >= 1 and COL_GROUPS <= 8",
-           "{cls}.col_groups={COL_GROUPS} must be 1, or 2..8 with kernel='gemv' (groups of vec columns per thread "
-           "over a row-major B; kernel kind {KERNEL}: 0 = 'tiled', 1 = 'gemv')", when="COL_GROUPS != 1"),
-    R.Rule("col_groups_fit_registers", "BM * COL_GROUPS * VEC <= 64",
-           "{cls} bm·col_groups·vec={BM}·{COL_GROUPS}·{VEC} accumulators exceed 64 (a thread keeps bm rows × "
-           "col_groups groups of vec columns); lower col_groups, or vec (B's alignment may lower it anyway)",
-           when="COL_GROUPS != 1"),
+    R.Rule("col_groups_on_gemv", "KERNEL == 1 and (COL_GROUPS == 2 or COL_GROUPS == 4 or COL_GROUPS == 8)",
+           "{cls}.col_groups={COL_GROUPS} must be 1, or 2, 4 or 8 with kernel='gemv' (groups of vec columns per "
+           "thread over a row-major B; kernel kind {KERNEL}: 0 = 'tiled', 1 = 'gemv')", when="COL_GROUPS != 1"),
+    R.Rule("gemv_slices_start_on_vectors", "BK % 4 == 0",
+           "{cls}.bk={BK} must be a multiple of 4 with kernel='gemv': K slices start on multiples of bk, and A and B "
+           "are read up to 4 elements at a time along K from there", scope="op", when="KERNEL == 1"),
+    R.Rule("col_groups_fit_registers", "BM * COL_GROUPS * (VEC if VEC < ALIGN_B else ALIGN_B) <= 64",
+           "{cls} bm·col_groups·min(vec, align_b)={BM}·{COL_GROUPS}·min({VEC}, {ALIGN_B}) accumulators exceed 64 (a "
+           "thread keeps bm rows × col_groups groups of B's load width in columns); lower col_groups or vec",
+           scope="op", when="COL_GROUPS != 1"),
     R.Rule("col_groups_need_row_major_b", "LAYOUT_B_COL == 0",
            "{cls}.col_groups={COL_GROUPS} needs a row-major B (N contiguous); with a column-major B each warp reads "
            "rn columns along K", scope="op", when="COL_GROUPS != 1"),
