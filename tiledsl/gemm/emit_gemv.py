@@ -287,48 +287,60 @@ def _fused_sum_col_b(w: Writer, op: GemmOp, dt: dtypes.DType) -> None:
                "alpha * sum")
 
 
+def _epilogue_what(op: GemmOp, out: str) -> str:
+    """What a row-major B's epilogue stores, for its comment: the fused split-K's slice P, or C."""
+    return ("partial sums of this slice: P = acc" if out == "P" else "epilogue: C = alpha * acc"
+            + (" + beta * C" if op.read_c else " (C is never read)"))
+
+
+def _store_columns(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, out: str, ld: str, scale: str, vc_name: str,
+                   acc: str) -> None:
+    """Emit the stores of row ``gm``'s VB columns from column ``gn`` into ``out``: ``acc`` is the accumulator of the
+    column ``j`` past ``gn`` (a format string of ``j``); ``vc``-wide stores into a row-major C without beta, one
+    element at a time otherwise (and into a column-major C, each element in its own column)."""
+    if op.layout_c == "col":
+        w("#pragma unroll")
+        with w.block("for (int j = 0; j < VB; ++j)"):
+            _store(w, op, dt, f"{out} + (long long)(gn + j) * {ld} + gm", f"{scale}{acc.format(j='j')}")
+        return
+    w(f"{dt.c_type}* const c_row = {out} + (long long)gm * {ld} + gn;")
+    if vc > 1 and not op.read_c:
+        vt = VEC_TYPES[(dt.c_type, vc)]
+        w("#pragma unroll")
+        with w.block(f"for (int j = 0; j < VB; j += {vc_name})"):
+            w(f"{vt} out;")
+            for e, comp in enumerate(COMPONENTS[:vc]):
+                w(f"out.{comp} = {dt.from_acc(scale + acc.format(j=f'j + {e}'))};")
+            w(f"*reinterpret_cast<{vt}*>(c_row + j) = out;")
+    else:
+        w("#pragma unroll")
+        with w.block("for (int j = 0; j < VB; ++j)"):
+            _store(w, op, dt, "c_row + j", f"{scale}{acc.format(j='j')}")
+
+
 def _epilogue_row_b(w: Writer, op: GemmOp, dt: dtypes.DType, vb: int, vc: int, out: str = "C", ld: str = "ldc",
                     scale: str = "alpha * ", vc_name: str = "VC") -> None:
     """Emit ``out`` = ``scale``·acc (+ beta · C) for the thread's BM×VB elements (leading dimension ``ld``), ``vc``
     wide (``vc_name``: the constant naming it, or the literal width where it is not the kernel's VC): C, the
     two-kernel split-K's workspace (C with alpha = 1), or the fused split-K's slice P (no scale)."""
-    what = ("partial sums of this slice: P = acc" if out == "P" else "epilogue: C = alpha * acc"
-            + (" + beta * C" if op.read_c else " (C is never read)"))
-    w(f"// ---- {what}" + ("; VB elements per row of C, each in its own column of the column-major C ----"
-                          if op.layout_c == "col" else f"; VB columns per row, {vc_name}-wide stores ----"))
+    w(f"// ---- {_epilogue_what(op, out)}" + ("; VB elements per row of C, each in its own column of the column-major "
+                                             "C ----" if op.layout_c == "col" else
+                                             f"; VB columns per row, {vc_name}-wide stores ----"))
     with w.block("if (gn < N)"):
         w("#pragma unroll")
         with w.block("for (int m = 0; m < BM; ++m)"):
             w("const int gm = row0 + m;",
               "if (gm >= M) break;")
-            if op.layout_c == "col":
-                w("#pragma unroll")
-                with w.block("for (int j = 0; j < VB; ++j)"):
-                    _store(w, op, dt, f"{out} + (long long)(gn + j) * {ld} + gm", f"{scale}acc[m][j]")
-                return
-            w(f"{dt.c_type}* const c_row = {out} + (long long)gm * {ld} + gn;")
-            if vc > 1 and not op.read_c:
-                vt = VEC_TYPES[(dt.c_type, vc)]
-                w("#pragma unroll")
-                with w.block(f"for (int j = 0; j < VB; j += {vc_name})"):
-                    w(f"{vt} out;")
-                    for e, comp in enumerate(COMPONENTS[:vc]):
-                        w(f"out.{comp} = {dt.from_acc(f'{scale}acc[m][j + {e}]')};")
-                    w(f"*reinterpret_cast<{vt}*>(c_row + j) = out;")
-            else:
-                w("#pragma unroll")
-                with w.block("for (int j = 0; j < VB; ++j)"):
-                    _store(w, op, dt, "c_row + j", f"{scale}acc[m][j]")
+            _store_columns(w, op, dt, vc, out, ld, scale, vc_name, "acc[m][{j}]")
 
 
 def _epilogue_row_b_groups(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, out: str = "C", ld: str = "ldc",
                            scale: str = "alpha * ", vc_name: str = "VC") -> None:
-    """:func:`_epilogue_row_b` for a thread of COL_GROUPS groups of VB columns (``col_groups`` > 1): each group inside N stored."""
-    what = ("partial sums of this slice: P = acc" if out == "P" else "epilogue: C = alpha * acc"
-            + (" + beta * C" if op.read_c else " (C is never read)"))
-    w(f"// ---- {what}; per row, the COL_GROUPS groups inside N" + ("; each element in its own column of the column-major C "
-                                                          "----" if op.layout_c == "col" else
-                                                          f", {vc_name}-wide stores ----"))
+    """:func:`_epilogue_row_b` for a thread of COL_GROUPS groups of VB columns (``col_groups`` > 1): each group
+    inside N stored."""
+    w(f"// ---- {_epilogue_what(op, out)}; per row, the COL_GROUPS groups inside N"
+      + ("; each element in its own column of the column-major C ----" if op.layout_c == "col"
+         else f", {vc_name}-wide stores ----"))
     with w.block("if (gn0 < N)"):
         w("#pragma unroll")
         with w.block("for (int m = 0; m < BM; ++m)"):
@@ -338,24 +350,7 @@ def _epilogue_row_b_groups(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, out
             with w.block("for (int g = 0; g < COL_GROUPS; ++g)"):
                 w("const int gn = gn0 + g * 32 * VB;",
                   "if (gn >= N) break;")
-                if op.layout_c == "col":
-                    w("#pragma unroll")
-                    with w.block("for (int j = 0; j < VB; ++j)"):
-                        _store(w, op, dt, f"{out} + (long long)(gn + j) * {ld} + gm", f"{scale}acc[m][g * VB + j]")
-                    return
-                w(f"{dt.c_type}* const c_row = {out} + (long long)gm * {ld} + gn;")
-                if vc > 1 and not op.read_c:
-                    vt = VEC_TYPES[(dt.c_type, vc)]
-                    w("#pragma unroll")
-                    with w.block(f"for (int j = 0; j < VB; j += {vc_name})"):
-                        w(f"{vt} out;")
-                        for e, comp in enumerate(COMPONENTS[:vc]):
-                            w(f"out.{comp} = {dt.from_acc(f'{scale}acc[m][g * VB + j + {e}]')};")
-                        w(f"*reinterpret_cast<{vt}*>(c_row + j) = out;")
-                else:
-                    w("#pragma unroll")
-                    with w.block("for (int j = 0; j < VB; ++j)"):
-                        _store(w, op, dt, "c_row + j", f"{scale}acc[m][g * VB + j]")
+                _store_columns(w, op, dt, vc, out, ld, scale, vc_name, "acc[m][g * VB + {j}]")
 
 
 def _epilogue_col_b(w: Writer, op: GemmOp, dt: dtypes.DType, out: str = "C", ld: str = "ldc",
