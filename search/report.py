@@ -78,10 +78,13 @@ MODEL_BIAS = {"gemm": "median measured/predicted = 0.70-1.19 for float32 GEMM he
                       "and 110 random 4096^3 schedules): the fastest kernels are predicted up to 1.4x too slow, "
                       "skinny shapes about 1.2x too fast",
               "gemm gemv": "the GEMV kernel's streaming model: absolute bias not fitted; ranking only, its first pick "
-                           "2.1-3.4 % slower than the measured best over four H200 sweeps",
-              "reduce": "median measured/predicted = 1.1 for reductions (60 schedules of a float32 sum)",
+                           "2.3-3.4 % slower than the measured best over the four H200 sweeps it was fitted on, 8-18 % "
+                           "on three held out (groups of columns, 2-16 rows x torch's Linear, K slice depth): measure "
+                           "rather than trust --model-only here",
               "transpose": "median measured/predicted = 1.01 over 22 transposes of 16384^2 (two constants chosen "
-                           "on them, in-sample), 0.96 over 17 shapes' defaults"}
+                           "on them, in-sample), 1.00 over the same 22 at 4096^2 (held out), 0.96 over 17 shapes' "
+                           "defaults",
+              "reduce": "median measured/predicted = 1.1 for reductions (60 schedules of a float32 sum)"}
 
 
 def _bias_key(r) -> str:
