@@ -373,6 +373,9 @@ def test_default_schedule_splits_long_k_and_uses_skinny_tiles():
     assert s.bn <= 16 and s.split_k >= 8   # 8 C tiles, K = 500000: only splitting K fills 132 SMs
     s = default_schedule(GemmOp(1, 4096, 4096), h200)
     assert s.bm <= 16
+    # many waves unsplit: no split-K (SPLIT_K_MAX_WAVES), so no workspace of split·M·N floats (4 GiB at 16384²)
+    assert default_schedule(GemmOp(16384, 16384, 16384), h200).split_k == 1
+    assert default_schedule(GemmOp(5124, 9124, 4096), h200).split_k > 1  # 5.7 waves unsplit: as measured
 
 
 def test_docs_carry_the_current_rule_table():

@@ -28,7 +28,8 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     blocks (⌈blocks / (SMs · 2)⌉) times one block's 2·bm·bn·kc FLOP at its share of the SM's FP32 rate,
     scaled by the tile's measured efficiency — and its memory time — the A and B tiles every block
     reads, (bm + bn)·kc elements, at twice the HBM rate (L2 serves the re-reads) — plus, for
-    split-K, the workspace written and read back and a second launch. The smallest estimate wins.
+    split-K, the workspace written and read back and a second launch. The smallest estimate wins. No split-K where
+    one slice per tile already fills :data:`SPLIT_K_MAX_WAVES` waves.
 
     A schedule tuned for exactly this op on this device (``python -m search.tune … --export``, stored
     in the user store or shipped under ``schedules/gemm/``) is used first, after it validates; see
@@ -105,6 +106,8 @@ def _estimate_choice(op: GemmOp, target: Target) -> GemmSchedule:
             kc = _ceil_div(_ceil_div(op.k, split), base.bk) * base.bk  # K per slice, whole bk tiles
             if split > 1 and (kc * (split - 1) >= op.k or base.stream_k):
                 break  # an empty K slice (or stream-K, which shares K iterations instead): no more splitting
+            if split > 1 and tile_count(op, base) >= SPLIT_K_MAX_WAVES * target.sm_count * 2:
+                break  # many waves already: the last one's idle SMs are a small share, the workspace is not
             cand = base if split == 1 else replace(base, split_k=split, persistent=False)  # one tile per K slice
             blocks = plan_gemm(op, cand).blocks  # tiles of C times K slices (a persistent grid is smaller)
             waves = -(-blocks // (target.sm_count * 2))
@@ -265,6 +268,12 @@ COL_ROW_FP32_CANDIDATES = {"sgemm_256x128_16x8_fragment_prefetch": 0.74}
 # where there is a tail, two whole waves before it, and K ≥ STREAM_K_MIN_K (the measured range).
 ROW_COL_FP32_CANDIDATES = {"sgemm_256x128_16x8_stream_k": 0.69}
 STREAM_K_MIN_K = 4096
+SPLIT_K_MAX_WAVES = 8
+"""The default estimate splits K only where one K slice per tile gives fewer than this many waves (two blocks per SM):
+beyond, a split trims at most the last wave's idle SMs, about 1/8 of the time or less, on paper, while its float32
+workspace, split·M·N·4 bytes, grows with C (4 GiB for split 4 at 16384², more than A, B and C together; the estimate
+picked that for 16384³ float32, unmeasured). No shape of the DeepBench and LLM sets is affected: their split-K
+defaults have at most 6.4 waves unsplit."""
 # Tensor-core presets for float16/bfloat16 on sm_80+, with their fraction of the dense tensor-core peak
 # (Target.peak_tc16_flops, 1070.5 TFLOP/s for the H200 table entry: 132 SMs × 4096 FLOP/clock at the 1.98 GHz boost
 # clock; the H100 datasheet's 989.4 TFLOP/s is at 1.83 GHz): 128x128 measured 322 TFLOP/s at 4096³
