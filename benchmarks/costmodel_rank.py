@@ -19,8 +19,9 @@ best (the tuner's final winner) is in the model's top 10, and the median measure
 The fit: the constants of :class:`tiledsl.costmodel.params.FmaParams` are searched in log space
 (a deterministic quasi-random sample of their ranges, then Nelder-Mead from the best points, scipy) to
 minimise, summed over the training studies, (1 − ρ) + |ln median(measured / predicted)| +
-0.1 · ln(model rank of the measured best). ``register_ratio`` is not searched: it is the median of
-ptxas registers / the plan's estimate over the training studies' kernels below their register cap.
+0.1 · ln(model rank of the measured best). The register constants ``reg_*`` are not searched: a least-squares fit
+of ptxas's registers to the plan's register terms (``tiledsl.gemm.schedule.fma_register_terms``) over the training
+studies' kernels below their register cap.
 Registers and spills otherwise come from the plan's estimate (the model predicts before compiling);
 ``fit`` also prints how close that estimate is to ptxas.
 Predictions use the known-GPU table of the studies' device (what the tuner used; no calibration).
@@ -222,22 +223,40 @@ def loss(studies: list[Study], params: FmaParams) -> float:
     return total
 
 
-def register_ratio(studies: list[Study]) -> float:
-    """Median ptxas registers / the plan's estimate over the kernels below their register cap."""
-    r = []
+REGISTER_TERMS = ("accumulators", "fragments", "staged", "loads")
+"""The terms of ``fma_register_terms`` the register fit weighs, in ``FmaParams``' order (stream-K keeps the plan's
++10: too few stream-K kernels in the studies to fit it)."""
+
+
+def register_fit(studies: list[Study]) -> dict[str, float]:
+    """``FmaParams``' register constants: non-negative least squares of ptxas's registers on reg_base + the weighted
+    :data:`REGISTER_TERMS` (and the plan's +10 for stream-K) over the FMA kernels below their register cap."""
+    from tiledsl.gemm.schedule import fma_register_terms
+
+    rows, target = [], []
     for st in studies:
         for s, regs in zip(st.schedules, st.registers, strict=True):
             p = plan_gemm(st.op, s)
-            if regs < p.max_registers - 1:
-                r.append(regs / p.est_registers)
-    return statistics.median(r) if r else 1.0
+            if s.kernel != "tiled" or s.mma != "fma" or regs >= p.max_registers - 1:
+                continue
+            v = dict(p.vec)
+            t = fma_register_terms(s, v["A"], v["B"])
+            rows.append([1.0, *(t[k] for k in REGISTER_TERMS)])
+            target.append(regs - 10 * t["stream_k"])
+    if len(rows) < 2 * (len(REGISTER_TERMS) + 1):
+        return {}  # too few kernels: the plan's weights (FmaParams' defaults)
+    from scipy.optimize import nnls
+
+    coef, _ = nnls(np.array(rows), np.array(target, dtype=float))  # no negative register counts per term
+    names = ("reg_base", "reg_per_accumulator", "reg_per_fragment", "reg_per_staged", "reg_per_load")
+    return {k: float(c) for k, c in zip(names, coef, strict=True)}
 
 
-def _to_params(x: np.ndarray, ratio: float) -> FmaParams:
+def _to_params(x: np.ndarray, regs: dict[str, float]) -> FmaParams:
     vals = {k: float(math.exp(v)) for k, v in zip(SEARCHED, x, strict=True)}
     for k, (lo, hi) in SEARCHED.items():
         vals[k] = min(max(vals[k], lo), hi)
-    return FmaParams(source="fit candidate", register_ratio=ratio, **vals)
+    return FmaParams(source="fit candidate", **regs, **vals)
 
 
 def fit(studies: list[Study], samples: int = 64, seed: int = 0, polish: int = 3) -> tuple[FmaParams, float]:
@@ -245,18 +264,18 @@ def fit(studies: list[Study], samples: int = 64, seed: int = 0, polish: int = 3)
     from scipy.optimize import minimize
     from scipy.stats import qmc
 
-    ratio = register_ratio(studies)
+    regs = register_fit(studies)
     lo = np.log([v[0] for v in SEARCHED.values()])
     hi = np.log([v[1] for v in SEARCHED.values()])
     pts = qmc.scale(qmc.Sobol(len(SEARCHED), seed=seed).random(samples), lo, hi)
-    scored = sorted(((loss(studies, _to_params(x, ratio)), i) for i, x in enumerate(pts)))
+    scored = sorted(((loss(studies, _to_params(x, regs)), i) for i, x in enumerate(pts)))
     best_x, best_f = pts[scored[0][1]], scored[0][0]
     for _, i in scored[:polish]:
-        res = minimize(lambda x: loss(studies, _to_params(x, ratio)), pts[i], method="Nelder-Mead",
+        res = minimize(lambda x: loss(studies, _to_params(x, regs)), pts[i], method="Nelder-Mead",
                        options={"maxfev": 400, "xatol": 1e-3, "fatol": 1e-4})
         if res.fun < best_f:
             best_x, best_f = res.x, float(res.fun)
-    return _to_params(best_x, ratio), best_f
+    return _to_params(best_x, regs), best_f
 
 
 def _row(model: str, st: Study, q: RankQuality, held_out: str) -> dict:

@@ -12,6 +12,7 @@ import pytest
 import tiledsl
 from tiledsl import costmodel, family
 from tiledsl.api import source
+from tiledsl.costmodel.params import FmaParams
 
 OPS = {
     "gemm": tiledsl.GemmOp(1000, 998, 333, dtype="float16", layout_a="col", align_a=4, align_b=2, align_c=2,
@@ -73,8 +74,10 @@ def test_gemm_plan_widths_registers_and_the_cost_model_agree():
     assert p.vec == (("A", 4), ("B", 2), ("C", 2))
     assert p.min_blocks == 1  # B forces narrower loads than vec: min_blocks lowered
     assert p.max_registers == min(255, 65536 // p.threads) // 8 * 8
-    regs, spill = costmodel.estimate_registers(op, s)
+    regs, spill = costmodel.estimate_registers(op, s)  # no fitted constants: the plan's estimate
     assert regs == min(p.max_registers, -(-p.est_registers // 8) * 8) and spill == p.detail.spill_bytes
+    # the plan's weights as constants give the plan's estimate
+    assert costmodel.estimate_registers(op, s, FmaParams()) == (regs, spill)
     aligned = replace(op, n=1000, align_a=4, align_b=4)  # N = 1000: a B that takes 4-wide loads
     assert s.est_registers == tiledsl.plan(aligned, s, arch="sm_90").est_registers
 

@@ -33,8 +33,8 @@ the tuner's measured studies, ``benchmarks/costmodel_rank.py``):
 
 b resident blocks take max(issue and hiding of b blocks' warps, b × wavefronts, path) per K step, summed
 over the waves of blocks each SM runs (wave quantization) — a last, partial wave runs fewer blocks per SM
-and is priced as such. Registers for the occupancy are the plan's estimate times ``register_ratio``
-(what ptxas allocated per estimated register on the studies), capped; spills are the estimate's excess
+and is priced as such. Registers for the occupancy are the plan's register terms weighed by the fitted ``reg_*``
+constants (what ptxas allocated on the studies' kernels), capped; spills are the plan estimate's excess
 over the cap, ``spill_accesses_per_step`` local accesses per spilled word per K step. Split-K adds the
 float32 workspace's write and read-back and a second launch (no second launch with ``split_k_fused``). Stream-K (``stream_k``) prices the partial
 wave as its share of a full one (every stream-K block busy to the end) and adds its partial tiles' traffic, counted
@@ -51,6 +51,7 @@ import sympy as sp
 
 from .. import dtypes
 from ..gemm.kernel_plan import gemv_columns_per_block, plan_gemm, stream_k_split, tile_count
+from ..gemm.schedule import fma_register_terms
 from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
 from .gemv import GEMV_EFFECTIVE_LATENCY_S, gemv_time
@@ -226,16 +227,23 @@ def _per_step(op, s) -> dict[str, float]:
     }
 
 
-def estimate_registers(op, s, ratio: float = 1.0) -> tuple[int, int]:
-    """(registers per thread, spill bytes) estimated without compiling: the plan's estimate, capped by
-    what its ``__launch_bounds__(threads, min_blocks)`` lets the compiler use; the excess spills (8 bytes
-    of spill traffic per spilled register: a store and a load). See ``tiledsl.gemm.kernel_plan``.
+def estimate_registers(op, s, params: FmaParams | None = None) -> tuple[int, int]:
+    """(registers per thread, spill bytes) estimated without compiling, capped by what the kernel's
+    ``__launch_bounds__(threads, min_blocks)`` lets the compiler use, in whole allocation units of 8. See
+    ``tiledsl.gemm.kernel_plan``.
 
-    ``ratio``: registers ptxas allocates per estimated register below the cap
-    (:attr:`~tiledsl.costmodel.params.FmaParams.register_ratio`), for the occupancy; 1 = the plan's
-    estimate as is. The spills stay the plan's."""
+    ``params``: the registers ptxas allocates below the cap, for the occupancy, as ``params.reg_base`` + its
+    ``reg_*`` weights of :func:`tiledsl.gemm.schedule.fma_register_terms` (FMA tiled kernels); None, or another
+    kernel: the plan's estimate as it is. The spills stay the plan's (8 bytes of spill traffic per spilled
+    register: a store and a load)."""
     p = plan_gemm(op, s)
-    want = math.ceil(p.est_registers * ratio)
+    want = p.est_registers
+    if params is not None and s.kernel == "tiled" and s.mma == "fma":
+        v = dict(p.vec)
+        t = fma_register_terms(s, v["A"], v["B"])
+        want = math.ceil(params.reg_base + params.reg_per_accumulator * t["accumulators"]
+                         + params.reg_per_fragment * t["fragments"] + params.reg_per_staged * t["staged"]
+                         + params.reg_per_load * t["loads"] + 10 * t["stream_k"])
     return min(p.max_registers, -(-want // 8) * 8), p.detail.spill_bytes
 
 
@@ -307,7 +315,7 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
     c = ceilings or target.ceilings()
     prm = fma_params(target.arch) if params is None else params
     if regs is None:
-        regs, spill_est = estimate_registers(op, s, prm.register_ratio)
+        regs, spill_est = estimate_registers(op, s, prm)
         spill_bytes = spill_est if spill_bytes is None else spill_bytes
     spill_bytes = spill_bytes or 0
     smem = s.smem_bytes() if smem_bytes is None else smem_bytes

@@ -38,10 +38,13 @@ class FmaParams:
             waited once per K step unless the next tile is in flight (``stages`` ≥ 2). Fitted.
         spill_accesses_per_step: local-memory accesses per spilled 4-byte register per K step (one store
             and one load at least). Fitted.
-        register_ratio: registers ptxas allocates / the plan's estimate
-            (:func:`tiledsl.gemm.schedule.estimate_registers`), for the occupancy: ptxas lengthens live
-            ranges and hoists loads when the ``__launch_bounds__`` cap leaves room. Not searched: the
-            median over the studies' kernels below their register cap.
+        reg_base, reg_per_accumulator, reg_per_fragment, reg_per_staged, reg_per_load: the registers ptxas
+            allocates, for the occupancy, as reg_base + the weighted terms of
+            :func:`tiledsl.gemm.schedule.fma_register_terms` (+ 10 with stream-K), capped by ``__launch_bounds__``.
+            Not searched: a least-squares fit to ptxas's counts of the studies' kernels below their register cap
+            (the defaults are the plan's estimate, :func:`tiledsl.gemm.schedule.estimate_registers`). ptxas
+            lengthens live ranges and keeps each load's address and value when the cap leaves room: about 5
+            registers per global load instruction where the plan counts 2.
         source: where these figures come from (the fit command, studies, date).
     """
 
@@ -50,7 +53,11 @@ class FmaParams:
     barrier_cycles: float = 60.0
     mem_latency_cycles: float = 600.0
     spill_accesses_per_step: float = 1.0
-    register_ratio: float = 1.0
+    reg_base: float = 36.0
+    reg_per_accumulator: float = 1.0
+    reg_per_fragment: float = 1.0
+    reg_per_staged: float = 1.0
+    reg_per_load: float = 2.0
     source: str = "unfitted defaults (the model before issue 11)"
 
     def to_dict(self) -> dict:

@@ -226,25 +226,35 @@ def _auto_warp_lanes_n(bm: int, bn: int, rm: int, rn: int) -> int:
 
 
 def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
-    """Registers per thread before compiling (the one estimate: schedule default, plan, cost model).
+    """Registers per thread before compiling (the schedule's default ``min_blocks`` and the plan's cap and spills;
+    the FMA cost model weighs the same :func:`fma_register_terms` by fitted coefficients instead).
 
     Accumulators rm·rn + fragments rm + rn + the staged global tile (bm·bk + bk·bn)/threads + 2 per
     global load instruction (64-bit addresses; A loads ``va`` wide, B ``vb`` wide) + 36 for indices
     (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%), + 10 with ``stream_k`` (its
     iteration range and tile loop: ptxas's counts for 64×64 and 128×128 tiles rose by 1–10).
     """
-    threads = max(s.threads, 1)
     if s.kernel == "gemv":  # bm rows × vec columns of accumulators, a vector of B, addresses
         return s.bm * max(vb, 1) + max(vb, 1) + 32
     if s.mma == "wgmma":  # 64×bn accumulators over a warpgroup's 128 threads + descriptors, addresses
         return s.bn // 2 + 40
     if s.mma != "fma":  # wm·wn/32 accumulators + A/B fragments of one k16 step + addresses
         return s.wm * s.wn // 32 + s.wm // 4 + s.wn // 4 + 40
-    # stages ≤ 2 stage the next global tile in registers; deeper pipelines copy it with cp.async
-    staged = (s.bm * s.bk + s.bk * s.bn) // threads if s.stages <= 2 else 0
-    loads = s.bm * s.bk // (threads * max(va, 1)) + s.bk * s.bn // (threads * max(vb, 1))
-    fragments = (s.rm + s.rn) * (2 if s.fragment_prefetch else 1)
-    return s.rm * s.rn + fragments + staged + 2 * loads + 36 + (10 if s.stream_k else 0)
+    t = fma_register_terms(s, va, vb)
+    return t["accumulators"] + t["fragments"] + t["staged"] + 2 * t["loads"] + 36 + 10 * t["stream_k"]
+
+
+def fma_register_terms(s: GemmSchedule, va: int, vb: int) -> dict[str, int]:
+    """What the FMA tiled kernel keeps in registers, per thread, the terms of :func:`estimate_registers` (which
+    weighs them 1, 1, 1, 2 per load instruction, + 36, + 10 for stream-K; the cost model weighs them by its fitted
+    ``FmaParams.reg_*``): ``accumulators`` rm·rn; ``fragments`` rm + rn (twice with fragment prefetch); ``staged``
+    the next global tile held in registers (stages ≤ 2; deeper pipelines copy it with cp.async); ``loads`` global
+    load instructions per K tile (A ``va`` wide, B ``vb`` wide: each holds a 64-bit address); ``stream_k`` 1 or 0."""
+    threads = max(s.threads, 1)
+    return {"accumulators": s.rm * s.rn, "fragments": (s.rm + s.rn) * (2 if s.fragment_prefetch else 1),
+            "staged": (s.bm * s.bk + s.bk * s.bn) // threads if s.stages <= 2 else 0,
+            "loads": s.bm * s.bk // (threads * max(va, 1)) + s.bk * s.bn // (threads * max(vb, 1)),
+            "stream_k": int(s.stream_k)}
 
 
 _BOOL_FIELDS = ("double_buffer", "warp_specialize", "persistent", "fragment_prefetch", "stream_k", "split_k_fused")
