@@ -19,11 +19,11 @@ best (the tuner's final winner) is in the model's top 10, and the median measure
 The fit: the constants of :class:`tiledsl.costmodel.params.FmaParams` are searched in log space
 (a deterministic quasi-random sample of their ranges, then Nelder-Mead from the best points, scipy) to
 minimise, summed over the training studies, (1 − ρ) + |ln median(measured / predicted)| +
-0.1 · ln(model rank of the measured best). The register constants ``reg_*`` are not searched: a least-squares fit
-of ptxas's registers to the plan's register terms (``tiledsl.gemm.schedule.fma_register_terms``) over the training
-studies' kernels below their register cap.
-Registers and spills otherwise come from the plan's estimate (the model predicts before compiling);
-``fit`` also prints how close that estimate is to ptxas.
+0.1 · ln(model rank of the measured best). The register constants ``reg_*`` are not searched: a non-negative
+least-squares fit of ptxas's registers to the plan's register terms (``tiledsl.gemm.schedule.fma_register_terms``)
+over the training studies' kernels below their register cap. The model predicts before compiling: registers from
+those fitted terms, spills from the plan's estimate; ``fit`` prints how close the plan's estimate and the fitted
+terms (in each fold held out, and fitted on all) come to ptxas.
 Predictions use the known-GPU table of the studies' device (what the tuner used; no calibration).
 """
 
@@ -186,9 +186,9 @@ def quality(study: Study, predicted: list[float]) -> RankQuality:
 
 # ---- fit ----
 def register_estimate_check(studies: list[Study]) -> dict:
-    """How close the plan's register estimate (what the model uses) is to ptxas, per study: median
-    ptxas / estimate over the kernels below their register cap, and how many kernels spilled where
-    the estimate said none would."""
+    """How close the plan's register estimate (its cap and spills; the model's registers are
+    :func:`register_error`'s) is to ptxas, per study: median ptxas / estimate over the kernels below their register
+    cap, and how many kernels spilled where the estimate said none would."""
     out = {}
     for st in studies:
         ratios, surprise = [], 0
@@ -202,6 +202,19 @@ def register_estimate_check(studies: list[Study]) -> dict:
                         "below_cap": len(ratios), "spilled_unpredicted": surprise,
                         "spilled": sum(1 for x in st.spill_bytes if x)}
     return out
+
+
+def register_error(study: Study, params: FmaParams) -> float | None:
+    """Mean |model − ptxas| / ptxas of the registers the model takes for the occupancy (``estimate_registers`` with
+    ``params``: the fitted terms, in allocation units of 8, capped) over ``study``'s FMA kernels below their cap."""
+    from tiledsl.costmodel.gemm import estimate_registers
+
+    errs = []
+    for s, regs in zip(study.schedules, study.registers, strict=True):
+        p = plan_gemm(study.op, s)
+        if s.kernel == "tiled" and s.mma == "fma" and regs < p.max_registers - 1:
+            errs.append(abs(estimate_registers(study.op, s, params)[0] - regs) / regs)
+    return float(np.mean(errs)) if errs else None
 
 
 LOSS = "rank"
@@ -342,6 +355,7 @@ def cmd_fit(args) -> int:
         folds.append({"held_out": held.name, "trained_on": [s.name for s in train], "loss": f,
                       "params": {k: getattr(p, k) for k in NUMERIC}})
         rows.append(_row(f"fit without {held.name}", held, quality(held, predictions(held, p)), "held-out"))
+        folds[-1]["held_out_register_error"] = register_error(held, p)
         for st in train:
             rows.append(_row(f"fit without {held.name}", st, quality(st, predictions(st, p)), "in-sample"))
         print(f"fold without {held.name}: {folds[-1]['params']} (loss {f:.3f})", flush=True)
@@ -351,10 +365,16 @@ def cmd_fit(args) -> int:
     _print_rows(rows)
     print(f"fit on all studies: {dict((k, round(getattr(p_all, k), 4)) for k in NUMERIC)} (loss {f_all:.3f})")
     regs = register_estimate_check(studies)
-    for name, r in regs.items():
-        print(f"register estimate on {name}: ptxas / estimate median {r['median_ptxas_over_estimate']:.2f} over "
-              f"{r['below_cap']} kernels below their cap; {r['spilled_unpredicted']} of {r['spilled']} spilling "
-              "kernels were estimated not to spill")
+    held_err = {f["held_out"]: f["held_out_register_error"] for f in folds}
+    for st in studies:
+        r = regs[st.name]
+        r["fitted_terms_error_held_out"], r["fitted_terms_error_in_sample"] = held_err[st.name], register_error(
+            st, p_all)
+        print(f"register estimate on {st.name}: ptxas / the plan's estimate median "
+              f"{r['median_ptxas_over_estimate']:.2f} over {r['below_cap']} kernels below their cap; "
+              f"{r['spilled_unpredicted']} of {r['spilled']} spilling kernels were estimated not to spill; the "
+              f"fitted terms' mean error {100 * r['fitted_terms_error_held_out']:.0f} % held out, "
+              f"{100 * r['fitted_terms_error_in_sample']:.0f} % fitted on all")
     command = " ".join(["python", "benchmarks/costmodel_rank.py", *sys.argv[1:]])
     stamp = dt.date.today().isoformat()
     result = {"command": command, "date": stamp, "studies": [s.name for s in studies],

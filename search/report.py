@@ -72,8 +72,8 @@ def fmt_pct(x: float | None) -> str:
 
 # ---------------------------------------------------------------- the report of one run
 
-# docs/costmodel.md: median measured / predicted time of the cost model (GEMM: the 2026-12-01 fit of the FMA
-# terms, held out one study at a time; reduce: the 2026-11-29 fit)
+# docs/costmodel.md: median measured / predicted time of the cost model (GEMM: the 2026-12-02 fit of the FMA
+# terms and register weights, held out one study at a time; reduce: the 2026-11-29 fit)
 MODEL_BIAS = {"gemm": "median measured/predicted = 0.70-1.19 for float32 GEMM held out (three 200-trial H200 studies "
                       "and 110 random 4096^3 schedules): the fastest kernels are predicted up to 1.4x too slow, "
                       "skinny shapes about 1.2x too fast",
