@@ -228,7 +228,9 @@ def test_fitted_register_terms_drive_the_occupancy_estimate():
 
 def test_register_fit_recovers_known_weights_and_needs_enough_kernels():
     """benchmarks/costmodel_rank.py's register_fit: non-negative least squares of ptxas's registers on the plan's
-    register terms over the kernels below their cap; fewer than two kernels per weight fits nothing (the defaults)."""
+    register terms over the kernels below their cap; fewer than two kernels per weight fits nothing (the defaults).
+    Needs scipy (the ``fit`` extra: ``pip install -e ".[fit]"``), as the fit does."""
+    pytest.importorskip("scipy", reason="the register fit uses scipy.optimize.nnls: pip install -e '.[fit]'")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import costmodel_rank as cr
 
