@@ -112,39 +112,35 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
         w("const int row0 = blockIdx.z * BM;                  // first row of C of this block")
         if out_op.layout_c == "col":
             w("// C is column-major: element (m, n) at C[n * ldc + m]")
-        if row_b and s.col_groups == 1:  # one group of columns: the source tuned records hash, byte for byte
-            w("// ---- thread -> VB adjacent columns; walk the K slice VA steps at a time: per row of A one VA-wide",
-              "// load (the same address across the warp), per k one VB-wide load of B ----",
-              "const int gn = (blockIdx.x * THREADS + threadIdx.x) * VB;  // N is a multiple of VB (alignment)",
-              "float acc[BM][VB] = {};")
-            with w.block("if (gn < N)"):
-                _row_b_k_loop(w, dt, va, vb, a_at, grouped=False)
-            _epilogue_row_b(w, out_op, out_dt, vb, vc, *dst)
+        if row_b:
+            grouped = s.col_groups > 1  # one group of columns: the source tuned records hash, byte for byte
+            if grouped:
+                w("// ---- thread -> COL_GROUPS groups of VB adjacent columns, each group 32*VB columns past the one "
+                  "before (a warp",
+                  "// reads 32*VB contiguous elements per group and k: coalesced), so one row of A in registers feeds",
+                  "// COL_GROUPS*VB columns; walk the K slice VA steps at a time: per row of A one VA-wide load (the same",
+                  "// address across the warp), per k and group one VB-wide load of B ----",
+                  "const int lane = threadIdx.x % 32;",
+                  "const int gn0 = ((blockIdx.x * THREADS + threadIdx.x - lane) * COL_GROUPS + lane) * VB;  // group 0's "
+                  "first column",
+                  "int col[COL_GROUPS];  // group g's first column; groups past N read the last VB columns (never stored)",
+                  "#pragma unroll",
+                  "for (int g = 0; g < COL_GROUPS; ++g) col[g] = gn0 + g * 32 * VB < N ? gn0 + g * 32 * VB : N - VB;",
+                  "float acc[BM][COL_GROUPS * VB] = {};")
+            else:
+                w("// ---- thread -> VB adjacent columns; walk the K slice VA steps at a time: per row of A one VA-wide",
+                  "// load (the same address across the warp), per k one VB-wide load of B ----",
+                  "const int gn = (blockIdx.x * THREADS + threadIdx.x) * VB;  // N is a multiple of VB (alignment)",
+                  "float acc[BM][VB] = {};")
+            with w.block("if (gn0 < N)" if grouped else "if (gn < N)"):
+                _row_b_k_loop(w, dt, va, vb, a_at, grouped)
+            epilogue = _epilogue_row_b_groups if grouped else _epilogue_row_b
+            epilogue(w, out_op, out_dt, vc, *dst)
             if fused:
                 _fused_arrival(w)
-                _fused_sum_row_b(w, vb)
+                _fused_sum_row_b(w, vb, grouped)
                 vc_c = p.width("C")  # C's stores; the main store (VC) went to the workspace
-                _epilogue_row_b(w, op, dtypes.get(op.dtype), vb, vc_c, vc_name="VC" if vc_c == vc else str(vc_c))
-        elif row_b:
-            w("// ---- thread -> COL_GROUPS groups of VB adjacent columns, each group 32*VB columns past the one before (a warp",
-              "// reads 32*VB contiguous elements per group and k: coalesced), so one row of A in registers feeds",
-              "// COL_GROUPS*VB columns; walk the K slice VA steps at a time: per row of A one VA-wide load (the same",
-              "// address across the warp), per k and group one VB-wide load of B ----",
-              "const int lane = threadIdx.x % 32;",
-              "const int gn0 = ((blockIdx.x * THREADS + threadIdx.x - lane) * COL_GROUPS + lane) * VB;  // group 0's first "
-              "column",
-              "int col[COL_GROUPS];  // group g's first column; groups past N read the last VB columns (never stored)",
-              "#pragma unroll",
-              "for (int g = 0; g < COL_GROUPS; ++g) col[g] = gn0 + g * 32 * VB < N ? gn0 + g * 32 * VB : N - VB;",
-              "float acc[BM][COL_GROUPS * VB] = {};")
-            with w.block("if (gn0 < N)"):
-                _row_b_k_loop(w, dt, va, vb, a_at, grouped=True)
-            _epilogue_row_b_groups(w, out_op, out_dt, vc, *dst)
-            if fused:
-                _fused_arrival(w)
-                _fused_sum_row_b(w, vb, grouped=True)
-                vc_c = p.width("C")  # C's stores; the main store (VC) went to the workspace
-                _epilogue_row_b_groups(w, op, dtypes.get(op.dtype), vc_c, vc_name="VC" if vc_c == vc else str(vc_c))
+                epilogue(w, op, dtypes.get(op.dtype), vc_c, vc_name="VC" if vc_c == vc else str(vc_c))
         else:
             w('static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");',
               "// ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step),",
@@ -318,7 +314,7 @@ def _store_columns(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, out: str, l
             _store(w, op, dt, "c_row + j", f"{scale}{acc.format(j='j')}")
 
 
-def _epilogue_row_b(w: Writer, op: GemmOp, dt: dtypes.DType, vb: int, vc: int, out: str = "C", ld: str = "ldc",
+def _epilogue_row_b(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, out: str = "C", ld: str = "ldc",
                     scale: str = "alpha * ", vc_name: str = "VC") -> None:
     """Emit ``out`` = ``scale``·acc (+ beta · C) for the thread's BM×VB elements (leading dimension ``ld``), ``vc``
     wide (``vc_name``: the constant naming it, or the literal width where it is not the kernel's VC): C, the
