@@ -6,7 +6,9 @@ wide ones, ``--out benchmarks/results/gemm_wide_h200.json``; ``--set subwave``: 
 ``schedule=None`` tiled pick fills less than one wave, against stream-K tiles,
 ``--out benchmarks/results/gemm_subwave_h200.json``; ``--set oddn``: the odd-N LM head at one and two blocks per
 SM, ``--out benchmarks/results/gemm_odd_n_h200.json``; ``--set tallsplit``: every data-set product of the
-tall-thin rule with 16 and 32 K slices and the tunes' tiles, ``--out benchmarks/results/gemm_tall_split_h200.json``).
+tall-thin rule with 16 and 32 K slices and the tunes' tiles, ``--out benchmarks/results/gemm_tall_split_h200.json``;
+``--set misaligned``: every data-set product of ``misaligned_row_b`` (a row-major B with an odd N) against the plain
+estimate it replaces, ``--out benchmarks/results/gemm_misaligned_h200.json``).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
 and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
@@ -162,9 +164,47 @@ ODD_N_SCHEDULES = {
 """GPT-2's LM head (N = 50257, odd: B and C load and store one element at a time) at 1 and 2 blocks per SM, beside
 N = 50256."""
 
+def _misaligned_shapes(target) -> list:
+    """The data sets' float32 products whose ``schedule=None`` falls under ``misaligned_row_b``: a row-major B with an
+    N that is not a multiple of 4 (scalar loads), two or more C tiles per SM."""
+    from tiledsl.gemm.family import misaligned_row_b
+
+    out = []
+    for (m, n, k, layout) in workload_shapes():
+        op = _contiguous_op(m, n, k, layout)
+        if m > 16 and n > 16 and misaligned_row_b(op, tiledsl.plan(op, device=target).schedule, target):
+            out.append((m, n, k, layout))
+    return out
+
+
+def _contiguous_op(m: int, n: int, k: int, layout: str):
+    """The GemmOp ``tiledsl.gemm`` builds for contiguous operands of the layout (alignment from the leading extents)."""
+    from dataclasses import replace
+
+    def widest(extent: int) -> int:
+        return next(v for v in (4, 2, 1) if extent % v == 0)
+
+    op = gemm_op(m, n, k, layout)
+    return replace(op, align_a=widest(m if layout[0] == "T" else k), align_b=widest(k if layout[1] == "T" else n),
+                   align_c=widest(n))
+
+
+def _misaligned_schedules(m: int, n: int, k: int, layout: str) -> dict:
+    """``schedule=None`` (the estimate's preset, one K slice, four cp.async stages with a column-major A), the plain
+    estimate it replaces (split-K, two stages) and the plain estimate with one K slice (the two steps apart)."""
+    from dataclasses import replace
+
+    from tiledsl.gemm.family import _estimate_choice
+
+    plain = _estimate_choice(_contiguous_op(m, n, k, layout), tiledsl.require_gpu(), misaligned_rule=False)
+    return {"schedule=None": None, "estimate (split-K, 2 stages)": plain.to_dict(),
+            "estimate, one K slice": replace(plain, split_k=1).to_dict()}
+
+
 SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules()),
         "wide": (WIDE_SHAPES, _wide_schedules()), "subwave": (_subwave_shapes, _subwave_schedules()),
-        "oddn": (ODD_N_SHAPES, ODD_N_SCHEDULES), "tallsplit": (_tall_class_shapes, _tall_split_schedules)}
+        "oddn": (ODD_N_SHAPES, ODD_N_SCHEDULES), "tallsplit": (_tall_class_shapes, _tall_split_schedules),
+        "misaligned": (_misaligned_shapes, _misaligned_schedules)}
 
 
 def main() -> int:

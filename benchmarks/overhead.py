@@ -8,7 +8,8 @@ during the run falls on every library alike.
 For small problems this is the host's launch path (Python, argument packing, the launch itself); for
 large ones (the 2^29 full sum and the 16384² row sum, timed as a user calls them) it is the kernel.
 
-Rows: GEMM 64×64×64 (CuPy arrays, and torch tensors), with a new output and with ``c=``/``out=``;
+Rows: GEMM 64×64×64 (CuPy arrays, and torch tensors), with a new output and with ``c=``/``out=``; the GEMV
+paths of ``schedule=None`` (one decode row 1×4096 times 4096×4096, and 8 rows times a torch Linear weight, x @ W.T);
 reduce sum axis=1 of 128×4096 (llama RMSNorm rows; CuPy arrays, and torch tensors); transpose 64×64
 (CuPy arrays, and torch tensors); the transformer rows of
 ``benchmarks/data/reductions.csv`` (workloads with ``tokens``); the full sum of 2^29 and the row sum of
@@ -121,6 +122,15 @@ def cases(big: bool):
                      lambda: ta @ tb))
         rows.append(("gemm 64x64x64, torch tensors, c= given", lambda: tiledsl.gemm(ta, tb, tc),
                      lambda: cp.matmul(a, b, out=c), lambda: torch.matmul(ta, tb, out=tc)))
+    # GEMV paths of schedule=None: one decode row x·W, and 8 rows times torch's Linear weight (x @ W.T)
+    xv, wv = cp.random.rand(1, 4096, dtype=cp.float32), cp.random.rand(4096, 4096, dtype=cp.float32)
+    rows.append(("gemv 1x4096 @ 4096x4096 (decode)", lambda: tiledsl.gemm(xv, wv), lambda: xv @ wv,
+                 None))
+    if torch is not None:
+        tx8, tw = torch.rand(8, 4096, device="cuda"), torch.rand(4096, 4096, device="cuda")
+        x8 = cp.asarray(tx8)
+        rows.append(("gemv 8x4096 @ W.T, W 4096x4096, torch tensors", lambda: tiledsl.gemm(tx8, tw.T),
+                     lambda: x8 @ wv.T, lambda: tx8 @ tw.T))
     x = cp.random.rand(128, 4096, dtype=cp.float32)
     r = cp.empty(128, cp.float32)
     tx = torch.rand(128, 4096, device="cuda") if torch else None

@@ -1131,3 +1131,36 @@ def test_column_major_c_and_split_k_rules():
         GemmSchedule(kernel="gemv", bm=4, bn=128, split_k=1025)
     with pytest.raises(tiledsl.ScheduleError, match="split_k_range"):
         GemmSchedule(split_k=65)
+
+
+@pytest.mark.parametrize("m,n,k,la,stages", [(2048, 7133, 2048, "col", 4), (4096, 7133, 4096, "col", 4),
+                                             (3072, 7435, 1024, "col", 4), (128, 50257, 768, "row", 2),
+                                             (2048, 7133, 2048, "row", 2)])
+def test_misaligned_row_b_takes_one_k_slice(m, n, k, la, stages):
+    """A row-major B with an odd N (align_b 1) and two or more tiles per SM: the estimate's preset with one K slice,
+    four cp.async stages with a column-major A (measured: split-K lost on every such product, the pipeline gained
+    with a column-major A only); --lookup says so. The same shapes with an aligned B keep the plain estimate."""
+    from dataclasses import replace as dc_replace
+
+    from tiledsl.gemm.family import MISALIGNED_ROW_B_STAGES, _estimate_choice, builtin_choice
+
+    h200 = tiledsl.Target.known("H200")
+    op = GemmOp(m, n, k, layout_a=la, layout_b="row", align_b=1, align_c=1)
+    s, why = builtin_choice(op, h200)
+    plain = _estimate_choice(op, h200, misaligned_rule=False)
+    assert s.split_k == 1 and s.stages == stages and "misaligned_row_b" in why
+    assert (s.bm, s.bn, s.bk, s.rm, s.rn) == (plain.bm, plain.bn, plain.bk, plain.rm, plain.rn)  # the same tile
+    if stages == MISALIGNED_ROW_B_STAGES:
+        assert not s.fragment_prefetch  # a rule of the register-staged pipeline only
+    aligned = dc_replace(op, n=n + 4 - n % 4, align_b=4, align_c=4)
+    assert builtin_choice(aligned, h200)[0] == _estimate_choice(aligned, h200, misaligned_rule=False)
+
+
+@pytest.mark.parametrize("op", [GemmOp(64, 33, 8192, layout_a="col", layout_b="row", align_b=1, align_c=1),
+                                GemmOp(35, 8457, 2560, align_b=1, align_c=1),
+                                GemmOp(2048, 7133, 2048, layout_a="col", layout_b="col", align_c=1)])
+def test_misaligned_row_b_leaves_other_products(op):
+    """Few tiles (a long K keeps its split-K), a product of another rule, and a column-major B are not touched."""
+    from tiledsl.gemm.family import builtin_choice
+
+    assert "misaligned_row_b" not in builtin_choice(op, tiledsl.Target.known("H200"))[1]

@@ -194,6 +194,23 @@ def test_fma_pipelines_shapes_layouts(name, la, lb, m, n, k, rng):
     assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < 1e-5
 
 
+@pytest.mark.parametrize("la", ["row", "col"])
+@pytest.mark.parametrize("k", [37, 300])
+def test_misaligned_row_b_default(la, k, rng):
+    """schedule=None on a row-major B with an odd N (scalar loads) and enough tiles: one K slice, four cp.async
+    stages with a column-major A (misaligned_row_b); a K tail shorter than the pipeline, against float64."""
+    from tiledsl.gemm.family import misaligned_row_b
+
+    m, n = 2048, 4501
+    a, ha = _rand((m, k), rng, layout=la)
+    b, hb = _rand((k, n), rng)
+    op = tiledsl.GemmOp(m, n, k, layout_a=la, layout_b="row", align_a=4 if la == "col" or k % 4 == 0 else 1, align_b=1, align_c=1)
+    target = tiledsl.require_gpu()
+    s = tiledsl.plan(op, device=target).schedule
+    assert misaligned_row_b(op, s, target) and s.split_k == 1 and s.stages == (4 if la == "col" else 2)
+    assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < 1e-5
+
+
 @pytest.mark.parametrize("n,ldb", [(201, 203), (202, 204)])
 def test_cp_async_pipeline_narrow_copies_and_beta(n, ldb, rng):
     """Leading dimensions that narrow the copies: A (lda = 259, offset by one element) and B (ldb = 203) take

@@ -75,11 +75,39 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         return sub, (f"the sub-wave rule (sub_wave_schedule): float32, M and N ≥ {SUB_WAVE_MIN_SIDE}, M ≤ "
                      f"{SUB_WAVE_TALL}·N, K ≥ {SUB_WAVE_MIN_K}, {tile_count(op, sub)} tiles of {sub.bm}×{sub.bn}: "
                      f"at least {SUB_WAVE_MIN_TILES}, fewer than the {target.sm_count} SMs: stream-K")
-    return _estimate_choice(op, target), "the estimate over the presets × split-K (builtin_schedule)"
+    chosen = _estimate_choice(op, target)
+    if misaligned_row_b(op, chosen, target):
+        return chosen, ("the estimate over the presets × split-K, then one K slice (misaligned_row_b: B's rows allow "
+                        f"only scalar loads, align_b 1){'' if chosen.stages == 2 else f', {chosen.stages} cp.async stages'}")
+    return chosen, "the estimate over the presets × split-K (builtin_schedule)"
 
 
-def _estimate_choice(op: GemmOp, target: Target) -> GemmSchedule:
-    """The preset × split-K factor with the smallest estimate (:func:`default_schedule` describes it)."""
+MISALIGNED_ROW_B_STAGES = 4
+"""cp.async stages for a float32 FMA product whose row-major B allows only scalar loads (align_b 1: an odd N) and whose
+A is column-major (TN). Measured on the H200 (``python benchmarks/gemm_odd_n.py``, 2026-12-02) beside cuBLAS in one
+run: split-K lost on every such product measured (2048×7133×2048 TN 0.73 → 0.76× without it, 4096×7133×4096 TN
+0.82 → 0.86×, 128×50257×768 NN 0.60 → 0.72×, 2048×7133×2048 NN 0.69 → 0.74×), and with a column-major A the
+four-stage cp.async pipeline (LDGSTS.32 straight to shared memory, no register staging) gained again: 0.80×, 0.91×,
+1760×7133×1760 TN 0.74 → 0.86×. With a row-major A (128×50257×768 NN) four stages lost (0.72 → 0.69×): stages stay
+2 there. The scalar loads themselves cost about 20 % beside the same kernel at N = 7136 (aligned); realigning them
+in registers (two aligned float4 loads and a select per element, or one and a warp shuffle) measured 10–40 % slower
+still (``benchmarks/results/gemm_odd_n_h200.json``, the ``realign`` rows)."""
+
+
+def misaligned_row_b(op: GemmOp, s: GemmSchedule, target: Target) -> bool:
+    """Whether ``s`` runs on the FMA units with a row-major B whose rows allow only scalar loads (``align_b`` 1) and
+    at least two C tiles per SM unsplit (the measured range: 392 to 448 tiles on 132 SMs) — where the estimate splits
+    no K and, with a column-major A, pipelines :data:`MISALIGNED_ROW_B_STAGES` deep. Fewer tiles keep the estimate's
+    split-K: with a long K it is what fills the SMs."""
+    return (s.mma == "fma" and s.kernel == "tiled" and op.layout_b == "row" and op.align_b == 1
+            and tile_count(op, s) >= 2 * target.sm_count)
+
+
+def _estimate_choice(op: GemmOp, target: Target, misaligned_rule: bool = True) -> GemmSchedule:
+    """The preset × split-K factor with the smallest estimate (:func:`default_schedule` describes it); with a
+    misaligned row-major B (:func:`misaligned_row_b`) that preset with one K slice, and
+    :data:`MISALIGNED_ROW_B_STAGES` cp.async stages where A is column-major (``misaligned_rule=False``: the plain
+    estimate, for benchmarks)."""
 
     table = registry.presets(GEMM)
     itemsize = dtypes.get(op.dtype).itemsize
@@ -123,7 +151,13 @@ def _estimate_choice(op: GemmOp, target: Target) -> GemmSchedule:
             est = max(compute_s, memory_s) + extra_s
             if est < best_s:
                 best, best_s = cand, est
-    return best if best is not None else GemmSchedule()
+    if best is None:
+        return GemmSchedule()
+    if misaligned_rule and misaligned_row_b(op, best, target):  # the estimate's tile, one K slice (MISALIGNED_ROW_B_STAGES)
+        best = replace(best, split_k=1)
+        if op.layout_a == "col" and best.stages < MISALIGNED_ROW_B_STAGES:
+            best = replace(best, stages=MISALIGNED_ROW_B_STAGES, fragment_prefetch=False)
+    return best
 
 
 TALL_THIN_PRESETS = {32: "tall_128x32_8x4", 64: "tall_128x64_8x4"}
