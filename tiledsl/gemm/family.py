@@ -84,14 +84,16 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
 
 MISALIGNED_ROW_B_STAGES = 4
 """cp.async stages for a float32 FMA product whose row-major B allows only scalar loads (align_b 1: an odd N) and whose
-A is column-major (TN). Measured on the H200 (``python benchmarks/gemm_odd_n.py``, 2026-12-02) beside cuBLAS in one
-run: split-K lost on every such product measured (2048×7133×2048 TN 0.73 → 0.76× without it, 4096×7133×4096 TN
-0.82 → 0.86×, 128×50257×768 NN 0.60 → 0.72×, 2048×7133×2048 NN 0.69 → 0.74×), and with a column-major A the
+A is column-major (TN). Measured on the H200 (2026-12-02, beside cuBLAS in one run;
+``benchmarks/results/odd_n_diag_h200_2026-12-02/``): split-K lost on every such product measured (2048×7133×2048 TN
+0.73 → 0.76× without it, 4096×7133×4096 TN 0.82 → 0.86×, 128×50257×768 NN 0.60 → 0.72×, 2048×7133×2048 NN 0.69 → 0.74×), and with a column-major A the
 four-stage cp.async pipeline (LDGSTS.32 straight to shared memory, no register staging) gained again: 0.80×, 0.91×,
 1760×7133×1760 TN 0.74 → 0.86×. With a row-major A (128×50257×768 NN) four stages lost (0.72 → 0.69×): stages stay
 2 there. The scalar loads themselves cost about 20 % beside the same kernel at N = 7136 (aligned); realigning them
 in registers (two aligned float4 loads and a select per element, or one and a warp shuffle) measured 10–40 % slower
-still (``benchmarks/results/gemm_odd_n_h200.json``, the ``realign`` rows)."""
+still. As ``schedule=None`` (``python benchmarks/gemm_skinny.py --set misaligned``,
+``benchmarks/results/gemm_misaligned_h200.json``) the eight such products of the data sets went 0.60–0.84× →
+0.71–0.91× cuBLAS, none slower."""
 
 
 def misaligned_row_b(op: GemmOp, s: GemmSchedule, target: Target) -> bool:
