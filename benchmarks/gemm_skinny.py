@@ -7,8 +7,8 @@ wide ones, ``--out benchmarks/results/gemm_wide_h200.json``; ``--set subwave``: 
 ``--out benchmarks/results/gemm_subwave_h200.json``; ``--set oddn``: the odd-N LM head at one and two blocks per
 SM, ``--out benchmarks/results/gemm_odd_n_h200.json``; ``--set tallsplit``: every data-set product of the
 tall-thin rule with 16 and 32 K slices and the tunes' tiles, ``--out benchmarks/results/gemm_tall_split_h200.json``;
-``--set misaligned``: every data-set product of ``misaligned_row_b`` (a row-major B with an odd N) against the plain
-estimate it replaces, ``--out benchmarks/results/gemm_misaligned_h200.json``).
+``--set misaligned``: every data-set product of ``misaligned_row_b_schedule`` (a row-major B with an odd N) against
+the plain estimate it replaces, ``--out benchmarks/results/gemm_misaligned_h200.json``).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
 and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
@@ -165,28 +165,12 @@ ODD_N_SCHEDULES = {
 N = 50256."""
 
 def _misaligned_shapes(target) -> list:
-    """The data sets' float32 products whose ``schedule=None`` falls under ``misaligned_row_b``: a row-major B with an
-    N that is not a multiple of 4 (scalar loads), two or more C tiles per SM."""
-    from tiledsl.gemm.family import misaligned_row_b
+    """The data sets' float32 products whose built-in ``schedule=None`` comes from the misaligned-B rule
+    (``misaligned_row_b_schedule``: a row-major B of odd N, scalar loads, two or more C tiles per SM)."""
+    from tiledsl.gemm.family import builtin_choice
 
-    out = []
-    for (m, n, k, layout) in workload_shapes():
-        op = _contiguous_op(m, n, k, layout)
-        if m > 16 and n > 16 and misaligned_row_b(op, tiledsl.plan(op, device=target).schedule, target):
-            out.append((m, n, k, layout))
-    return out
-
-
-def _contiguous_op(m: int, n: int, k: int, layout: str):
-    """The GemmOp ``tiledsl.gemm`` builds for contiguous operands of the layout (alignment from the leading extents)."""
-    from dataclasses import replace
-
-    def widest(extent: int) -> int:
-        return next(v for v in (4, 2, 1) if extent % v == 0)
-
-    op = gemm_op(m, n, k, layout)
-    return replace(op, align_a=widest(m if layout[0] == "T" else k), align_b=widest(k if layout[1] == "T" else n),
-                   align_c=widest(n))
+    return [(m, n, k, layout) for (m, n, k, layout) in workload_shapes()
+            if "misaligned_row_b_schedule" in builtin_choice(gemm_op(m, n, k, layout), target)[1]]
 
 
 def _misaligned_schedules(m: int, n: int, k: int, layout: str) -> dict:
@@ -196,7 +180,7 @@ def _misaligned_schedules(m: int, n: int, k: int, layout: str) -> dict:
 
     from tiledsl.gemm.family import _estimate_choice
 
-    plain = _estimate_choice(_contiguous_op(m, n, k, layout), tiledsl.require_gpu(), misaligned_rule=False)
+    plain = _estimate_choice(gemm_op(m, n, k, layout), tiledsl.require_gpu())
     return {"schedule=None": None, "estimate (split-K, 2 stages)": plain.to_dict(),
             "estimate, one K slice": replace(plain, split_k=1).to_dict()}
 

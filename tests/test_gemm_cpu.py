@@ -1138,29 +1138,51 @@ def test_column_major_c_and_split_k_rules():
                                              (2048, 7133, 2048, "row", 2)])
 def test_misaligned_row_b_takes_one_k_slice(m, n, k, la, stages):
     """A row-major B with an odd N (align_b 1) and two or more tiles per SM: the estimate's preset with one K slice,
-    four cp.async stages with a column-major A (measured: split-K lost on every such product, the pipeline gained
-    with a column-major A only); --lookup says so. The same shapes with an aligned B keep the plain estimate."""
+    four cp.async stages with a column-major A (measured: split-K lost or tied on every such product, the pipeline
+    gained with a column-major A only); --lookup says so. The same shapes with an aligned B keep the plain estimate."""
     from dataclasses import replace as dc_replace
 
     from tiledsl.gemm.family import MISALIGNED_ROW_B_STAGES, _estimate_choice, builtin_choice
 
     h200 = tiledsl.Target.known("H200")
-    op = GemmOp(m, n, k, layout_a=la, layout_b="row", align_b=1, align_c=1)
+    op = GemmOp(m, n, k, layout_a=la, layout_b="row")
+    assert op.align_b == 1
     s, why = builtin_choice(op, h200)
-    plain = _estimate_choice(op, h200, misaligned_rule=False)
-    assert s.split_k == 1 and s.stages == stages and "misaligned_row_b" in why
+    plain = _estimate_choice(op, h200)
+    assert s.split_k == 1 and s.stages == stages and "misaligned_row_b_schedule" in why
+    assert f"{plain.split_k} K slices" in why  # what the estimate had picked
     assert (s.bm, s.bn, s.bk, s.rm, s.rn) == (plain.bm, plain.bn, plain.bk, plain.rm, plain.rn)  # the same tile
     if stages == MISALIGNED_ROW_B_STAGES:
         assert not s.fragment_prefetch  # a rule of the register-staged pipeline only
     aligned = dc_replace(op, n=n + 4 - n % 4, align_b=4, align_c=4)
-    assert builtin_choice(aligned, h200)[0] == _estimate_choice(aligned, h200, misaligned_rule=False)
+    assert builtin_choice(aligned, h200) == (_estimate_choice(aligned, h200),
+                                             "the estimate over the presets × split-K (builtin_schedule)")
 
 
-@pytest.mark.parametrize("op", [GemmOp(64, 33, 8192, layout_a="col", layout_b="row", align_b=1, align_c=1),
-                                GemmOp(35, 8457, 2560, align_b=1, align_c=1),
-                                GemmOp(2048, 7133, 2048, layout_a="col", layout_b="col", align_c=1)])
+@pytest.mark.parametrize("op", [GemmOp(64, 33, 8192, layout_a="col", layout_b="row"),  # few tiles: split-K stays
+                                GemmOp(35, 8457, 2560),  # the short-wide rule's
+                                GemmOp(2048, 7133, 2048, layout_a="col", layout_b="col"),  # a column-major B
+                                GemmOp(2048, 7134, 2048, layout_a="col", layout_b="row"),  # align_b 2: unmeasured
+                                GemmOp(2048, 50257, 768),  # the estimate's pick has one K slice, 2 stages already
+                                GemmOp(2048, 7133, 2048, dtype="float16", layout_a="col"),  # not float32
+                                GemmOp(2048, 7133, 2048, layout_a="col", precision="tf32")])  # not IEEE
 def test_misaligned_row_b_leaves_other_products(op):
-    """Few tiles (a long K keeps its split-K), a product of another rule, and a column-major B are not touched."""
+    """Products the misaligned-B rule must not touch: few tiles, another rule's, a column-major or 8-byte-aligned B,
+    a pick it would not change, float16 and tf32 (on sm_80 and sm_90 alike)."""
     from tiledsl.gemm.family import builtin_choice
 
-    assert "misaligned_row_b" not in builtin_choice(op, tiledsl.Target.known("H200"))[1]
+    for name in ("H200", "A100"):
+        assert "misaligned_row_b_schedule" not in builtin_choice(op, tiledsl.Target.known(name))[1]
+
+
+def test_misaligned_row_b_before_sm_80_keeps_two_stages():
+    """Before sm_80 there is no cp.async: the rule takes one K slice and keeps two stages, and the result plans."""
+    from dataclasses import replace as dc_replace
+
+    from tiledsl.gemm.family import builtin_choice
+
+    sm75 = dc_replace(tiledsl.Target.known("A100"), arch="sm_75", name="sm_75 (A100 figures)")
+    op = GemmOp(2048, 7133, 2048, layout_a="col", layout_b="row")
+    s, why = builtin_choice(op, sm75)
+    assert "misaligned_row_b_schedule" in why and s.split_k == 1 and s.stages == 2
+    assert tiledsl.plan(op, s, device=sm75).schedule == s

@@ -76,40 +76,50 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
                      f"{SUB_WAVE_TALL}·N, K ≥ {SUB_WAVE_MIN_K}, {tile_count(op, sub)} tiles of {sub.bm}×{sub.bn}: "
                      f"at least {SUB_WAVE_MIN_TILES}, fewer than the {target.sm_count} SMs: stream-K")
     chosen = _estimate_choice(op, target)
-    if misaligned_row_b(op, chosen, target):
-        return chosen, ("the estimate over the presets × split-K, then one K slice (misaligned_row_b: B's rows allow "
-                        f"only scalar loads, align_b 1){'' if chosen.stages == 2 else f', {chosen.stages} cp.async stages'}")
+    odd = misaligned_row_b_schedule(op, chosen, target)
+    if odd is not None:
+        return odd, (f"the estimate over the presets × split-K ({chosen.bm}×{chosen.bn}, {chosen.split_k} K slices, "
+                     f"{chosen.stages} stages), then the misaligned-B rule (misaligned_row_b_schedule): B's rows allow "
+                     f"only scalar loads (align_b 1): {odd.split_k} K slice, {odd.stages} stages")
     return chosen, "the estimate over the presets × split-K (builtin_schedule)"
 
 
 MISALIGNED_ROW_B_STAGES = 4
-"""cp.async stages for a float32 FMA product whose row-major B allows only scalar loads (align_b 1: an odd N) and whose
-A is column-major (TN). Measured on the H200 (2026-12-02, beside cuBLAS in one run;
-``benchmarks/results/odd_n_diag_h200_2026-12-02/``): split-K lost on every such product measured (2048×7133×2048 TN
-0.73 → 0.76× without it, 4096×7133×4096 TN 0.82 → 0.86×, 128×50257×768 NN 0.60 → 0.72×, 2048×7133×2048 NN 0.69 → 0.74×), and with a column-major A the
-four-stage cp.async pipeline (LDGSTS.32 straight to shared memory, no register staging) gained again: 0.80×, 0.91×,
-1760×7133×1760 TN 0.74 → 0.86×. With a row-major A (128×50257×768 NN) four stages lost (0.72 → 0.69×): stages stay
-2 there. The scalar loads themselves cost about 20 % beside the same kernel at N = 7136 (aligned); realigning them
-in registers (two aligned float4 loads and a select per element, or one and a warp shuffle) measured 10–40 % slower
-still. As ``schedule=None`` (``python benchmarks/gemm_skinny.py --set misaligned``,
-``benchmarks/results/gemm_misaligned_h200.json``) the eight such products of the data sets went 0.60–0.84× →
-0.71–0.91× cuBLAS, none slower."""
+"""cp.async stages for a float32 FMA product whose row-major B allows only scalar loads (align_b 1) and whose A is
+column-major (TN): :func:`misaligned_row_b_schedule`. Measured on the H200 (2026-12-02, beside cuBLAS in one run;
+``benchmarks/results/odd_n_diag_h200_2026-12-02/``): without split-K the odd-N products gained or tied
+(2048×7133×2048 TN 0.73 → 0.76×, 4096×7133×4096 TN 0.82 → 0.86×, 128×50257×768 NN 0.60 → 0.72×,
+2048×7133×2048 NN 0.69 → 0.74×; 2560×7133×2560 TN 0.79 → 0.78×), and with a column-major A the four-stage cp.async
+pipeline (LDGSTS.32 straight to shared memory, no register staging) gained again (0.80×, 0.91×; 1760×7133×1760 TN
+0.74 → 0.86×). With a row-major A four stages lost (128×50257×768 NN: 0.72× in ``oddn.json``, 0.69× in
+``stages.json``): stages stay 2 there. The scalar loads cost about 20 % beside the same kernel at N = 7136
+(aligned); realigning them in registers (two aligned float4 loads and a select per element, or one and a warp
+shuffle) measured 10–40 % slower still. As ``schedule=None`` (``python benchmarks/gemm_skinny.py --set
+misaligned``, ``benchmarks/results/gemm_misaligned_h200.json``) the eight such products of the data sets went
+0.60–0.84× → 0.71–0.91× cuBLAS, none slower."""
 
 
-def misaligned_row_b(op: GemmOp, s: GemmSchedule, target: Target) -> bool:
-    """Whether ``s`` runs on the FMA units with a row-major B whose rows allow only scalar loads (``align_b`` 1) and
-    at least two C tiles per SM unsplit (the measured range: 392 to 448 tiles on 132 SMs) — where the estimate splits
-    no K and, with a column-major A, pipelines :data:`MISALIGNED_ROW_B_STAGES` deep. Fewer tiles keep the estimate's
-    split-K: with a long K it is what fills the SMs."""
-    return (s.mma == "fma" and s.kernel == "tiled" and op.layout_b == "row" and op.align_b == 1
-            and tile_count(op, s) >= 2 * target.sm_count)
+def misaligned_row_b_schedule(op: GemmOp, chosen: GemmSchedule, target: Target) -> GemmSchedule | None:
+    """The estimate's ``chosen`` schedule with one K slice and, where A is column-major and the device has cp.async
+    (sm_80+), :data:`MISALIGNED_ROW_B_STAGES` stages — for a float32 FMA product (IEEE) whose row-major B allows only
+    scalar loads (``align_b`` 1: an odd N, ldb or base address) with at least two C tiles per SM unsplit. None where
+    the rule does not apply or changes nothing.
+
+    The products it changed when measured had 392 to 1290 tiles on 132 SMs; fewer tiles keep the estimate's split-K,
+    which with a long K is what fills the SMs. ``align_b`` 2 (N ≡ 2 mod 4: 8-byte loads) was not measured and is
+    left to the estimate.
+    """
+    if not (op.dtype == "float32" and op.precision == "ieee" and chosen.mma == "fma" and chosen.kernel == "tiled"
+            and op.layout_b == "row" and op.align_b == 1 and tile_count(op, chosen) >= 2 * target.sm_count):
+        return None
+    s = replace(chosen, split_k=1)
+    if op.layout_a == "col" and target.cc >= 80 and s.stages < MISALIGNED_ROW_B_STAGES:
+        s = replace(s, stages=MISALIGNED_ROW_B_STAGES, fragment_prefetch=False)
+    return s if s != chosen else None
 
 
-def _estimate_choice(op: GemmOp, target: Target, misaligned_rule: bool = True) -> GemmSchedule:
-    """The preset × split-K factor with the smallest estimate (:func:`default_schedule` describes it); with a
-    misaligned row-major B (:func:`misaligned_row_b`) that preset with one K slice, and
-    :data:`MISALIGNED_ROW_B_STAGES` cp.async stages where A is column-major (``misaligned_rule=False``: the plain
-    estimate, for benchmarks)."""
+def _estimate_choice(op: GemmOp, target: Target) -> GemmSchedule:
+    """The preset × split-K factor with the smallest estimate (:func:`default_schedule` describes it)."""
 
     table = registry.presets(GEMM)
     itemsize = dtypes.get(op.dtype).itemsize
@@ -153,13 +163,7 @@ def _estimate_choice(op: GemmOp, target: Target, misaligned_rule: bool = True) -
             est = max(compute_s, memory_s) + extra_s
             if est < best_s:
                 best, best_s = cand, est
-    if best is None:
-        return GemmSchedule()
-    if misaligned_rule and misaligned_row_b(op, best, target):  # the estimate's tile, one K slice (MISALIGNED_ROW_B_STAGES)
-        best = replace(best, split_k=1)
-        if op.layout_a == "col" and best.stages < MISALIGNED_ROW_B_STAGES:
-            best = replace(best, stages=MISALIGNED_ROW_B_STAGES, fragment_prefetch=False)
-    return best
+    return best if best is not None else GemmSchedule()
 
 
 TALL_THIN_PRESETS = {32: "tall_128x32_8x4", 64: "tall_128x64_8x4"}
