@@ -16,7 +16,10 @@ stops starting tunes after that long (the table is written after every shape), a
 ``DIR/tune_workloads.json`` that finished and tunes the rest: a pass can span several calls and machines.
 ``--recompare`` tunes nothing: it times again, as below, the finished rows of that table (``--only``, ``--shard`` and
 ``--budget`` apply), so that rows tuned before a change of ``schedule=None`` are measured with the code of the run
-that gives the figures; each row keeps the date it was compared.
+that gives the figures; each row keeps the date it was compared. ``--ship-winners GAIN`` then tunes nothing either: it
+ships into ``schedules/gemm/<arch>.json`` the winner of every row that recompare timed at least GAIN times faster than
+``schedule=None`` (``--records DIR`` where the exported winners are kept as ``<name>.json``), only where the winner's
+kernel source and NVRTC are this process's; run it on the GPU machine right after ``--recompare``.
 
 With ``--data``, right after each GEMM's tune, this process times three things on fresh data, each checked against
 a float64 product on a NaN-poisoned C first: ``tiledsl.gemm`` with ``schedule=None`` (the built-in choice or a
@@ -174,7 +177,19 @@ def main() -> int:
     ap.add_argument("--resume", action="store_true", help="keep the finished rows of OUT/tune_workloads.json")
     ap.add_argument("--recompare", action="store_true",
                     help="tune nothing: time schedule=None, the tuned schedule and cuBLAS again on the finished rows")
+    ap.add_argument("--ship-winners", type=float, default=None, metavar="GAIN",
+                    help="tune nothing: ship the winner of every row that --recompare timed at least GAIN times faster "
+                         "than schedule=None (e.g. 1.05) into schedules/gemm/<arch>.json")
+    ap.add_argument("--records", default=None,
+                    help="with --ship-winners: the folder of the exported winners as <name>.json (default: "
+                         "OUT/<name>/schedule.json, where the pass exported them)")
+    ap.add_argument("--ship-to", default=None, help="with --ship-winners: another JSON file to write (tests)")
     args = ap.parse_args()
+    if args.ship_winners is not None and args.recompare:
+        ap.error("--ship-winners with --recompare: run --recompare first, then --ship-winners on its table")
+    if args.ship_winners is not None and not (math.isfinite(args.ship_winners) and args.ship_winners >= 1.0):
+        ap.error(f"--ship-winners {args.ship_winners}: give the least speedup over schedule=None, a number ≥ 1 "
+                 "(e.g. 1.05)")
     if args.data and args.ship:
         ap.error("--ship with --data: a shipped record would become the schedule=None it is compared with; "
                  "ship winners from a run without --data")
@@ -192,7 +207,7 @@ def main() -> int:
     target = gpu_or_exit("benchmarks/tune_workloads.py")
     out.mkdir(parents=True, exist_ok=True)
     table = out / "tune_workloads.json"
-    if table.exists() and not (args.resume or args.recompare):
+    if table.exists() and not (args.resume or args.recompare or args.ship_winners is not None):
         sys.exit(f"benchmarks/tune_workloads.py: {table} exists: pass --resume to add to it, or another --out")
     if args.data:  # schedule=None here must be the built-in choice or a shipped record, not a tune's stored winner
         os.environ["TILEDSL_CACHE_DIR"] = str(out / "parent-store")
@@ -200,6 +215,8 @@ def main() -> int:
 
     try:  # one pass per folder at a time: its table is read once and rewritten after every product
         with locked(table, timeout_s=0):
+            if args.ship_winners is not None:
+                return _ship_winners(table, args, target, only)
             return _recompare(table, args, target, only) if args.recompare else _pass(table, todo, only, args,
                                                                                       out, target)
     except filelock.Timeout:
@@ -295,6 +312,64 @@ def _recompare(table: Path, args, target, only: list[str]) -> int:
         _write(table, rows, target)
     print(json.dumps(summary(rows), indent=1))
     return 1 if failed else 0
+
+
+def _ship_winners(table: Path, args, target, only: list[str]) -> int:
+    """``--ship-winners GAIN``: store in the shipped schedules (``schedules/gemm/<arch>.json``, or ``--ship-to``) the
+    exported winner of every finished GEMM row of ``table`` whose ``--recompare`` timing (so ``schedule=None`` is
+    today's) has the tuned kernel at least GAIN times faster than ``schedule=None``. A winner is shipped only as
+    tuned: its record's kernel source must be today's emitter's (SHA-256) and its NVRTC this process's; the record
+    keeps the tune's figures and gains ``compared`` (the recompare's date and times). Returns 1 when a row that
+    qualified could not be shipped (each is printed with the reason), else 0."""
+    from search.families import rows_instead
+    from tiledsl.registry import make_record, shipped_path, store
+
+    if not args.data or not table.exists():
+        sys.exit(f"benchmarks/tune_workloads.py: --ship-winners needs --data and an existing {table}")
+    dest = Path(args.ship_to) if args.ship_to else shipped_path("gemm", target.arch)
+    records = Path(args.records) if args.records else None
+    shipped, refused = [], []
+    for row in load_rows(table):
+        name = row["name"]
+        if (row.get("family") != "gemm" or "error" in row or not row.get("schedule") or not row.get("default_s")
+                or (only and name not in only)):
+            continue
+        gain = row["default_s"] / row["tuned_s"]
+        if gain < args.ship_winners:
+            continue
+        if "compared" not in row:
+            refused.append(f"{name}: not re-timed by --recompare (its schedule=None time may be older code's)")
+            continue
+        path = records / f"{name}.json" if records else table.parent / name / "schedule.json"
+        rec, problem = read_json(path, "exported winner")
+        if not isinstance(rec, dict):
+            refused.append(f"{name}: {problem or f'{path} is not a record'}")
+            continue
+        try:
+            op = tiledsl.GemmOp.from_dict(rec["op"])
+            sched = tiledsl.GemmSchedule.from_dict(rec["schedule"])
+        except (KeyError, TypeError, ValueError, tiledsl.TiledslError) as exc:
+            refused.append(f"{name}: {path}: {type(exc).__name__}: {exc}")
+            continue
+        now = make_record("gemm", op, target, sched)
+        why = ("it is not the row's winner" if sched != tiledsl.GemmSchedule.from_dict(row["schedule"])
+               else "schedule=None runs this op as rows on the GEMV kernel; a tiled record would replace that path"
+               if rows_instead("gemm", op, target) is not None
+               else "the emitter's source changed since the tune (SHA-256)" if rec.get("source_sha256")
+               != now["source_sha256"] else f"tuned with NVRTC {rec.get('nvrtc')}, this is {now['nvrtc']}"
+               if rec.get("nvrtc") != now["nvrtc"] else None)
+        if why:
+            refused.append(f"{name}: {path}: {why}")
+            continue
+        figures = {k: rec[k] for k in ("mode", "measured", "predicted", "compiler", "date", "command") if k in rec}
+        figures["compared"] = {k: row[k] for k in ("compared", "default_s", "tuned_s", "vendor_s")}
+        store("gemm", op, target, sched, path=dest, **figures)
+        shipped.append(name)
+        print(f"{name:36s} shipped: {gain:.2f}x schedule=None ({row['compared']})", flush=True)
+    for line in refused:
+        print(f"not shipped: {line}")
+    print(f"{len(shipped)} winners shipped to {dest}; {len(refused)} refused")
+    return 1 if refused else 0
 
 
 def _tune(family: str, name: str, shape_args: list[str], args, out: Path, env: dict) -> dict:

@@ -418,3 +418,54 @@ def test_gemv_hbm_sweeps_every_llm_product_at_1_to_16_rows_and_summarises_by_siz
     with pytest.raises(SystemExit) as exc:  # no GPU here: one line, nothing measured
         gemv_hbm.main()
     assert "no GPU" in str(exc.value) and "nothing was measured" in str(exc.value)
+
+
+def test_tune_workloads_ships_only_recompared_current_winners(tmp_path, monkeypatch, capsys):
+    """--ship-winners GAIN (GPU parts replaced): a winner is shipped only where --recompare timed it at least GAIN
+    times faster than schedule=None and its record's kernel source and NVRTC are today's; the others are named with
+    the reason (exit status 1), and nothing is tuned or timed."""
+    import tune_workloads as tw
+
+    import tiledsl
+    from tiledsl.gemm.family import GEMM
+    from tiledsl.registry import _nvrtc, _why_not, make_record
+
+    h200 = tiledsl.Target.known("H200")
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path / "cache"))
+    work = tw.data_workloads()[:4]
+    monkeypatch.setattr(tw, "data_workloads", lambda: work)
+    monkeypatch.setattr(tw, "gpu_or_exit", lambda script: h200)
+    monkeypatch.setattr(tw, "_tune", lambda *a: pytest.fail("--ship-winners tuned"))
+    monkeypatch.setattr(tw, "compare", lambda *a: pytest.fail("--ship-winners timed"))
+    sched = tiledsl.GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16)
+    out, records = tmp_path / "tw", tmp_path / "records"
+    out.mkdir()
+    records.mkdir()
+    rows = []
+    for i, (_, name, (m, n, k, layout)) in enumerate(work):
+        op = beside.gemm_op(m, n, k, layout)
+        rec = make_record("gemm", op, h200, sched, mode="measured", measured={"median_s": 1e-3}, date="2026-12-02")
+        if i == 3:
+            rec["source_sha256"] = "0" * 64  # tuned with another emitter's source
+        (records / f"{name}.json").write_text(json.dumps(rec))
+        row = {"family": "gemm", "name": name, "tuned": "the product", "rc": 0, "m": m, "n": n, "k": k,
+               "layout": layout, "schedule": sched.to_dict(), "command": "x", "wall_s": 1.0,
+               "default_s": 1.2 if i != 1 else 1.01, "tuned_s": 1.0, "vendor_s": 1.0}
+        if i != 2:
+            row["compared"] = "2026-12-03"
+        rows.append(row)
+    (out / "tune_workloads.json").write_text(json.dumps({"rows": rows}))
+    dest = tmp_path / "shipped.json"
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), "--ship-winners", "1.05",
+                                      "--records", str(records), "--ship-to", str(dest)])
+    assert tw.main() == 1  # rows 2 (not recompared) and 3 (stale source) qualified but were refused
+    text = capsys.readouterr().out
+    assert f"{work[2][1]}: not re-timed by --recompare" in text and "emitter's source changed" in text
+    shipped = json.loads(dest.read_text())["records"]
+    assert [r["op"] for r in shipped] == [beside.gemm_op(*work[0][2]).to_dict()]  # row 1: 1.01x, under the gain
+    assert shipped[0]["compared"] == {"compared": "2026-12-03", "default_s": 1.2, "tuned_s": 1.0, "vendor_s": 1.0}
+    assert _why_not(GEMM, shipped[0], beside.gemm_op(*work[0][2]), h200, _nvrtc()) == sched  # schedule=None would take it
+    for bad in ("0.9", "nan"):
+        monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), "--ship-winners", bad])
+        with pytest.raises(SystemExit):
+            tw.main()
