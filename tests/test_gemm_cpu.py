@@ -1186,3 +1186,17 @@ def test_misaligned_row_b_before_sm_80_keeps_two_stages():
     s, why = builtin_choice(op, sm75)
     assert "misaligned_row_b_schedule" in why and s.split_k == 1 and s.stages == 2
     assert tiledsl.plan(op, s, device=sm75).schedule == s
+
+
+@pytest.mark.parametrize("name", ["m", "n", "k"])
+def test_gemm_op_extents_leave_room_for_block_indices(name):
+    """Every size up to 2^31 - 1 - INDEX_HEADROOM is taken; one more is refused naming the size, the value and the
+    limit: a block's 32-bit indices run up to INDEX_HEADROOM past it (the GEMV kernel's widest block) and would wrap
+    negative past 2^31, passing their bounds checks."""
+    from tiledsl.gemm.op import INDEX_HEADROOM, MAX_EXTENT
+
+    sizes = dict(m=1, n=1, k=1)
+    assert MAX_EXTENT == 2**31 - 1 - INDEX_HEADROOM and INDEX_HEADROOM >= 1024 * 8 * 8  # threads × vec × col_groups
+    assert getattr(GemmOp(**{**sizes, name: MAX_EXTENT}), name) == MAX_EXTENT
+    with pytest.raises(tiledsl.SpecError, match=rf"GemmOp\.{name}={MAX_EXTENT + 1} exceeds {MAX_EXTENT} = 2\^31 - 1 - 65536"):
+        GemmOp(**{**sizes, name: MAX_EXTENT + 1})

@@ -25,6 +25,13 @@ PRECISIONS = ("ieee", "tf32")
 """float32 products: "ieee" (exact FMA, the default) or "tf32" (tensor cores on TF32-rounded inputs: a 10-bit
 mantissa, like torch's ``allow_tf32`` and Triton's ``input_precision="tf32"``)."""
 GEMM_DTYPES = ("float32", "float16", "bfloat16")
+INDEX_HEADROOM = 1 << 16
+"""How far past M, N or K a block's 32-bit row, column or K index can run before its bounds check: the GEMV kernel's
+block spans up to 1024 threads × 8-wide vectors × 8 column groups = 65536 columns from a first column below N (the
+tiled kernels' tiles, at most 1024, less). An extent within this of 2^31 would wrap those ``int`` indices negative and
+pass the check; ``GemmOp`` refuses it."""
+MAX_EXTENT = 2**31 - 1 - INDEX_HEADROOM
+"""The largest M, N or K a GemmOp takes (sizes are 32-bit kernel arguments; :data:`INDEX_HEADROOM`)."""
 
 
 def max_align(dtype: str) -> int:
@@ -79,8 +86,10 @@ class GemmOp:
             if v < 0:
                 raise SpecError(f"GemmOp.{name}={v!r} must be an integer ≥ 0")
             object.__setattr__(self, name, v)
-            if v > 2**31 - 1:
-                raise SpecError(f"GemmOp.{name}={v} exceeds 2^31 - 1 (sizes are 32-bit kernel arguments)")
+            if v > MAX_EXTENT:
+                raise SpecError(f"GemmOp.{name}={v} exceeds {MAX_EXTENT} = 2^31 - 1 - {INDEX_HEADROOM}: sizes are "
+                                f"32-bit kernel arguments, and a block's row and column indices run up to "
+                                f"{INDEX_HEADROOM} past them")
         try:
             name = dtypes.dtype_name(self.dtype)
         except SpecError:
