@@ -17,9 +17,10 @@ stops starting tunes after that long (the table is written after every shape), a
 ``--recompare`` tunes nothing: it times again, as below, the finished rows of that table (``--only``, ``--shard`` and
 ``--budget`` apply), so that rows tuned before a change of ``schedule=None`` are measured with the code of the run
 that gives the figures; each row keeps the date it was compared. ``--ship-winners GAIN`` then tunes nothing either: it
-ships into ``schedules/gemm/<arch>.json`` the winner of every row that recompare timed at least GAIN times faster than
-``schedule=None`` (``--records DIR`` where the exported winners are kept as ``<name>.json``), only where the winner's
-kernel source and NVRTC are this process's; run it on the GPU machine right after ``--recompare``.
+ships into ``schedules/gemm/sm90.json`` (the device's arch) the winner of every row that a recompare of the same day
+timed at least GAIN times faster than ``schedule=None`` (``--records DIR`` where the exported winners are kept as
+``<name>.json``), only where the record is for the op the row's tune ran and its kernel source and NVRTC are this
+process's; run it on the GPU machine right after ``--recompare``.
 
 With ``--data``, right after each GEMM's tune, this process times three things on fresh data, each checked against
 a float64 product on a NaN-poisoned C first: ``tiledsl.gemm`` with ``schedule=None`` (the built-in choice or a
@@ -185,6 +186,10 @@ def main() -> int:
                          "OUT/<name>/schedule.json, where the pass exported them)")
     ap.add_argument("--ship-to", default=None, help="with --ship-winners: another JSON file to write (tests)")
     args = ap.parse_args()
+    if (args.records or args.ship_to) and args.ship_winners is None:
+        ap.error("--records and --ship-to go with --ship-winners")
+    if args.ship_winners is not None and not args.data:
+        ap.error("--ship-winners needs --data (it ships the winners of the data pass's table)")
     if args.ship_winners is not None and args.recompare:
         ap.error("--ship-winners with --recompare: run --recompare first, then --ship-winners on its table")
     if args.ship_winners is not None and not (math.isfinite(args.ship_winners) and args.ship_winners >= 1.0):
@@ -216,6 +221,8 @@ def main() -> int:
     try:  # one pass per folder at a time: its table is read once and rewritten after every product
         with locked(table, timeout_s=0):
             if args.ship_winners is not None:
+                if not table.exists():
+                    sys.exit(f"benchmarks/tune_workloads.py: --ship-winners needs the table {table}")
                 return _ship_winners(table, args, target, only)
             return _recompare(table, args, target, only) if args.recompare else _pass(table, todo, only, args,
                                                                                       out, target)
@@ -315,61 +322,86 @@ def _recompare(table: Path, args, target, only: list[str]) -> int:
 
 
 def _ship_winners(table: Path, args, target, only: list[str]) -> int:
-    """``--ship-winners GAIN``: store in the shipped schedules (``schedules/gemm/<arch>.json``, or ``--ship-to``) the
-    exported winner of every finished GEMM row of ``table`` whose ``--recompare`` timing (so ``schedule=None`` is
-    today's) has the tuned kernel at least GAIN times faster than ``schedule=None``. A winner is shipped only as
-    tuned: its record's kernel source must be today's emitter's (SHA-256) and its NVRTC this process's; the record
+    """``--ship-winners GAIN``: store in the shipped schedules (``schedules/gemm/sm90.json`` on an sm_90 device, or
+    ``--ship-to``) the exported winner of every finished GEMM row of ``table`` that a ``--recompare`` of today timed at
+    least GAIN times faster than ``schedule=None``; :func:`_winner_problem` says what else it must pass. The record
     keeps the tune's figures and gains ``compared`` (the recompare's date and times). Returns 1 when a row that
-    qualified could not be shipped (each is printed with the reason), else 0."""
-    from search.families import rows_instead
-    from tiledsl.registry import make_record, shipped_path, store
+    qualified was not shipped (each is printed with the reason), else 0."""
+    import filelock
 
-    if not args.data or not table.exists():
-        sys.exit(f"benchmarks/tune_workloads.py: --ship-winners needs --data and an existing {table}")
+    from tiledsl.registry import shipped_path, store
+
     dest = Path(args.ship_to) if args.ship_to else shipped_path("gemm", target.arch)
     records = Path(args.records) if args.records else None
+    specs = {name: spec for _, name, spec in shard(data_workloads(), args.shard)}
     shipped, refused = [], []
     for row in load_rows(table):
         name = row["name"]
-        if (row.get("family") != "gemm" or "error" in row or not row.get("schedule") or not row.get("default_s")
-                or (only and name not in only)):
+        if row.get("family") != "gemm" or "error" in row or name not in specs or (only and name not in only):
             continue
+        if not all(row.get(k) for k in ("default_s", "tuned_s", "vendor_s")) or not row.get("schedule"):
+            continue  # not finished: nothing to weigh
         gain = row["default_s"] / row["tuned_s"]
         if gain < args.ship_winners:
             continue
-        if "compared" not in row:
-            refused.append(f"{name}: not re-timed by --recompare (its schedule=None time may be older code's)")
-            continue
         path = records / f"{name}.json" if records else table.parent / name / "schedule.json"
         rec, problem = read_json(path, "exported winner")
-        if not isinstance(rec, dict):
-            refused.append(f"{name}: {problem or f'{path} is not a record'}")
-            continue
-        try:
-            op = tiledsl.GemmOp.from_dict(rec["op"])
-            sched = tiledsl.GemmSchedule.from_dict(rec["schedule"])
-        except (KeyError, TypeError, ValueError, tiledsl.TiledslError) as exc:
-            refused.append(f"{name}: {path}: {type(exc).__name__}: {exc}")
-            continue
-        now = make_record("gemm", op, target, sched)
-        why = ("it is not the row's winner" if sched != tiledsl.GemmSchedule.from_dict(row["schedule"])
-               else "schedule=None runs this op as rows on the GEMV kernel; a tiled record would replace that path"
-               if rows_instead("gemm", op, target) is not None
-               else "the emitter's source changed since the tune (SHA-256)" if rec.get("source_sha256")
-               != now["source_sha256"] else f"tuned with NVRTC {rec.get('nvrtc')}, this is {now['nvrtc']}"
-               if rec.get("nvrtc") != now["nvrtc"] else None)
-        if why:
+        why = problem or _winner_problem(row, rec, specs[name], target)
+        if why is None:
+            figures = {k: rec[k] for k in ("mode", "measured", "predicted", "compiler", "date", "command") if k in rec}
+            figures["compared"] = {k: row[k] for k in ("compared", "default_s", "tuned_s", "vendor_s")}
+            try:
+                store("gemm", tiledsl.GemmOp.from_dict(rec["op"]), target,
+                      tiledsl.GemmSchedule.from_dict(rec["schedule"]), path=dest, **figures)
+            except (OSError, ValueError, filelock.Timeout) as exc:
+                why = f"{dest} not written: {type(exc).__name__}: {exc}"
+        if why is not None:
             refused.append(f"{name}: {path}: {why}")
             continue
-        figures = {k: rec[k] for k in ("mode", "measured", "predicted", "compiler", "date", "command") if k in rec}
-        figures["compared"] = {k: row[k] for k in ("compared", "default_s", "tuned_s", "vendor_s")}
-        store("gemm", op, target, sched, path=dest, **figures)
         shipped.append(name)
         print(f"{name:36s} shipped: {gain:.2f}x schedule=None ({row['compared']})", flush=True)
     for line in refused:
         print(f"not shipped: {line}")
     print(f"{len(shipped)} winners shipped to {dest}; {len(refused)} refused")
     return 1 if refused else 0
+
+
+def _winner_problem(row: dict, rec: object, spec: tuple, target) -> str | None:
+    """Why the exported record ``rec`` may not be shipped for ``row`` (product ``spec``), or None: it must be the row's
+    winner for the op the row's tune ran (:func:`gemm_tune_args`: the product, or its single row) on this arch, with
+    today's kernel source (SHA-256) and this process's NVRTC, and the row's recompare must be of today."""
+    from search.families import gemm_op as tuned_op
+    from tiledsl.registry import make_record
+
+    if row.get("compared") != dt.date.today().isoformat():
+        return (f"schedule=None was last re-timed on {row.get('compared') or 'no day'} (--recompare), not today: "
+                "it may have changed since")
+    if not isinstance(rec, dict):
+        return "the file holds no record"
+    try:
+        op = tiledsl.GemmOp.from_dict(rec["op"])
+        sched = tiledsl.GemmSchedule.from_dict(rec["schedule"])
+        winner = tiledsl.GemmSchedule.from_dict(row["schedule"])
+    except (KeyError, TypeError, ValueError, tiledsl.TiledslError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    shape, _ = gemm_tune_args(*spec, target)
+    if shape is None:
+        return "the product was not tuned (skipped)"
+    m, n, k, layout = (shape[i] for i in (1, 3, 5, 7))
+    if op != tuned_op(int(m), int(n), int(k), "float32", layout):
+        return f"its op is not the one the row's tune ran ({m}x{n}x{k} {layout})"
+    if sched != winner:
+        return "its schedule is not the row's winner"
+    if rec.get("arch") != target.arch:
+        return f"tuned for {rec.get('arch')}, this device is {target.arch}"
+    now = make_record("gemm", op, target, sched)
+    if rec.get("source_sha256") != now["source_sha256"]:
+        return ("it records no kernel source SHA-256" if rec.get("source_sha256") is None
+                else "the emitter's source changed since the tune (SHA-256)")
+    if rec.get("nvrtc") != now["nvrtc"]:
+        return ("it records no NVRTC version" if rec.get("nvrtc") is None
+                else f"tuned with NVRTC {rec['nvrtc']}, this process has {now['nvrtc']}")
+    return None
 
 
 def _tune(family: str, name: str, shape_args: list[str], args, out: Path, env: dict) -> dict:

@@ -421,9 +421,11 @@ def test_gemv_hbm_sweeps_every_llm_product_at_1_to_16_rows_and_summarises_by_siz
 
 
 def test_tune_workloads_ships_only_recompared_current_winners(tmp_path, monkeypatch, capsys):
-    """--ship-winners GAIN (GPU parts replaced): a winner is shipped only where --recompare timed it at least GAIN
-    times faster than schedule=None and its record's kernel source and NVRTC are today's; the others are named with
-    the reason (exit status 1), and nothing is tuned or timed."""
+    """--ship-winners GAIN (GPU parts replaced): a winner is shipped only where a --recompare of today timed it at least
+    GAIN times faster than schedule=None, its record is for the op the row's tune ran, and its kernel source and
+    NVRTC are today's; the others are named with the reason (exit status 1), and nothing is tuned or timed."""
+    import datetime as dt
+
     import tune_workloads as tw
 
     import tiledsl
@@ -432,7 +434,7 @@ def test_tune_workloads_ships_only_recompared_current_winners(tmp_path, monkeypa
 
     h200 = tiledsl.Target.known("H200")
     monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path / "cache"))
-    work = tw.data_workloads()[:4]
+    work = tw.data_workloads()[:7]
     monkeypatch.setattr(tw, "data_workloads", lambda: work)
     monkeypatch.setattr(tw, "gpu_or_exit", lambda script: h200)
     monkeypatch.setattr(tw, "_tune", lambda *a: pytest.fail("--ship-winners tuned"))
@@ -441,31 +443,40 @@ def test_tune_workloads_ships_only_recompared_current_winners(tmp_path, monkeypa
     out, records = tmp_path / "tw", tmp_path / "records"
     out.mkdir()
     records.mkdir()
+    today = dt.date.today().isoformat()
     rows = []
     for i, (_, name, (m, n, k, layout)) in enumerate(work):
-        op = beside.gemm_op(m, n, k, layout)
+        op = beside.gemm_op(*work[5 if i == 4 else i][2])  # row 4's file holds row 5's product
         rec = make_record("gemm", op, h200, sched, mode="measured", measured={"median_s": 1e-3}, date="2026-12-02")
         if i == 3:
             rec["source_sha256"] = "0" * 64  # tuned with another emitter's source
-        (records / f"{name}.json").write_text(json.dumps(rec))
+        (records / f"{name}.json").write_text("{ not json" if i == 6 else json.dumps(rec))
         row = {"family": "gemm", "name": name, "tuned": "the product", "rc": 0, "m": m, "n": n, "k": k,
                "layout": layout, "schedule": sched.to_dict(), "command": "x", "wall_s": 1.0,
-               "default_s": 1.2 if i != 1 else 1.01, "tuned_s": 1.0, "vendor_s": 1.0}
-        if i != 2:
-            row["compared"] = "2026-12-03"
+               "default_s": 1.01 if i == 1 else 1.2, "tuned_s": 1.0, "vendor_s": 1.0,
+               "compared": "2026-11-30" if i == 5 else today}
+        if i == 2:
+            del row["compared"]
         rows.append(row)
     (out / "tune_workloads.json").write_text(json.dumps({"rows": rows}))
     dest = tmp_path / "shipped.json"
     monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), "--ship-winners", "1.05",
                                       "--records", str(records), "--ship-to", str(dest)])
-    assert tw.main() == 1  # rows 2 (not recompared) and 3 (stale source) qualified but were refused
+    assert tw.main() == 1
     text = capsys.readouterr().out
-    assert f"{work[2][1]}: not re-timed by --recompare" in text and "emitter's source changed" in text
+    for i, why in ((2, "last re-timed on no day"), (3, "emitter's source changed"), (4, "not the one the row's tune"),
+                   (5, "last re-timed on 2026-11-30"), (6, "is not valid exported winner")):
+        assert any(work[i][1] in line and why in line for line in text.splitlines()), (i, why, text)
+    assert work[1][1] not in text  # 1.01x: under the gain, not a candidate
     shipped = json.loads(dest.read_text())["records"]
-    assert [r["op"] for r in shipped] == [beside.gemm_op(*work[0][2]).to_dict()]  # row 1: 1.01x, under the gain
-    assert shipped[0]["compared"] == {"compared": "2026-12-03", "default_s": 1.2, "tuned_s": 1.0, "vendor_s": 1.0}
-    assert _why_not(GEMM, shipped[0], beside.gemm_op(*work[0][2]), h200, _nvrtc()) == sched  # schedule=None would take it
-    for bad in ("0.9", "nan"):
-        monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), "--ship-winners", bad])
+    assert [r["op"] for r in shipped] == [beside.gemm_op(*work[0][2]).to_dict()]
+    assert shipped[0]["compared"] == {"compared": today, "default_s": 1.2, "tuned_s": 1.0, "vendor_s": 1.0}
+    assert _why_not(GEMM, shipped[0], beside.gemm_op(*work[0][2]), h200, _nvrtc()) == sched  # schedule=None takes it
+    for bad in (["--ship-winners", "0.9"], ["--ship-winners", "nan"], ["--ship-winners", "1.1", "--recompare"],
+                ["--records", str(records)]):
+        monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), *bad])
         with pytest.raises(SystemExit):
             tw.main()
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--out", str(out), "--ship-winners", "1.1"])
+    with pytest.raises(SystemExit):
+        tw.main()

@@ -1196,7 +1196,23 @@ def test_gemm_op_extents_leave_room_for_block_indices(name):
     from tiledsl.gemm.op import INDEX_HEADROOM, MAX_EXTENT
 
     sizes = dict(m=1, n=1, k=1)
-    assert MAX_EXTENT == 2**31 - 1 - INDEX_HEADROOM and INDEX_HEADROOM >= 1024 * 8 * 8  # threads × vec × col_groups
+    assert MAX_EXTENT == 2**31 - 1 - INDEX_HEADROOM and INDEX_HEADROOM >= 1024 * 4 * 8  # threads × vec × col_groups
     assert getattr(GemmOp(**{**sizes, name: MAX_EXTENT}), name) == MAX_EXTENT
     with pytest.raises(tiledsl.SpecError, match=rf"GemmOp\.{name}={MAX_EXTENT + 1} exceeds {MAX_EXTENT} = 2\^31 - 1 - 65536"):
         GemmOp(**{**sizes, name: MAX_EXTENT + 1})
+
+
+def test_swizzle_group_must_fit_a_32_bit_int():
+    """The tiled kernels' rasterization computes swizzle × ⌈N / bn⌉ in an int: a schedule whose group would wrap (it
+    left half of C unwritten, emulated) is refused naming swizzle, M, N and bn; the same tile with a small swizzle
+    plans, and the emitted source does not depend on the rule (an op-scope rule has no static_assert)."""
+    op = GemmOp(128, 65538 * 64, 64)
+    big = GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, swizzle=65535)
+    with pytest.raises(tiledsl.ScheduleError, match=r"swizzle=65535 over M=128, N=4194432 in bn=64.*"
+                                                    r"swizzle_group_fits_int"):
+        tiledsl.plan(op, big, device="h200")
+    assert tiledsl.plan(op, replace(big, swizzle=8), device="h200").schedule.swizzle == 8
+    assert "swizzle_group_fits_int" not in tiledsl.source(GemmOp(64, 64, 64), replace(big, swizzle=8))
+    swapped = GemmOp(65538 * 64, 128, 64)  # ⌈M / bn⌉ counts too: a column-major C runs as Cᵀ = Bᵀ·Aᵀ
+    with pytest.raises(tiledsl.ScheduleError, match="swizzle_group_fits_int"):
+        tiledsl.plan(swapped, big, device="h200")

@@ -26,10 +26,11 @@ PRECISIONS = ("ieee", "tf32")
 mantissa, like torch's ``allow_tf32`` and Triton's ``input_precision="tf32"``)."""
 GEMM_DTYPES = ("float32", "float16", "bfloat16")
 INDEX_HEADROOM = 1 << 16
-"""How far past M, N or K a block's 32-bit row, column or K index can run before its bounds check: the GEMV kernel's
-block spans up to 1024 threads × 8-wide vectors × 8 column groups = 65536 columns from a first column below N (the
-tiled kernels' tiles, at most 1024, less). An extent within this of 2^31 would wrap those ``int`` indices negative and
-pass the check; ``GemmOp`` refuses it."""
+"""A bound on how far past M, N or K a block's 32-bit row, column or K index runs before its bounds check: the GEMV
+kernel's block spans up to 1024 threads × 4-wide vectors × 8 column groups = 32768 columns from a first column below N
+(the rules ``threads_at_most_1024``, ``vec_width``, ``col_groups_on_gemv``); the tiled, mma.sync and wgmma tiles, at
+most 1024, and the K loops run less far. Twice the widest block, so a wider rule has room. An extent within this of
+2^31 could wrap those ``int`` indices negative and pass the check; ``GemmOp`` refuses it."""
 MAX_EXTENT = 2**31 - 1 - INDEX_HEADROOM
 """The largest M, N or K a GemmOp takes (sizes are 32-bit kernel arguments; :data:`INDEX_HEADROOM`)."""
 

@@ -145,6 +145,11 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("accumulators_fit_registers", "RM * RN <= 128",
            "{cls} thread tile rm·rn={RM}·{RN} accumulators exceed 128 (registers would spill)", when="MMA == 0"),
     R.Rule("swizzle_range", "SWIZZLE >= 1 and SWIZZLE <= 65535", "{cls}.swizzle={SWIZZLE} must be in 1..65535"),
+    R.Rule("swizzle_group_fits_int", "SWIZZLE * (OP_N + BN - 1) <= 2147483647 * BN and "
+           "SWIZZLE * (OP_M + BN - 1) <= 2147483647 * BN",
+           "{cls}.swizzle={SWIZZLE} over M={OP_M}, N={OP_N} in bn={BN} columns: the rasterization's group of "
+           "swizzle × ⌈N / bn⌉ tiles (⌈M / bn⌉ for Cᵀ = Bᵀ·Aᵀ) must fit a 32-bit int, 2^31 − 1", scope="op",
+           when="KERNEL == 0"),
     R.Rule("split_k_range", "SPLIT_K >= 1 and SPLIT_K <= 64", "{cls}.split_k={SPLIT_K} must be in 1..64",
            when="KERNEL != 1"),
     R.Rule("gemv_split_k_range", "SPLIT_K >= 1 and SPLIT_K <= 1024",
@@ -438,7 +443,7 @@ class GemmSchedule(ScheduleRecord):
             SMEM_BYTES=self.smem_bytes(),
         )
         if op is not None:
-            env.update(DTYPE_16BIT=int(op.dtype in MMA_DTYPES), LAYOUT_A_ROW=int(op.layout_a == "row"),
+            env.update(OP_M=op.m, OP_N=op.n, DTYPE_16BIT=int(op.dtype in MMA_DTYPES), LAYOUT_A_ROW=int(op.layout_a == "row"),
                        LAYOUT_B_COL=int(op.layout_b == "col"),
                        LAYOUT_C_COL=int(op.layout_c == "col"), ALIGN_A=op.align_a, ALIGN_B=op.align_b,
                        ITEMSIZE=dtypes.get(op.dtype).itemsize, TF32=int(op.precision == "tf32"))
