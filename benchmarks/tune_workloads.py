@@ -324,7 +324,7 @@ def _recompare(table: Path, args, target, only: list[str]) -> int:
 def _ship_winners(table: Path, args, target, only: list[str]) -> int:
     """``--ship-winners GAIN``: store in the shipped schedules (``schedules/gemm/sm90.json`` on an sm_90 device, or
     ``--ship-to``) the exported winner of every finished GEMM row of ``table`` that a ``--recompare`` of today timed at
-    least GAIN times faster than ``schedule=None``; :func:`_winner_problem` says what else it must pass. The record
+    least GAIN times faster than ``schedule=None``; :func:`_checked_winner` says what else it must pass. The record
     keeps the tune's figures and gains ``compared`` (the recompare's date and times). Returns 1 when a row that
     qualified was not shipped (each is printed with the reason), else 0."""
     import filelock
@@ -346,13 +346,14 @@ def _ship_winners(table: Path, args, target, only: list[str]) -> int:
             continue
         path = records / f"{name}.json" if records else table.parent / name / "schedule.json"
         rec, problem = read_json(path, "exported winner")
-        why = problem or _winner_problem(row, rec, specs[name], target)
+        checked = problem or _checked_winner(row, rec, specs[name], target)
+        why = checked if isinstance(checked, str) else None
         if why is None:
             figures = {k: rec[k] for k in ("mode", "measured", "predicted", "compiler", "date", "command") if k in rec}
             figures["compared"] = {k: row[k] for k in ("compared", "default_s", "tuned_s", "vendor_s")}
             try:
-                store("gemm", tiledsl.GemmOp.from_dict(rec["op"]), target,
-                      tiledsl.GemmSchedule.from_dict(rec["schedule"]), path=dest, **figures)
+                op, sched = checked
+                store("gemm", op, target, sched, path=dest, **figures)
             except (OSError, ValueError, filelock.Timeout) as exc:
                 why = f"{dest} not written: {type(exc).__name__}: {exc}"
         if why is not None:
@@ -366,10 +367,11 @@ def _ship_winners(table: Path, args, target, only: list[str]) -> int:
     return 1 if refused else 0
 
 
-def _winner_problem(row: dict, rec: object, spec: tuple, target) -> str | None:
-    """Why the exported record ``rec`` may not be shipped for ``row`` (product ``spec``), or None: it must be the row's
-    winner for the op the row's tune ran (:func:`gemm_tune_args`: the product, or its single row) on this arch, with
-    today's kernel source (SHA-256) and this process's NVRTC, and the row's recompare must be of today."""
+def _checked_winner(row: dict, rec: object, spec: tuple, target) -> tuple | str:
+    """The (op, schedule) of the exported record ``rec`` if it may be shipped for ``row`` (product ``spec``), else why
+    not: it must be the row's winner for the op the row's tune ran (:func:`gemm_tune_args`: the product, or its single
+    row) on this arch, with today's kernel source (SHA-256) and this process's NVRTC, and the row's recompare must be
+    of today."""
     from search.families import gemm_op as tuned_op
     from tiledsl.registry import make_record
 
@@ -401,7 +403,7 @@ def _winner_problem(row: dict, rec: object, spec: tuple, target) -> str | None:
     if rec.get("nvrtc") != now["nvrtc"]:
         return ("it records no NVRTC version" if rec.get("nvrtc") is None
                 else f"tuned with NVRTC {rec['nvrtc']}, this process has {now['nvrtc']}")
-    return None
+    return op, sched
 
 
 def _tune(family: str, name: str, shape_args: list[str], args, out: Path, env: dict) -> dict:
