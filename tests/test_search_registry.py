@@ -50,6 +50,25 @@ def test_misses_say_why(cache):
     assert sched is None and any("tuned on H200, this device is H100" in r for r in reasons), reasons
 
 
+def test_records_for_other_products_are_one_reason_naming_the_nearest(cache):
+    """Shipped files hold one record per product: a miss lists the records for other products as one line per file
+    (their count and the one that differs in the fewest fields), and every other miss on its own."""
+    for op in (tiledsl.GemmOp(1024, 1024, 1024), tiledsl.GemmOp(4096, 4096, 2048), tiledsl.GemmOp(64, 64, 64)):
+        registry.store("gemm", op, H200, S)
+    path = registry.user_store_path("gemm", "sm_90")
+    sched, reasons = registry.lookup_explain("gemm", OP, H200)
+    assert sched is None
+    mine = [r for r in reasons if r.startswith(f"user store {path}")]
+    assert mine == [f"user store {path}: 3 records are for other products; the nearest, record 1: "
+                    "op differs: k 2048≠4096"], reasons
+    data = json.loads(path.read_text())
+    data["records"][2]["device"] = "NVIDIA A100-SXM4-80GB"  # a record for another device is still named on its own
+    path.write_text(json.dumps(data))
+    sched, reasons = registry.lookup_explain("gemm", OP, H200)
+    mine = [r for r in reasons if r.startswith(f"user store {path}")]
+    assert len(mine) == 2 and "record 2: tuned on NVIDIA A100" in mine[0] and "2 records are for other" in mine[1]
+
+
 @pytest.mark.parametrize("change,said", [
     ({"layout_c": "col"}, "op differs: layout_c 'col'≠'row'"),  # a key only the record has counts too
     ({"flavour": 1}, "stored op does not validate"),

@@ -255,6 +255,9 @@ def store(family, op, target, schedule, *, path: Path | None = None, **figures) 
     return path
 
 
+_OP_DIFFERS = "op differs: "  # the start of a miss whose record is for another product (grouped by lookup_explain)
+
+
 def _why_not(fam, rec: dict, op, target, nvrtc) -> str | object:
     """The schedule of ``rec`` if it applies to ``op`` on ``target``, else the reason as a string."""
     if rec.get("family") != fam.name:
@@ -270,7 +273,7 @@ def _why_not(fam, rec: dict, op, target, nvrtc) -> str | object:
     diff = [f"{f.name} {getattr(have, f.name)!r}≠{getattr(op, f.name)!r}" for f in fields(type(op))
             if getattr(have, f.name) != getattr(op, f.name)]
     if diff:
-        return "op differs: " + ", ".join(diff)
+        return _OP_DIFFERS + ", ".join(diff)
     if nvrtc is not None and rec.get("nvrtc") is not None and list(rec["nvrtc"]) != list(nvrtc):
         return f"tuned with NVRTC {rec['nvrtc']}, this is NVRTC {nvrtc}"
     try:
@@ -289,7 +292,9 @@ def _why_not(fam, rec: dict, op, target, nvrtc) -> str | object:
 def lookup_explain(family, op, target) -> tuple[object | None, list[str]]:
     """The tuned schedule for ``op`` on ``target`` (or None) and why every record was not used.
 
-    The user store is searched before the shipped JSON; the first record that applies wins.
+    The user store is searched before the shipped JSON; the first record that applies wins. Records for other
+    products (another shape, layout, dtype...) are summed up in one reason per file, naming the one that differs in
+    the fewest fields; every other miss (device, NVRTC, changed source, invalid record) is listed on its own.
     """
     fam = families.get(family)
     family = fam.name
@@ -302,12 +307,21 @@ def lookup_explain(family, op, target) -> tuple[object | None, list[str]]:
         if not records:
             reasons.append(f"{label} {path}: no records")
             continue
+        other_ops: list[tuple[int, int, str]] = []  # (fields that differ, record index, reason)
         for i, rec in records:
             got = _why_not(fam, rec, op, target, nvrtc)
-            if isinstance(got, str):
-                reasons.append(f"{label} {path} record {i}: {got}")
-            else:
+            if not isinstance(got, str):
                 return got, reasons
+            if got.startswith(_OP_DIFFERS):
+                other_ops.append((got.count("≠"), i, got))
+            else:
+                reasons.append(f"{label} {path} record {i}: {got}")
+        if len(other_ops) == 1:
+            reasons.append(f"{label} {path} record {other_ops[0][1]}: {other_ops[0][2]}")
+        elif other_ops:
+            _, i, got = min(other_ops)
+            reasons.append(f"{label} {path}: {len(other_ops)} records are for other products; the nearest, "
+                           f"record {i}: {got}")
     return None, reasons
 
 
