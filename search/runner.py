@@ -124,6 +124,8 @@ class Runner:
         """
         try:
             while True:
+                if not self.inline:
+                    self._keep_devices_busy(book, intr)
                 while (self.in_flight < self.depth and not intr.requested
                        and budget.open(book.observer.counts.evaluated() + self.in_flight, book.asked)):
                     c = book.next()
@@ -133,6 +135,7 @@ class Runner:
                         book.predicted_outcome(c)
                     else:
                         self.submit(c)
+                        self._keep_devices_busy(book, intr)
                 if not self.busy and (intr.requested or not self.pending):
                     break
                 self._step(book, intr)
@@ -140,6 +143,20 @@ class Runner:
             intr.requested = True
         finally:
             self._stop_search(book)
+
+    def _keep_devices_busy(self, book: TrialBook, intr: DeferredInterrupt) -> None:
+        """Between two asks (each one a sampler call, about 0.1 s): hand every answer already in to ``book`` and
+        send compiled candidates to the idle devices, without waiting, so that a device does not sit idle while
+        the pipeline is being refilled."""
+        for i in [i for i in self.busy if self.workers[i].ready()]:
+            book.measured(self.busy.pop(i), self.workers[i].receive(), self.devices[i])
+        idle = [i for i in range(len(self.workers)) if i not in self.busy]
+        while idle and self.pending and not intr.requested and (self.pending[0][1] is None
+                                                                 or self.pending[0][1].done()):
+            c, fut = self.pending.popleft()
+            if book.ready_to_measure(c, None if fut is None else fut.result()):
+                self.workers[idle[0]].send(book.measure_request(c.schedule))
+                self.busy[idle.pop(0)] = c
 
     def _step(self, book: TrialBook, intr: DeferredInterrupt) -> None:
         """Send the oldest compiled candidate to the first idle device, or wait for a device's answer (or the

@@ -143,3 +143,16 @@ def test_more_rows_keep_the_tiled_space():
         space = GEMM_SPACE.for_op(op)
         assert all(k.name != "split_k_fused" for k in space.knobs), op
         assert all(s.kernel == "tiled" for s in space.seeds(op, t)[:20]), op
+
+
+def test_schedule_to_dict_is_asdict_for_every_schedule_type():
+    """``ScheduleRecord.to_dict`` is a shallow copy (the tuner's hot path): right only while every field of every
+    schedule type is a scalar, which this pins, and equal to ``dataclasses.asdict`` on each family's default."""
+    from tiledsl.spec import ScheduleRecord
+
+    kinds = {tiledsl.GemmSchedule, tiledsl.ReduceSchedule, tiledsl.TransposeSchedule}
+    assert set(ScheduleRecord.__subclasses__()) == kinds
+    for kind in kinds:
+        assert {f.type for f in dataclasses.fields(kind)} <= {"int", "bool", "str", "float"}, kind
+        s = kind()
+        assert s.to_dict() == dataclasses.asdict(s) and s.to_dict() is not s.to_dict()
