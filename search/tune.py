@@ -527,23 +527,24 @@ def _gpus(args: argparse.Namespace) -> tuple[int, ...] | None:
 def _lookup(cfg: TuneConfig) -> int:
     import tiledsl
     from tiledsl.family import get as library_family
-    from tiledsl.registry import lookup_explain
+    from tiledsl.registry import lookup_hit
 
     target = tiledsl.Target.current() if tiledsl.gpu_available() else tiledsl.Target.known(cfg.device or DEFAULT_DEVICE)
-    sched, reasons = lookup_explain(cfg.family, cfg.op, target)
+    hit, reasons = lookup_hit(cfg.family, cfg.op, target)
     print(f"lookup {cfg.family} {op_text(cfg.op)} on {target.name} ({target.arch}):")
     for r in reasons:
         print(f"  miss: {r}")
-    if sched is not None:
-        print(f"  -> hit: {describe(sched)}")
+    if hit is not None:
+        print(f"  -> hit: {describe(hit.schedule)}, from {hit.provenance()}")
         return 0
     fam = library_family(cfg.family)
     rows = rows_instead(cfg.family, cfg.op, target)
     if rows is not None:
-        stored, _ = lookup_explain(cfg.family, rows, target)
+        stored, _ = lookup_hit(cfg.family, rows, target)
         if stored is not None:  # a record of the rows product itself (a tune of it, in the GEMV space)
             print(f"  -> no stored schedule for it; schedule=None runs it as the rows Cᵀ = Bᵀ·Aᵀ ({op_text(rows)}; "
-                  f"runs_as_row: few columns), whose stored record hits: {describe(stored)}")
+                  f"runs_as_row: few columns), whose stored record hits: {describe(stored.schedule)}, from "
+                  f"{stored.provenance()}")
             return 0
         chosen, why = fam.builtin_choice(rows, target)
         print(f"  -> no stored schedule: schedule=None runs it as the rows Cᵀ = Bᵀ·Aᵀ ({op_text(rows)}; runs_as_row: "

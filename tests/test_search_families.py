@@ -273,6 +273,20 @@ def test_lookup_names_the_rule_behind_the_default(shape, rule, tmp_path, cache, 
     assert "no stored schedule: schedule=None uses" in text and f"chosen by {rule}" in text
 
 
+def test_lookup_hit_names_the_record_and_its_figures(tmp_path, cache, capsys):
+    """--lookup on a stored product says which file and record hit, when and where it was tuned, what it measured,
+    and that the kernel source is the one it was timed with."""
+    op = families.gemm_op(4096, 4096, 4096)
+    s = tiledsl.GemmSchedule(bm=128, bn=64, bk=16, rm=8, rn=4, unroll=16)
+    path = registry.store("gemm", op, H200, s, measured={"median_s": 0.0025, "vendor_s": 0.0024},
+                          date="2026-12-02T01:02:03Z", study="gemm-4096", trial=7)
+    assert tune.main(["gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--lookup"]) == 0
+    text = capsys.readouterr().out
+    assert (f"-> hit: 128x64x16 t8x4 w32x32 v4 db u16 p0 s8, from user store {path} record 0; tuned 2026-12-02 on "
+            f"{H200.name} NVRTC {'.'.join(map(str, registry._nvrtc()))}; study 'gemm-4096' trial 7; measured 2.5 ms = "
+            "0.96x the vendor library; kernel source unchanged since (SHA-256)") in text, text
+
+
 def test_lookup_says_a_few_column_product_runs_as_rows(tmp_path, cache, capsys):
     from search.families import rows_instead
 

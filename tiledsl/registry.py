@@ -15,7 +15,7 @@ import hashlib
 import math
 import os
 import threading
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 
@@ -289,8 +289,53 @@ def _why_not(fam, rec: dict, op, target, nvrtc) -> str | object:
     return sched
 
 
-def lookup_explain(family, op, target) -> tuple[object | None, list[str]]:
-    """The tuned schedule for ``op`` on ``target`` (or None) and why every record was not used.
+@dataclass(frozen=True)
+class Hit:
+    """A stored record that applies to the op looked up.
+
+    Attributes:
+        schedule: the record's schedule, validated for the op and device.
+        label: "user store" or "shipped"; ``path``: the JSON file; ``index``: the record's position in it.
+        record: the record as stored (its date, device, NVRTC, command, measured figures).
+    """
+
+    schedule: object
+    label: str
+    path: Path
+    index: int
+    record: dict
+
+    def provenance(self) -> str:
+        """Which file and record, when, where and with what it was tuned, and what it measured (one line)."""
+        rec = self.record
+        parts = [f"{self.label} {self.path} record {self.index}"]
+        tuned = "tuned" if rec.get("mode", "measured") == "measured" else str(rec.get("mode"))
+        where = " ".join(x for x in (str(rec.get("date", ""))[:10], f"on {rec['device']}" if rec.get("device") else "",
+                                     "NVRTC " + ".".join(map(str, rec["nvrtc"])) if rec.get("nvrtc") else "") if x)
+        parts.append(f"{tuned} {where}".strip())
+        if rec.get("study") is not None and rec.get("trial") is not None:
+            parts.append(f"study {rec['study']!r} trial {rec['trial']}")
+        measured = rec.get("measured") if isinstance(rec.get("measured"), dict) else {}
+        if _positive(measured.get("median_s")):
+            text = f"measured {measured['median_s'] * 1e3:.4g} ms"
+            if _positive(measured.get("vendor_s")):
+                text += f" = {measured['vendor_s'] / measured['median_s']:.2f}x the vendor library"
+            parts.append(text)
+        compared = rec.get("compared") if isinstance(rec.get("compared"), dict) else {}
+        if _positive(compared.get("default_s")) and _positive(compared.get("tuned_s")):
+            parts.append(f"re-timed {compared.get('compared', '?')}: {compared['default_s'] / compared['tuned_s']:.2f}x "
+                         "faster than the built-in choice then")
+        if rec.get("source_sha256"):
+            parts.append("kernel source unchanged since (SHA-256)")
+        return "; ".join(parts)
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def lookup_hit(family, op, target) -> tuple[Hit | None, list[str]]:
+    """The stored record that applies to ``op`` on ``target`` (or None) and why every record before it was not used.
 
     The user store is searched before the shipped JSON; the first record that applies wins. Records for other
     products (another shape, layout, dtype...) are summed up in one reason per file, naming the one that differs in
@@ -311,7 +356,7 @@ def lookup_explain(family, op, target) -> tuple[object | None, list[str]]:
         for i, rec in records:
             got = _why_not(fam, rec, op, target, nvrtc)
             if not isinstance(got, str):
-                return got, reasons
+                return Hit(got, label, path, i, rec), reasons
             if got.startswith(_OP_DIFFERS):
                 other_ops.append((got.count("≠"), i, got))
             else:
@@ -323,6 +368,13 @@ def lookup_explain(family, op, target) -> tuple[object | None, list[str]]:
             reasons.append(f"{label} {path}: {len(other_ops)} records are for other products; the nearest, "
                            f"record {i}: {got}")
     return None, reasons
+
+
+def lookup_explain(family, op, target) -> tuple[object | None, list[str]]:
+    """The tuned schedule for ``op`` on ``target`` (or None) and why every record was not used
+    (:func:`lookup_hit`, without where the schedule came from)."""
+    hit, reasons = lookup_hit(family, op, target)
+    return (hit.schedule if hit is not None else None), reasons
 
 
 def lookup(family, op, target):
