@@ -8,7 +8,11 @@ wide ones, ``--out benchmarks/results/gemm_wide_h200.json``; ``--set subwave``: 
 SM, ``--out benchmarks/results/gemm_odd_n_h200.json``; ``--set tallsplit``: every data-set product of the
 tall-thin rule with 16 and 32 K slices and the tunes' tiles, ``--out benchmarks/results/gemm_tall_split_h200.json``;
 ``--set misaligned``: every data-set product of ``misaligned_row_b_schedule`` (a row-major B with an odd N) against
-the plain estimate it replaces, ``--out benchmarks/results/gemm_misaligned_h200.json``).
+the plain estimate it replaces, ``--out benchmarks/results/gemm_misaligned_h200.json``; ``--set bigtile``: every
+data-set product of M, N ≥ 1024 on the estimate's tile against the data pass's 256×128×8 stream-K winner;
+``--set tallwide``: every tiled data-set product of 64 to 128 columns against the shipped winners' 256-row and 8×8
+tiles with 8 and 16 K slices. In these two sets "built-in" is ``builtin_schedule``, not ``schedule=None``, which
+would run the shipped records of the data pass's products).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
 and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
@@ -185,10 +189,72 @@ def _misaligned_schedules(m: int, n: int, k: int, layout: str) -> dict:
             "estimate, one K slice": replace(plain, split_k=1).to_dict()}
 
 
+def _builtin(m: int, n: int, k: int, layout: str) -> dict:
+    """The built-in choice (``builtin_schedule``) as a schedule dict: ``schedule=None`` without the shipped records,
+    which hold the data pass's winners for some of these very products (``schedules/gemm/sm90.json``)."""
+    from tiledsl.gemm.family import builtin_schedule
+
+    return builtin_schedule(gemm_op(m, n, k, layout), tiledsl.require_gpu()).to_dict()
+
+
+def _big_tile_shapes(target) -> list:
+    """The data sets' float32 products of M, N ≥ 1024 whose built-in choice is the estimate's tile (with or without
+    the misaligned-B step): the class of the six 2048/2560 × 7000/7133 products whose shipped winner is the same
+    256×128×8 stream-K tile."""
+    from tiledsl.gemm.family import builtin_choice
+
+    out = []
+    for (m, n, k, layout) in workload_shapes():
+        s, why = builtin_choice(gemm_op(m, n, k, layout), target)
+        if m >= 1024 and n >= 1024 and s.kernel == "tiled" and why.startswith("the estimate"):
+            out.append((m, n, k, layout))
+    return out
+
+
+T256X128 = dict(bm=256, bn=128, bk=8, rm=16, rn=8, wm=64, wn=64, unroll=8, swizzle=8)
+
+
+def _big_tile_schedules(m: int, n: int, k: int, layout: str) -> dict:
+    """The built-in choice beside the data pass's 256×128×8 winner (16×8 thread tiles, 64×64 warp tiles) with and
+    without stream-K, and the 128×128×8 tile with stream-K."""
+    return {"built-in": _builtin(m, n, k, layout),
+            "256x128x8 t16x8 w64x64 streamk": dict(T256X128, stream_k=True),
+            "256x128x8 t16x8 w64x64": dict(T256X128),
+            "128x128x8 t8x8 streamk": dict(bm=128, bn=128, bk=8, rm=8, rn=8, unroll=8, stream_k=True)}
+
+
+def _tall_wide_tile_shapes(target) -> list:
+    """The data sets' float32 tiled products with 64 to 128 columns and M ≥ 1024 (the tall-thin rule's N = 64 and
+    the sub-wave rule's and the estimate's N = 128), where 16 shipped winners took 256-row or 8×8-thread tiles with
+    8 or 16 K slices."""
+    out = []
+    for (m, n, k, layout) in workload_shapes():
+        op = gemm_op(m, n, k, layout)
+        if 64 <= n <= 128 and m >= 1024 and tiledsl.plan(op, device=target).schedule.kernel == "tiled":
+            out.append((m, n, k, layout))
+    return out
+
+
+def _tall_wide_tile_schedules(m: int, n: int, k: int, layout: str) -> dict:
+    """The built-in choice beside the shipped winners' tiles: 256×64×8 (16×8 thread tiles, 128×32 warp tiles),
+    256×128×16 (the same thread and warp tiles) and 128×64×16 (8×8, 32×64), each with 8 and 16 K slices (the
+    256×128 one only for N > 64), one block per SM as in the records."""
+    out: dict = {"built-in": _builtin(m, n, k, layout)}
+    tiles = {"256x64x8 t16x8 w128x32": dict(bm=256, bn=64, bk=8, rm=16, rn=8, wm=128, wn=32, unroll=8),
+             "128x64x16 t8x8 w32x64": dict(bm=128, bn=64, bk=16, rm=8, rn=8, wm=32, wn=64, unroll=16)}
+    if n > 64:
+        tiles["256x128x16 t16x8 w128x32"] = dict(bm=256, bn=128, bk=16, rm=16, rn=8, wm=128, wn=32, unroll=16)
+    for name, tile in tiles.items():
+        for split in (8, 16):
+            out[f"{name} sk{split}"] = dict(tile, swizzle=8, split_k=split, min_blocks=1)
+    return out
+
+
 SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules()),
         "wide": (WIDE_SHAPES, _wide_schedules()), "subwave": (_subwave_shapes, _subwave_schedules()),
         "oddn": (ODD_N_SHAPES, ODD_N_SCHEDULES), "tallsplit": (_tall_class_shapes, _tall_split_schedules),
-        "misaligned": (_misaligned_shapes, _misaligned_schedules)}
+        "misaligned": (_misaligned_shapes, _misaligned_schedules),
+        "bigtile": (_big_tile_shapes, _big_tile_schedules), "tallwide": (_tall_wide_tile_shapes, _tall_wide_tile_schedules)}
 
 
 def main() -> int:

@@ -480,3 +480,37 @@ def test_tune_workloads_ships_only_recompared_current_winners(tmp_path, monkeypa
     monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--out", str(out), "--ship-winners", "1.1"])
     with pytest.raises(SystemExit):
         tw.main()
+
+
+@pytest.mark.parametrize("name", ["bigtile", "tallwide"])
+def test_rule_sweeps_hold_valid_schedules_and_the_shipped_winners(name, monkeypatch):
+    """``gemm_skinny.py --set bigtile / tallwide`` (sweeps for shape-class rules read off the data pass's shipped
+    winners): every schedule validates for every product of the set on an H200, "built-in" is the built-in choice
+    (not a shipped record), and each shipped winner of the set's class is one of the set's schedules, knob for knob."""
+    import gemm_skinny
+
+    import tiledsl
+    from tiledsl.gemm.family import builtin_schedule
+
+    h200 = tiledsl.Target.known("H200")
+    monkeypatch.setattr(tiledsl, "require_gpu", lambda: h200)
+    shapes, schedules = gemm_skinny.SETS[name]
+    products = shapes(h200)
+    assert len(products) >= 20
+    for m, n, k, layout in products:
+        op = gemm_skinny.gemm_op(m, n, k, layout)
+        scheds = {key: tiledsl.GemmSchedule(**kw) for key, kw in schedules(m, n, k, layout).items()}
+        assert scheds["built-in"] == builtin_schedule(op, h200)
+        for s in scheds.values():
+            s.validate(h200)
+            s.check_op(op)
+    records = json.loads((Path(__file__).resolve().parents[1] / "schedules/gemm/sm90.json").read_text())["records"]
+    shipped = {(r["op"]["m"], r["op"]["n"], r["op"]["k"], r["op"]["layout_a"], r["op"]["layout_b"]):
+               tiledsl.GemmSchedule.from_dict(r["schedule"]) for r in records}
+    matched = 0
+    for m, n, k, layout in products:
+        op = gemm_skinny.gemm_op(m, n, k, layout)
+        winner = shipped.get((m, n, k, op.layout_a, op.layout_b))
+        matched += winner is not None and winner in {tiledsl.GemmSchedule(**kw) for key, kw in
+                                                     schedules(m, n, k, layout).items() if key != "built-in"}
+    assert matched >= 6  # the pattern the sweep checks: six or more shipped winners are one of its schedules
