@@ -19,6 +19,10 @@ ids=$(mktemp)
 mapfile -t tc1 < <(awk 'NR % 2 == 1' "$ids")
 mapfile -t tc2 < <(awk 'NR % 2 == 0' "$ids")
 rm -f "$ids"
+if [ "${#tc1[@]}" -eq 0 ] || [ "${#tc2[@]}" -eq 0 ]; then  # bare pytest would run the whole suite twice
+  echo "collecting tests/test_gemm_tc_gpu.py found no GPU tests: see python3 -m pytest -m gpu --collect-only" | tee -a "$log"
+  exit 1
+fi
 "${pytest[@]}" "${tc1[@]}" > "$log.tc1" 2>&1 & p1=$!
 "${pytest[@]}" "${tc2[@]}" > "$log.tc2" 2>&1 & p2=$!
 "${pytest[@]}" tests/test_gemm_gpu.py > "$log.gemm" 2>&1 & p3=$!
@@ -30,7 +34,7 @@ for g in tc1 tc2 gemm rest; do
   grep -v '^[.sF]\+ *\[' "$log.$g" | tail -25
 done >> "$log"
 echo "== compute-sanitizer memcheck: GEMV column groups, misaligned-B default" >> "$log"
-compute-sanitizer --tool memcheck "${pytest[@]}" tests/test_gemm_gpu.py -k "column_groups or misaligned" \
+compute-sanitizer --tool memcheck --error-exitcode 1 "${pytest[@]}" tests/test_gemm_gpu.py -k "column_groups or misaligned" \
   > "$log.memcheck" 2>&1 || status=1
 tail -4 "$log.memcheck" >> "$log"
 echo "exit status $status" >> "$log"

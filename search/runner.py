@@ -129,12 +129,11 @@ class Runner:
                 while (self.in_flight < self.depth and not intr.requested
                        and budget.open(book.observer.counts.evaluated() + self.in_flight, book.asked)):
                     c = book.next()
-                    if c is None:
-                        continue
-                    if self.inline:
+                    if c is not None and self.inline:
                         book.predicted_outcome(c)
-                    else:
+                    elif c is not None:
                         self.submit(c)
+                    if not self.inline:  # after every ask, a rule-pruned or duplicate one too
                         self._keep_devices_busy(book, intr)
                 if not self.busy and (intr.requested or not self.pending):
                     break
@@ -145,9 +144,10 @@ class Runner:
             self._stop_search(book)
 
     def _keep_devices_busy(self, book: TrialBook, intr: DeferredInterrupt) -> None:
-        """Between two asks (each one a sampler call, about 0.1 s): hand every answer already in to ``book`` and
-        send compiled candidates to the idle devices, without waiting, so that a device does not sit idle while
-        the pipeline is being refilled."""
+        """Between two asks (each a sampler call and the rule screen: tens of milliseconds to 0.1 s): hand every
+        answer already in to ``book`` and send compiled candidates to the idle devices, without waiting for a
+        device (a worker past its deadline is restarted, as in :meth:`_step`), so that a device does not sit idle
+        while the pipeline is being refilled."""
         for i in [i for i in self.busy if self.workers[i].ready()]:
             book.measured(self.busy.pop(i), self.workers[i].receive(), self.devices[i])
         idle = [i for i in range(len(self.workers)) if i not in self.busy]

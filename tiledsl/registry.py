@@ -353,10 +353,12 @@ def lookup_hit(family, op, target) -> tuple[Hit | None, list[str]]:
             reasons.append(f"{label} {path}: no records")
             continue
         other_ops: list[tuple[int, int, str]] = []  # (fields that differ, record index, reason)
+        hit = None
         for i, rec in records:
             got = _why_not(fam, rec, op, target, nvrtc)
             if not isinstance(got, str):
-                return Hit(got, label, path, i, rec), reasons
+                hit = Hit(got, label, path, i, rec)
+                break
             if got.startswith(_OP_DIFFERS):
                 other_ops.append((got.count("≠"), i, got))
             else:
@@ -365,8 +367,10 @@ def lookup_hit(family, op, target) -> tuple[Hit | None, list[str]]:
             reasons.append(f"{label} {path} record {other_ops[0][1]}: {other_ops[0][2]}")
         elif other_ops:
             _, i, got = min(other_ops)
-            reasons.append(f"{label} {path}: {len(other_ops)} records are for other products; the nearest, "
-                           f"record {i}: {got}")
+            reasons.append(f"{label} {path}: {len(other_ops)} records {'before the hit ' if hit else ''}are for "
+                           f"other products; the nearest, record {i}: {got}")
+        if hit is not None:
+            return hit, reasons
     return None, reasons
 
 

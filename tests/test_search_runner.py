@@ -1,0 +1,76 @@
+"""search.runner.Runner's pipeline with stub workers and a stub book (CPU only): a device is fed between asks."""
+
+from __future__ import annotations
+
+from multiprocessing import Pipe
+from types import SimpleNamespace
+
+from search.interrupt import DeferredInterrupt
+from search.runner import Budget, Runner
+
+
+class StubWorker:
+    """Answers a request as soon as it is sent (``ready`` at once), logging what it was sent."""
+
+    def __init__(self, log: list) -> None:
+        self.log, self.request = log, None
+        self.connection, self._w = Pipe(duplex=False)  # always readable: Runner._step's wait returns at once
+        self._w.send_bytes(b".")
+
+    def send(self, req) -> None:
+        assert self.request is None, "a second request to a busy worker"
+        self.request = req
+        self.log.append(f"send {req}")
+
+    def ready(self) -> bool:
+        return self.request is not None
+
+    def receive(self) -> dict:
+        req, self.request = self.request, None
+        return {"ok": True, "median_ms": 1.0, "req": req}
+
+    def seconds_left(self) -> float:
+        return 1.0
+
+    def close(self) -> None:
+        pass
+
+
+class StubBook:
+    """Asks in the order of ``answers`` (None: a point pruned by a rule or a duplicate; else a candidate name)."""
+
+    def __init__(self, answers: list, log: list) -> None:
+        self.answers, self.log, self.asked, self.done = list(answers), log, 0, []
+        counts = SimpleNamespace(evaluated=lambda: len(self.done))
+        self.observer = SimpleNamespace(counts=counts, bar=SimpleNamespace(close=lambda: None))
+
+    def next(self):
+        self.asked += 1
+        c = self.answers.pop(0)
+        self.log.append(f"ask {c}")
+        return None if c is None else SimpleNamespace(schedule=c, predicted_s=1.0)
+
+    def ready_to_measure(self, c, res) -> bool:
+        return True
+
+    def measure_request(self, schedule):
+        return schedule
+
+    def measured(self, c, res, device) -> None:
+        assert res["req"] == c.schedule
+        self.done.append(c.schedule)
+        self.log.append(f"measured {c.schedule}")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_finished_measurement_is_collected_and_the_device_fed_between_asks():
+    """While the sampler proposes points the rules prune (None), the device's answer is taken and the next
+    compiled candidate sent after each ask, not once the pipeline is full again."""
+    log: list = []
+    book = StubBook(["a", None, "b", None, None, "c"], log)
+    runner = Runner("gemm", None, None, [StubWorker(log)], (0,), None, depth=3)
+    runner.search(book, Budget(trials=3, max_asks=6), DeferredInterrupt())
+    assert book.done == ["a", "b", "c"]
+    assert log[:6] == ["ask a", "send a", "ask None", "measured a", "ask b", "send b"], log
