@@ -5,7 +5,7 @@
 measuring, or :class:`search.model_worker.ModelWorker` predicting for simulated devices). With neither
 (``--model-only`` on one device) it evaluates inline: the screened prediction is the value. Its
 :meth:`Runner.search` keeps the pipeline full: it asks the :class:`search.trials.TrialBook` for screened
-candidates while there is room and budget, sends the oldest compiled one to the first idle device and hands
+candidates while there is room and budget, sends the oldest compiled one to the next idle device in turn and hands
 every answer back to the book.
 """
 
@@ -56,6 +56,7 @@ class Runner:
         self.inline = not workers
         self.pending: deque = deque()  # (candidate, compile future or None), asked and not yet measured, in ask order
         self.busy: dict[int, Candidate] = {}  # worker index -> the candidate it is measuring
+        self._last = -1  # the worker last sent a candidate (the next idle one after it goes first)
         self._wake_r, self._wake_w = Pipe(duplex=False)  # a compile finished (written from the pool's callback thread)
 
     @classmethod
@@ -124,17 +125,15 @@ class Runner:
         """
         try:
             while True:
-                if not self.inline:
-                    self._keep_devices_busy(book, intr)
                 while (self.in_flight < self.depth and not intr.requested
                        and budget.open(book.observer.counts.evaluated() + self.in_flight, book.asked)):
                     c = book.next()
-                    if c is not None and self.inline:
+                    if c is None:
+                        continue
+                    if self.inline:
                         book.predicted_outcome(c)
-                    elif c is not None:
+                    else:
                         self.submit(c)
-                    if not self.inline:  # after every ask, a rule-pruned or duplicate one too
-                        self._keep_devices_busy(book, intr)
                 if not self.busy and (intr.requested or not self.pending):
                     break
                 self._step(book, intr)
@@ -143,37 +142,51 @@ class Runner:
         finally:
             self._stop_search(book)
 
-    def _keep_devices_busy(self, book: TrialBook, intr: DeferredInterrupt) -> None:
-        """Between two asks (each a sampler call and the rule screen: tens of milliseconds to 0.1 s): hand every
-        answer already in to ``book`` and send compiled candidates to the idle devices, without waiting for a
-        device (a worker past its deadline is restarted, as in :meth:`_step`), so that a device does not sit idle
-        while the pipeline is being refilled."""
-        for i in [i for i in self.busy if self.workers[i].ready()]:
-            book.measured(self.busy.pop(i), self.workers[i].receive(), self.devices[i])
-        idle = [i for i in range(len(self.workers)) if i not in self.busy]
-        while idle and self.pending and not intr.requested and (self.pending[0][1] is None
-                                                                 or self.pending[0][1].done()):
-            c, fut = self.pending.popleft()
-            if book.ready_to_measure(c, None if fut is None else fut.result()):
-                self.workers[idle[0]].send(book.measure_request(c.schedule))
-                self.busy[idle.pop(0)] = c
+    def _idle(self) -> list[int]:
+        """The idle workers, in turn from the one after the last sent to: each device gets its share even where
+        answers come back faster than the next candidate compiles."""
+        n = len(self.workers)
+        return [i % n for i in range(self._last + 1, self._last + 1 + n) if i % n not in self.busy]
+
+    def _send(self, i: int, c: Candidate, book: TrialBook) -> None:
+        self.workers[i].send(book.measure_request(c.schedule))
+        self.busy[i] = c
+        self._last = i
+
+    def _dispatch(self, book: TrialBook, intr: DeferredInterrupt) -> bool:
+        """Send the oldest candidate, if compiled, to the next idle device in turn; whether one was taken (a
+        candidate whose compile failed is told FAIL by ``book`` and not sent)."""
+        idle = self._idle()
+        if not (self.pending and idle and not intr.requested
+                and (self.pending[0][1] is None or self.pending[0][1].done())):
+            return False
+        c, fut = self.pending.popleft()
+        if book.ready_to_measure(c, None if fut is None else fut.result()):
+            self._send(idle[0], c, book)
+        return True
 
     def _step(self, book: TrialBook, intr: DeferredInterrupt) -> None:
-        """Send the oldest compiled candidate to the first idle device, or wait for a device's answer (or the
-        oldest candidate's compile, when a device is idle) and hand it to ``book``."""
-        idle = [i for i in range(len(self.workers)) if i not in self.busy]
-        if self.pending and idle and not intr.requested and (self.pending[0][1] is None or self.pending[0][1].done()):
-            c, fut = self.pending.popleft()
-            if book.ready_to_measure(c, None if fut is None else fut.result()):
-                self.workers[idle[0]].send(book.measure_request(c.schedule))
-                self.busy[idle[0]] = c
+        """Send the oldest compiled candidate to an idle device, or wait for a device's answer (or the oldest
+        candidate's compile, when a device is idle), hand it to ``book`` and send the next compiled candidate to the
+        device it freed before :meth:`search` asks for more points (each ask is a sampler call and the rule screen,
+        tens of milliseconds to 0.1 s, often several per candidate: the device would wait through them).
+
+        Answers are handed to ``book`` only here, when the pipeline is full or the budget spent, so a run asks and
+        tells in the same order whatever the compile and measurement times (one device: a fixed ``--seed`` repeats
+        the study)."""
+        if self._dispatch(book, intr):
             return
+        idle = self._idle()
         waits = [self.workers[i].connection for i in self.busy] + ([self._wake_r] if self.pending and idle else [])
         wait(waits, timeout=min([1.0, *(self.workers[i].seconds_left() for i in self.busy)]))
         while self._wake_r.poll():
             self._wake_r.recv_bytes()
+        answered = False
         for i in [i for i in self.busy if self.workers[i].ready()]:
             book.measured(self.busy.pop(i), self.workers[i].receive(), self.devices[i])
+            answered = True
+        if answered:
+            self._dispatch(book, intr)
 
     def _stop_search(self, book: TrialBook) -> None:
         for _, fut in self.pending:

@@ -65,12 +65,27 @@ class StubBook:
         pass
 
 
-def test_a_finished_measurement_is_collected_and_the_device_fed_between_asks():
-    """While the sampler proposes points the rules prune (None), the device's answer is taken and the next
-    compiled candidate sent after each ask, not once the pipeline is full again."""
+def test_the_device_freed_by_an_answer_gets_the_next_candidate_before_more_asks():
+    """An answer frees the device: the next compiled candidate goes to it at once, and the asks that refill the
+    pipeline (some pruned by the rules: None) come after, while it measures."""
     log: list = []
-    book = StubBook(["a", None, "b", None, None, "c"], log)
-    runner = Runner("gemm", None, None, [StubWorker(log)], (0,), None, depth=3)
-    runner.search(book, Budget(trials=3, max_asks=6), DeferredInterrupt())
-    assert book.done == ["a", "b", "c"]
-    assert log[:6] == ["ask a", "send a", "ask None", "measured a", "ask b", "send b"], log
+    book = StubBook(["a", "b", None, None, "c", None, "d"], log)
+    runner = Runner("gemm", None, None, [StubWorker(log)], (0,), None, depth=2)
+    runner.search(book, Budget(trials=4, max_asks=7), DeferredInterrupt())
+    assert book.done == ["a", "b", "c", "d"]
+    assert log == ["ask a", "ask b", "send a", "measured a", "send b", "ask None", "ask None", "ask c",
+                   "measured b", "send c", "ask None", "ask d", "measured c", "send d", "measured d"], log
+
+
+def test_two_devices_take_candidates_in_turn():
+    """Answers that come back before the next candidate is compiled do not leave the second device idle."""
+    log: list = []
+    book = StubBook(["a", "b", "c", "d"], log)
+    workers = [StubWorker(log), StubWorker(log)]
+    runner = Runner("gemm", None, None, workers, (0, 1), None, depth=1)
+    sent_to = []
+    for i, w in enumerate(workers):
+        send = w.send
+        w.send = lambda req, i=i, send=send: (sent_to.append(i), send(req))
+    runner.search(book, Budget(trials=4, max_asks=4), DeferredInterrupt())
+    assert book.done == ["a", "b", "c", "d"] and sent_to == [0, 1, 0, 1], (sent_to, log)
