@@ -153,12 +153,15 @@ class Runner:
         self.busy[i] = c
         self._last = i
 
-    def _dispatch(self, book: TrialBook, intr: DeferredInterrupt) -> bool:
+    def _dispatch(self, book: TrialBook, intr: DeferredInterrupt, compiled_only: bool = False) -> bool:
         """Send the oldest candidate, if compiled, to the next idle device in turn; whether one was taken (a
-        candidate whose compile failed is told FAIL by ``book`` and not sent)."""
+        candidate whose compile failed is told FAIL by ``book`` and not sent). ``compiled_only``: leave a failed
+        compile in place (to be told where it always was, after the asks that refill the pipeline)."""
         idle = self._idle()
-        if not (self.pending and idle and not intr.requested
-                and (self.pending[0][1] is None or self.pending[0][1].done())):
+        fut = self.pending[0][1] if self.pending else None
+        if not (self.pending and idle and not intr.requested and (fut is None or fut.done())):
+            return False
+        if compiled_only and fut is not None and not (fut.exception() is None and fut.result().get("ok")):
             return False
         c, fut = self.pending.popleft()
         if book.ready_to_measure(c, None if fut is None else fut.result()):
@@ -166,14 +169,16 @@ class Runner:
         return True
 
     def _step(self, book: TrialBook, intr: DeferredInterrupt) -> None:
-        """Send the oldest compiled candidate to an idle device, or wait for a device's answer (or the oldest
-        candidate's compile, when a device is idle), hand it to ``book`` and send the next compiled candidate to the
-        device it freed before :meth:`search` asks for more points (each ask is a sampler call and the rule screen,
-        tens of milliseconds to 0.1 s, often several per candidate: the device would wait through them).
+        """Send the oldest compiled candidate to the next idle device in turn, or wait for a device's answer (or
+        the oldest candidate's compile, when a device is idle), hand it to ``book`` and then send the oldest
+        candidate, if it compiled, to the next idle device before :meth:`search` asks for more points (each ask is a
+        sampler call and the rule screen, tens of milliseconds to 0.1 s, often several per candidate: a device
+        would wait through them).
 
-        Answers are handed to ``book`` only here, when the pipeline is full or the budget spent, so a run asks and
-        tells in the same order whatever the compile and measurement times (one device: a fixed ``--seed`` repeats
-        the study)."""
+        Answers and failed compiles are handed to ``book`` only where they were before that early send: answers
+        here, when the pipeline is full or the budget spent, and a failed compile when it is dispatched after the
+        refill. So with one device a run asks and tells in the same order whatever the compile and measurement
+        times, and a fixed ``--seed`` repeats the study."""
         if self._dispatch(book, intr):
             return
         idle = self._idle()
@@ -186,7 +191,7 @@ class Runner:
             book.measured(self.busy.pop(i), self.workers[i].receive(), self.devices[i])
             answered = True
         if answered:
-            self._dispatch(book, intr)
+            self._dispatch(book, intr, compiled_only=True)
 
     def _stop_search(self, book: TrialBook) -> None:
         for _, fut in self.pending:

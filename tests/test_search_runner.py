@@ -9,6 +9,18 @@ from search.interrupt import DeferredInterrupt
 from search.runner import Budget, Runner
 
 
+class StubOp:
+    def to_dict(self) -> dict:
+        return {}
+
+
+class StubSchedule(str):
+    """A candidate's schedule: its name, and ``to_dict`` as Runner.submit calls it."""
+
+    def to_dict(self) -> str:
+        return str(self)
+
+
 class StubWorker:
     """Answers a request as soon as it is sent (``ready`` at once), logging what it was sent."""
 
@@ -48,17 +60,17 @@ class StubBook:
         self.asked += 1
         c = self.answers.pop(0)
         self.log.append(f"ask {c}")
-        return None if c is None else SimpleNamespace(schedule=c, predicted_s=1.0)
+        return None if c is None else SimpleNamespace(schedule=StubSchedule(c), predicted_s=1.0)
 
     def ready_to_measure(self, c, res) -> bool:
         return True
 
     def measure_request(self, schedule):
-        return schedule
+        return str(schedule)
 
     def measured(self, c, res, device) -> None:
-        assert res["req"] == c.schedule
-        self.done.append(c.schedule)
+        assert res["req"] == str(c.schedule)
+        self.done.append(str(c.schedule))
         self.log.append(f"measured {c.schedule}")
 
     def close(self) -> None:
@@ -89,3 +101,37 @@ def test_two_devices_take_candidates_in_turn():
         w.send = lambda req, i=i, send=send: (sent_to.append(i), send(req))
     runner.search(book, Budget(trials=4, max_asks=4), DeferredInterrupt())
     assert book.done == ["a", "b", "c", "d"] and sent_to == [0, 1, 0, 1], (sent_to, log)
+
+
+class StubPool:
+    """Compiles at once: candidate "x" fails, every other one succeeds."""
+
+    def submit(self, fn, family, op, schedule, *args):
+        from concurrent.futures import Future
+
+        fut = Future()
+        fut.set_result({"ok": schedule != "x", "error": "stub compile error"})
+        return fut
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
+def test_a_failed_compile_is_told_after_the_refill_as_before():
+    """Right after an answer, only a candidate that compiled is sent early: a failed compile is told FAIL after the
+    ask that refills the pipeline, where the runner always told it (the sampler's next point depends on the order)."""
+    log: list = []
+    book = StubBook(["a", "x", "b", "c"], log)
+
+    def ready_to_measure(c, res) -> bool:
+        if res is not None and not res["ok"]:
+            log.append(f"FAIL {c.schedule}")
+            book.done.append(str(c.schedule))
+            return False
+        return True
+
+    book.ready_to_measure = ready_to_measure
+    runner = Runner("gemm", StubOp(), SimpleNamespace(arch="sm_90"), [StubWorker(log)], (0,), StubPool(), depth=2)
+    runner.search(book, Budget(trials=4, max_asks=4), DeferredInterrupt())
+    assert log == ["ask a", "ask x", "send a", "measured a", "ask b", "FAIL x", "ask c", "send b", "measured b",
+                   "send c", "measured c"], log
