@@ -227,12 +227,10 @@ def _tall_wide_tile_shapes(target) -> list:
     """The data sets' float32 tiled products with 64 to 128 columns and M ≥ 1024 (the tall-thin rule's N = 64 and
     the sub-wave rule's and the estimate's N = 128), where 16 shipped winners took 256-row or 8×8-thread tiles with
     8 or 16 K slices."""
-    out = []
-    for (m, n, k, layout) in workload_shapes():
-        op = gemm_op(m, n, k, layout)
-        if 64 <= n <= 128 and m >= 1024 and tiledsl.plan(op, device=target).schedule.kernel == "tiled":
-            out.append((m, n, k, layout))
-    return out
+    from tiledsl.gemm.family import builtin_schedule
+
+    return [(m, n, k, layout) for (m, n, k, layout) in workload_shapes()
+            if 64 <= n <= 128 and m >= 1024 and builtin_schedule(gemm_op(m, n, k, layout), target).kernel == "tiled"]
 
 
 def _tall_wide_tile_schedules(m: int, n: int, k: int, layout: str) -> dict:

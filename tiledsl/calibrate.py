@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import os
 import re
 from pathlib import Path
 
 from .compile import KernelSource, compile_source
-from .filestore import atomic_write, locked, read_json, warn_bad
+from .filestore import atomic_write, locked, positive_number, read_json, warn_bad
 from .runtime import launch
 from .target import Target
 from .timing import time_gpu
@@ -121,7 +120,7 @@ def calibration_problem(data: object, target: Target) -> str | None:
         if not isinstance(v, dict) or not isinstance(v.get("method"), str):
             return f"figure {k!r} is not {{'value': number, 'method': text}}"
         x = v.get("value")
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+        if not positive_number(x):
             return f"figure {k!r} value {x!r} is not a positive finite number"
     if not isinstance(data.get("date", ""), str):
         return "field 'date' is not text"

@@ -16,6 +16,7 @@ written by another process right now. The rules, in one place:
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import threading
@@ -104,6 +105,11 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         except OSError:
             pass
         raise
+
+
+def positive_number(x: object) -> bool:
+    """Whether ``x``, read from a JSON file, is a finite number above 0 (an int or float, not a bool)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
 def read_json(path, what: str = "JSON", allow_nan: bool = False) -> tuple[object | None, str | None]:

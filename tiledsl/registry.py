@@ -23,7 +23,7 @@ from . import cache
 from . import family as families
 from .compile import nvrtc_version
 from .errors import ScheduleError, SpecError
-from .filestore import read_json, update_json, warn_bad
+from .filestore import positive_number, read_json, update_json, warn_bad
 
 
 @functools.cache
@@ -316,22 +316,18 @@ class Hit:
         if rec.get("study") is not None and rec.get("trial") is not None:
             parts.append(f"study {rec['study']!r} trial {rec['trial']}")
         measured = rec.get("measured") if isinstance(rec.get("measured"), dict) else {}
-        if _positive(measured.get("median_s")):
+        if positive_number(measured.get("median_s")):
             text = f"measured {measured['median_s'] * 1e3:.4g} ms"
-            if _positive(measured.get("vendor_s")):
+            if positive_number(measured.get("vendor_s")):
                 text += f" = {measured['vendor_s'] / measured['median_s']:.2f}x the vendor library"
             parts.append(text)
         compared = rec.get("compared") if isinstance(rec.get("compared"), dict) else {}
-        if _positive(compared.get("default_s")) and _positive(compared.get("tuned_s")):
+        if positive_number(compared.get("default_s")) and positive_number(compared.get("tuned_s")):
             parts.append(f"re-timed {compared.get('compared', '?')}: {compared['default_s'] / compared['tuned_s']:.2f}x "
                          "faster than the built-in choice then")
         if rec.get("source_sha256"):
             parts.append("kernel source unchanged since (SHA-256)")
         return "; ".join(parts)
-
-
-def _positive(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
 def lookup_hit(family, op, target) -> tuple[Hit | None, list[str]]:
