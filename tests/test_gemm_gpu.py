@@ -376,24 +376,61 @@ def test_default_schedule_on_dataset_shapes(rng):
                                           (4096, 128, 4096, "row", "col"), (129, 2048, 515, "row", "row")])
 def test_sub_wave_rule_default_is_stream_k_and_correct(m, n, k, la, lb, rng):
     """schedule=None on products whose 128×128 grid is under one wave runs the sub-wave rule's stream-K kernel
-    (tiledsl.gemm.family.sub_wave_schedule): right against float64 on a NaN-poisoned C, twice (the tickets reset),
-    and with alpha/beta reading C."""
+    (tiledsl.gemm.family.sub_wave_schedule) unless a tuned record for the op comes first; the rule's kernel is run
+    either way (by name when a record stands): right against float64 on a NaN-poisoned C, twice (the tickets reset),
+    and with alpha/beta reading C. The default is checked against float64 too."""
     from tiledsl.gemm.family import sub_wave_schedule
+    from tiledsl.registry import lookup_hit
 
     cp = _cp()
     a, ha = _rand((m, k), rng, layout=la)
     b, hb = _rand((k, n), rng, layout=lb)
     op = tiledsl.GemmOp(m, n, k, layout_a=la, layout_b=lb)
     target = tiledsl.Target.current()
-    if sub_wave_schedule(op, target) is None:
+    want = sub_wave_schedule(op, target)
+    if want is None:
         pytest.skip(f"{target.name}: {m}x{n}x{k} is not under one wave of 128×128 tiles here")
-    assert tiledsl.plan(op, device=target).schedule.stream_k
-    for _ in range(2):
+    assert want.stream_k
+    default = tiledsl.plan(op, device=target).schedule
+    if default != want:  # only a tuned record may stand before the rule
+        hit, _ = lookup_hit("gemm", op, target)
+        assert hit is not None and hit.schedule == default, f"default {default} is neither the rule nor a record"
         assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < 1e-5
+    for _ in range(2):
+        assert _rel_err(_gemm_nan_out(a, b, schedule=want), ha @ hb) < 1e-5
     c0 = rng.uniform(-1, 1, (m, n))
     c = cp.asarray(c0.astype(np.float32))
-    tiledsl.gemm(a, b, c, alpha=0.5, beta=-2.0)
+    tiledsl.gemm(a, b, c, alpha=0.5, beta=-2.0, schedule=want)
     assert _rel_err(c, 0.5 * (ha @ hb) - 2.0 * c0) < 1e-5
+
+
+@pytest.mark.parametrize("m,n,k,la,lb", [(2052, 2308, 772, "row", "row"), (3076, 3004, 1028, "col", "col"),
+                                          (1028, 5124, 1764, "row", "col")])
+def test_wave_tail_rule_is_right(m, n, k, la, lb, rng):
+    """The wave-tail rule's 256×128×8 stream-K tile (tiledsl.gemm.family.wave_tail_schedule) on products off every
+    tile in M, N and K: right against float64 on a NaN-poisoned C, twice (the tickets reset), with alpha/beta reading
+    C; schedule=None runs it unless a tuned record for the op comes first."""
+    from tiledsl.gemm.family import builtin_choice
+    from tiledsl.registry import lookup_hit
+
+    cp = _cp()
+    a, ha = _rand((m, k), rng, layout=la)
+    b, hb = _rand((k, n), rng, layout=lb)
+    op = tiledsl.GemmOp(m, n, k, layout_a=la, layout_b=lb)
+    target = tiledsl.Target.current()
+    want, why = builtin_choice(op, target)
+    if "wave_tail_schedule" not in why:
+        pytest.skip(f"{target.name}: the wave-tail rule does not take {m}x{n}x{k} here ({why})")
+    default = tiledsl.plan(op, device=target).schedule
+    assert default == want or lookup_hit("gemm", op, target)[0] is not None
+    tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
+    for _ in range(2):
+        assert _rel_err(_gemm_nan_out(a, b, schedule=want), ha @ hb) < tol
+    assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(np.float32))
+    tiledsl.gemm(a, b, c, alpha=0.5, beta=-2.0, schedule=want)
+    assert _rel_err(c, 0.5 * (ha @ hb) - 2.0 * c0) < tol
 
 
 @pytest.mark.parametrize("m,n,k,la,lb,bm", [(1760, 16, 1760, "col", "col", 64), (1031, 16, 1029, "col", "row", 64),
