@@ -11,8 +11,9 @@ tall-thin rule with 16 and 32 K slices and the tunes' tiles, ``--out benchmarks/
 the plain estimate it replaces, ``--out benchmarks/results/gemm_misaligned_h200.json``; ``--set bigtile``: every
 data-set product of M, N ≥ 1024 on the estimate's tile against the data pass's 256×128×8 stream-K winner;
 ``--set tallwide``: every tiled data-set product of 64 to 128 columns against the shipped winners' 256-row and 8×8
-tiles with 8 and 16 K slices. In these two sets "built-in" is ``builtin_schedule``, not ``schedule=None``, which
-would run the shipped records of the data pass's products).
+tiles with 8 and 16 K slices; ``--set wavetail``: the products of the wave-tail rule, in the data sets and a
+sample off them, against the estimate's pick it replaces. In these three sets "built-in" is ``builtin_schedule``,
+not ``schedule=None``, which would run the shipped records of the data pass's products).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
 and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
@@ -248,11 +249,49 @@ def _tall_wide_tile_schedules(m: int, n: int, k: int, layout: str) -> dict:
     return out
 
 
+WAVE_TAIL_GRID = ((1024, 1536, 2048, 2560, 3072, 4096, 5120, 6144, 8192), (768, 1024, 2048, 4096, 8192))
+"""M and N, then K, of the off-data-set products ``--set wavetail`` samples."""
+
+
+def _wave_tail_shapes(target) -> list:
+    """The data sets' products where the wave-tail rule (``wave_tail_schedule``) replaces the estimate's 128×128
+    pick, then 12 products per layout drawn (seed 0) from the grid :data:`WAVE_TAIL_GRID`, in no data set, where the
+    estimate picks 128×128 and the rule's bounds hold: an out-of-sample check (TN was measured there first)."""
+    from tiledsl.gemm.family import WAVE_TAIL_MIN_K, WAVE_TAIL_MIN_SIDE, _estimate_choice, builtin_choice
+
+    data = list(dict.fromkeys(shape for shape in workload_shapes()
+                              if "wave_tail_schedule" in builtin_choice(gemm_op(*shape), target)[1]))
+    def estimate_128(op) -> bool:  # the estimate's 128×128 pick stands (no shape-class rule comes first)
+        chosen = _estimate_choice(op, target)
+        return (chosen.bm, chosen.bn) == (128, 128) and builtin_choice(op, target)[1].startswith("the estimate")
+
+    sides, ks = WAVE_TAIL_GRID
+    rng = np.random.default_rng(0)
+    out = list(data)
+    for layout in ("NN", "NT", "TT", "TN"):
+        grid = [(m, n, k, layout) for m in sides for n in sides for k in ks
+                if (m, n, k, layout) not in data and min(m, n) >= WAVE_TAIL_MIN_SIDE and k >= WAVE_TAIL_MIN_K
+                and estimate_128(gemm_op(m, n, k, layout))]
+        out += [grid[i] for i in sorted(rng.choice(len(grid), size=min(12, len(grid)), replace=False))]
+    return out
+
+
+def _wave_tail_schedules(m: int, n: int, k: int, layout: str) -> dict:
+    """The estimate's pick beside the wave-tail rule's 256×128×8 stream-K tile that replaces it, and the built-in
+    choice."""
+    from tiledsl.gemm.family import GEMM, WAVE_TAIL_PRESET, _estimate_choice
+
+    return {"built-in": _builtin(m, n, k, layout),
+            "estimate": _estimate_choice(gemm_op(m, n, k, layout), tiledsl.require_gpu()).to_dict(),
+            "256x128x8 streamk": tiledsl.registry.presets(GEMM)[WAVE_TAIL_PRESET].to_dict()}
+
+
 SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules()),
         "wide": (WIDE_SHAPES, _wide_schedules()), "subwave": (_subwave_shapes, _subwave_schedules()),
         "oddn": (ODD_N_SHAPES, ODD_N_SCHEDULES), "tallsplit": (_tall_class_shapes, _tall_split_schedules),
         "misaligned": (_misaligned_shapes, _misaligned_schedules),
-        "bigtile": (_big_tile_shapes, _big_tile_schedules), "tallwide": (_tall_wide_tile_shapes, _tall_wide_tile_schedules)}
+        "bigtile": (_big_tile_shapes, _big_tile_schedules), "tallwide": (_tall_wide_tile_shapes, _tall_wide_tile_schedules),
+        "wavetail": (_wave_tail_shapes, _wave_tail_schedules)}
 
 
 def main() -> int:

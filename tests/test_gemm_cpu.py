@@ -990,6 +990,54 @@ def test_sub_wave_rule_comes_after_the_short_wide_rule():
     assert builtin_schedule(op, h200) == tiledsl.preset("gemm", SHORT_WIDE_PRESET)
 
 
+LAYOUTS = {"NN": ("row", "row"), "NT": ("row", "col"), "TT": ("col", "col"), "TN": ("col", "row")}
+
+
+@pytest.mark.parametrize("m,n,k,layout", [(2048, 2304, 768, "NN"), (2048, 11008, 4096, "NN"),
+                                          (1760, 7000, 1760, "NT"), (1024, 3000, 2048, "TT"),
+                                          (3072, 3000, 1024, "TT"), (2052, 2308, 772, "NN"), (3076, 3004, 1028, "TT"),
+                                          (3072, 4096, 1024, "TN"), (2048, 2560, 768, "TN")])
+def test_wave_tail_rule_takes_stream_k_on_the_256x128_tile(m, n, k, layout):
+    """The estimate's 128×128 pick (with or without split-K) on a float32 product of M, N ≥ 1024 and K ≥ 768 becomes
+    the 256×128×8 stream-K preset, and --lookup's reason names the pick it replaced."""
+    from tiledsl.gemm.family import WAVE_TAIL_PRESET, _estimate_choice, builtin_choice
+
+    h200 = tiledsl.Target.known("H200")
+    op = GemmOp(m, n, k, layout_a=LAYOUTS[layout][0], layout_b=LAYOUTS[layout][1])
+    plain = _estimate_choice(op, h200)
+    s, why = builtin_choice(op, h200)
+    assert (plain.bm, plain.bn) == (128, 128)
+    assert s == tiledsl.preset("gemm", WAVE_TAIL_PRESET) and s.stream_k and (s.bm, s.bn, s.bk) == (256, 128, 8)
+    assert "wave-tail rule" in why and f"(128×128, {plain.split_k} K slices)" in why
+
+
+@pytest.mark.parametrize("m,n,k,layout,kw", [
+    (2048, 3072, 640, "NN", {}),             # K under 768
+    (1020, 6144, 2048, "NN", {}),            # M under 1024
+    (1020, 3000, 2048, "TT", {}),
+    (2048, 2304, 769, "NN", {}),             # A's rows allow only scalar loads (align_a 1)
+    (2048, 2304, 768, "NN", {"dtype": "float16"}), (2048, 2304, 768, "NN", {"precision": "tf32"})])
+def test_wave_tail_rule_stays_inside_its_class(m, n, k, layout, kw):
+    """Products whose estimate picks 128×128 but which the wave-tail rule must leave: K < 768, a side under 1024, a
+    misaligned operand, float16 and tf32."""
+    from tiledsl.gemm.family import _estimate_choice, builtin_choice, wave_tail_schedule
+
+    h200 = tiledsl.Target.known("H200")
+    op = GemmOp(m, n, k, layout_a=LAYOUTS[layout][0], layout_b=LAYOUTS[layout][1], **kw)
+    plain = _estimate_choice(op, h200)
+    assert (plain.bm, plain.bn) == (128, 128)  # the rule would apply but for the one condition
+    assert wave_tail_schedule(op, plain, h200) is None and "wave-tail" not in builtin_choice(op, h200)[1]
+
+
+def test_wave_tail_rule_leaves_the_estimates_256x128_pick():
+    from tiledsl.gemm.family import _estimate_choice, builtin_choice
+
+    h200 = tiledsl.Target.known("H200")
+    for op in (GemmOp(4096, 4096, 4096), GemmOp(2048, 50257, 768), GemmOp(2048, 2048, 2048, layout_b="col")):
+        assert builtin_choice(op, h200) == (_estimate_choice(op, h200),
+                                            "the estimate over the presets × split-K (builtin_schedule)")
+
+
 def test_small_gemv_products_with_a_row_major_b_run_in_one_launch():
     """GEMV_ONE_LAUNCH_MAX_BYTES: float32, a row-major B, at most 4 rows, A, B and C within 16 MiB and at most 24 K
     slices: a quarter of the columns per block, the slices summed in the kernel (no split-K kernel, no second
@@ -1139,7 +1187,7 @@ def test_column_major_c_and_split_k_rules():
 def test_misaligned_row_b_takes_one_k_slice(m, n, k, la, stages):
     """A row-major B with an odd N (align_b 1) and two or more tiles per SM: the estimate's preset with one K slice,
     four cp.async stages with a column-major A (measured: split-K lost or tied on every such product, the pipeline
-    gained with a column-major A only); --lookup says so. The same shapes with an aligned B keep the plain estimate."""
+    gained with a column-major A only); --lookup says so. The same shapes with an aligned B are not its."""
     from dataclasses import replace as dc_replace
 
     from tiledsl.gemm.family import MISALIGNED_ROW_B_STAGES, _estimate_choice, builtin_choice
@@ -1154,9 +1202,8 @@ def test_misaligned_row_b_takes_one_k_slice(m, n, k, la, stages):
     assert (s.bm, s.bn, s.bk, s.rm, s.rn) == (plain.bm, plain.bn, plain.bk, plain.rm, plain.rn)  # the same tile
     if stages == MISALIGNED_ROW_B_STAGES:
         assert not s.fragment_prefetch  # a rule of the register-staged pipeline only
-    aligned = dc_replace(op, n=n + 4 - n % 4, align_b=4, align_c=4)
-    assert builtin_choice(aligned, h200) == (_estimate_choice(aligned, h200),
-                                             "the estimate over the presets × split-K (builtin_schedule)")
+    aligned = dc_replace(op, n=n + 4 - n % 4, align_b=4, align_c=4)  # the plain estimate, or the wave-tail rule
+    assert "misaligned_row_b_schedule" not in builtin_choice(aligned, h200)[1]
 
 
 @pytest.mark.parametrize("op", [GemmOp(64, 33, 8192, layout_a="col", layout_b="row"),  # few tiles: split-K stays
