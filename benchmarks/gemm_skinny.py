@@ -256,8 +256,9 @@ WAVE_TAIL_GRID = ((1024, 1536, 2048, 2560, 3072, 4096, 5120, 6144, 8192), (768, 
 def _wave_tail_shapes(target) -> list:
     """The data sets' products where the wave-tail rule (``wave_tail_schedule``) replaces the estimate's 128×128
     pick, then 12 products per layout drawn (seed 0) from the grid :data:`WAVE_TAIL_GRID`, in no data set, where the
-    estimate picks 128×128 and the rule's bounds hold: an out-of-sample check (TN was measured there first)."""
-    from tiledsl.gemm.family import WAVE_TAIL_MIN_K, WAVE_TAIL_MIN_SIDE, _estimate_choice, builtin_choice
+    estimate picks 128×128 and the rule's bounds hold: an out-of-sample check for NN, NT and TT (TN, outside the first
+    version of the rule, was measured there first and admitted on it)."""
+    from tiledsl.gemm.family import WAVE_TAIL_K, WAVE_TAIL_MIN_SIDE, _estimate_choice, builtin_choice
 
     data = list(dict.fromkeys(shape for shape in workload_shapes()
                               if "wave_tail_schedule" in builtin_choice(gemm_op(*shape), target)[1]))
@@ -270,7 +271,7 @@ def _wave_tail_shapes(target) -> list:
     out = list(data)
     for layout in ("NN", "NT", "TT", "TN"):
         grid = [(m, n, k, layout) for m in sides for n in sides for k in ks
-                if (m, n, k, layout) not in data and min(m, n) >= WAVE_TAIL_MIN_SIDE and k >= WAVE_TAIL_MIN_K
+                if (m, n, k, layout) not in data and min(m, n) >= WAVE_TAIL_MIN_SIDE and k >= WAVE_TAIL_K[0]
                 and estimate_128(gemm_op(m, n, k, layout))]
         out += [grid[i] for i in sorted(rng.choice(len(grid), size=min(12, len(grid)), replace=False))]
     return out
@@ -290,7 +291,8 @@ SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules()),
         "wide": (WIDE_SHAPES, _wide_schedules()), "subwave": (_subwave_shapes, _subwave_schedules()),
         "oddn": (ODD_N_SHAPES, ODD_N_SCHEDULES), "tallsplit": (_tall_class_shapes, _tall_split_schedules),
         "misaligned": (_misaligned_shapes, _misaligned_schedules),
-        "bigtile": (_big_tile_shapes, _big_tile_schedules), "tallwide": (_tall_wide_tile_shapes, _tall_wide_tile_schedules),
+        "bigtile": (_big_tile_shapes, _big_tile_schedules),
+        "tallwide": (_tall_wide_tile_shapes, _tall_wide_tile_schedules),
         "wavetail": (_wave_tail_shapes, _wave_tail_schedules)}
 
 

@@ -1016,10 +1016,13 @@ def test_wave_tail_rule_takes_stream_k_on_the_256x128_tile(m, n, k, layout):
     (1020, 6144, 2048, "NN", {}),            # M under 1024
     (1020, 3000, 2048, "TT", {}),
     (2048, 2304, 769, "NN", {}),             # A's rows allow only scalar loads (align_a 1)
+    (2048, 2306, 768, "TT", {}),             # C's rows allow 8-byte stores only (align_c 2)
+    (2048, 11264, 2048, "NN", {}),           # N over 11008, the widest measured
+    (2048, 2304, 9216, "NN", {}),            # K over 8192, the deepest measured
     (2048, 2304, 768, "NN", {"dtype": "float16"}), (2048, 2304, 768, "NN", {"precision": "tf32"})])
 def test_wave_tail_rule_stays_inside_its_class(m, n, k, layout, kw):
-    """Products whose estimate picks 128×128 but which the wave-tail rule must leave: K < 768, a side under 1024, a
-    misaligned operand, float16 and tf32."""
+    """Products whose estimate picks 128×128 but which the wave-tail rule must leave: K < 768 or > 8192, a side under
+    1024 or over 11008, a misaligned operand, float16 and tf32."""
     from tiledsl.gemm.family import _estimate_choice, builtin_choice, wave_tail_schedule
 
     h200 = tiledsl.Target.known("H200")
@@ -1029,11 +1032,27 @@ def test_wave_tail_rule_stays_inside_its_class(m, n, k, layout, kw):
     assert wave_tail_schedule(op, plain, h200) is None and "wave-tail" not in builtin_choice(op, h200)[1]
 
 
+def test_wave_tail_rule_needs_a_float32_fma_pick():
+    """The rule reads the op's dtype and the pick's units, not the tile alone: a 128×128 pick on tensor cores, or a
+    float16 product on FMA units (as before sm_80), is left as it is."""
+    from tiledsl.gemm.family import wave_tail_schedule
+
+    h200 = tiledsl.Target.known("H200")
+    fp32 = GemmOp(2048, 2304, 768)
+    pick = tiledsl.preset("gemm", "sgemm_128x128_8x8")
+    assert wave_tail_schedule(fp32, pick, h200) is not None
+    assert wave_tail_schedule(GemmOp(2048, 2304, 768, dtype="float16"), pick, h200) is None
+    tensor_cores = tiledsl.preset("gemm", "hgemm_128x128x32_w64x64_s4")
+    assert (tensor_cores.bm, tensor_cores.bn, tensor_cores.mma) == (128, 128, "mma_sync")
+    assert wave_tail_schedule(fp32, tensor_cores, h200) is None
+
+
 def test_wave_tail_rule_leaves_the_estimates_256x128_pick():
     from tiledsl.gemm.family import _estimate_choice, builtin_choice
 
     h200 = tiledsl.Target.known("H200")
     for op in (GemmOp(4096, 4096, 4096), GemmOp(2048, 50257, 768), GemmOp(2048, 2048, 2048, layout_b="col")):
+        assert (_estimate_choice(op, h200).bm, _estimate_choice(op, h200).bn) == (256, 128)
         assert builtin_choice(op, h200) == (_estimate_choice(op, h200),
                                             "the estimate over the presets × split-K (builtin_schedule)")
 
