@@ -255,24 +255,21 @@ WAVE_TAIL_GRID = ((1024, 1536, 2048, 2560, 3072, 4096, 5120, 6144, 8192), (768, 
 
 def _wave_tail_shapes(target) -> list:
     """The data sets' products where the wave-tail rule (``wave_tail_schedule``) replaces the estimate's 128×128
-    pick, then 12 products per layout drawn (seed 0) from the grid :data:`WAVE_TAIL_GRID`, in no data set, where the
-    estimate picks 128×128 and the rule's bounds hold: an out-of-sample check for NN, NT and TT (TN, outside the first
-    version of the rule, was measured there first and admitted on it)."""
-    from tiledsl.gemm.family import WAVE_TAIL_K, WAVE_TAIL_MIN_SIDE, _estimate_choice, builtin_choice
+    pick, then 12 products per layout drawn (seed 0) from the rule's products on the grid :data:`WAVE_TAIL_GRID` that
+    are in no data set: an out-of-sample check for NN, NT and TT (TN, outside the first version of the rule, was
+    measured there first and admitted on it)."""
+    from tiledsl.gemm.family import builtin_choice
 
-    data = list(dict.fromkeys(shape for shape in workload_shapes()
-                              if "wave_tail_schedule" in builtin_choice(gemm_op(*shape), target)[1]))
-    def estimate_128(op) -> bool:  # the estimate's 128×128 pick stands (no shape-class rule comes first)
-        chosen = _estimate_choice(op, target)
-        return (chosen.bm, chosen.bn) == (128, 128) and builtin_choice(op, target)[1].startswith("the estimate")
+    def ruled(shape) -> bool:
+        return "wave_tail_schedule" in builtin_choice(gemm_op(*shape), target)[1]
 
+    data = list(dict.fromkeys(shape for shape in workload_shapes() if ruled(shape)))
     sides, ks = WAVE_TAIL_GRID
     rng = np.random.default_rng(0)
     out = list(data)
     for layout in ("NN", "NT", "TT", "TN"):
         grid = [(m, n, k, layout) for m in sides for n in sides for k in ks
-                if (m, n, k, layout) not in data and min(m, n) >= WAVE_TAIL_MIN_SIDE and k >= WAVE_TAIL_K[0]
-                and estimate_128(gemm_op(m, n, k, layout))]
+                if (m, n, k, layout) not in data and ruled((m, n, k, layout))]
         out += [grid[i] for i in sorted(rng.choice(len(grid), size=min(12, len(grid)), replace=False))]
     return out
 

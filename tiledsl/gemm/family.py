@@ -82,8 +82,7 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         return tail, (f"the estimate over the presets × split-K ({chosen.bm}×{chosen.bn}, {chosen.split_k} K slices), "
                       f"then the wave-tail rule (wave_tail_schedule): float32, M and N in {WAVE_TAIL_MIN_SIDE}.."
                       f"{WAVE_TAIL_MAX_SIDE}, K in {WAVE_TAIL_K[0]}..{WAVE_TAIL_K[1]}, 16-byte aligned: "
-                      f"{tile_count(op, tail)} tiles of "
-                      f"{tail.bm}×{tail.bn} with stream-K")
+                      f"{tile_count(op, tail)} tiles of {tail.bm}×{tail.bn} with stream-K")
     odd = misaligned_row_b_schedule(op, chosen, target)
     if odd is not None:
         return odd, (f"the estimate over the presets × split-K ({chosen.bm}×{chosen.bn}, {chosen.split_k} K slices, "
@@ -103,8 +102,9 @@ same tile) to 8192. Larger products were not measured and keep the estimate's pi
 def wave_tail_schedule(op: GemmOp, chosen: GemmSchedule, target: Target) -> GemmSchedule | None:
     """The 256×128×8 stream-K tile (:data:`WAVE_TAIL_PRESET`) in place of the estimate's ``chosen`` 128×128 tile
     (with or without split-K), for a float32 FMA product (IEEE) with M and N in :data:`WAVE_TAIL_MIN_SIDE` ..
-    :data:`WAVE_TAIL_MAX_SIDE` and K in :data:`WAVE_TAIL_K` whose A, B and C allow 16-byte loads (``align_*`` 4: scalar loads were not measured with
-    it; a row-major B of odd N has its own rule, :func:`misaligned_row_b_schedule`); None elsewhere.
+    :data:`WAVE_TAIL_MAX_SIDE` and K in :data:`WAVE_TAIL_K` whose A, B and C allow 16-byte loads (``align_*`` 4:
+    scalar loads were not measured with it; a row-major B of odd N has its own rule,
+    :func:`misaligned_row_b_schedule`); None elsewhere.
 
     The estimate takes 128×128 tiles (two blocks per SM) where the 256×128 grid's last wave would leave SMs idle, and
     splits K to fill a short grid; stream-K on the 256×128 tile removes that tail instead, with no workspace pass and
