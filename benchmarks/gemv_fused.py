@@ -36,6 +36,14 @@ with 2, 4, 8 and 16 rows (:data:`COLUMN_B_ROWS`), where ``schedule=None`` runs t
 as ``rnR bnT uU [fused]``: R columns per warp, T threads per block, unroll U, the K slices for about four blocks
 per SM summed by the split-K kernel or in the kernel. ``two`` is ``gemv_base_schedule``'s pick as the run found it: 8
 warps at unroll 2 (1 from eight rows) in ``gemv_colb_h200.json``, ``GEMV_COLUMN_B_ROWS`` since (``_run2``).
+With ``--family smem_a`` (``--out benchmarks/results/gemv_smem_a_h200.json``): x @ W with 4, 8 and 16 rows
+(:data:`SMEM_A_ROWS`) over every LLM (N, K) with N a multiple of 4, ``two`` (``gemv_base_schedule``'s pick: A in
+registers) against ``smem_a bnT uU P/SM dD``: A's K slice staged in shared memory (``smem_a``), T threads per block,
+U loads of B in flight per thread, the K slices for about P blocks per SM but none deeper than D (the pick since
+``gemv_staged_a``: bn128 u8 4/SM d256, for sixteen rows). ``--family smem_a_depth`` (the same products with 8 and 16
+rows): ``smem_a bnT waves dD``, the staged pick with T = 128, 64 or 32 threads per block and its K slices
+(``gemv_whole_waves``) when no slice may be deeper than D = 256 (the pick with 128 threads), 512 or 768 (fewer slices:
+less split-K workspace, more shared memory per block).
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -70,21 +78,26 @@ ROWS = [(512, 16, 500000), (1024, 8, 500000), (7680, 4, 2560), (3072, 1, 1024), 
         (512, 1, 500000), (1024, 1, 512), (3072, 1, 128), (4224, 1, 128)]
 
 
+def _llm_nk() -> list[tuple[int, int]]:
+    """Every distinct (N, K) of the LLM set, in file order."""
+    with open(DATA) as f:
+        return list(dict.fromkeys((int(r["n"]), int(r["k"])) for r in csv.DictReader(f)))
+
+
 def shapes() -> list[tuple[int, int, int, str, bool]]:
     """(M, N, K, layout, as rows) of the sweep."""
-    out, seen = [], set()
-    with open(DATA) as f:
-        for r in csv.DictReader(f):
-            n, k = int(r["n"]), int(r["k"])
-            if (n, k) not in seen:
-                seen.add((n, k))
-                out += [(m, n, k, "NN", False) for m in (1, 4, 16)] + [(1, n, k, "NT", False)]
+    out = []
+    for n, k in _llm_nk():
+        out += [(m, n, k, "NN", False) for m in (1, 4, 16)] + [(1, n, k, "NT", False)]
     return out + [(m, n, k, "TT", True) for m, n, k in ROWS]
 
 
 COLUMN_B_ROWS = [(m, n, k) for m in (2, 4, 8, 16) for n, k in ((4096, 4096), (4096, 14336), (14336, 4096))]
 """``--family colb``: torch's Linear layout (W [N, K], a column-major B) with 2–16 rows, where ``schedule=None`` runs
 the tiled kernels (``GEMV_MAX_M``: one row of a column-major B)."""
+
+SMEM_A_ROWS = (4, 8, 16)
+"""``--family smem_a``: rows of x @ W (every LLM (N, K) with N a multiple of 4)."""
 
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
 """``--family groups``: products with N a multiple of 4 (B read 4 wide), beside the odd-N ones."""
@@ -104,6 +117,22 @@ def variants(base, op, target, family: str) -> dict:
     from tiledsl.gemm.family import gemv_split
 
     out = {"two": replace(base, split_k_fused=False)}
+    if family == "smem_a":  # A staged in shared memory: threads, unroll, blocks per SM, deepest slice
+        for bn, unroll, per_sm, deepest in ((128, 8, 4, 256), (128, 4, 4, 256), (256, 8, 4, 256), (128, 8, 8, 256),
+                                            (128, 8, 4, 128)):
+            s = replace(base, bn=bn, unroll=unroll, smem_a=True, min_blocks=0, split_k=1, split_k_fused=False)
+            split = max(gemv_split(op, s, target, per_sm, min_depth=32), -(-op.k // deepest))
+            out[f"smem_a bn{bn} u{unroll} {per_sm}/SM d{deepest}"] = replace(s, split_k=split)
+        return out
+    if family == "smem_a_depth":  # the pick's rule (whole waves) under deeper caps on the slice of A
+        from tiledsl.gemm.family import gemv_whole_waves
+
+        for bn, deepest in itertools.product((128, 64, 32), (256, 512, 768)):
+            s = replace(base, bn=bn, smem_a=True, unroll=8, min_blocks=0, split_k=1, split_k_fused=False)
+            pick, lo = gemv_split(op, s, target, min_depth=32), -(-op.k // deepest)
+            out[f"smem_a bn{bn} waves d{deepest}"] = replace(
+                s, split_k=gemv_whole_waves(op, s, target, lo, max(lo, pick)))
+        return out
     if family == "colb":  # a warp per rn columns, 128 or 256 threads, unroll 1/2/4, K slices summed either way
         for rn, bn, unroll in itertools.product((1, 2, 4), (128, 256), (1, 2, 4)):
             if base.bm * rn > 64:
@@ -200,14 +229,18 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/gemv_fused_h200.json")
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
-    ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups", "colb"), default="fused",
+    ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups", "colb", "smem_a", "smem_a_depth"),
+                    default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
                          "kernel at several slice counts and block widths (row-major x and W only); depth: the "
                          "split-K kernel with K slices as shallow as 32, 16 or 8 (row-major x and W only); launch: "
                          f"products of at most {LAUNCH_BOUND_BYTES >> 20} MiB, one launch (the slices summed in the "
                          "kernel) at depths 64, 32, 16 against the split-K kernel; groups: groups of columns per "
                          "thread (col_groups) on the odd-N products and a few aligned ones; colb: the GEMV kernel "
-                         "on 2-16 rows times a column-major B (torch's Linear), beside the tiled pick")
+                         "on 2-16 rows times a column-major B (torch's Linear), beside the tiled pick; smem_a: A "
+                         "staged in shared memory (smem_a) against A in registers, 4, 8 and 16 rows of x @ W; "
+                         "smem_a_depth: smem_a's pick (whole waves) at 128, 64 or 32 threads with slices of A at "
+                         "most 256, 512 or 768 deep")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
@@ -220,6 +253,9 @@ def main() -> int:
         todo = [(m, 50257, 768, "NN", False) for m in (1, 4, 8, 16)] + [(*p, "NN", False) for p in GROUPS_ALIGNED]
     if args.family == "colb":
         todo = [(*p, "NT", False) for p in COLUMN_B_ROWS]
+    if args.family in ("smem_a", "smem_a_depth"):  # x @ W with an aligned N (B read 4 wide)
+        rows = SMEM_A_ROWS if args.family == "smem_a" else (8, 16)  # smem_a_depth: the rows that stage A
+        todo = [(m, n, k, "NN", False) for m in rows for n, k in _llm_nk() if n % 4 == 0]
     if args.family == "launch":  # where a launch is a large share of the time: A, B and C of a few MiB
         todo = [t for t in todo if 4 * (t[0] * t[2] + t[2] * t[1] + t[0] * t[1]) <= LAUNCH_BOUND_BYTES]
     if args.quick:

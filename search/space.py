@@ -191,6 +191,7 @@ def describe(schedule) -> str:
     if d.get("kernel") == "gemv":
         text = f"gemv rows {d['bm']} threads {d['bn']} v{d['vec']} rn{d['rn']} u{d['unroll']}"
         text += f" g{d['col_groups']}" if d.get("col_groups", 1) > 1 else ""
+        text += " smem_a" if d.get("smem_a") else ""
         return text + (f" sk{d['split_k']}{' fused' if d.get('split_k_fused') else ''}" if d.get("split_k", 1) > 1
                        else "")
     if {"bm", "bn", "bk", "rm", "rn"} <= set(d):
@@ -438,6 +439,8 @@ _GEMV_KNOBS = (
                                 "blocks per SM)"),
     Knob("split_k_fused", 0, 1, doc="0: the split-K kernel sums the slices (a second launch); 1: the last block of "
                                     "each column group does (split_k > 1)"),
+    Knob("smem_a", 0, 1, doc="1: the block's K slice of A staged in shared memory (row-major B, bm ≥ 4, col_groups 1, "
+                             "a slice of at most 48 KiB; pinned to 0 elsewhere)"),
 )
 
 
@@ -447,7 +450,8 @@ GEMV_SPLIT_KNOB_MAX = 512  # == _GEMV_KNOBS' split_k high; the space for an op c
 def _gemv_fields(p: dict) -> dict:
     return dict(kernel="gemv", bm=_p2(p["rows_log2"]), bn=_p2(p["threads_log2"]), vec=_p2(p["vec_log2"]),
                 unroll=_p2(p["unroll_log2"]), rn=_p2(p["rn_log2"]), split_k=int(p["split_k"]),
-                split_k_fused=bool(p["split_k_fused"]), col_groups=_p2(p.get("col_groups_log2", 0)))
+                split_k_fused=bool(p["split_k_fused"]), col_groups=_p2(p.get("col_groups_log2", 0)),
+                smem_a=bool(p.get("smem_a", 0)))
 
 
 def _gemv_params(s) -> dict | None:
@@ -455,7 +459,8 @@ def _gemv_params(s) -> dict | None:
         return None
     params = {"rows_log2": _log2(s.bm), "threads_log2": _log2(s.bn), "vec_log2": _log2(s.vec),
               "unroll_log2": _log2(s.unroll), "rn_log2": _log2(s.rn), "split_k": s.split_k,
-              "split_k_fused": int(s.split_k_fused), "col_groups_log2": _log2(s.col_groups)}
+              "split_k_fused": int(s.split_k_fused), "col_groups_log2": _log2(s.col_groups),
+              "smem_a": int(s.smem_a)}
     return _params_of(_GEMV_KNOBS, _gemv_fields, s, params)
 
 
@@ -463,12 +468,15 @@ def _gemv_seeds(op, target) -> list:
     """The library's pick (``tiledsl.gemm.family.gemv_schedule``) and its form before the small-product and odd-N
     rules (``gemv_base_schedule``), then around the pick: 64, 128 and 256 threads, the K
     slices for about 1, 2, 4 and 8 blocks per SM, unroll 2 and 8, each slice count > 1 with both ways of summing;
-    with a row-major B, also 2 and 4 groups of columns per thread (``col_groups``) at B's load width."""
+    with a row-major B, also 2 and 4 groups of columns per thread (``col_groups``) at B's load width, and for 4–16 rows
+    A staged in shared memory (``smem_a``) at 128 and 256 threads, unroll 8 and 4, slices for 4 and 8 blocks per SM
+    at most 256 and 128 deep."""
     from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule, gemv_split
 
-    base = gemv_schedule(op, target)
-    plain = gemv_base_schedule(op, target)  # the pick before its one-launch or column-groups form, B's load width
-    cands = [base, replace(plain, vec=min(plain.vec, op.align_b))]
+    pick = gemv_schedule(op, target)
+    plain = gemv_base_schedule(op, target)  # the pick before its one-launch, column-groups or staged-A form
+    cands = [pick, replace(plain, vec=min(plain.vec, op.align_b))]
+    base = replace(pick, smem_a=False, min_blocks=0) if pick.smem_a else pick  # A in registers around the pick
     for bn, unroll in itertools.product((128, 256, 64), (base.unroll, 8, 2)):
         one = replace(base, bn=bn, unroll=unroll, split_k=1, split_k_fused=False)
         for per_sm in (4, 2, 1, 8):
@@ -483,6 +491,12 @@ def _gemv_seeds(op, target) -> list:
             one = replace(base, vec=vec, col_groups=groups, unroll=unroll, split_k=1, split_k_fused=False)
             split = gemv_split(op, one, target)
             cands.append(replace(one, split_k=split, split_k_fused=base.split_k_fused and split > 1))
+        if plain.bm >= 4 and plain.bm % 4 == 0:  # A staged in shared memory: slices of at most 256 or 128 deep
+            for bn, unroll, per_sm, deepest in itertools.product((128, 256), (8, 4), (4, 8), (256, 128)):
+                one = replace(plain, vec=min(plain.vec, op.align_b), bn=bn, unroll=unroll, smem_a=True, min_blocks=0,
+                              split_k=1, split_k_fused=False)
+                split = max(gemv_split(op, one, target, per_sm, min_depth=32), -(-op.k // deepest))
+                cands.append(replace(one, split_k=min(split, GEMV_SPLIT_KNOB_MAX)))
     return _valid_seeds("gemm", cands, op, target, _gemv_params)
 
 
@@ -490,7 +504,8 @@ GEMM_GEMV_SPACE = Space("gemm", _GEMV_KNOBS, _gemv_fields, _gemv_params, _gemv_s
                         structure_ignore=(), canonical=_plan_canonical)
 """Few rows of C where ``schedule=None`` runs the GEMV-style kernel (``tiledsl.gemm.family.GEMV_MAX_M``: one row
 of any dtype and layout, up to 16 float32 rows with either layout of B): its block width, load width, unroll, columns
-per warp or groups of columns per thread, K slices and how they are summed. ``rows_log2`` is pinned to the op's rows,
+per warp or groups of columns per thread, K slices and how they are summed, and whether A is staged in shared memory.
+``rows_log2`` is pinned to the op's rows,
 ``rn_log2`` to 0 (rn = 1) for a row-major B (it reads one column per thread lane) and ``col_groups_log2`` to 0 for a
 column-major B (a warp per column), ``split_k`` capped at ceil(K / 8)."""
 
@@ -507,6 +522,8 @@ def _gemm_specialize(space: Space, op) -> Space:
     if runs_gemv(op):  # exactly where builtin_choice picks the GEMV kernel
         pins = {"rows_log2": _log2(gemv_block_rows(op.m))}
         pins["rn_log2" if op.layout_b == "row" else "col_groups_log2"] = 0
+        if op.layout_b == "col" or gemv_block_rows(op.m) < 4:  # rules smem_a_needs_row_major_b, smem_a_on_gemv
+            pins["smem_a"] = 0
         pinned = _pin(GEMM_GEMV_SPACE, pins)
         # no slice shorter than one BK step: more slices than K/8 leave blocks with nothing to do
         most = max(1, min(GEMV_SPLIT_KNOB_MAX, -(-op.k // 8)))

@@ -257,17 +257,20 @@ GEMV_OP = tiledsl.GemmOp(1, 4096, 4096)
 
 
 @pytest.mark.parametrize("op", [GEMV_OP, tiledsl.GemmOp(1, 4096, 4096, layout_b="col"),
-                                tiledsl.GemmOp(16, 4096, 4096), tiledsl.GemmOp(4096, 4096, 4096)],
-                         ids=["gemv_row_b", "gemv_col_b", "gemv_16_rows", "tiled"])
+                                tiledsl.GemmOp(16, 4096, 4096), tiledsl.GemmOp(16, 4096, 4096, layout_b="col"),
+                                tiledsl.GemmOp(4096, 4096, 4096)],
+                         ids=["gemv_row_b", "gemv_col_b", "gemv_16_rows_smem_a", "gemv_16_rows_col_b", "tiled"])
 def test_shared_memory_level_exists_exactly_when_the_emitted_kernel_has_shared_memory(op):
     """The GEMV kernel keeps rows of A and vectors of B in registers and sums a warp's partial dot products
     with shuffles: no ``__shared__`` array, no barrier, so no shared-memory level, bytes, wavefronts or
     shared-memory cycles (the model used to price its unused rm×rn knobs as tile fragment reads: 143 MB
-    requested, 671 MB of wavefronts for 1×4096×4096). The tiled kernel keeps its level."""
+    requested, 671 MB of wavefronts for 1×4096×4096). The tiled kernel keeps its level, and so does the GEMV kernel
+    with A staged in shared memory (``smem_a``, sixteen rows of x @ W): bm·K·4 bytes written per block of columns,
+    bm elements read per thread and k."""
     s = tiledsl.api.family("gemm").default_schedule(op, H200)
     src = tiledsl.api.family("gemm").emit(op, s).source
     has_smem = "__shared__" in src
-    assert has_smem == (s.kernel == "tiled") == cg.uses_shared_memory(s.kernel)
+    assert has_smem == (s.kernel == "tiled" or s.smem_a) == cg.uses_shared_memory(s.kernel, s.smem_a)
     assert has_smem == ("__syncthreads" in src)
     r = tiledsl.explain(op, s, device="H200")
     assert list(r.levels) == (["hbm", "l2", "smem", "registers"] if has_smem else ["hbm", "l2", "registers"])
@@ -277,6 +280,9 @@ def test_shared_memory_level_exists_exactly_when_the_emitted_kernel_has_shared_m
     assert any(line.startswith("smem ") for line in str(r).splitlines()) == has_smem
     g = cg.gemm_times(op, s, H200)
     assert (g.smem_moved_bytes > 0) == has_smem and (g.smem_cycles_per_step > 0) == has_smem
+    if s.smem_a:  # 16 × 4096 × 4096, 8 blocks of 512 columns: A written once per block, 16 floats read per thread and k
+        tr = cg.traffic(op, s, exact=True)
+        assert tr["smem_write"] == 8 * 4096 * 16 * 4 and tr["smem_read"] == 8 * 128 * 4096 * 16 * 4
     if not has_smem:
         assert r.bound_by != "smem"
         step = cg._per_step(op, s)

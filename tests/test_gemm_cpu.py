@@ -76,6 +76,9 @@ FAILING = [
     ("col_groups_on_gemv", dict(kernel="gemv", bm=1, bn=128, col_groups=0)),
     ("col_groups_on_gemv", dict(kernel="gemv", bm=1, bn=128, col_groups=3)),
     ("stream_k_on_fma_tiles", dict(mma="mma_sync", bk=32, smem_pad=8, stream_k=True)),
+    ("smem_a_on_gemv", dict(smem_a=True)),
+    ("smem_a_on_gemv", dict(kernel="gemv", bm=2, bn=128, smem_a=True)),
+    ("smem_a_on_gemv", dict(kernel="gemv", bm=8, bn=128, vec=1, col_groups=2, smem_a=True)),
 ]
 
 
@@ -790,6 +793,71 @@ def test_gemv_column_groups_change_no_other_kernel(op, kw, sha256):
     assert '"col_groups": 2' in grouped.source and grouped.name != tiledsl.compile(op, s, arch="sm_90").name
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("la", ["row", "col"])
+def test_gemv_smem_a_compiles_in_128_registers_with_its_slice_of_a_in_shared_memory(dtype, la):
+    """smem_a: bm rows of the block's K slice of A staged in shared memory, a ring of unroll loads of B. Every B
+    load width (odd N: scalar; 2; 4), 4, 8 and 16 rows, one slice, the split-K kernel and (8 rows) the fused split-K,
+    with and without beta, compiles for sm_80 and sm_90 without spills, in at most 128 registers but fused (min_blocks
+    512 / bn by default, 1 fused), and the plan's dynamic shared memory is the slice: bm × ⌈K / (split·bk)⌉·bk float32."""
+    al = 4 if dtype == "float32" else 8
+    for n, align_b, bm, split, fused, read_c in ((4096, al, 16, 16, False, False), (4098, 2, 8, 5, True, False),
+                                                 (1001, 1, 4, 1, False, True), (4096, al, 16, 32, False, True),
+                                                 (4096, al, 8, 32, True, True)):
+        op = GemmOp(bm - 1, n, 2000, dtype=dtype, layout_a=la, align_a=al if la == "row" else 1, align_b=align_b,
+                    align_c=min(align_b, al), read_c=read_c)
+        s = GemmSchedule(kernel="gemv", bm=bm, bn=128, vec=4, unroll=8, split_k=split, split_k_fused=fused,
+                         smem_a=True)
+        assert s.min_blocks == (1 if fused else 4)  # the fused sum's loads take more than 128 registers
+        for arch in ("sm_80", "sm_90"):
+            k = tiledsl.compile(op, s, arch=arch)
+            assert k.spill_bytes == 0 and (fused or k.registers <= 128), (op, s, arch, k.registers, k.spill_bytes)
+        depth = 2000 if split == 1 else -(-2000 // (split * 8)) * 8
+        assert tiledsl.plan(op, s, arch="sm_90").dynamic_smem_bytes == bm * depth * 4
+        assert emit_gemm(op, s).dynamic_smem_bytes == bm * depth * 4  # what the launch passes
+        src = k.source
+        assert src.count("__syncthreads();") == 1 + 2 * fused and "extern __shared__ float4 at4[];" in src
+        assert '"smem_a": true' in src and "constexpr int SMEM_A = 1;" in src
+
+
+def test_gemv_smem_a_rules_name_the_limit():
+    """smem_a needs the GEMV kernel, bm a multiple of 4, one group of columns and a row-major B, and a slice of A of
+    at most 48 KiB; each refusal names the rule and the values."""
+    with pytest.raises(tiledsl.ScheduleError, match=r"bm=2.*rule smem_a_on_gemv"):
+        GemmSchedule(kernel="gemv", bm=2, bn=128, smem_a=True)
+    with pytest.raises(tiledsl.ScheduleError, match=r"col_groups=2.*rule smem_a_on_gemv"):
+        GemmSchedule(kernel="gemv", bm=4, bn=128, vec=1, col_groups=2, smem_a=True)
+    with pytest.raises(tiledsl.ScheduleError, match="smem_a_on_gemv"):
+        GemmSchedule(smem_a=True)
+    s = GemmSchedule(kernel="gemv", bm=16, bn=128, smem_a=True, split_k=16)
+    with pytest.raises(tiledsl.ScheduleError, match="smem_a_needs_row_major_b"):
+        tiledsl.compile(GemmOp(16, 4096, 4096, layout_b="col"), replace(s, rn=4), arch="sm_90")
+    with pytest.raises(tiledsl.ScheduleError, match=r"65536 bytes \(K=16384, split_k=16, bk=8\) over the 49152.*"
+                                                      r"rule smem_a_slice_fits"):
+        tiledsl.compile(GemmOp(16, 4096, 16384), s, arch="sm_90")
+    assert tiledsl.compile(GemmOp(16, 4096, 12288), s, arch="sm_90").spill_bytes == 0  # 16 × 768 × 4: 48 KiB
+
+
+def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
+    """schedule=None stages A in shared memory (gemv_staged_a) for 5-16 float32 rows times an aligned row-major B:
+    slices at most 256 deep, unroll 8, four blocks of 128 threads per SM; odd N, a column-major B, 16-bit inputs and
+    4 rows keep A in registers. The reason (what --lookup prints) names the rule."""
+    from tiledsl.gemm.family import GEMV_SMEM_A_MAX_DEPTH, builtin_choice, default_schedule
+    from tiledsl.target import resolve
+
+    target = resolve("H200")
+    for m, n, k in ((16, 4096, 4096), (9, 14336, 4096), (12, 768, 3072), (16, 128256, 4096), (16, 4096, 14336),
+                    (8, 4096, 4096), (5, 28672, 4096)):
+        s, why = builtin_choice(GemmOp(m, n, k), target)
+        assert s.smem_a and s.bm == (16 if m > 8 else 8) and s.unroll == 8 and s.min_blocks == 4, (m, n, k, s)
+        assert s.split_k > 1
+        assert -(-k // (s.split_k * s.bk)) * s.bk <= GEMV_SMEM_A_MAX_DEPTH and "gemv_staged_a" in why
+    for op in (GemmOp(16, 50257, 768, align_b=1, align_c=1), GemmOp(16, 4096, 4096, layout_b="col"),
+               GemmOp(16, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8), GemmOp(4, 4096, 4096),
+               GemmOp(16, 4096, 4096, layout_a="col", align_a=1)):
+        assert not default_schedule(op, target).smem_a, op
+
+
 def test_gemv_fused_split_k_stores_c_at_its_own_width():
     """The fused split-K's last block stores C as wide as C's alignment allows, stepping by that width: a C whose
     rows are 8-byte aligned under an aligned B (workspace rows 4 wide) is stored 2 wide, two columns per step
@@ -1085,8 +1153,9 @@ def test_small_gemv_products_with_a_row_major_b_run_in_one_launch():
     keep = [GemmOp(16, 768, 768), GemmOp(1, 768, 3072), GemmOp(4, 768, 3072), big,
             GemmOp(1, 768, 768, layout_b="col"), GemmOp(1, 768, 768, dtype="float16"),
             GemmOp(1, 768, 768, precision="tf32")]  # tf32 runs exact on the GEMV kernel but was not measured
-    for op in keep:
-        assert gemv_schedule(op, h200) == gemv_base_schedule(op, h200), op
+    for op in keep:  # sixteen rows stage A in shared memory (gemv_staged_a), still summed by the split-K kernel
+        s = gemv_schedule(op, h200)
+        assert s == gemv_base_schedule(op, h200) or (op.m > 4 and s.smem_a and not s.split_k_fused), op
         assert "one launch" not in builtin_choice(op, h200)[1]
     assert gemv_schedule(GemmOp(1, 768, 3072), h200).split_k == 48  # 48 slices: measured slower in one launch
 
@@ -1099,8 +1168,10 @@ def test_gemv_slices_go_shallower_only_with_sixteen_rows():
     # 768 columns are two blocks of 512; about four blocks per SM would need 264 slices: K / depth caps them
     assert gemv_schedule(GemmOp(16, 768, 768), h200).split_k == 768 // 32
     assert gemv_schedule(GemmOp(9, 768, 768), h200).split_k == 768 // 32  # 9 rows: a block of 16
-    for m in (1, 4, 8):
+    for m in (1, 4):
         assert gemv_schedule(GemmOp(m, 768, 768), h200).split_k == 768 // 64
+    assert gemv_schedule(GemmOp(8, 768, 768), h200).smem_a  # 8 rows stage A, 32 deep (gemv_staged_a)
+    assert gemv_schedule(GemmOp(8, 768, 768), h200).split_k == 768 // 32
     assert gemv_schedule(GemmOp(16, 50257, 768), h200).split_k < 768 // 32  # many column blocks: depth not binding
     assert gemv_schedule(GemmOp(16, 768, 768, precision="tf32"), h200).split_k == 768 // 32  # tf32 runs it exact
 

@@ -6,6 +6,7 @@ uniform data lands near 1e-7 to 1e-6).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -703,6 +704,46 @@ def test_gemv_column_groups_against_float64(dtype, m, n, k, rng):
         tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=fused)
         assert _rel_err(c, 1.5 * (ha @ hb) - 0.5 * cp.asnumpy(cp.asarray(c0.astype(dtype))).astype(np.float64)) < \
             tol * 2, fused
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("la", ["row", "col"])
+@pytest.mark.parametrize("m,n,k", [(3, 7, 13), (4, 127, 129), (5, 1000, 999), (9, 4098, 300), (16, 4096, 4096),
+                                   (12, 132, 3000), (16, 1, 64)])
+def test_gemv_smem_a_against_float64(dtype, la, m, n, k, rng):
+    """smem_a (A's K slice staged in shared memory, a ring of loads of B): B read 1, 2 or 4 wide, rows past M and
+    columns past N, the first three of 1, 3, 16 and 64 slices whose slice of A fits 48 KiB (16 leaves slices past K
+    empty for the short K), unroll 1, 2 and 8 (rings longer than the slice), the split-K kernel and the fused split-K (the same bits);
+    a NaN-poisoned C, then alpha and beta; schedule=None stages A for 5-16 float32 rows of an aligned x @ W."""
+    cp = _cp()
+    from tiledsl.gemm.family import default_schedule, gemv_block_rows
+
+    tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
+    a, _ = _rand((m, k), rng, dtype, la)
+    b, _ = _rand((k, n), rng, dtype)
+    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)  # the rounded inputs
+    bm = max(4, gemv_block_rows(m))
+    def fits(split: int) -> bool:  # rule smem_a_slice_fits: bm × the slice × 4 bytes ≤ 48 KiB
+        return bm * (k if split == 1 else -(-k // (split * 8)) * 8) * 4 <= 49152
+
+    splits = [split for split in (1, 3, 16, 64) if fits(split)][:3]
+    for split, unroll in itertools.product(splits, (1, 2, 8)):
+        two = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64, vec=4, unroll=unroll, split_k=split, smem_a=True)
+        got = _gemm_nan_out(a, b, schedule=two)
+        assert _rel_err(got, ha @ hb) < tol, two
+        if split > 1:
+            fused = replace(two, split_k_fused=True, min_blocks=0)
+            assert bool((_gemm_nan_out(a, b, schedule=fused) == got).all()), fused
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(dtype))
+    tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=replace(two, split_k=splits[-1]))
+    ref = 1.5 * (ha @ hb) - 0.5 * cp.asnumpy(cp.asarray(c0.astype(dtype))).astype(np.float64)
+    assert _rel_err(c, ref) < tol * 2
+    op = tiledsl.GemmOp(m, n, k, dtype=dtype, layout_a=la, align_a=4 if la == "row" and k % 4 == 0 else 1,
+                        align_b=4 if n % 4 == 0 else 2 if n % 2 == 0 else 1, align_c=4 if n % 4 == 0 else 1)
+    staged = default_schedule(op, tiledsl.Target.current()).smem_a
+    assert staged == (dtype == "float32" and la == "row" and m > 4 and n % 4 == 0), op
+    assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
 
 
 @pytest.mark.parametrize("m,n,k", [(301, 3, 1000), (129, 16, 5000), (7, 9, 64)])

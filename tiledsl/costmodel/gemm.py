@@ -13,7 +13,9 @@ A (M×K) · B (K×N), element size e, block tile bm×bn×bk, thread tile rm×rn,
 
 The GEMV-style kernel (``kernel='gemv'``, ``tiledsl/gemm/emit_gemv.py``) has no shared-memory level: it keeps
 its rows of A in registers, loads B straight into registers and sums a warp's partial dot products with
-shuffles, so it issues no shared-memory load or store and no block barrier (:func:`uses_shared_memory`).
+shuffles, so it issues no shared-memory load or store and no block barrier (:func:`uses_shared_memory`); with
+``smem_a`` it stages A instead: each of the ⌈M/bm⌉·⌈N/(bn·vb)⌉ blocks of columns writes its rows of A over all of K
+once (bm·K·4 bytes, float32) and each of its bn threads reads bm elements per k (broadcasts; vb: B's load width).
 
 Time: the largest of the L2 and HBM bounds and the SM pipeline time. The SM pipeline, per K step of a
 block, in SM clock cycles (constants: :class:`~tiledsl.costmodel.params.FmaParams`, fitted per arch on
@@ -50,8 +52,8 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .. import dtypes
-from ..gemm.kernel_plan import gemv_columns_per_block, plan_gemm, stream_k_split, tile_count
-from ..gemm.schedule import fma_register_terms
+from ..gemm.kernel_plan import gemv_columns_per_block, gemv_widths, plan_gemm, stream_k_split, tile_count
+from ..gemm.schedule import fma_register_terms, gemv_smem_a_bytes
 from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
 from .gemv import GEMV_EFFECTIVE_LATENCY_S, gemv_time
@@ -71,6 +73,7 @@ STEP_FIXED_INSTR = 12
 M, N, K = sp.symbols("M N K", positive=True, integer=True)
 bm, bn, bk, rm, rn = sp.symbols("bm bn bk rm rn", positive=True, integer=True)
 e = sp.Symbol("e", positive=True, integer=True)           # element bytes of A, B, C
+vb = sp.Symbol("vb", positive=True, integer=True)         # GEMV kernel: columns of B per thread (its load width)
 rc = sp.Symbol("read_c", nonnegative=True, integer=True)  # 1 when beta != 0
 SMEM_ITEM = 4                                               # shared tiles are float32
 REG_BYTES = 4
@@ -87,22 +90,24 @@ tile at 4096³ and 8192³ stream-K ran 3.4-3.7 % (NN) and 2.8-3.0 % (TN) below t
 removal alone is worth about 3 %, and NT gained 1.5-2.2 % (mean loop cost about 4.5 %;
 benchmarks/results/gemm_fma_streamk_h200.json, H200, 2026-12-01)."""
 
-def uses_shared_memory(kernel: str) -> bool:
+def uses_shared_memory(kernel: str, smem_a: bool = False) -> bool:
     """Whether the FMA GEMM kernel kind ``kernel`` (``GemmSchedule.kernel``) goes through shared memory.
 
-    "tiled": yes (A and B tiles staged as float32, fragments read back, a barrier per K step). "gemv": no
-    (``tiledsl/gemm/emit_gemv.py``: rows of A and vectors of B go straight to registers; a column-major B's
-    partial dot products are summed with warp shuffles; no ``__shared__`` array, no ``__syncthreads``).
+    "tiled": yes (A and B tiles staged as float32, fragments read back, a barrier per K step). "gemv": only with
+    ``smem_a`` (``GemmSchedule.smem_a``: the block's K slice of A staged once, one barrier); otherwise
+    (``tiledsl/gemm/emit_gemv.py``) rows of A and vectors of B go straight to registers, a column-major B's
+    partial dot products are summed with warp shuffles: no ``__shared__`` array, no ``__syncthreads``.
     """
-    return kernel != "gemv"
+    return kernel != "gemv" or smem_a
 
 
 @functools.cache
-def expressions(kernel: str = "tiled") -> dict[str, sp.Expr]:
-    """FLOPs and bytes per level as sympy expressions of M, N, K, bm, bn, bk, rm, rn, e, read_c.
+def expressions(kernel: str = "tiled", smem_a: bool = False) -> dict[str, sp.Expr]:
+    """FLOPs and bytes per level as sympy expressions of M, N, K, bm, bn, bk, rm, rn, e, read_c (and vb).
 
     ``kernel``: the schedule's kernel kind; one without shared memory (:func:`uses_shared_memory`) has no
-    ``smem_write``, ``smem_read`` and ``smem`` entries."""
+    ``smem_write``, ``smem_read`` and ``smem`` entries; the GEMV kernel with ``smem_a`` has its staged A's (module
+    docstring)."""
     tiles = sp.ceiling(M / bm) * sp.ceiling(N / bn)
     ksteps = sp.ceiling(K / bk)
     c_bytes = M * N * e * (1 + rc)
@@ -116,22 +121,28 @@ def expressions(kernel: str = "tiled") -> dict[str, sp.Expr]:
         "smem": tiles * ksteps * bk * (bm + bn) * SMEM_ITEM + work * (1 / rm + 1 / rn) * SMEM_ITEM,
         "registers": work * 3 * REG_BYTES,
     }
-    if not uses_shared_memory(kernel):
+    if kernel == "gemv" and smem_a:  # A staged per block of columns; bm elements read per thread and k
+        blocks = sp.ceiling(M / bm) * sp.ceiling(N / (bn * vb))
+        ex["smem_write"] = blocks * K * bm * SMEM_ITEM
+        ex["smem_read"] = blocks * bn * K * bm * SMEM_ITEM
+        ex["smem"] = ex["smem_write"] + ex["smem_read"]
+    elif not uses_shared_memory(kernel):
         ex = {k: v for k, v in ex.items() if k not in SMEM_KEYS}
     return ex
 
 
-_ARGS = (M, N, K, bm, bn, bk, rm, rn, e, rc)
+_ARGS = (M, N, K, bm, bn, bk, rm, rn, e, rc, vb)
 
 
 @functools.cache
-def _numeric(kernel: str = "tiled"):
+def _numeric(kernel: str = "tiled", smem_a: bool = False):
     """The expressions lambdified once per kernel kind to plain-Python functions (fast path for :func:`predict`)."""
-    return {k: sp.lambdify(_ARGS, v, modules="math") for k, v in expressions(kernel).items()}
+    return {k: sp.lambdify(_ARGS, v, modules="math") for k, v in expressions(kernel, smem_a).items()}
 
 
 def _values(op, s) -> tuple:
-    return (op.m, op.n, op.k, s.bm, s.bn, s.bk, s.rm, s.rn, dtypes.get(op.dtype).itemsize, int(op.read_c))
+    cols = gemv_widths(op, s)[1] if s.kernel == "gemv" else s.vec  # vb: only the GEMV kernel's expressions use it
+    return (op.m, op.n, op.k, s.bm, s.bn, s.bk, s.rm, s.rn, dtypes.get(op.dtype).itemsize, int(op.read_c), cols)
 
 
 def traffic(op, s, exact: bool = False) -> dict[str, float]:
@@ -140,8 +151,8 @@ def traffic(op, s, exact: bool = False) -> dict[str, float]:
     vals = _values(op, s)
     if exact:
         sub = dict(zip(_ARGS, vals, strict=True))
-        return {k: sp.nsimplify(v.subs(sub)) for k, v in expressions(s.kernel).items()}
-    return {k: float(f(*vals)) for k, f in _numeric(s.kernel).items()}
+        return {k: sp.nsimplify(v.subs(sub)) for k, v in expressions(s.kernel, s.smem_a).items()}
+    return {k: float(f(*vals)) for k, f in _numeric(s.kernel, s.smem_a).items()}
 
 
 # ---- shared-memory wavefronts (bank model) ----
@@ -205,10 +216,12 @@ def _per_step(op, s) -> dict[str, float]:
     loads_a = s.bm * s.bk // (s.threads * va)
     loads_b = s.bk * s.bn // (s.threads * vb)
     loop = 0 if s.unroll >= s.bk else 3 * (s.bk // s.unroll)
-    if not uses_shared_memory(s.kernel):
-        return {"ffma": s.bk * s.rm * s.rn, "lds": 0, "ldg": loads_a + loads_b,
+    if s.kernel == "gemv":  # smem_a: per k a thread's bm/4 16-byte broadcasts (one wavefront each per warp), and
+        # its share of staging bm × bk elements of A (one conflict-free scalar store each)
+        lds, sts = (s.bk * s.bm // 4, -(-s.bm * s.bk // s.threads)) if s.smem_a else (0, 0)
+        return {"ffma": s.bk * s.rm * s.rn, "lds": lds, "ldg": loads_a + loads_b,
                 "alu": ALU_PER_GLOBAL_LOAD * (loads_a + loads_b) + STEP_FIXED_INSTR + loop,
-                "sts": 0, "wf_lds": 0, "wf_sts": 0}
+                "sts": sts, "wf_lds": lds, "wf_sts": sts}
     sts_a, wf_sts_a = _store_wavefronts(op, s, "A", va)
     sts_b, wf_sts_b = _store_wavefronts(op, s, "B", vb)
     frag_a = s.rm // cm
@@ -318,7 +331,9 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
         regs, spill_est = estimate_registers(op, s, prm)
         spill_bytes = spill_est if spill_bytes is None else spill_bytes
     spill_bytes = spill_bytes or 0
-    smem = s.smem_bytes() if smem_bytes is None else smem_bytes
+    if smem_bytes is None:  # the GEMV kernel's (smem_a's staged A) depends on K
+        smem_bytes = gemv_smem_a_bytes(op.k, s) if s.kernel == "gemv" else s.smem_bytes()
+    smem = smem_bytes
     occ = occupancy(target, s.threads, regs, smem, regs_source)
     blocks, ksteps = _grid_work(op, s)
     blocks_per_sm = max(occ.blocks_per_sm, 1)
@@ -330,7 +345,7 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
     instr_thread = p["ffma"] + p["lds"] + p["ldg"] + p["alu"] + p["sts"] + spill_instr
     smem_b = warps * (p["wf_lds"] + p["wf_sts"] + spill_instr)      # local memory shares the L1 wavefronts
     # shared-load waits and the barrier per K step exist only where tiles go through shared memory
-    lds_wait, barrier = ((prm.lds_latency_cycles, prm.barrier_cycles) if uses_shared_memory(s.kernel)
+    lds_wait, barrier = ((prm.lds_latency_cycles, prm.barrier_cycles) if uses_shared_memory(s.kernel, s.smem_a)
                          else (0.0, 0.0))
     chain = instr_thread / eta + s.bk * lds_wait                   # one warp's K step, nothing hiding it
 
@@ -459,7 +474,7 @@ def explain_gemm(op, s, target: Target, kernel=None):
         terms.update(gemv_stream_s=gv.stream_s, gemv_workspace_s=gv.workspace_s, gemv_rate_bytes_per_s=gv.rate_bytes_per_s,
                      gemv_inflight_bytes=gv.inflight_bytes, gemv_resident_blocks=gv.resident_blocks)
     prm = g.params
-    if uses_shared_memory(s.kernel):
+    if uses_shared_memory(s.kernel, s.smem_a):
         mix = "FFMA, LDS, LDG, STS, index math"
         step = (f"smem {g.smem_cycles_per_step:.0f} cyc, critical path {g.path_cycles_per_step:.0f} cyc "
                 f"({s.stages} stage{'s' if s.stages > 1 else ''}, load latency {prm.mem_latency_cycles:.0f} cyc, "
@@ -487,4 +502,4 @@ def explain_gemm(op, s, target: Target, kernel=None):
     occ, wv = (gv.occupancy, gv.waves) if gv is not None else (g.occupancy, g.waves)
     return Report("gemm", op, s, target, flops, levels, compute_s, c["fp32_flops_per_s"].value,
                   c["fp32_flops_per_s"].source, occ, wv, predicted, bound, terms,
-                  dict(expressions(s.kernel)), lines)
+                  dict(expressions(s.kernel, s.smem_a)), lines)

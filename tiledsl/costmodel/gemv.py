@@ -17,7 +17,10 @@ rate of its bytes in flight, the partial last wave at the (lower) rate of its ow
 launch, or with ``split_k_fused`` the last block's sum at one SM's share of L2 (``tiledsl.costmodel.gemm``).
 
 Registers: ptxas's when the kernel is compiled, else the plan's estimate plus one per element of B in flight
-(``unroll`` iterations' loads held in registers; the plan's estimate ignores ``unroll``).
+(``unroll`` iterations' loads held in registers; the plan's estimate ignores ``unroll`` but for ``smem_a``, whose
+ring it counts). With ``smem_a`` (A staged in shared memory) an iteration is one k step, and the staged slice's shared
+memory counts against the blocks per SM. The model has no FMA term: sixteen rows of A make the kernel FMA-bound
+(8 FLOP per byte of float32 B), which it does not see.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     p = plan_gemm(op, s, target)
     va, vb = gemv_widths(op, s)
     k_slice = -(-op.k // (s.split_k * s.bk)) * s.bk  # the emitter's k_per_split
+    if s.smem_a:  # A is read from shared memory: a thread's iterations are single k steps of one VB-wide load
+        va = 1
     if op.layout_b == "row":  # a thread's iterations step VA along K, over its col_groups groups of VB columns
         iterations, lanes = -(-k_slice // va), 1.0
         per_iteration = va * vb * s.col_groups * e
@@ -84,9 +89,9 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
         per_iteration = s.rn * vb * e * lanes
     in_flight = min(s.unroll, iterations)  # a short slice holds fewer iterations than the unroll allows
     compiled = registers is not None
-    if registers is None:
-        registers = min(255, p.est_registers + int(s.unroll * per_iteration / lanes) // e)
-    occ = occupancy(target, s.bn, registers, 0, "ptxas" if compiled else "estimate")
+    if registers is None:  # smem_a's estimate counts its ring of B already
+        registers = min(255, p.est_registers + (0 if s.smem_a else int(s.unroll * per_iteration / lanes) // e))
+    occ = occupancy(target, s.bn, registers, p.dynamic_smem_bytes, "ptxas" if compiled else "estimate")
     per_sm = occ.blocks_per_sm or 1
     blocks = p.grid[0] * p.grid[1] * p.grid[2]
     slots = per_sm * target.sm_count

@@ -23,7 +23,9 @@ Structure of the kernel:
 
 Nothing goes through shared memory and the main loop has no block barrier: every load is independent, and
 ``unroll`` K steps per thread are in flight (the fused split-K's arrival has two barriers and a one-flag shared
-variable).
+variable). With ``smem_a`` (row-major B) the block first stages its K slice of A in shared memory, transposed
+(At[k][m], float32), behind one barrier, and each thread keeps a ring of ``unroll`` loads of B in flight: per k it
+reads bm/4 16-byte broadcasts of At instead of holding bm·VA elements of A in registers.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
     """Emit the GEMV-style kernel of ``op`` under ``s`` (see the module docstring). Pure.
 
     Returns:
-        KernelSource with ``block=(bn, 1, 1)``, no shared memory; launch on :func:`tiledsl.gemm.kernel_plan.grid`.
+        KernelSource with ``block=(bn, 1, 1)``, dynamic shared memory only with ``smem_a`` (the plan's); launch on
+        :func:`tiledsl.gemm.kernel_plan.grid`.
     """
     p = plan_gemm(op, s)
     dt = dtypes.get(op.dtype)
@@ -86,7 +89,9 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("UNROLL", s.unroll, "unroll: K steps per thread in flight"), ("SPLIT_K", s.split_k, "split_k: K slices"),
         ("MMA", 0, "mma='fma'"), ("KERNEL", 1, "kernel='gemv'"), ("THREADS", s.threads, "= bn"),
         ("MIN_BLOCKS", p.min_blocks, "min_blocks"),
-        *([("COL_GROUPS", s.col_groups, "col_groups: groups of VB columns per thread")] if s.col_groups != 1 else []),
+        *([("COL_GROUPS", s.col_groups, "col_groups: groups of VB columns per thread")]
+          if s.col_groups != 1 or s.smem_a else []),
+        *([("SMEM_A", 1, "smem_a: the K slice of A staged in shared memory")] if s.smem_a else []),
         # fields of the tiled kernels, unused here; the rule table's static_asserts name them
         ("RM", s.rm, "rm (unused)"), ("RN", s.rn, "rn: columns per warp (column-major B)"), ("WM", s.wm, "wm (unused)"),
         ("WN", s.wn, "wn (unused)"), ("STAGES", s.stages, "stages (unused)"),
@@ -127,13 +132,20 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
                   "#pragma unroll",
                   "for (int g = 0; g < COL_GROUPS; ++g) col[g] = gn0 + g * 32 * VB < N ? gn0 + g * 32 * VB : N - VB;",
                   "float acc[BM][COL_GROUPS * VB] = {};")
+            elif s.smem_a:
+                w("// ---- thread -> VB adjacent columns; the block's K slice of A is staged in shared memory first ----",
+                  "const int gn = (blockIdx.x * THREADS + threadIdx.x) * VB;  // N is a multiple of VB (alignment)",
+                  "float acc[BM][VB] = {};")
             else:
                 w("// ---- thread -> VB adjacent columns; walk the K slice VA steps at a time: per row of A one VA-wide",
                   "// load (the same address across the warp), per k one VB-wide load of B ----",
                   "const int gn = (blockIdx.x * THREADS + threadIdx.x) * VB;  // N is a multiple of VB (alignment)",
                   "float acc[BM][VB] = {};")
-            with w.block("if (gn0 < N)" if grouped else "if (gn < N)"):
-                _row_b_k_loop(w, dt, va, vb, a_at, grouped)
+            if s.smem_a:
+                _row_b_smem_a_loop(w, op, dt, va, vb, a_at)
+            else:
+                with w.block("if (gn0 < N)" if grouped else "if (gn < N)"):
+                    _row_b_k_loop(w, dt, va, vb, a_at, grouped)
             epilogue = _epilogue_row_b_groups if grouped else _epilogue_row_b
             epilogue(w, out_op, out_dt, vc, *dst)
             if fused:
@@ -174,7 +186,8 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
             if fused:
                 _fused_arrival(w)
                 _fused_sum_col_b(w, op, dtypes.get(op.dtype))
-    return KernelSource(name=p.kernel_name, source=w.text(), block=(s.threads, 1, 1), dynamic_smem_bytes=0)
+    return KernelSource(name=p.kernel_name, source=w.text(), block=(s.threads, 1, 1),
+                        dynamic_smem_bytes=p.dynamic_smem_bytes)
 
 
 def _row_b_k_loop(w: Writer, dt: dtypes.DType, va: int, vb: int, a_at: str, grouped: bool) -> None:
@@ -208,6 +221,55 @@ def _row_b_k_loop(w: Writer, dt: dtypes.DType, va: int, vb: int, a_at: str, grou
                   "for (int m = 0; m < BM; ++m)",
                   "  #pragma unroll",
                   "  for (int j = 0; j < VB; ++j) acc[m][g * VB + j] += a[m][kk] * b[j];")
+
+
+def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int, a_at: str) -> None:
+    """Emit ``smem_a``'s main loop (row-major B): the ring's first UNROLL loads of B, the block's K slice of A staged
+    transposed in shared memory (At[k][m], float32; rows past M zero), one barrier, then per k one VB-wide vector of
+    B from the ring (refilled UNROLL rows ahead) times BM/4 16-byte broadcasts of At. Columns past N read the last VB
+    columns of B and are never stored; a slice past K (n_k = 0) leaves acc zero."""
+    raw = VEC_TYPES[(dt.c_type, vb)] if vb > 1 else dt.c_type  # B as loaded; converted to float at its use
+    w("// ---- smem_a: per k, BM/4 16-byte broadcasts of A from shared memory and one VB-wide vector of B, which a ring",
+      "// keeps UNROLL rows ahead (its first UNROLL loads are issued before A is staged) ----",
+      "extern __shared__ float4 at4[];                  // At[k - k_begin][BM / 4]: 4 rows of A per k and float4",
+      "float* const at = reinterpret_cast<float*>(at4);",
+      "const int n_k = k_end - k_begin;                // this slice's depth: 0 for a slice past K",
+      f"const {dt.c_type}* const b_col = B + (long long)k_begin * ldb + (gn < N ? gn : N - VB);  // columns past N: "
+      "the last VB (never stored)")
+    with w.block("if (n_k > 0)"):  # the same for every thread of the block: the barrier inside is reached by all
+        w(f"{raw} ring[UNROLL];",
+          "#pragma unroll",
+          f"for (int u = 0; u < UNROLL; ++u) if (u < n_k) ring[u] = *reinterpret_cast<const {raw}*>(b_col + "
+          "(long long)u * ldb);")
+        w("// stage A: consecutive threads take consecutive rows at the same k (conflict-free stores), VA k per load")
+        with w.block("for (int i = threadIdx.x; i < BM * (n_k / VA); i += THREADS)"):
+            w("const int m = i % BM, kv = i / BM, gm = row0 + m;")
+            with w.block("if (gm < M)"):
+                if va > 1:
+                    _load_vec(w, dt, va, "av", "A + (long long)gm * lda + k_begin + kv * VA")
+                else:
+                    w(f"const float av[1] = {{{dt.to_acc(a_at.format(k='k_begin + kv'))}}};")
+                w("#pragma unroll", "for (int j = 0; j < VA; ++j) at[(kv * VA + j) * BM + m] = av[j];")
+            with w.block("else"):
+                w("#pragma unroll", "for (int j = 0; j < VA; ++j) at[(kv * VA + j) * BM + m] = 0.f;  // rows past M")
+        w("__syncthreads();")
+        with w.block("for (int k0 = 0; k0 < n_k; k0 += UNROLL)"):
+            w("#pragma unroll")
+            with w.block("for (int u = 0; u < UNROLL; ++u)"):
+                w(f"const {raw} b_raw = ring[u];",
+                  f"if (k0 + u + UNROLL < n_k) ring[u] = *reinterpret_cast<const {raw}*>(b_col + "
+                  "(long long)(k0 + u + UNROLL) * ldb);  // UNROLL rows ahead")
+                with w.block("if (k0 + u < n_k)"):
+                    conv = [dt.to_acc("b_raw")] if vb == 1 else [dt.to_acc(f"b_raw.{c}") for c in COMPONENTS[:vb]]
+                    w(f"const float b[VB] = {{{', '.join(conv)}}};",
+                      "#pragma unroll")
+                    with w.block("for (int q = 0; q < BM / 4; ++q)"):
+                        w("const float4 a = at4[(k0 + u) * (BM / 4) + q];  // rows 4q..4q+3 at this k: one broadcast",
+                          "const float a4[4] = {a.x, a.y, a.z, a.w};",
+                          "#pragma unroll",
+                          "for (int r = 0; r < 4; ++r)",
+                          "  #pragma unroll",
+                          "  for (int j = 0; j < VB; ++j) acc[4 * q + r][j] += a4[r] * b[j];")
 
 
 def _store(w: Writer, op: GemmOp, dt: dtypes.DType, ptr: str, val: str) -> None:

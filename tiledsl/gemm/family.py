@@ -7,12 +7,14 @@ from dataclasses import replace
 from .. import dtypes, registry, tma
 from ..errors import ScheduleError
 from ..family import Family
+from ..occupancy import occupancy
+from ..planning import register_cap
 from ..spec import refuse_empty
 from ..target import Target
 from .emit import emit_gemm, emit_splitk_reduce
 from .kernel_plan import plan_gemm, tile_count, uses_tma
 from .op import GemmOp
-from .schedule import GEMM_RULES, GemmSchedule
+from .schedule import GEMM_RULES, GemmSchedule, gemv_smem_a_bytes
 
 
 def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
@@ -61,6 +63,9 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         if s.col_groups > 1:
             one += (f"; {s.col_groups} groups of single columns per thread at unroll {s.unroll} (gemv_column_groups): "
                     f"B's rows allow only scalar loads (align_b 1)")
+        if s.smem_a:
+            one += (f"; A staged in shared memory (gemv_staged_a): {s.bm} rows per block, {s.split_k} K slices of "
+                    f"at most {GEMV_SMEM_A_MAX_DEPTH}, {s.unroll} loads of B in flight per thread")
         return s, f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows (GEMV_MAX_M){one}"
     tall = tall_thin_schedule(op, target)
     if tall is not None:
@@ -479,9 +484,11 @@ def runs_gemv(op: GemmOp) -> bool:
 def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """The GEMV-style schedule for ``op`` (few rows M) on ``target``: :func:`gemv_base_schedule`, or for a small
     float32 product with a row-major B its one-launch form (:func:`gemv_one_launch`), or for a larger one with an
-    odd N its form with groups of columns per thread (:func:`gemv_column_groups`)."""
+    odd N its form with groups of columns per thread (:func:`gemv_column_groups`), or with many rows and an aligned
+    row-major B its form with A staged in shared memory (:func:`gemv_staged_a`)."""
     base = gemv_base_schedule(op, target)
-    return gemv_one_launch(op, base, target) or gemv_column_groups(op, base, target) or base
+    return (gemv_one_launch(op, base, target) or gemv_column_groups(op, base, target)
+            or gemv_staged_a(op, base, target) or base)
 
 
 def gemv_base_schedule(op: GemmOp, target: Target) -> GemmSchedule:
@@ -575,6 +582,70 @@ def gemv_column_groups(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSc
     grouped = replace(base, vec=1, col_groups=GEMV_ODD_N_GROUPS, unroll=GEMV_ODD_N_UNROLL, split_k=1,
                       split_k_fused=False)
     return replace(grouped, split_k=gemv_split(op, grouped, target))
+
+
+GEMV_SMEM_A_ROWS, GEMV_SMEM_A_MAX_DEPTH, GEMV_SMEM_A_UNROLL = (8, 16), 512, 8
+""":func:`gemv_staged_a`: the rows per block (``bm``) that stage A in shared memory (``smem_a``), the deepest K slice
+(so a block's staged A is at most bm·512·4 = 32 KiB and four blocks of 128 threads fit an SM) and the loads of B a
+thread keeps in flight. Measured on the H200 (``python benchmarks/gemv_fused.py --family smem_a``, 2026-12-03,
+``benchmarks/results/gemv_smem_a_h200.json`` and ``_run2.json``; x @ W over the 16 LLM (N, K) with N a multiple of 4,
+geomean ratio to cuBLAS): with A in registers 1.204 / 1.302 / 1.401 at 16 / 8 / 4 rows, staged (128 threads, unroll
+8, slices for four blocks per SM at most 256 deep) 1.394 / 1.409 / 1.354; unroll 4, 256 threads, eight blocks per SM
+and 128-deep slices were each behind. Four rows keep A in registers. With :func:`gemv_whole_waves` (run 2):
+1.445 / 1.430. Slices up to 512 deep rather than 256 (``--family smem_a_depth``, ``gemv_smem_a_depth_h200.json``:
+fewer slices, less split-K workspace) 1.433 → 1.445 / 1.433 → 1.460, +6–7 % on 22016–32000 columns; 768 the same
+as 512; 64 or 32 threads per block behind (docs/gemm.md, "A staged in shared memory")."""
+
+
+def gemv_staged_a(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
+    """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` with A staged in shared memory (``smem_a``, unroll
+    :data:`GEMV_SMEM_A_UNROLL`, four blocks of its threads per SM): K slices at most :data:`GEMV_SMEM_A_MAX_DEPTH`
+    deep, as many as fill whole waves best (:func:`gemv_whole_waves`) from there to twice those for about four
+    blocks per SM at least 32 deep (:func:`gemv_split`), summed by the split-K kernel; where
+    ``base`` has :data:`GEMV_SMEM_A_ROWS` rows per block and B is read 4 wide (an IEEE float32 product of row-major A
+    and B into a row-major C, as measured); None elsewhere."""
+    measured = (op.dtype == "float32" and op.precision == "ieee" and op.layout_a == "row" and op.layout_b == "row"
+                and op.layout_c == "row")
+    if not (measured and base.bm in GEMV_SMEM_A_ROWS and op.align_b >= 4 and base.vec == 4):
+        return None
+    staged = replace(base, smem_a=True, unroll=GEMV_SMEM_A_UNROLL, min_blocks=0, split_k=1,
+                     split_k_fused=False)
+    shallowest = -(-op.k // GEMV_SMEM_A_MAX_DEPTH)  # the fewest slices no deeper than the cap
+    if shallowest > GEMV_MAX_SPLIT:
+        return None
+    split = max(gemv_split(op, staged, target, min_depth=32), shallowest)
+    return replace(staged, split_k=gemv_whole_waves(op, staged, target, shallowest, split))
+
+
+GEMV_WAVE_SLACK = 0.03
+""":func:`gemv_whole_waves` takes the fewest K slices whose grid fills its last wave within this share of the best."""
+
+
+def gemv_whole_waves(op: GemmOp, s: GemmSchedule, target: Target, lo: int, pick: int) -> int:
+    """The K slices (``lo`` .. 2·``pick``, each at least 32 deep, at most :data:`GEMV_MAX_SPLIT`) whose grid of
+    ``s``'s blocks fills the largest share of its waves (slots: SMs × the blocks per SM at the register cap of its
+    ``__launch_bounds__`` and the slice's shared memory), the fewest slices within :data:`GEMV_WAVE_SLACK` of the
+    best (each slice writes and reads back M·N float32 of workspace); ``pick`` itself where its grid is under one
+    wave. 16×14336×4096 with 128-thread blocks has 28 blocks of columns: ``pick`` = 19 slices make 532 blocks for 528 slots, a second wave of 4 blocks (a share of 0.50); 18 make 504
+    (0.95). Measured: ``benchmarks/results/gemv_smem_a_h200.json`` (sixteen rows, K slices for four and eight blocks
+    per SM, 128 or 256 deep): the share of the waves filled tracked the ratio to cuBLAS (16×14336×4096 1.10× at 0.50,
+    1.33–1.35× at 0.67; 16×22016×4096 1.22× at 0.65, 1.38× at 1.00)."""
+    col_blocks = plan_gemm(op, replace(s, split_k=1), target).grid[0] * -(-op.m // s.bm)
+    registers = min(255, register_cap(s.threads, max(1, s.min_blocks)))  # what __launch_bounds__ allows
+
+    def slots(split: int) -> int:  # blocks at once; deeper slices of A may leave fewer per SM
+        smem = gemv_smem_a_bytes(op.k, replace(s, split_k=split))
+        return target.sm_count * max(1, occupancy(target, s.threads, registers, smem).blocks_per_sm)
+
+    def filled(split: int) -> float:
+        blocks, at_once = col_blocks * split, slots(split)
+        return blocks / (-(-blocks // at_once) * at_once)
+
+    if col_blocks * pick < slots(pick):  # under one wave: more blocks, not fuller waves, is what there is to gain
+        return pick
+    top = max(lo, min(GEMV_MAX_SPLIT, 2 * pick, op.k // 32))
+    best = max(filled(split) for split in range(lo, top + 1))
+    return next(split for split in range(lo, top + 1) if filled(split) >= best - GEMV_WAVE_SLACK)
 
 
 def gemv_block_rows(m: int) -> int:

@@ -17,7 +17,7 @@ from ..tma import TENSOR_MAP_C_TYPE, TensorMap2D
 from .emit_common import kernel_name, kernel_name_reduce
 from .emit_mma import smem_tile_elems
 from .op import GemmOp
-from .schedule import GemmSchedule, estimate_registers
+from .schedule import GemmSchedule, estimate_registers, gemv_smem_a_bytes
 
 __all__ = ["GemmDetail", "canonical", "gemv_columns_per_block", "gemv_widths", "grid", "k_major", "kernel_name",
            "kernel_name_reduce", "plan_gemm", "splitk_reduce_plan", "stream_k_split", "tensor_map", "tma_box",
@@ -206,10 +206,13 @@ def splitk_reduce_plan(op: GemmOp, s: GemmSchedule, target: Target | None) -> Pl
 
 
 def _dynamic_smem(op: GemmOp, s: GemmSchedule) -> int:
-    """Dynamic shared memory the emitter allocates (mma.sync: the tile layout of this op's operands)."""
+    """Dynamic shared memory the emitter allocates (mma.sync: the tile layout of this op's operands; the GEMV
+    kernel: ``smem_a``'s slice of A, which depends on K)."""
     if s.mma == "mma_sync":
         a_elems, b_elems = smem_tile_elems(op, s)
         return s.stages * (a_elems + b_elems) * dtypes.get(op.dtype).itemsize
+    if s.kernel == "gemv":  # only smem_a's staged slice of A
+        return gemv_smem_a_bytes(op.k, s)
     return s.smem_bytes()
 
 

@@ -194,6 +194,18 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("col_groups_need_row_major_b", "LAYOUT_B_COL == 0",
            "{cls}.col_groups={COL_GROUPS} needs a row-major B (N contiguous); with a column-major B each warp reads "
            "rn columns along K", scope="op", when="COL_GROUPS != 1"),
+    R.Rule("smem_a_on_gemv", "KERNEL == 1 and BM % 4 == 0 and COL_GROUPS == 1",
+           "{cls}.smem_a=True needs kernel='gemv', bm a multiple of 4 (one 16-byte shared-memory read covers 4 rows "
+           "of A) and col_groups=1 (got kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), bm={BM}, "
+           "col_groups={COL_GROUPS})", when="SMEM_A == 1"),
+    R.Rule("smem_a_needs_row_major_b", "LAYOUT_B_COL == 0",
+           "{cls}.smem_a=True needs a row-major B (N contiguous: every thread of the block reads the same element of "
+           "A per k); with a column-major B each lane reads its own piece of A", scope="op", when="SMEM_A == 1"),
+    R.Rule("smem_a_slice_fits", "SMEM_A_BYTES <= 49152",
+           "{cls}.smem_a=True stages bm × (the K slice, ⌈K / (split_k·bk)⌉·bk) float32 elements of A: "
+           "{SMEM_A_BYTES} bytes (K={OP_K}, split_k={SPLIT_K}, bk={BK}) over the 49152 (48 KiB) a block takes without "
+           "opt-in; raise split_k or lower bm",
+           scope="op", when="SMEM_A == 1"),
     R.Rule("wgmma_needs_sm_90", "CC == 90",
            "{cls}.mma='wgmma' needs an sm_90 GPU (Hopper; compiled for sm_90a), not cc {CC}",
            scope="target", resource=True, when="MMA == 2"),
@@ -230,6 +242,18 @@ def _auto_warp_lanes_n(bm: int, bn: int, rm: int, rn: int) -> int:
     return min(tn, 32)
 
 
+def gemv_slice_depth(k: int, s: GemmSchedule) -> int:
+    """Elements of K in one split-K slice of the GEMV-style kernel: ⌈K / (split_k·bk)⌉·bk (the emitter's
+    ``k_per_split``), or K without split-K."""
+    return -(-k // (s.split_k * s.bk)) * s.bk if s.split_k > 1 else k
+
+
+def gemv_smem_a_bytes(k: int, s: GemmSchedule) -> int:
+    """Shared memory of ``smem_a``'s staged slice of A, bytes: bm rows × :func:`gemv_slice_depth` float32 (0 without
+    ``smem_a``)."""
+    return s.bm * gemv_slice_depth(k, s) * 4 if s.smem_a and s.kernel == "gemv" else 0
+
+
 def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
     """Registers per thread before compiling (the schedule's default ``min_blocks`` and the plan's cap and spills;
     the FMA cost model weighs the same :func:`fma_register_terms` by fitted coefficients instead).
@@ -239,8 +263,8 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
     (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%), + 10 with ``stream_k`` (its
     iteration range and tile loop: ptxas's counts for 64×64 and 128×128 tiles rose by 1–10).
     """
-    if s.kernel == "gemv":  # bm rows × vec columns of accumulators, a vector of B, addresses
-        return s.bm * max(vb, 1) + max(vb, 1) + 32
+    if s.kernel == "gemv":  # bm rows × vec columns of accumulators, a vector of B (smem_a: a ring of unroll), addresses
+        return s.bm * max(vb, 1) + max(vb, 1) * (s.unroll if s.smem_a else 1) + 32
     if s.mma == "wgmma":  # 64×bn accumulators over a warpgroup's 128 threads + descriptors, addresses
         return s.bn // 2 + 40
     if s.mma != "fma":  # wm·wn/32 accumulators + A/B fragments of one k16 step + addresses
@@ -262,9 +286,10 @@ def fma_register_terms(s: GemmSchedule, va: int, vb: int) -> dict[str, int]:
             "stream_k": int(s.stream_k)}
 
 
-_BOOL_FIELDS = ("double_buffer", "warp_specialize", "persistent", "fragment_prefetch", "stream_k", "split_k_fused")
+_BOOL_FIELDS = ("double_buffer", "warp_specialize", "persistent", "fragment_prefetch", "stream_k", "split_k_fused",
+                "smem_a")
 _LATER_KNOBS = {"persistent": False, "fragment_prefetch": False, "stream_k": False, "split_k_fused": False,
-                "col_groups": 1}
+                "col_groups": 1, "smem_a": False}
 """Knobs added after kernels were first tuned and shipped, with their defaults: the ``// schedule:`` comment names
 them only where they differ."""
 
@@ -291,7 +316,8 @@ class GemmSchedule(ScheduleRecord):
             ``kernel="gemv"``.
         min_blocks: blocks per SM the register allocation must allow (``__launch_bounds__``'s second
             argument; caps registers at 65536 / (threads · min_blocks)). 0 = automatic: 2 when two
-            blocks fit :attr:`est_registers`, else 1.
+            blocks fit :attr:`est_registers`, else 1; with ``kernel="gemv"`` 1, or with ``smem_a`` 512 / bn
+            (128 registers) unless ``split_k_fused``.
         stages: K tiles in the shared-memory pipeline (0 = what ``double_buffer`` says: 2 or 1). The FMA
             kernel keeps 1 or 2 with register prefetch; 3..8 copy tiles with ``cp.async`` (float32, sm_80+)
             so ``stages − 1`` K tiles are in flight while one is multiplied (CUTLASS's SIMT SGEMM uses 4).
@@ -319,6 +345,12 @@ class GemmSchedule(ScheduleRecord):
             columns past the one before, so every load of B stays coalesced across the warp while each element
             of A read feeds col_groups·vec columns. 1..8; bm·col_groups·vec ≤ 64. For an odd N, where B is read
             one element at a time (vec lowered to 1).
+        smem_a: (GEMV-style kernel, row-major B, bm a multiple of 4) the block stages its K slice of A in shared
+            memory, transposed (``At[k][m]``, float32), before its loop: per k a thread then reads bm/4 16-byte
+            broadcasts of A beside its load of B instead of holding bm·VA elements of A in registers, and keeps a
+            ring of ``unroll`` loads of B in flight (the first ones issued before A is staged). Sixteen rows then
+            fit 128 registers rather than 255 (four blocks of 128 threads per SM rather than two). Shared memory:
+            bm · ⌈K / (split_k·bk)⌉·bk · 4 bytes, at most 48 KiB (rule ``smem_a_slice_fits``).
 
     Raises:
         ScheduleError: a rule of :data:`GEMM_RULES` does not hold; the message names the field,
@@ -352,6 +384,7 @@ class GemmSchedule(ScheduleRecord):
     stream_k: bool = False
     split_k_fused: bool = False
     col_groups: int = 1
+    smem_a: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -377,7 +410,10 @@ class GemmSchedule(ScheduleRecord):
         if self.kernel == "gemv":  # no warp tiles, no shared memory, one block per SM unless asked
             object.__setattr__(self, "wm", self.wm or 1)
             object.__setattr__(self, "wn", self.wn or 1)
-            object.__setattr__(self, "min_blocks", self.min_blocks or 1)
+            # smem_a: 512 threads per SM (128 registers each) unless asked or summing its slices in the kernel (whose
+            # loads of the slices' partial sums take more); else one block per SM
+            packed = self.smem_a and not self.split_k_fused
+            object.__setattr__(self, "min_blocks", self.min_blocks or (max(1, 512 // self.bn) if packed else 1))
         if self.mma == "wgmma" and self.wm == 0 and self.wn == 0:  # warpgroup tile: 64 rows × bn
             object.__setattr__(self, "wm", 64)
             object.__setattr__(self, "wn", self.bn)
@@ -443,6 +479,7 @@ class GemmSchedule(ScheduleRecord):
             SMEM_BYTES=self.smem_bytes(),
         )
         if op is not None:
+            env.update(SMEM_A_BYTES=gemv_smem_a_bytes(op.k, self), OP_K=op.k)
             env.update(OP_M=op.m, OP_N=op.n, DTYPE_16BIT=int(op.dtype in MMA_DTYPES), LAYOUT_A_ROW=int(op.layout_a == "row"),
                        LAYOUT_B_COL=int(op.layout_b == "col"),
                        LAYOUT_C_COL=int(op.layout_c == "col"), ALIGN_A=op.align_a, ALIGN_B=op.align_b,
