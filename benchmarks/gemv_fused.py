@@ -40,7 +40,8 @@ With ``--family smem_a`` (``--out benchmarks/results/gemv_smem_a_h200.json``): x
 (:data:`SMEM_A_ROWS`) over every LLM (N, K) with N a multiple of 4, ``two`` (``gemv_base_schedule``'s pick: A in
 registers) against ``smem_a bnT uU P/SM dD``: A's K slice staged in shared memory (``smem_a``), T threads per block,
 U loads of B in flight per thread, the K slices for about P blocks per SM but none deeper than D (the pick since
-``gemv_staged_a``: bn128 u8 4/SM d256, for sixteen rows). ``--family smem_a_depth`` (the same products with 8 and 16
+``gemv_staged_a`` in its first form: bn128 u8 4/SM d256, sixteen rows; since, for 8 and 16 rows, slices at most 512
+deep chosen to fill whole waves). ``--family smem_a_depth`` (the same products with 8 and 16
 rows): ``smem_a bnT waves dD``, the staged pick with T = 128, 64 or 32 threads per block and its K slices
 (``gemv_whole_waves``) when no slice may be deeper than D = 256 (the pick with 128 threads), 512 or 768 (fewer slices:
 less split-K workspace, more shared memory per block).

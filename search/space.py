@@ -470,7 +470,7 @@ def _gemv_seeds(op, target) -> list:
     slices for about 1, 2, 4 and 8 blocks per SM, unroll 2 and 8, each slice count > 1 with both ways of summing;
     with a row-major B, also 2 and 4 groups of columns per thread (``col_groups``) at B's load width, and for 4–16 rows
     A staged in shared memory (``smem_a``) at 128 and 256 threads, unroll 8 and 4, slices for 4 and 8 blocks per SM
-    at most 256 and 128 deep."""
+    at most 512 and 256 deep."""
     from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule, gemv_split
 
     pick = gemv_schedule(op, target)
@@ -491,8 +491,8 @@ def _gemv_seeds(op, target) -> list:
             one = replace(base, vec=vec, col_groups=groups, unroll=unroll, split_k=1, split_k_fused=False)
             split = gemv_split(op, one, target)
             cands.append(replace(one, split_k=split, split_k_fused=base.split_k_fused and split > 1))
-        if plain.bm >= 4 and plain.bm % 4 == 0:  # A staged in shared memory: slices of at most 256 or 128 deep
-            for bn, unroll, per_sm, deepest in itertools.product((128, 256), (8, 4), (4, 8), (256, 128)):
+        if plain.bm >= 4:  # A staged in shared memory (bm a power of two): slices at most 512 or 256 deep
+            for bn, unroll, per_sm, deepest in itertools.product((128, 256), (8, 4), (4, 8), (512, 256)):
                 one = replace(plain, vec=min(plain.vec, op.align_b), bn=bn, unroll=unroll, smem_a=True, min_blocks=0,
                               split_k=1, split_k_fused=False)
                 split = max(gemv_split(op, one, target, per_sm, min_depth=32), -(-op.k // deepest))

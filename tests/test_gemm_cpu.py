@@ -830,17 +830,20 @@ def test_gemv_smem_a_rules_name_the_limit():
     with pytest.raises(tiledsl.ScheduleError, match="smem_a_on_gemv"):
         GemmSchedule(smem_a=True)
     s = GemmSchedule(kernel="gemv", bm=16, bn=128, smem_a=True, split_k=16)
-    with pytest.raises(tiledsl.ScheduleError, match="smem_a_needs_row_major_b"):
+    with pytest.raises(tiledsl.ScheduleError, match=r"layout_b='col'.*smem_a_needs_row_major_b"):
         tiledsl.compile(GemmOp(16, 4096, 4096, layout_b="col"), replace(s, rn=4), arch="sm_90")
-    with pytest.raises(tiledsl.ScheduleError, match=r"65536 bytes \(K=16384, split_k=16, bk=8\) over the 49152.*"
-                                                      r"rule smem_a_slice_fits"):
+    with pytest.raises(tiledsl.ScheduleError, match=r"65536 bytes \(bm=16, K=16384, split_k=16, bk=8\) over the "
+                                                      r"49152.*rule smem_a_slice_fits"):
         tiledsl.compile(GemmOp(16, 4096, 16384), s, arch="sm_90")
     assert tiledsl.compile(GemmOp(16, 4096, 12288), s, arch="sm_90").spill_bytes == 0  # 16 × 768 × 4: 48 KiB
+    with pytest.raises(tiledsl.ScheduleError, match="smem_a_slice_fits"):  # fused: its arrival flag needs room too
+        tiledsl.compile(GemmOp(16, 4096, 12288), replace(s, split_k_fused=True, min_blocks=0), arch="sm_90")
+    assert tiledsl.compile(GemmOp(16, 4096, 12160), replace(s, split_k_fused=True, min_blocks=0), arch="sm_90")
 
 
 def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
     """schedule=None stages A in shared memory (gemv_staged_a) for 5-16 float32 rows times an aligned row-major B:
-    slices at most 256 deep, unroll 8, four blocks of 128 threads per SM; odd N, a column-major B, 16-bit inputs and
+    slices at most 512 deep and none empty, unroll 8, four blocks of 128 threads per SM; odd N, a column-major B, 16-bit inputs and
     4 rows keep A in registers. The reason (what --lookup prints) names the rule."""
     from tiledsl.gemm.family import GEMV_SMEM_A_MAX_DEPTH, builtin_choice, default_schedule
     from tiledsl.target import resolve
@@ -850,7 +853,8 @@ def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
                     (8, 4096, 4096), (5, 28672, 4096)):
         s, why = builtin_choice(GemmOp(m, n, k), target)
         assert s.smem_a and s.bm == (16 if m > 8 else 8) and s.unroll == 8 and s.min_blocks == 4, (m, n, k, s)
-        assert s.split_k > 1
+        assert s.bn == 128 and s.split_k > 1
+        assert -(-k // (-(-k // (s.split_k * s.bk)) * s.bk)) == s.split_k  # no slice past K
         assert -(-k // (s.split_k * s.bk)) * s.bk <= GEMV_SMEM_A_MAX_DEPTH and "gemv_staged_a" in why
     for op in (GemmOp(16, 50257, 768, align_b=1, align_c=1), GemmOp(16, 4096, 4096, layout_b="col"),
                GemmOp(16, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8), GemmOp(4, 4096, 4096),
@@ -1134,6 +1138,7 @@ def test_small_gemv_products_with_a_row_major_b_run_in_one_launch():
         builtin_choice,
         gemv_base_schedule,
         gemv_schedule,
+        gemv_staged_a,
         rows_op,
     )
 
@@ -1154,13 +1159,13 @@ def test_small_gemv_products_with_a_row_major_b_run_in_one_launch():
             GemmOp(1, 768, 768, layout_b="col"), GemmOp(1, 768, 768, dtype="float16"),
             GemmOp(1, 768, 768, precision="tf32")]  # tf32 runs exact on the GEMV kernel but was not measured
     for op in keep:  # sixteen rows stage A in shared memory (gemv_staged_a), still summed by the split-K kernel
-        s = gemv_schedule(op, h200)
-        assert s == gemv_base_schedule(op, h200) or (op.m > 4 and s.smem_a and not s.split_k_fused), op
+        s, base = gemv_schedule(op, h200), gemv_base_schedule(op, h200)
+        assert s == (gemv_staged_a(op, base, h200) if op.m > 4 else base), op
         assert "one launch" not in builtin_choice(op, h200)[1]
     assert gemv_schedule(GemmOp(1, 768, 3072), h200).split_k == 48  # 48 slices: measured slower in one launch
 
 
-def test_gemv_slices_go_shallower_only_with_sixteen_rows():
+def test_gemv_slices_go_shallower_with_sixteen_rows_or_a_staged_in_shared_memory():
     from tiledsl.gemm.family import GEMV_MIN_DEPTH, gemv_min_depth, gemv_schedule
 
     h200 = tiledsl.Target.known("H200")

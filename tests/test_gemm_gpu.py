@@ -717,6 +717,7 @@ def test_gemv_smem_a_against_float64(dtype, la, m, n, k, rng):
     a NaN-poisoned C, then alpha and beta; schedule=None stages A for 5-16 float32 rows of an aligned x @ W."""
     cp = _cp()
     from tiledsl.gemm.family import default_schedule, gemv_block_rows
+    from tiledsl.gemm.schedule import gemv_smem_a_bytes
 
     tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
     a, _ = _rand((m, k), rng, dtype, la)
@@ -724,7 +725,7 @@ def test_gemv_smem_a_against_float64(dtype, la, m, n, k, rng):
     ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)  # the rounded inputs
     bm = max(4, gemv_block_rows(m))
     def fits(split: int) -> bool:  # rule smem_a_slice_fits: bm × the slice × 4 bytes ≤ 48 KiB
-        return bm * (k if split == 1 else -(-k // (split * 8)) * 8) * 4 <= 49152
+        return gemv_smem_a_bytes(k, tiledsl.GemmSchedule(kernel="gemv", bm=bm, split_k=split, smem_a=True)) <= 49152
 
     splits = [split for split in (1, 3, 16, 64) if fits(split)][:3]
     for split, unroll in itertools.product(splits, (1, 2, 8)):

@@ -217,11 +217,16 @@ def _per_step(op, s) -> dict[str, float]:
     loads_b = s.bk * s.bn // (s.threads * vb)
     loop = 0 if s.unroll >= s.bk else 3 * (s.bk // s.unroll)
     if s.kernel == "gemv":  # smem_a: per k a thread's bm/4 16-byte broadcasts (one wavefront each per warp), and
-        # its share of staging bm × bk elements of A (one conflict-free scalar store each)
-        lds, sts = (s.bk * s.bm // 4, -(-s.bm * s.bk // s.threads)) if s.smem_a else (0, 0)
+        # its share of staging bm × bk elements of A: scalar stores, warp 0's lanes at rows i % bm of k group i / bm
+        lds, sts, wf_sts = 0, 0, 0
+        if s.smem_a:
+            lds, sts = s.bk * s.bm // 4, -(-s.bm * s.bk // s.threads)
+            conflicts = [wavefronts([((lane // s.bm) * va + j) * s.bm + lane % s.bm for lane in range(32)], 1)
+                         for j in range(va)]
+            wf_sts = sts * sum(conflicts) / len(conflicts)
         return {"ffma": s.bk * s.rm * s.rn, "lds": lds, "ldg": loads_a + loads_b,
                 "alu": ALU_PER_GLOBAL_LOAD * (loads_a + loads_b) + STEP_FIXED_INSTR + loop,
-                "sts": sts, "wf_lds": lds, "wf_sts": sts}
+                "sts": sts, "wf_lds": lds, "wf_sts": wf_sts}
     sts_a, wf_sts_a = _store_wavefronts(op, s, "A", va)
     sts_b, wf_sts_b = _store_wavefronts(op, s, "B", vb)
     frag_a = s.rm // cm

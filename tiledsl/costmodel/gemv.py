@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from .. import dtypes
 from ..gemm.kernel_plan import gemv_widths, plan_gemm
+from ..gemm.schedule import gemv_slice_depth
 from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
 
@@ -78,7 +79,7 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     e = dtypes.get(op.dtype).itemsize
     p = plan_gemm(op, s, target)
     va, vb = gemv_widths(op, s)
-    k_slice = -(-op.k // (s.split_k * s.bk)) * s.bk  # the emitter's k_per_split
+    k_slice = gemv_slice_depth(op.k, s)  # the emitter's k_per_split
     if s.smem_a:  # A is read from shared memory: a thread's iterations are single k steps of one VB-wide load
         va = 1
     if op.layout_b == "row":  # a thread's iterations step VA along K, over its col_groups groups of VB columns

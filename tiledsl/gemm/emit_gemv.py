@@ -90,7 +90,7 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("MMA", 0, "mma='fma'"), ("KERNEL", 1, "kernel='gemv'"), ("THREADS", s.threads, "= bn"),
         ("MIN_BLOCKS", p.min_blocks, "min_blocks"),
         *([("COL_GROUPS", s.col_groups, "col_groups: groups of VB columns per thread")]
-          if s.col_groups != 1 or s.smem_a else []),
+          if s.col_groups != 1 or s.smem_a else []),  # smem_a: rule smem_a_on_gemv's static_assert names it
         *([("SMEM_A", 1, "smem_a: the K slice of A staged in shared memory")] if s.smem_a else []),
         # fields of the tiled kernels, unused here; the rule table's static_asserts name them
         ("RM", s.rm, "rm (unused)"), ("RN", s.rn, "rn: columns per warp (column-major B)"), ("WM", s.wm, "wm (unused)"),
@@ -241,7 +241,8 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
           "#pragma unroll",
           f"for (int u = 0; u < UNROLL; ++u) if (u < n_k) ring[u] = *reinterpret_cast<const {raw}*>(b_col + "
           "(long long)u * ldb);")
-        w("// stage A: consecutive threads take consecutive rows at the same k (conflict-free stores), VA k per load")
+        w("// stage A: consecutive threads take consecutive rows at the same k, VA k per load (with VA > 1 the warp's",
+          "// 32 / BM groups of rows may store to the same banks: 2-way at BM = 16, 4-way at 8; once per slice)")
         with w.block("for (int i = threadIdx.x; i < BM * (n_k / VA); i += THREADS)"):
             w("const int m = i % BM, kv = i / BM, gm = row0 + m;")
             with w.block("if (gm < M)"):

@@ -14,7 +14,7 @@ from ..target import Target
 from .emit import emit_gemm, emit_splitk_reduce
 from .kernel_plan import plan_gemm, tile_count, uses_tma
 from .op import GemmOp
-from .schedule import GEMM_RULES, GemmSchedule, gemv_smem_a_bytes
+from .schedule import GEMM_RULES, GemmSchedule, gemv_slice_depth, gemv_smem_a_bytes
 
 
 def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
@@ -625,8 +625,9 @@ def gemv_whole_waves(op: GemmOp, s: GemmSchedule, target: Target, lo: int, pick:
     """The K slices (``lo`` .. 2·``pick``, each at least 32 deep, at most :data:`GEMV_MAX_SPLIT`) whose grid of
     ``s``'s blocks fills the largest share of its waves (slots: SMs × the blocks per SM at the register cap of its
     ``__launch_bounds__`` and the slice's shared memory), the fewest slices within :data:`GEMV_WAVE_SLACK` of the
-    best (each slice writes and reads back M·N float32 of workspace); ``pick`` itself where its grid is under one
-    wave. 16×14336×4096 with 128-thread blocks has 28 blocks of columns: ``pick`` = 19 slices make 532 blocks for 528 slots, a second wave of 4 blocks (a share of 0.50); 18 make 504
+    best (each slice writes and reads back M·N float32 of workspace), among the counts that leave no slice empty
+    (slices are rounded up to ``bk``: 65 slices of 4096 are 64 deep, the 65th empty); ``pick`` itself where its grid
+    is under one wave. 16×14336×4096 with 128-thread blocks has 28 blocks of columns: ``pick`` = 19 slices make 532 blocks for 528 slots, a second wave of 4 blocks (a share of 0.50); 18 make 504
     (0.95). Measured: ``benchmarks/results/gemv_smem_a_h200.json`` (sixteen rows, K slices for four and eight blocks
     per SM, 128 or 256 deep): the share of the waves filled tracked the ratio to cuBLAS (16×14336×4096 1.10× at 0.50,
     1.33–1.35× at 0.67; 16×22016×4096 1.22× at 0.65, 1.38× at 1.00)."""
@@ -644,8 +645,11 @@ def gemv_whole_waves(op: GemmOp, s: GemmSchedule, target: Target, lo: int, pick:
     if col_blocks * pick < slots(pick):  # under one wave: more blocks, not fuller waves, is what there is to gain
         return pick
     top = max(lo, min(GEMV_MAX_SPLIT, 2 * pick, op.k // 32))
-    best = max(filled(split) for split in range(lo, top + 1))
-    return next(split for split in range(lo, top + 1) if filled(split) >= best - GEMV_WAVE_SLACK)
+    # slices are rounded up to bk: a count whose last slices start past K launches blocks that only write zeros
+    whole = [split for split in range(lo, top + 1)
+             if -(-op.k // gemv_slice_depth(op.k, replace(s, split_k=split))) == split] or [pick]
+    best = max(filled(split) for split in whole)
+    return next(split for split in whole if filled(split) >= best - GEMV_WAVE_SLACK)
 
 
 def gemv_block_rows(m: int) -> int:

@@ -200,11 +200,12 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "col_groups={COL_GROUPS})", when="SMEM_A == 1"),
     R.Rule("smem_a_needs_row_major_b", "LAYOUT_B_COL == 0",
            "{cls}.smem_a=True needs a row-major B (N contiguous: every thread of the block reads the same element of "
-           "A per k); with a column-major B each lane reads its own piece of A", scope="op", when="SMEM_A == 1"),
-    R.Rule("smem_a_slice_fits", "SMEM_A_BYTES <= 49152",
-           "{cls}.smem_a=True stages bm × (the K slice, ⌈K / (split_k·bk)⌉·bk) float32 elements of A: "
-           "{SMEM_A_BYTES} bytes (K={OP_K}, split_k={SPLIT_K}, bk={BK}) over the 49152 (48 KiB) a block takes without "
-           "opt-in; raise split_k or lower bm",
+           "A per k); got a column-major B (layout_b='col'), where each lane reads its own piece of A", scope="op",
+           when="SMEM_A == 1"),
+    R.Rule("smem_a_slice_fits", "SMEM_A_BYTES + 128 * SPLIT_K_FUSED <= 49152",
+           "{cls}.smem_a=True stages bm × the K slice (K, or ⌈K / (split_k·bk)⌉·bk with split-K) float32 elements of "
+           "A: {SMEM_A_BYTES} bytes (bm={BM}, K={OP_K}, split_k={SPLIT_K}, bk={BK}) over the 49152 (48 KiB) a block "
+           "takes without opt-in, less 128 with split_k_fused (its arrival flag); raise split_k or lower bm",
            scope="op", when="SMEM_A == 1"),
     R.Rule("wgmma_needs_sm_90", "CC == 90",
            "{cls}.mma='wgmma' needs an sm_90 GPU (Hopper; compiled for sm_90a), not cc {CC}",
@@ -317,7 +318,8 @@ class GemmSchedule(ScheduleRecord):
         min_blocks: blocks per SM the register allocation must allow (``__launch_bounds__``'s second
             argument; caps registers at 65536 / (threads · min_blocks)). 0 = automatic: 2 when two
             blocks fit :attr:`est_registers`, else 1; with ``kernel="gemv"`` 1, or with ``smem_a`` 512 / bn
-            (128 registers) unless ``split_k_fused``.
+            (at least 1; 128 registers for bn ≤ 512) unless ``split_k_fused``, resolved when the schedule is
+            made (``dataclasses.replace`` keeps it: pass ``min_blocks=0`` to resolve it again).
         stages: K tiles in the shared-memory pipeline (0 = what ``double_buffer`` says: 2 or 1). The FMA
             kernel keeps 1 or 2 with register prefetch; 3..8 copy tiles with ``cp.async`` (float32, sm_80+)
             so ``stages − 1`` K tiles are in flight while one is multiplied (CUTLASS's SIMT SGEMM uses 4).
