@@ -17,10 +17,11 @@ the last two):
 - ``colb (held out)``: ``gemv_colb_h200.json``, torch's Linear layout with 2, 4, 8 and 16 rows under 1, 2 or 4
   columns per warp, 128 or 256 threads, unroll 1, 2 or 4, the K slices summed either way. Both measured after
   everything the model's constants were chosen on.
-- ``smem_a (held out)``: ``gemv_smem_a_h200_run2.json`` (2026-12-03), x @ W with 4, 8 and 16 rows, A in registers
-  against A staged in shared memory (``smem_a``) at several threads, unrolls, slices per SM and depths;
+- ``smem_a``: ``gemv_smem_a_h200_run2.json`` (2026-12-03), x @ W with 4, 8 and 16 rows, A in registers against A
+  staged in shared memory (``smem_a``) at several threads, unrolls, slices per SM and depths; measured after the
+  constants above were chosen, and the sweep ``GEMV_SMEM_A_EFFECTIVE_LATENCY_S`` was fitted on;
 - ``smem_a depth (held out)``: ``gemv_smem_a_depth_h200.json`` (2026-12-03), 8 and 16 rows, the staged pick with
-  128, 64 or 32 threads and slices at most 256, 512 or 768 deep.
+  128, 64 or 32 threads and slices at most 256, 512 or 768 deep: held out from every constant.
 
 Products computed as rows (``_gemm_into``, an uncached host path timed with the kernel) are left out; a schedule
 timed more than once in a sweep counts once (median), and products with fewer than 3 distinct schedules are left
@@ -54,7 +55,7 @@ RESULTS = ROOT / "results"
 SWEEPS = {"split": "gemv_split_h200.json", "unroll": "gemv_unroll_h200_run2.json",
           "fused NN": "gemv_fused_nn_nobranch_h200.json", "fused NT": "gemv_fused_nt_h200.json",
           "depth (held out)": "gemv_depth_h200.json", "groups (held out)": "gemv_groups_h200.json",
-          "colb (held out)": "gemv_colb_h200.json", "smem_a (held out)": "gemv_smem_a_h200_run2.json",
+          "colb (held out)": "gemv_colb_h200.json", "smem_a": "gemv_smem_a_h200_run2.json",
           "smem_a depth (held out)": "gemv_smem_a_depth_h200.json"}
 LATENCIES = (2e-6, 3e-6, 3.5e-6, 4e-6)
 

@@ -12,6 +12,8 @@ at most the grid), the bytes in flight are R·threads·unroll·(bytes per iterat
 
     rate = min(HBM bandwidth, bytes in flight / GEMV_EFFECTIVE_LATENCY_S)
 
+(``GEMV_SMEM_A_EFFECTIVE_LATENCY_S`` for ``smem_a`` kernels, whose ring of loads of B stays full.)
+
 B is read once per group of ``bm`` rows. A grid of more blocks than fit at once runs in waves: each full wave at the
 rate of its bytes in flight, the partial last wave at the (lower) rate of its own. Split-K adds its float32 workspace (written and read once, at HBM rate) and a second
 launch, or with ``split_k_fused`` the last block's sum at one SM's share of L2 (``tiledsl.costmodel.gemm``).
@@ -41,6 +43,15 @@ Fitted on the GEMV sweeps measured on the H200 (2026-12-02; ``python benchmarks/
 3–8 distinct schedules, the schedule the model ranks first was 2.0–3.4 % slower than the measured best (geomean per
 sweep, ties counted fairly) at 3–4 µs, 1.7–9.2 % at 2 µs, and 5.0–7.3 % with the tiled kernels' pipeline model it
 replaced (``docs/costmodel.md``)."""
+
+
+GEMV_SMEM_A_EFFECTIVE_LATENCY_S = 2.0e-6
+""":data:`GEMV_EFFECTIVE_LATENCY_S` for ``smem_a`` kernels, whose ring keeps its ``unroll`` loads of B in flight
+continuously (each refilled as it is consumed) where the unrolled loop of A in registers issues them in bursts.
+Fitted on the H200 sweep ``benchmarks/results/gemv_smem_a_h200_run2.json`` (4, 8, 16 rows, A in registers against
+staged; a model-only pick lost 10.4 % at 3.5 µs, 4.6 % at 2.0 µs, 5.2 % at 1.5 µs) and checked on
+``gemv_smem_a_depth_h200.json``, which it was not fitted on: 16.0 % → 3.4 %, Spearman ρ 0.42 → 0.57
+(``python benchmarks/costmodel_gemv.py``, docs/costmodel.md)."""
 
 
 @dataclass(frozen=True)
@@ -99,8 +110,10 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     moved = op.k * op.n * e * p.grid[2] + op.m * op.k * e + op.m * op.n * dtypes.get(op.dtype).itemsize
     per_block = moved / blocks
 
+    latency = GEMV_SMEM_A_EFFECTIVE_LATENCY_S if s.smem_a else GEMV_EFFECTIVE_LATENCY_S
+
     def rate(running: int) -> float:
-        return min(hbm_bytes_per_s, running * s.bn * in_flight * per_iteration / GEMV_EFFECTIVE_LATENCY_S)
+        return min(hbm_bytes_per_s, running * s.bn * in_flight * per_iteration / latency)
 
     full, last = divmod(blocks, slots)
     stream = full * slots * per_block / rate(slots) + (last * per_block / rate(last) if last else 0.0)
