@@ -627,8 +627,8 @@ def gemv_whole_waves(op: GemmOp, s: GemmSchedule, target: Target, lo: int, pick:
     ``__launch_bounds__`` and the slice's shared memory), the fewest slices within :data:`GEMV_WAVE_SLACK` of the
     best (each slice writes and reads back M·N float32 of workspace), among the counts that leave no slice empty
     (slices are rounded up to ``bk``: 65 slices of 4096 are 64 deep, the 65th empty); ``pick`` itself where its grid
-    is under one wave. 16×14336×4096 with 128-thread blocks has 28 blocks of columns: ``pick`` = 19 slices make 532 blocks for 528 slots, a second wave of 4 blocks (a share of 0.50); 18 make 504
-    (0.95). Measured: ``benchmarks/results/gemv_smem_a_h200.json`` (sixteen rows, K slices for four and eight blocks
+    is under one wave. 16×14336×4096 with 128-thread blocks has 28 blocks of columns: ``pick`` = 19 slices make 532
+    blocks for 528 slots, a second wave of 4 blocks (a share of 0.50); 18 make 504 (0.95). Measured: ``benchmarks/results/gemv_smem_a_h200.json`` (sixteen rows, K slices for four and eight blocks
     per SM, 128 or 256 deep): the share of the waves filled tracked the ratio to cuBLAS (16×14336×4096 1.10× at 0.50,
     1.33–1.35× at 0.67; 16×22016×4096 1.22× at 0.65, 1.38× at 1.00)."""
     col_blocks = plan_gemm(op, replace(s, split_k=1), target).grid[0] * -(-op.m // s.bm)
