@@ -635,7 +635,7 @@ def gemv_whole_waves(op: GemmOp, s: GemmSchedule, target: Target, lo: int, pick:
     registers = min(255, register_cap(s.threads, max(1, s.min_blocks)))  # what __launch_bounds__ allows
 
     def slots(split: int) -> int:  # blocks at once; deeper slices of A may leave fewer per SM
-        smem = gemv_smem_a_bytes(op.k, replace(s, split_k=split))
+        smem = gemv_smem_a_bytes(op.k, s, split)
         return target.sm_count * max(1, occupancy(target, s.threads, registers, smem).blocks_per_sm)
 
     def filled(split: int) -> float:
@@ -647,7 +647,7 @@ def gemv_whole_waves(op: GemmOp, s: GemmSchedule, target: Target, lo: int, pick:
     top = max(lo, min(GEMV_MAX_SPLIT, 2 * pick, op.k // 32))
     # slices are rounded up to bk: a count whose last slices start past K launches blocks that only write zeros
     whole = [split for split in range(lo, top + 1)
-             if -(-op.k // gemv_slice_depth(op.k, replace(s, split_k=split))) == split] or [pick]
+             if -(-op.k // gemv_slice_depth(op.k, s, split)) == split] or [pick]
     best = max(filled(split) for split in whole)
     return next(split for split in whole if filled(split) >= best - GEMV_WAVE_SLACK)
 

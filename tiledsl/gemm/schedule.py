@@ -243,16 +243,17 @@ def _auto_warp_lanes_n(bm: int, bn: int, rm: int, rn: int) -> int:
     return min(tn, 32)
 
 
-def gemv_slice_depth(k: int, s: GemmSchedule) -> int:
+def gemv_slice_depth(k: int, s: GemmSchedule, split: int | None = None) -> int:
     """Elements of K in one split-K slice of the GEMV-style kernel: ⌈K / (split_k·bk)⌉·bk (the emitter's
-    ``k_per_split``), or K without split-K."""
-    return -(-k // (s.split_k * s.bk)) * s.bk if s.split_k > 1 else k
+    ``k_per_split``), or K without split-K; ``split`` in place of ``s.split_k`` when given."""
+    split = s.split_k if split is None else split
+    return -(-k // (split * s.bk)) * s.bk if split > 1 else k
 
 
-def gemv_smem_a_bytes(k: int, s: GemmSchedule) -> int:
+def gemv_smem_a_bytes(k: int, s: GemmSchedule, split: int | None = None) -> int:
     """Shared memory of ``smem_a``'s staged slice of A, bytes: bm rows × :func:`gemv_slice_depth` float32 (0 without
-    ``smem_a``)."""
-    return s.bm * gemv_slice_depth(k, s) * 4 if s.smem_a and s.kernel == "gemv" else 0
+    ``smem_a``); ``split`` in place of ``s.split_k`` when given."""
+    return s.bm * gemv_slice_depth(k, s, split) * 4 if s.smem_a and s.kernel == "gemv" else 0
 
 
 def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
