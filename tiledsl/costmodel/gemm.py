@@ -56,7 +56,7 @@ from ..gemm.kernel_plan import gemv_columns_per_block, gemv_widths, plan_gemm, s
 from ..gemm.schedule import fma_register_terms, gemv_smem_a_bytes
 from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
-from .gemv import GEMV_EFFECTIVE_LATENCY_S, gemv_time
+from .gemv import gemv_time
 from .params import FmaParams, fma_params
 from .report import LEVELS, Level, Report
 from .stream import LAUNCH_S  # one launch-and-drain figure for every kernel the model prices
@@ -446,7 +446,9 @@ def explain_gemm(op, s, target: Target, kernel=None):
     notes = {
         "hbm": "compulsory: A, B read once, C written once",
         "l2": "tile re-reads M·N·K·(1/bm+1/bn)·e + C",
-        "smem": f"tile writes + reads M·N·K·(1/rm+1/rn)·4; wavefronts move {g.smem_moved_bytes / 1e9:.3g} GB",
+        "smem": (f"staged A: bm·K·4 written per block of columns + bm·4 read per thread and k; wavefronts move "
+                 f"{g.smem_moved_bytes / 1e9:.3g} GB" if s.kernel == "gemv" else
+                 f"tile writes + reads M·N·K·(1/rm+1/rn)·4; wavefronts move {g.smem_moved_bytes / 1e9:.3g} GB"),
         "registers": "3 source registers per FMA",
     }
     ceil_key = {"hbm": "hbm_bytes_per_s", "l2": "l2_bytes_per_s", "smem": "smem_bytes_per_s"}
@@ -498,10 +500,12 @@ def explain_gemm(op, s, target: Target, kernel=None):
     )
     if gv is not None:
         lines = (f"GEMV stream: {gv.inflight_bytes / 1e6:.3g} MB of B in flight over {gv.resident_blocks} resident "
-                 f"blocks / {GEMV_EFFECTIVE_LATENCY_S * 1e6:.2g} µs (fitted) → {gv.rate_bytes_per_s / 1e12:.3g} TB/s "
+                 f"blocks / {gv.latency_s * 1e6:.2g} µs (fitted) → {gv.rate_bytes_per_s / 1e12:.3g} TB/s "
                  f"({gv.bound}-bound); stream {gv.stream_s * 1e6:.3g} µs, split-K workspace "
-                 f"{gv.workspace_s * 1e6:.3g} µs, launches and fused sum {launch_s * 1e6:.3g} µs",
-                 "no shared memory, no barrier in the K loop (tiledsl/costmodel/gemv.py)")
+                 f"{gv.workspace_s * 1e6:.3g} µs, launches{' and fused sum' if s.split_k_fused else ''} "
+                 f"{launch_s * 1e6:.3g} µs",
+                 ("A staged in shared memory once per block (one barrier), a ring of B loads in the K loop"
+                  if s.smem_a else "no shared memory, no barrier in the K loop") + " (tiledsl/costmodel/gemv.py)")
     if kernel is not None and kernel.spill_bytes:
         lines += (f"ptxas reports {kernel.spill_bytes} bytes of spills: local-memory traffic slows the K loop",)
     occ, wv = (gv.occupancy, gv.waves) if gv is not None else (g.occupancy, g.waves)

@@ -66,6 +66,8 @@ class GemvTime:
         inflight_bytes: bytes of B in flight over the GPU then.
         resident_blocks: blocks running at once in the first wave.
         bound: "hbm" when that rate is HBM's, else "latency" (too few bytes in flight).
+        latency_s: the fitted round trip the rate divides by (:data:`GEMV_SMEM_A_EFFECTIVE_LATENCY_S` for ``smem_a``,
+            else :data:`GEMV_EFFECTIVE_LATENCY_S`).
         occupancy: blocks per SM (registers: ptxas's, or the estimate with the unroll's loads).
         waves: the grid over those slots.
     """
@@ -76,6 +78,7 @@ class GemvTime:
     inflight_bytes: float
     resident_blocks: int
     bound: str
+    latency_s: float
     occupancy: Occupancy
     waves: Waves
 
@@ -121,4 +124,5 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     ws = 2.0 * s.split_k * op.m * op.n * 4 / hbm_bytes_per_s if s.split_k > 1 else 0.0
     first = rate(resident)
     return GemvTime(stream, ws, first, float(resident * s.bn * in_flight * per_iteration), resident,
-                    "hbm" if first >= hbm_bytes_per_s else "latency", occ, waves(blocks, target.sm_count, per_sm))
+                    "hbm" if first >= hbm_bytes_per_s else "latency", latency, occ,
+                    waves(blocks, target.sm_count, per_sm))

@@ -204,8 +204,9 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            when="SMEM_A == 1"),
     R.Rule("smem_a_slice_fits", "SMEM_A_BYTES + 128 * SPLIT_K_FUSED <= 49152",
            "{cls}.smem_a=True stages bm × the K slice (K, or ⌈K / (split_k·bk)⌉·bk with split-K) float32 elements of "
-           "A: {SMEM_A_BYTES} bytes (bm={BM}, K={OP_K}, split_k={SPLIT_K}, bk={BK}) over the 49152 (48 KiB) a block "
-           "takes without opt-in, less 128 with split_k_fused (its arrival flag); raise split_k or lower bm",
+           "A: {SMEM_A_BYTES} bytes (bm={BM}, K={OP_K}, split_k={SPLIT_K}, bk={BK}) over the limit: 49152 (48 KiB, what "
+           "a block takes without opt-in), 49024 with split_k_fused (128 for its arrival flag); raise split_k or lower "
+           "bm",
            scope="op", when="SMEM_A == 1"),
     R.Rule("wgmma_needs_sm_90", "CC == 90",
            "{cls}.mma='wgmma' needs an sm_90 GPU (Hopper; compiled for sm_90a), not cc {CC}",
