@@ -7,12 +7,12 @@ from dataclasses import replace
 from .. import dtypes, registry, tma
 from ..errors import ScheduleError
 from ..family import Family
-from ..occupancy import occupancy
+from ..occupancy import Waves, occupancy, waves
 from ..planning import register_cap
 from ..spec import refuse_empty
 from ..target import Target
 from .emit import emit_gemm, emit_splitk_reduce
-from .kernel_plan import plan_gemm, tile_count, uses_tma
+from .kernel_plan import grid, plan_gemm, tile_count, uses_tma
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule, gemv_slice_depth, gemv_smem_a_bytes
 
@@ -631,19 +631,19 @@ def gemv_whole_waves(op: GemmOp, s: GemmSchedule, target: Target, lo: int, pick:
     blocks for 528 slots, a second wave of 4 blocks (a share of 0.50); 18 make 504 (0.95). Measured: ``benchmarks/results/gemv_smem_a_h200.json`` (sixteen rows, K slices for four and eight blocks
     per SM, 128 or 256 deep): the share of the waves filled tracked the ratio to cuBLAS (16×14336×4096 1.10× at 0.50,
     1.33–1.35× at 0.67; 16×22016×4096 1.22× at 0.65, 1.38× at 1.00)."""
-    col_blocks = plan_gemm(op, replace(s, split_k=1), target).grid[0] * -(-op.m // s.bm)
+    columns, _, rows = grid(op, s)
+    col_blocks = columns * rows
     registers = min(255, register_cap(s.threads, max(1, s.min_blocks)))  # what __launch_bounds__ allows
 
-    def slots(split: int) -> int:  # blocks at once; deeper slices of A may leave fewer per SM
-        smem = gemv_smem_a_bytes(op.k, s, split)
-        return target.sm_count * max(1, occupancy(target, s.threads, registers, smem).blocks_per_sm)
+    def at_once(split: int) -> Waves:  # the grid over its slots; deeper slices of A may leave fewer per SM
+        per_sm = occupancy(target, s.threads, registers, gemv_smem_a_bytes(op.k, s, split)).blocks_per_sm
+        return waves(col_blocks * split, target.sm_count, max(1, per_sm))
 
     def filled(split: int) -> float:
-        blocks, at_once = col_blocks * split, slots(split)
-        return blocks / (-(-blocks // at_once) * at_once)
+        return at_once(split).efficiency
 
-    if col_blocks * pick < slots(pick):  # under one wave: more blocks, not fuller waves, is what there is to gain
-        return pick
+    if col_blocks * pick < at_once(pick).slots:  # under one wave: more blocks, not fuller waves, is what there is to
+        return pick  # gain
     top = max(lo, min(GEMV_MAX_SPLIT, 2 * pick, op.k // 32))
     # slices are rounded up to bk: a count whose last slices start past K launches blocks that only write zeros
     whole = [split for split in range(lo, top + 1)
