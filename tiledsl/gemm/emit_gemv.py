@@ -257,10 +257,10 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
         with w.block("for (int k0 = 0; k0 < n_k; k0 += UNROLL)"):
             w("#pragma unroll")
             with w.block("for (int u = 0; u < UNROLL; ++u)"):
-                w(f"const {raw} b_raw = ring[u];",
-                  f"if (k0 + u + UNROLL < n_k) ring[u] = *reinterpret_cast<const {raw}*>(b_col + "
-                  "(long long)(k0 + u + UNROLL) * ldb);  // UNROLL rows ahead")
-                with w.block("if (k0 + u < n_k)"):
+                with w.block("if (k0 + u < n_k)"):  # a slot past the slice was never loaded: never read
+                    w(f"const {raw} b_raw = ring[u];",
+                      f"if (k0 + u + UNROLL < n_k) ring[u] = *reinterpret_cast<const {raw}*>(b_col + "
+                      "(long long)(k0 + u + UNROLL) * ldb);  // UNROLL rows ahead")
                     conv = [dt.to_acc("b_raw")] if vb == 1 else [dt.to_acc(f"b_raw.{c}") for c in COMPONENTS[:vb]]
                     w(f"const float b[VB] = {{{', '.join(conv)}}};",
                       "#pragma unroll")
