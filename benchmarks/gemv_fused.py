@@ -100,6 +100,9 @@ the tiled kernels (``GEMV_MAX_M``: one row of a column-major B)."""
 SMEM_A_ROWS = (4, 8, 16)
 """``--family smem_a``: rows of x @ W (every LLM (N, K) with N a multiple of 4)."""
 
+COLB_SMEM_A_ROWS = (8, 12, 16)
+"""``--family colb_smem_a``: rows of x @ W.T (every LLM (N, K) with K a multiple of 4)."""
+
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
 """``--family groups``: products with N a multiple of 4 (B read 4 wide), beside the odd-N ones."""
 
@@ -133,6 +136,15 @@ def variants(base, op, target, family: str) -> dict:
             pick, lo = gemv_split(op, s, target, min_depth=32), -(-op.k // deepest)
             out[f"smem_a bn{bn} waves d{deepest}"] = replace(
                 s, split_k=gemv_whole_waves(op, s, target, lo, max(lo, pick)))
+        return out
+    if family == "colb_smem_a":  # column-major B, A staged: columns per warp, threads, unroll, blocks per SM, depth
+        for rn, bn, unroll, per_sm, deepest in ((4, 128, 1, 4, 512), (4, 128, 2, 3, 512), (4, 128, 2, 2, 512),
+                                                (4, 128, 4, 2, 512), (2, 128, 2, 4, 512), (2, 128, 4, 3, 512),
+                                                (4, 256, 2, 1, 512), (4, 128, 2, 3, 256), (4, 128, 2, 3, 768)):
+            s = replace(base, rn=rn, bn=bn, unroll=unroll, smem_a=True, min_blocks=per_sm, split_k=1,
+                        split_k_fused=False)
+            split = max(gemv_split(op, s, target), -(-op.k // deepest))
+            out[f"smem_a rn{rn} bn{bn} u{unroll} {per_sm}/SM d{deepest}"] = replace(s, split_k=split)
         return out
     if family == "colb":  # a warp per rn columns, 128 or 256 threads, unroll 1/2/4, K slices summed either way
         for rn, bn, unroll in itertools.product((1, 2, 4), (128, 256), (1, 2, 4)):
@@ -230,7 +242,8 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/gemv_fused_h200.json")
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
-    ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups", "colb", "smem_a", "smem_a_depth"),
+    ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups", "colb", "colb_smem_a", "smem_a",
+                                                 "smem_a_depth"),
                     default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
                          "kernel at several slice counts and block widths (row-major x and W only); depth: the "
@@ -241,7 +254,8 @@ def main() -> int:
                          "on 2-16 rows times a column-major B (torch's Linear), beside the tiled pick; smem_a: A "
                          "staged in shared memory (smem_a) against A in registers, 4, 8 and 16 rows of x @ W; "
                          "smem_a_depth: smem_a's pick (whole waves) at 128, 64 or 32 threads with slices of A at "
-                         "most 256, 512 or 768 deep")
+                         "most 256, 512 or 768 deep; colb_smem_a: 8, 12 and 16 rows times a column-major B (torch's "
+                         "Linear) with A staged in shared memory against the pick")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
@@ -254,6 +268,8 @@ def main() -> int:
         todo = [(m, 50257, 768, "NN", False) for m in (1, 4, 8, 16)] + [(*p, "NN", False) for p in GROUPS_ALIGNED]
     if args.family == "colb":
         todo = [(*p, "NT", False) for p in COLUMN_B_ROWS]
+    if args.family == "colb_smem_a":  # x @ W.T with K a multiple of 4 (B and A read 4 wide along K)
+        todo = [(m, n, k, "NT", False) for m in COLB_SMEM_A_ROWS for n, k in _llm_nk() if k % 4 == 0]
     if args.family in ("smem_a", "smem_a_depth"):  # x @ W with an aligned N (B read 4 wide)
         rows = SMEM_A_ROWS if args.family == "smem_a" else (8, 16)  # smem_a_depth: the rows that stage A
         todo = [(m, n, k, "NN", False) for m in rows for n, k in _llm_nk() if n % 4 == 0]

@@ -439,7 +439,7 @@ _GEMV_KNOBS = (
                                 "blocks per SM)"),
     Knob("split_k_fused", 0, 1, doc="0: the split-K kernel sums the slices (a second launch); 1: the last block of "
                                     "each column group does (split_k > 1)"),
-    Knob("smem_a", 0, 1, doc="1: the block's K slice of A staged in shared memory (row-major B, bm ≥ 4, col_groups 1, "
+    Knob("smem_a", 0, 1, doc="1: the block's K slice of A staged in shared memory (bm ≥ 4, col_groups 1, "
                              "a slice of at most 48 KiB; pinned to 0 elsewhere)"),
 )
 
@@ -522,7 +522,7 @@ def _gemm_specialize(space: Space, op) -> Space:
     if runs_gemv(op):  # exactly where builtin_choice picks the GEMV kernel
         pins = {"rows_log2": _log2(gemv_block_rows(op.m))}
         pins["rn_log2" if op.layout_b == "row" else "col_groups_log2"] = 0
-        if op.layout_b == "col" or gemv_block_rows(op.m) < 4:  # rules smem_a_needs_row_major_b, smem_a_on_gemv
+        if gemv_block_rows(op.m) < 4:  # rule smem_a_on_gemv
             pins["smem_a"] = 0
         pinned = _pin(GEMM_GEMV_SPACE, pins)
         # no slice shorter than one BK step: more slices than K/8 leave blocks with nothing to do

@@ -258,8 +258,9 @@ GEMV_OP = tiledsl.GemmOp(1, 4096, 4096)
 
 @pytest.mark.parametrize("op", [GEMV_OP, tiledsl.GemmOp(1, 4096, 4096, layout_b="col"),
                                 tiledsl.GemmOp(16, 4096, 4096), tiledsl.GemmOp(16, 4096, 4096, layout_b="col"),
-                                tiledsl.GemmOp(4096, 4096, 4096)],
-                         ids=["gemv_row_b", "gemv_col_b", "gemv_16_rows_smem_a", "gemv_16_rows_col_b", "tiled"])
+                                tiledsl.GemmOp(16, 1024, 4096, layout_b="col"), tiledsl.GemmOp(4096, 4096, 4096)],
+                         ids=["gemv_row_b", "gemv_col_b", "gemv_16_rows_smem_a", "gemv_16_rows_col_b",
+                              "gemv_16_rows_col_b_smem_a", "tiled"])
 def test_shared_memory_level_exists_exactly_when_the_emitted_kernel_has_shared_memory(op):
     """The GEMV kernel keeps rows of A and vectors of B in registers and sums a warp's partial dot products
     with shuffles: no ``__shared__`` array, no barrier, so no shared-memory level, bytes, wavefronts or
@@ -280,9 +281,13 @@ def test_shared_memory_level_exists_exactly_when_the_emitted_kernel_has_shared_m
     assert any(line.startswith("smem ") for line in str(r).splitlines()) == has_smem
     g = cg.gemm_times(op, s, H200)
     assert (g.smem_moved_bytes > 0) == has_smem and (g.smem_cycles_per_step > 0) == has_smem
-    if s.smem_a:  # 16 × 4096 × 4096, 8 blocks of 512 columns: A written once per block, 16 floats read per thread and k
-        tr = cg.traffic(op, s, exact=True)
+    if s.smem_a and op.layout_b == "row":  # 16 × 4096 × 4096, 8 blocks of 512 columns: A written once per block,
+        tr = cg.traffic(op, s, exact=True)  # 16 floats read per thread and k
         assert tr["smem_write"] == 8 * 4096 * 16 * 4 and tr["smem_read"] == 8 * 128 * 4096 * 16 * 4
+    if s.smem_a and op.layout_b == "col":  # 16 × 1024 × 4096: 64 blocks of 4 warps × 4 columns, A written once per
+        tr = cg.traffic(op, s, exact=True)  # block, 16 floats read per warp and k
+        assert s.bn == 128 and s.rn == 4
+        assert tr["smem_write"] == 64 * 4096 * 16 * 4 and tr["smem_read"] == 64 * 4 * 4096 * 16 * 4
     if not has_smem:
         assert r.bound_by != "smem"
         step = cg._per_step(op, s)

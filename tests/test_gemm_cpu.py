@@ -820,9 +820,34 @@ def test_gemv_smem_a_compiles_in_128_registers_with_its_slice_of_a_in_shared_mem
         assert '"smem_a": true' in src and "constexpr int SMEM_A = 1;" in src
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("la", ["row", "col"])
+def test_gemv_smem_a_column_major_b_keeps_one_row_of_a_in_registers(dtype, la):
+    """smem_a with a column-major B (x @ W.T): A's K slice staged in its own layout (As[m][k], row stride the slice's
+    depth), per row one VB-wide read of it, so sixteen rows × 4 columns per warp at unroll 1 compile in 128 registers
+    without spills or a stack frame (A in registers: 255 and spilling); the reduce-scatter epilogue where bm·rn is a
+    multiple of 32, the per-value shuffles elsewhere; the plan's dynamic shared memory is the slice."""
+    for n, k, bm, rn, unroll, split, fused, mb in ((4096, 4096, 16, 4, 1, 8, False, 4), (4099, 4098, 8, 4, 2, 8, True, 2),
+                                                  (1001, 999, 4, 2, 2, 1, False, 4), (4096, 4096, 16, 4, 2, 8, False, 3)):
+        al_k = 4 if k % 4 == 0 else 2 if k % 2 == 0 else 1
+        op = GemmOp(bm - 1, n, k, dtype=dtype, layout_a=la, layout_b="col", align_a=al_k if la == "row" else 1,
+                    align_b=al_k, align_c=1)
+        s = GemmSchedule(kernel="gemv", bm=bm, bn=128, vec=4, rn=rn, unroll=unroll, split_k=split,
+                         split_k_fused=fused, smem_a=True, min_blocks=mb)
+        for arch in ("sm_80", "sm_90"):
+            kern = tiledsl.compile(op, s, arch=arch)
+            assert kern.spill_bytes == 0 and kern.stack_bytes == 0, (op, s, arch, kern.registers, kern.spill_bytes)
+            assert kern.registers <= 65536 // (128 * mb), (op, s, arch, kern.registers)
+        depth = k if split == 1 else -(-k // (split * 8)) * 8
+        assert emit_gemm(op, s).dynamic_smem_bytes == bm * depth * 4 == tiledsl.plan(op, s, "sm_90").dynamic_smem_bytes
+        src = kern.source
+        assert src.count("__syncthreads();") == 1 + 2 * fused and "extern __shared__ float4 as4[];" in src
+        assert ("reduce-scatter butterfly" in src) == (bm * rn % 32 == 0), (bm, rn)
+
+
 def test_gemv_smem_a_rules_name_the_limit():
-    """smem_a needs the GEMV kernel, bm a multiple of 4, one group of columns and a row-major B, and a slice of A of
-    at most 48 KiB; each refusal names the rule and the values."""
+    """smem_a needs the GEMV kernel, bm a multiple of 4, one group of columns, and a slice of A of at most 48 KiB;
+    each refusal names the rule and the values."""
     with pytest.raises(tiledsl.ScheduleError, match=r"bm=2.*rule smem_a_on_gemv"):
         GemmSchedule(kernel="gemv", bm=2, bn=128, smem_a=True)
     with pytest.raises(tiledsl.ScheduleError, match=r"col_groups=2.*rule smem_a_on_gemv"):
@@ -830,8 +855,6 @@ def test_gemv_smem_a_rules_name_the_limit():
     with pytest.raises(tiledsl.ScheduleError, match="smem_a_on_gemv"):
         GemmSchedule(smem_a=True)
     s = GemmSchedule(kernel="gemv", bm=16, bn=128, smem_a=True, split_k=16)
-    with pytest.raises(tiledsl.ScheduleError, match=r"layout_b='col'.*smem_a_needs_row_major_b"):
-        tiledsl.compile(GemmOp(16, 4096, 4096, layout_b="col"), replace(s, rn=4), arch="sm_90")
     with pytest.raises(tiledsl.ScheduleError, match=r"65536 bytes \(bm=16, K=16384, split_k=16, bk=8\) over the "
                                                       r"limit: 49152 .*49024 with split_k_fused.*rule smem_a_slice_fits"):
         tiledsl.compile(GemmOp(16, 4096, 16384), s, arch="sm_90")
@@ -843,8 +866,9 @@ def test_gemv_smem_a_rules_name_the_limit():
 
 def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
     """schedule=None stages A in shared memory (gemv_staged_a) for 5-16 float32 rows times an aligned row-major B:
-    slices at most 512 deep and none empty, unroll 8, four blocks of 128 threads per SM; odd N, a column-major B, 16-bit inputs and
-    4 rows keep A in registers. The reason (what --lookup prints) names the rule."""
+    slices at most 512 deep and none empty, unroll 8, four blocks of 128 threads per SM; and (gemv_staged_a_column_b)
+    times a column-major B of at most 16 MiB: 4 columns per warp, unroll 1; odd N, a larger column-major B, a
+    column-major A, 16-bit inputs and 4 rows keep A in registers. The reason (what --lookup prints) names the rule."""
     from tiledsl.gemm.family import GEMV_SMEM_A_MAX_DEPTH, builtin_choice, default_schedule
     from tiledsl.target import resolve
 
@@ -856,7 +880,12 @@ def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
         assert s.bn == 128 and s.split_k > 1
         assert -(-k // (-(-k // (s.split_k * s.bk)) * s.bk)) == s.split_k  # no slice past K
         assert -(-k // (s.split_k * s.bk)) * s.bk <= GEMV_SMEM_A_MAX_DEPTH and "gemv_staged_a" in why
+    for m, n, k in ((16, 1024, 4096), (5, 768, 768), (12, 3072, 768)):  # x @ W.T, W of at most 16 MiB
+        s, why = builtin_choice(GemmOp(m, n, k, layout_b="col"), target)
+        assert s.smem_a and (s.bn, s.rn, s.unroll, s.min_blocks) == (128, 4, 1, 4), (m, n, k, s)
+        assert -(-k // s.split_k) <= 512 and "gemv_staged_a_column_b" in why
     for op in (GemmOp(16, 50257, 768, align_b=1, align_c=1), GemmOp(16, 4096, 4096, layout_b="col"),
+               GemmOp(16, 1024, 4096, layout_b="col", layout_a="col", align_a=1), GemmOp(4, 1024, 4096, layout_b="col"),
                GemmOp(16, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8), GemmOp(4, 4096, 4096),
                GemmOp(16, 4096, 4096, layout_a="col", align_a=1)):
         assert not default_schedule(op, target).smem_a, op

@@ -747,6 +747,52 @@ def test_gemv_smem_a_against_float64(dtype, la, m, n, k, rng):
     assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("la", ["row", "col"])
+@pytest.mark.parametrize("m,n,k", [(3, 7, 13), (4, 127, 129), (9, 4098, 300), (16, 4096, 4096), (12, 133, 3000),
+                                   (16, 1, 64), (8, 513, 1000)])
+def test_gemv_smem_a_column_major_b_against_float64(dtype, la, m, n, k, rng):
+    """smem_a with a column-major B (x @ W.T, torch's Linear): A's K slice staged in its own layout, lanes along K
+    reading B and the staged A VB wide (K odd, 2 mod 4 and 0 mod 4: scalar, 2- and 4-wide), 1, 2 and 4 columns per
+    warp (the reduce-scatter epilogue where bm·rn fills the warp's lanes, the per-value shuffles where it does not),
+    unroll 1 and 2, one slice, the split-K kernel and the fused split-K (the same bits), rows past M and columns past
+    N; a NaN-poisoned C, then alpha and beta; schedule=None stages A for 5-16 float32 rows of an aligned x @ W.T whose
+    W is at most 16 MiB (gemv_staged_a_column_b)."""
+    cp = _cp()
+    from tiledsl.gemm.family import default_schedule, gemv_block_rows
+    from tiledsl.gemm.schedule import gemv_smem_a_bytes
+
+    tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
+    a, _ = _rand((m, k), rng, dtype, la)
+    b, _ = _rand((k, n), rng, dtype, "col")
+    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)  # the rounded inputs
+    bm = max(4, gemv_block_rows(m))
+
+    def fits(split: int) -> bool:  # rule smem_a_slice_fits
+        return gemv_smem_a_bytes(k, tiledsl.GemmSchedule(kernel="gemv", bm=bm, split_k=split, smem_a=True)) <= 49152
+
+    splits = [split for split in (1, 3, 16) if fits(split)][:2]
+    for split, unroll, rn in itertools.product(splits, (1, 2), (1, 2, 4)):
+        two = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=128, vec=4, rn=rn, unroll=unroll, split_k=split,
+                                   smem_a=True, min_blocks=2)
+        got = _gemm_nan_out(a, b, schedule=two)
+        assert _rel_err(got, ha @ hb) < tol, two
+        if split > 1:
+            fused = replace(two, split_k_fused=True)
+            assert bool((_gemm_nan_out(a, b, schedule=fused) == got).all()), fused
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(dtype))
+    tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=replace(two, split_k=splits[-1]))
+    ref = 1.5 * (ha @ hb) - 0.5 * cp.asnumpy(cp.asarray(c0.astype(dtype))).astype(np.float64)
+    assert _rel_err(c, ref) < tol * 2
+    al_k = 4 if k % 4 == 0 else 2 if k % 2 == 0 else 1
+    op = tiledsl.GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b="col", align_a=al_k if la == "row" else 1,
+                        align_b=al_k, align_c=4 if n % 4 == 0 else 2 if n % 2 == 0 else 1)
+    staged = default_schedule(op, tiledsl.Target.current()).smem_a  # gemv_staged_a_column_b
+    assert staged == (dtype == "float32" and la == "row" and m > 4 and k % 4 == 0 and k * n * 4 <= 16 << 20), op
+    assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
+
+
 @pytest.mark.parametrize("m,n,k", [(301, 3, 1000), (129, 16, 5000), (7, 9, 64)])
 def test_gemv_column_groups_into_a_column_major_c(m, n, k, rng):
     """A few-column product run as rows (Cᵀ = Bᵀ·Aᵀ, the column-major Cᵀ written element by element) with groups of

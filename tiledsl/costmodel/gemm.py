@@ -102,12 +102,12 @@ def uses_shared_memory(kernel: str, smem_a: bool = False) -> bool:
 
 
 @functools.cache
-def expressions(kernel: str = "tiled", smem_a: bool = False) -> dict[str, sp.Expr]:
+def expressions(kernel: str = "tiled", smem_a: bool = False, col_b: bool = False) -> dict[str, sp.Expr]:
     """FLOPs and bytes per level as sympy expressions of M, N, K, bm, bn, bk, rm, rn, e, read_c (and vb).
 
     ``kernel``: the schedule's kernel kind; one without shared memory (:func:`uses_shared_memory`) has no
     ``smem_write``, ``smem_read`` and ``smem`` entries; the GEMV kernel with ``smem_a`` has its staged A's (module
-    docstring)."""
+    docstring; ``col_b``: a column-major B, whose warps read bm elements per k each)."""
     tiles = sp.ceiling(M / bm) * sp.ceiling(N / bn)
     ksteps = sp.ceiling(K / bk)
     c_bytes = M * N * e * (1 + rc)
@@ -121,7 +121,13 @@ def expressions(kernel: str = "tiled", smem_a: bool = False) -> dict[str, sp.Exp
         "smem": tiles * ksteps * bk * (bm + bn) * SMEM_ITEM + work * (1 / rm + 1 / rn) * SMEM_ITEM,
         "registers": work * 3 * REG_BYTES,
     }
-    if kernel == "gemv" and smem_a:  # A staged per block of columns; bm elements read per thread and k
+    if kernel == "gemv" and smem_a and col_b:  # A staged per block of bn/32 warps × rn columns; per k, each warp
+        # reads bm elements (its lanes split K)
+        blocks = sp.ceiling(M / bm) * sp.ceiling(N / (bn / 32 * rn))
+        ex["smem_write"] = blocks * K * bm * SMEM_ITEM
+        ex["smem_read"] = blocks * bn / 32 * K * bm * SMEM_ITEM
+        ex["smem"] = ex["smem_write"] + ex["smem_read"]
+    elif kernel == "gemv" and smem_a:  # A staged per block of columns; bm elements read per thread and k
         blocks = sp.ceiling(M / bm) * sp.ceiling(N / (bn * vb))
         ex["smem_write"] = blocks * K * bm * SMEM_ITEM
         ex["smem_read"] = blocks * bn * K * bm * SMEM_ITEM
@@ -135,9 +141,9 @@ _ARGS = (M, N, K, bm, bn, bk, rm, rn, e, rc, vb)
 
 
 @functools.cache
-def _numeric(kernel: str = "tiled", smem_a: bool = False):
+def _numeric(kernel: str = "tiled", smem_a: bool = False, col_b: bool = False):
     """The expressions lambdified once per kernel kind to plain-Python functions (fast path for :func:`predict`)."""
-    return {k: sp.lambdify(_ARGS, v, modules="math") for k, v in expressions(kernel, smem_a).items()}
+    return {k: sp.lambdify(_ARGS, v, modules="math") for k, v in expressions(kernel, smem_a, col_b).items()}
 
 
 def _values(op, s) -> tuple:
@@ -151,8 +157,13 @@ def traffic(op, s, exact: bool = False) -> dict[str, float]:
     vals = _values(op, s)
     if exact:
         sub = dict(zip(_ARGS, vals, strict=True))
-        return {k: sp.nsimplify(v.subs(sub)) for k, v in expressions(s.kernel, s.smem_a).items()}
-    return {k: float(f(*vals)) for k, f in _numeric(s.kernel, s.smem_a).items()}
+        return {k: sp.nsimplify(v.subs(sub)) for k, v in expressions(*_kind(op, s)).items()}
+    return {k: float(f(*vals)) for k, f in _numeric(*_kind(op, s)).items()}
+
+
+def _kind(op, s) -> tuple[str, bool, bool]:
+    """The arguments of :func:`expressions` for ``op`` under ``s``: kernel kind, smem_a, a column-major B."""
+    return s.kernel, s.smem_a, s.kernel == "gemv" and s.smem_a and op.layout_b == "col"
 
 
 # ---- shared-memory wavefronts (bank model) ----
@@ -218,15 +229,19 @@ def _per_step(op, s) -> dict[str, float]:
     loop = 0 if s.unroll >= s.bk else 3 * (s.bk // s.unroll)
     if s.kernel == "gemv":  # smem_a: per k a thread's bm/4 16-byte broadcasts (one wavefront each per warp), and
         # its share of staging bm × bk elements of A: scalar stores, warp 0's lanes at rows i % bm of k group i / bm
-        lds, sts, wf_sts = 0, 0, 0
-        if s.smem_a:
+        lds, sts, wf_lds, wf_sts = 0, 0, 0, 0
+        if s.smem_a and op.layout_b == "col":  # a warp's lanes split K: per row one VB-wide read per 32·vb k
+            # (consecutive across the warp, vb wavefronts), A staged in VA-wide consecutive stores (va wavefronts)
+            lds, sts = s.bm * s.bk / (32 * vb), s.bm * s.bk / (s.threads * va)
+            wf_lds, wf_sts = lds * vb, sts * va
+        elif s.smem_a:
             lds, sts = s.bk * s.bm // 4, -(-s.bm * s.bk // s.threads)
             conflicts = [wavefronts([((lane // s.bm) * va + j) * s.bm + lane % s.bm for lane in range(32)], 1)
                          for j in range(va)]
-            wf_sts = sts * sum(conflicts) / len(conflicts)
+            wf_lds, wf_sts = lds, sts * sum(conflicts) / len(conflicts)
         return {"ffma": s.bk * s.rm * s.rn, "lds": lds, "ldg": loads_a + loads_b,
                 "alu": ALU_PER_GLOBAL_LOAD * (loads_a + loads_b) + STEP_FIXED_INSTR + loop,
-                "sts": sts, "wf_lds": lds, "wf_sts": wf_sts}
+                "sts": sts, "wf_lds": wf_lds, "wf_sts": wf_sts}
     sts_a, wf_sts_a = _store_wavefronts(op, s, "A", va)
     sts_b, wf_sts_b = _store_wavefronts(op, s, "B", vb)
     frag_a = s.rm // cm
@@ -504,11 +519,12 @@ def explain_gemm(op, s, target: Target, kernel=None):
                  f"({gv.bound}-bound); stream {gv.stream_s * 1e6:.3g} µs, split-K workspace "
                  f"{gv.workspace_s * 1e6:.3g} µs, launches{' and fused sum' if s.split_k_fused else ''} "
                  f"{launch_s * 1e6:.3g} µs",
-                 ("A staged in shared memory once per block (one barrier), a ring of B loads in the K loop"
+                 ("A staged in shared memory once per block (one barrier), "
+                  + ("a ring of B loads in the K loop" if op.layout_b == "row" else "unrolled loads of B along K")
                   if s.smem_a else "no shared memory, no barrier in the K loop") + " (tiledsl/costmodel/gemv.py)")
     if kernel is not None and kernel.spill_bytes:
         lines += (f"ptxas reports {kernel.spill_bytes} bytes of spills: local-memory traffic slows the K loop",)
     occ, wv = (gv.occupancy, gv.waves) if gv is not None else (g.occupancy, g.waves)
     return Report("gemm", op, s, target, flops, levels, compute_s, c["fp32_flops_per_s"].value,
                   c["fp32_flops_per_s"].source, occ, wv, predicted, bound, terms,
-                  dict(expressions(s.kernel, s.smem_a)), lines)
+                  dict(expressions(*_kind(op, s))), lines)

@@ -104,7 +104,7 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
         per_iteration = s.rn * vb * e * lanes
     in_flight = min(s.unroll, iterations)  # a short slice holds fewer iterations than the unroll allows
     compiled = registers is not None
-    if registers is None:  # smem_a's estimate counts its ring of B already
+    if registers is None:  # smem_a's estimate counts its ring of B (column-major B: its unrolled loads) already
         registers = min(255, p.est_registers + (0 if s.smem_a else int(s.unroll * per_iteration / lanes) // e))
     occ = occupancy(target, s.bn, registers, p.dynamic_smem_bytes, "ptxas" if compiled else "estimate")
     per_sm = occ.blocks_per_sm or 1
@@ -113,7 +113,8 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     moved = op.k * op.n * e * p.grid[2] + op.m * op.k * e + op.m * op.n * dtypes.get(op.dtype).itemsize
     per_block = moved / blocks
 
-    latency = GEMV_SMEM_A_EFFECTIVE_LATENCY_S if s.smem_a else GEMV_EFFECTIVE_LATENCY_S
+    ring = s.smem_a and op.layout_b == "row"  # a column-major B's smem_a kernel unrolls its loads, as without it
+    latency = GEMV_SMEM_A_EFFECTIVE_LATENCY_S if ring else GEMV_EFFECTIVE_LATENCY_S
 
     def rate(running: int) -> float:
         return min(hbm_bytes_per_s, running * s.bn * in_flight * per_iteration / latency)

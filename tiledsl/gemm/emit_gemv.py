@@ -153,6 +153,15 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
                 _fused_sum_row_b(w, vb, grouped)
                 vc_c = p.width("C")  # C's stores; the main store (VC) went to the workspace
                 epilogue(w, op, dtypes.get(op.dtype), vc_c, vc_name="VC" if vc_c == vc else str(vc_c))
+        elif s.smem_a:
+            _col_b_smem_a_loop(w, op, dt, va, vb, a_at)
+            if s.bm * s.rn % 32 == 0:  # the warp's sums fill whole lanes: a reduce-scatter
+                _epilogue_col_b_butterfly(w, out_op, out_dt, *dst)
+            else:
+                _epilogue_col_b(w, out_op, out_dt, *dst, flat=True)
+            if fused:
+                _fused_arrival(w)
+                _fused_sum_col_b(w, op, dtypes.get(op.dtype))
         else:
             w('static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");',
               "// ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step),",
@@ -271,6 +280,59 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
                           "for (int r = 0; r < 4; ++r)",
                           "  #pragma unroll",
                           "  for (int j = 0; j < VB; ++j) acc[4 * q + r][j] += a4[r] * b[j];")
+
+
+def _col_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int, a_at: str) -> None:
+    """Emit ``smem_a``'s main loop for a column-major B: the block's K slice of A staged in shared memory in its own
+    layout (As[m][k - k_begin], float32, row stride the slice's depth; rows past M zero) behind one barrier, then per
+    step each lane's RN VB-wide vectors of B (its columns, along K) and per row of A one VB-wide read of As: the warp's
+    lanes read consecutive vectors (conflict-free), one row at a time, so A costs VB registers instead of BM·VB.
+    Columns past N read column N - 1 and are never stored."""
+    va_t = VEC_TYPES[("float", vb)] if vb > 1 else "float"
+    w('static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");',
+      "// ---- smem_a: the block's K slice of A staged in shared memory (As[m][k - k_begin], row stride n_k), then",
+      "// warp -> RN columns of C, its lanes reading VB-wide vectors along K (32*VB elements per step) of B and of As ----",
+      "extern __shared__ float4 as4[];                  // As[BM][n_k], float32",
+      "float* const as = reinterpret_cast<float*>(as4);",
+      "const int n_k = k_end - k_begin;                // this slice's depth: a multiple of VB (alignment)",
+      "const int lane = threadIdx.x % 32;",
+      "const int gn0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;",
+      f"const {dt.c_type}* b_col[RN];  // column gn0 + c's K slice; columns past N read column N - 1 (never stored)",
+      "#pragma unroll",
+      "for (int c = 0; c < RN; ++c) b_col[c] = B + (long long)(gn0 + c < N ? gn0 + c : N - 1) * ldb + k_begin;")
+    w("// stage A: consecutive threads take consecutive VA-wide pieces of a row (once per slice)")
+    with w.block("for (int i = threadIdx.x; i < BM * (n_k / VA); i += THREADS)"):
+        w("const int m = i / (n_k / VA), kv = i % (n_k / VA), gm = row0 + m;")
+        with w.block("if (gm < M)"):
+            if va > 1:
+                _load_vec(w, dt, va, "av", "A + (long long)gm * lda + k_begin + kv * VA")
+            else:
+                w(f"const float av[1] = {{{dt.to_acc(a_at.format(k='k_begin + kv'))}}};")
+            w("#pragma unroll", "for (int j = 0; j < VA; ++j) as[m * n_k + kv * VA + j] = av[j];")
+        with w.block("else"):
+            w("#pragma unroll", "for (int j = 0; j < VA; ++j) as[m * n_k + kv * VA + j] = 0.f;  // rows past M")
+    w("__syncthreads();",
+      "float acc[BM * RN] = {};  // entry m * RN + c: row m, column gn0 + c")
+    with w.block("if (gn0 < N)"):
+        w("#pragma unroll UNROLL")
+        with w.block("for (int k = lane * VB; k < n_k; k += 32 * VB)"):
+            w("float b[RN][VB];  // the RN columns' VB elements at k",
+              "#pragma unroll")
+            with w.block("for (int c = 0; c < RN; ++c)"):
+                _load_vec(w, dt, vb, "bc", "b_col[c] + k")
+                w("#pragma unroll", "for (int j = 0; j < VB; ++j) b[c][j] = bc[j];")
+            w("#pragma unroll")
+            with w.block("for (int m = 0; m < BM; ++m)"):
+                if vb > 1:
+                    w(f"const {va_t} a_v = *reinterpret_cast<const {va_t}*>(as + m * n_k + k);  // row m at k: "
+                      "consecutive across the warp",
+                      "const float a[VB] = {" + ", ".join(f"a_v.{c}" for c in COMPONENTS[:vb]) + "};")
+                else:
+                    w("const float a[1] = {as[m * n_k + k]};")
+                w("#pragma unroll",
+                  "for (int c = 0; c < RN; ++c)",
+                  "  #pragma unroll",
+                  "  for (int j = 0; j < VB; ++j) acc[m * RN + c] += a[j] * b[c][j];")
 
 
 def _store(w: Writer, op: GemmOp, dt: dtypes.DType, ptr: str, val: str) -> None:
@@ -412,10 +474,38 @@ def _epilogue_row_b_groups(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, out
                 _store_columns(w, op, dt, vc, out, ld, scale, vc_name, "acc[m][g * VB + {j}]")
 
 
+def _epilogue_col_b_butterfly(w: Writer, op: GemmOp, dt: dtypes.DType, out: str = "C", ld: str = "ldc",
+                              scale: str = "alpha * ") -> None:
+    """Emit the warp's sums of its BM×RN dot products (BM·RN a multiple of 32; ``acc`` flat, entry m·RN + c) by a
+    reduce-scatter butterfly, and each lane's stores of its BM·RN/32 sums into ``out`` (as :func:`_epilogue_col_b`):
+    31/32·BM·RN shuffles per warp instead of 5·BM·RN."""
+    stored = "P = sum (this slice's partial sums)" if out == "P" else ("C = alpha * sum"
+                                                                      + (" + beta * C" if op.read_c else ""))
+    w("// ---- epilogue: the warp's 32 partial dot products of each (row, column) summed by a reduce-scatter butterfly:",
+      "// per xor-shuffle step a lane keeps one half of its values and adds its partner's copy of that half, so after",
+      "// 5 steps lane L holds the full sums of entries L * E .. L * E + E - 1 (E = BM * RN / 32) and stores "
+      f"{stored} ----",
+      "constexpr int E = BM * RN / 32;  // sums per lane")
+    for step, o in enumerate((16, 8, 4, 2, 1)):  # one loop per step: every index a constant (acc stays in registers)
+        half = f"BM * RN / {2 << step}"
+        w(f"// step {step + 1}: lanes {o} apart; a lane with bit {o} set keeps the upper half, moved down",
+          "#pragma unroll")
+        with w.block(f"for (int i = 0; i < {half}; ++i)"):
+            w(f"const bool upper = lane & {o};",
+              f"const float send = upper ? acc[i] : acc[i + {half}], keep = upper ? acc[i + {half}] : acc[i];",
+              f"acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, {o});")
+    w("#pragma unroll")
+    with w.block("for (int j = 0; j < E; ++j)"):
+        w("const int e = lane * E + j, gm = row0 + e / RN, gn = gn0 + e % RN;")
+        with w.block("if (gm < M && gn < N)"):
+            _store(w, op, dt, f"{out} + (long long)gn * {ld} + gm" if op.layout_c == "col"
+                   else f"{out} + (long long)gm * {ld} + gn", f"{scale}acc[j]")
+
+
 def _epilogue_col_b(w: Writer, op: GemmOp, dt: dtypes.DType, out: str = "C", ld: str = "ldc",
-                    scale: str = "alpha * ") -> None:
+                    scale: str = "alpha * ", flat: bool = False) -> None:
     """Emit the warp's sums of its BM×RN dot products and lane 0's stores into ``out`` (leading dimension ``ld``;
-    ``scale`` as in :func:`_epilogue_row_b`)."""
+    ``scale`` as in :func:`_epilogue_row_b`; ``flat``: ``acc`` is one array, entry m·RN + c)."""
     stored = "P = sum (this slice's partial sums)" if out == "P" else ("C = alpha * sum"
                                                                       + (" + beta * C" if op.read_c else ""))
     w("// ---- epilogue: the warp's 32 partial dot products of each (row, column), summed by shuffles; lane 0 "
@@ -424,7 +514,7 @@ def _epilogue_col_b(w: Writer, op: GemmOp, dt: dtypes.DType, out: str = "C", ld:
     with w.block("for (int m = 0; m < BM; ++m)"):
         w("#pragma unroll")
         with w.block("for (int c = 0; c < RN; ++c)"):
-            w("float v = acc[m][c];",
+            w(f"float v = {'acc[m * RN + c]' if flat else 'acc[m][c]'};",
               "#pragma unroll",
               "for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);",
               "const int gm = row0 + m, gn = gn0 + c;")

@@ -63,9 +63,13 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         if s.col_groups > 1:
             one += (f"; {s.col_groups} groups of single columns per thread at unroll {s.unroll} (gemv_column_groups): "
                     f"B's rows allow only scalar loads (align_b 1)")
-        if s.smem_a:
+        if s.smem_a and op.layout_b == "row":
             one += (f"; A staged in shared memory (gemv_staged_a): {s.bm} rows per block, {s.split_k} K slices of "
                     f"at most {GEMV_SMEM_A_MAX_DEPTH}, {s.unroll} loads of B in flight per thread")
+        elif s.smem_a:
+            one += (f"; A staged in shared memory (gemv_staged_a_column_b): {s.bm} rows per block, {s.split_k} K "
+                    f"slices of at most {GEMV_COLUMN_B_STAGED[4]}, B of at most {GEMV_COLUMN_B_STAGED[5] >> 20} MiB, "
+                    f"{s.rn} columns per warp")
         return s, f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows (GEMV_MAX_M){one}"
     tall = tall_thin_schedule(op, target)
     if tall is not None:
@@ -485,10 +489,11 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """The GEMV-style schedule for ``op`` (few rows M) on ``target``: :func:`gemv_base_schedule`, or for a small
     float32 product with a row-major B its one-launch form (:func:`gemv_one_launch`), or for a larger one with an
     odd N its form with groups of columns per thread (:func:`gemv_column_groups`), or with many rows and an aligned
-    row-major B its form with A staged in shared memory (:func:`gemv_staged_a`)."""
+    row-major B its form with A staged in shared memory (:func:`gemv_staged_a`), or with many rows of a small aligned
+    product with a column-major B its form with A staged (:func:`gemv_staged_a_column_b`)."""
     base = gemv_base_schedule(op, target)
     return (gemv_one_launch(op, base, target) or gemv_column_groups(op, base, target)
-            or gemv_staged_a(op, base, target) or base)
+            or gemv_staged_a(op, base, target) or gemv_staged_a_column_b(op, base, target) or base)
 
 
 def gemv_base_schedule(op: GemmOp, target: Target) -> GemmSchedule:
@@ -615,6 +620,38 @@ def gemv_staged_a(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedul
         return None
     split = max(gemv_split(op, staged, target, min_depth=32), shallowest)
     return replace(staged, split_k=gemv_whole_waves(op, staged, target, shallowest, split))
+
+
+GEMV_COLUMN_B_STAGED = (128, 4, 1, 4, 512, 16 << 20)
+""":func:`gemv_staged_a_column_b`: (threads per block, columns per warp ``rn``, ``unroll``, blocks per SM
+``min_blocks``, deepest K slice, most bytes of B). Measured on the H200 (``python benchmarks/gemv_fused.py --family
+colb_smem_a``, 2026-12-03, ``benchmarks/results/gemv_colb_smem_a_h200.json``; x @ W.T with 8, 12 and 16 rows over the
+16 LLM (N, K), ratio to cuBLAS): with A staged, 128 threads of 4 columns per warp at unroll 1, four blocks per SM and
+slices at most 512 deep, against the pick with A in registers: on the five products whose B is at most 16 MiB
+(N × K = 768 × 768, 768 × 3072, 1024 × 4096, 2304 × 768, 3072 × 768) 1.10–1.98× instead of 0.80–1.69× at sixteen rows
+(1.12–1.72× instead of 0.94–1.57× at eight), ahead on each; on the eleven larger ones behind on each (geomean over
+all 16: 1.093 against 1.153 at sixteen rows; 1.453 against 1.642 at eight): a block stages as many bytes of A
+(bm × its slice) as it reads of B (16 columns × its slice), which pays only where the pick's grid is small. Unroll 2
+at three or two blocks per SM, 256 threads, 2 columns per warp and slices 256 or 768 deep were each behind on
+geomean."""
+
+
+def gemv_staged_a_column_b(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
+    """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` with A staged in shared memory (``smem_a``) and a
+    column-major B, as :data:`GEMV_COLUMN_B_STAGED` says: K slices for about four blocks per SM (:func:`gemv_split`)
+    but none deeper than 512, summed by the split-K kernel; where ``base`` has :data:`GEMV_SMEM_A_ROWS` rows per block,
+    B (K × N float32) is at most 16 MiB and A and B are read 4 wide along K (an IEEE float32 product of a row-major A,
+    a column-major B into a row-major C: torch's Linear with a few tokens, as measured); None elsewhere."""
+    bn, rn, unroll, per_sm, deepest, most_bytes = GEMV_COLUMN_B_STAGED
+    measured = (op.dtype == "float32" and op.precision == "ieee" and op.layout_a == "row" and op.layout_b == "col"
+                and op.layout_c == "row")
+    if not (measured and base.bm in GEMV_SMEM_A_ROWS and op.align_a >= 4 and op.align_b >= 4
+            and op.k * op.n * 4 <= most_bytes):
+        return None
+    staged = replace(base, bn=bn, rn=rn, vec=4, unroll=unroll, smem_a=True, min_blocks=per_sm, split_k=1,
+                     split_k_fused=False)
+    split = max(gemv_split(op, staged, target), -(-op.k // deepest))
+    return None if split > GEMV_MAX_SPLIT else replace(staged, split_k=split)
 
 
 GEMV_WAVE_SLACK = 0.03

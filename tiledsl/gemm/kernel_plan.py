@@ -248,7 +248,7 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
     min_blocks = 1 if lowered else s.min_blocks
     cap = register_cap(s.threads, min_blocks) // 8 * 8
     # a GEMV thread keeps col_groups groups of vb columns: as many accumulators as col_groups·vb-wide loads
-    want = estimate_registers(s, va, vb * s.col_groups)
+    want = estimate_registers(s, va, vb * s.col_groups, col_b=op.layout_b == "col")
     spill = max(0, want - cap) * 8
     t = dt.c_type
     two_kernels = s.split_k > 1 and not fused

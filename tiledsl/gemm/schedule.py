@@ -198,10 +198,6 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.smem_a=True needs kernel='gemv', bm a multiple of 4 (one 16-byte shared-memory read covers 4 rows "
            "of A) and col_groups=1 (got kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), bm={BM}, "
            "col_groups={COL_GROUPS})", when="SMEM_A == 1"),
-    R.Rule("smem_a_needs_row_major_b", "LAYOUT_B_COL == 0",
-           "{cls}.smem_a=True needs a row-major B (N contiguous: every thread of the block reads the same element of "
-           "A per k); got a column-major B (layout_b='col'), where each lane reads its own piece of A", scope="op",
-           when="SMEM_A == 1"),
     R.Rule("smem_a_slice_fits", "SMEM_A_BYTES + 128 * SPLIT_K_FUSED <= 49152",
            "{cls}.smem_a=True stages bm × the K slice (K, or ⌈K / (split_k·bk)⌉·bk with split-K) float32 elements of "
            "A: {SMEM_A_BYTES} bytes (bm={BM}, K={OP_K}, split_k={SPLIT_K}, bk={BK}) over the limit: 49152 (48 KiB, what "
@@ -257,7 +253,7 @@ def gemv_smem_a_bytes(k: int, s: GemmSchedule, split: int | None = None) -> int:
     return s.bm * gemv_slice_depth(k, s, split) * 4 if s.smem_a and s.kernel == "gemv" else 0
 
 
-def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
+def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -> int:
     """Registers per thread before compiling (the schedule's default ``min_blocks`` and the plan's cap and spills;
     the FMA cost model weighs the same :func:`fma_register_terms` by fitted coefficients instead).
 
@@ -266,6 +262,9 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int) -> int:
     (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%), + 10 with ``stream_k`` (its
     iteration range and tile loop: ptxas's counts for 64×64 and 128×128 tiles rose by 1–10).
     """
+    if s.kernel == "gemv" and col_b and s.smem_a:  # a column-major B (``col_b``) with A staged: bm × rn accumulators,
+        # unroll steps of rn vectors of B and one row's vector of A, addresses
+        return s.bm * s.rn + s.unroll * vb * (s.rn + 1) + 32
     if s.kernel == "gemv":  # bm rows × vec columns of accumulators, a vector of B (smem_a: a ring of unroll), addresses
         return s.bm * max(vb, 1) + max(vb, 1) * (s.unroll if s.smem_a else 1) + 32
     if s.mma == "wgmma":  # 64×bn accumulators over a warpgroup's 128 threads + descriptors, addresses
