@@ -56,7 +56,8 @@ SWEEPS = {"split": "gemv_split_h200.json", "unroll": "gemv_unroll_h200_run2.json
           "fused NN": "gemv_fused_nn_nobranch_h200.json", "fused NT": "gemv_fused_nt_h200.json",
           "depth (held out)": "gemv_depth_h200.json", "groups (held out)": "gemv_groups_h200.json",
           "colb (held out)": "gemv_colb_h200.json", "smem_a": "gemv_smem_a_h200_run2.json",
-          "smem_a depth (held out)": "gemv_smem_a_depth_h200.json"}
+          "smem_a depth (held out)": "gemv_smem_a_depth_h200.json",
+          "colb smem_a (held out)": "gemv_colb_smem_a_h200.json"}
 LATENCIES = (2e-6, 3e-6, 3.5e-6, 4e-6)
 
 
