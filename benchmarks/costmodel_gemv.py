@@ -1,6 +1,7 @@
 """How the cost model ranks the GEMV-style kernel's schedules that the H200 sweeps measured (no GPU needed).
 
-Run: ``python benchmarks/costmodel_gemv.py --out benchmarks/results/costmodel_gemv_h200_2026-12-02.json``.
+Run: ``python benchmarks/costmodel_gemv.py --out benchmarks/results/costmodel_gemv_h200_2026-12-02.json`` (latest:
+``costmodel_gemv_h200_2026-12-03_colb.json``).
 
 Sweeps (each a product timed under several GEMV schedules, all in ``benchmarks/results/``, measured 2026-12-02 but
 the last two):
@@ -22,6 +23,11 @@ the last two):
   constants above were chosen, and the sweep ``GEMV_SMEM_A_EFFECTIVE_LATENCY_S`` was fitted on;
 - ``smem_a depth (held out)``: ``gemv_smem_a_depth_h200.json`` (2026-12-03), 8 and 16 rows, the staged pick with
   128, 64 or 32 threads and slices at most 256, 512 or 768 deep: held out from every constant.
+- ``colb smem_a``: ``gemv_colb_smem_a_h200.json`` (2026-12-03), torch's Linear layout with 8, 12 and 16 rows, A in
+  registers against A staged (``smem_a`` with a column-major B) at several columns per warp, threads, unrolls,
+  blocks per SM and depths. No constant was fitted on it, but the streaming model's staging term (each block's
+  staged A counted with B's bytes) was added after seeing it: in-sample (before the term: ρ −0.20, a model-only
+  pick 43 % behind the best; with it 0.24 and 13 %).
 
 Products computed as rows (``_gemm_into``, an uncached host path timed with the kernel) are left out; a schedule
 timed more than once in a sweep counts once (median), and products with fewer than 3 distinct schedules are left
@@ -57,7 +63,7 @@ SWEEPS = {"split": "gemv_split_h200.json", "unroll": "gemv_unroll_h200_run2.json
           "depth (held out)": "gemv_depth_h200.json", "groups (held out)": "gemv_groups_h200.json",
           "colb (held out)": "gemv_colb_h200.json", "smem_a": "gemv_smem_a_h200_run2.json",
           "smem_a depth (held out)": "gemv_smem_a_depth_h200.json",
-          "colb smem_a (held out)": "gemv_colb_smem_a_h200.json"}
+          "colb smem_a": "gemv_colb_smem_a_h200.json"}
 LATENCIES = (2e-6, 3e-6, 3.5e-6, 4e-6)
 
 

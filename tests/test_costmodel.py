@@ -284,10 +284,11 @@ def test_shared_memory_level_exists_exactly_when_the_emitted_kernel_has_shared_m
     if s.smem_a and op.layout_b == "row":  # 16 × 4096 × 4096, 8 blocks of 512 columns: A written once per block,
         tr = cg.traffic(op, s, exact=True)  # 16 floats read per thread and k
         assert tr["smem_write"] == 8 * 4096 * 16 * 4 and tr["smem_read"] == 8 * 128 * 4096 * 16 * 4
-    if s.smem_a and op.layout_b == "col":  # 16 × 1024 × 4096: 64 blocks of 4 warps × 4 columns, A written once per
-        tr = cg.traffic(op, s, exact=True)  # block, 16 floats read per warp and k
-        assert s.bn == 128 and s.rn == 4
+    if op.layout_b == "col" and op.n == 1024:  # 16 × 1024 × 4096 stages A (gemv_staged_a_column_b): 64 blocks of 4
+        tr = cg.traffic(op, s, exact=True)  # warps × 4 columns, A written once per block, 16 floats read per warp and k
+        assert s.smem_a and s.bn == 128 and s.rn == 4
         assert tr["smem_write"] == 64 * 4096 * 16 * 4 and tr["smem_read"] == 64 * 4 * 4096 * 16 * 4
+        assert tr["l2"] == 64 * 4096 * 16 * 4 + 4096 * 1024 * 4 + 16 * 1024 * 4  # A per block, B once, C
     if not has_smem:
         assert r.bound_by != "smem"
         step = cg._per_step(op, s)

@@ -15,7 +15,9 @@ The GEMV-style kernel (``kernel='gemv'``, ``tiledsl/gemm/emit_gemv.py``) has no 
 its rows of A in registers, loads B straight into registers and sums a warp's partial dot products with
 shuffles, so it issues no shared-memory load or store and no block barrier (:func:`uses_shared_memory`); with
 ``smem_a`` it stages A instead: each of the ⌈M/bm⌉·⌈N/(bn·vb)⌉ blocks of columns writes its rows of A over all of K
-once (bm·K·4 bytes, float32) and each of its bn threads reads bm elements per k (broadcasts; vb: B's load width).
+once (bm·K·4 bytes, float32) and each of its bn threads reads bm elements per k (broadcasts; vb: B's load width);
+with a column-major B each of the ⌈M/bm⌉·⌈N/(bn/32·rn)⌉ blocks writes bm·K·4 bytes and each of its bn/32 warps
+reads bm elements per k (its lanes split K), and L2 serves A once per block as well as B.
 
 Time: the largest of the L2 and HBM bounds and the SM pipeline time. The SM pipeline, per K step of a
 block, in SM clock cycles (constants: :class:`~tiledsl.costmodel.params.FmaParams`, fitted per arch on
@@ -127,6 +129,8 @@ def expressions(kernel: str = "tiled", smem_a: bool = False, col_b: bool = False
         ex["smem_write"] = blocks * K * bm * SMEM_ITEM
         ex["smem_read"] = blocks * bn / 32 * K * bm * SMEM_ITEM
         ex["smem"] = ex["smem_write"] + ex["smem_read"]
+        # L2 -> SM: B once per group of rows, and A once per block of columns (each stages its rows over all of K)
+        ex["l2"] = blocks * K * bm * e + sp.ceiling(M / bm) * K * N * e + c_bytes
     elif kernel == "gemv" and smem_a:  # A staged per block of columns; bm elements read per thread and k
         blocks = sp.ceiling(M / bm) * sp.ceiling(N / (bn * vb))
         ex["smem_write"] = blocks * K * bm * SMEM_ITEM
@@ -231,9 +235,9 @@ def _per_step(op, s) -> dict[str, float]:
         # its share of staging bm × bk elements of A: scalar stores, warp 0's lanes at rows i % bm of k group i / bm
         lds, sts, wf_lds, wf_sts = 0, 0, 0, 0
         if s.smem_a and op.layout_b == "col":  # a warp's lanes split K: per row one VB-wide read per 32·vb k
-            # (consecutive across the warp, vb wavefronts), A staged in VA-wide consecutive stores (va wavefronts)
-            lds, sts = s.bm * s.bk / (32 * vb), s.bm * s.bk / (s.threads * va)
-            wf_lds, wf_sts = lds * vb, sts * va
+            # (consecutive across the warp, vb wavefronts); A staged by scalar stores, lane t at word t·va + j
+            lds, sts = s.bm * s.bk / (32 * vb), s.bm * s.bk / s.threads
+            wf_lds, wf_sts = lds * vb, sts * wavefronts([lane * va for lane in range(32)], 1)
         elif s.smem_a:
             lds, sts = s.bk * s.bm // 4, -(-s.bm * s.bk // s.threads)
             conflicts = [wavefronts([((lane // s.bm) * va + j) * s.bm + lane % s.bm for lane in range(32)], 1)

@@ -12,7 +12,8 @@ at most the grid), the bytes in flight are R·threads·unroll·(bytes per iterat
 
     rate = min(HBM bandwidth, bytes in flight / GEMV_EFFECTIVE_LATENCY_S)
 
-(``GEMV_SMEM_A_EFFECTIVE_LATENCY_S`` for ``smem_a`` kernels, whose ring of loads of B stays full.)
+(``GEMV_SMEM_A_EFFECTIVE_LATENCY_S`` for ``smem_a`` kernels of a row-major B, whose ring of loads of B stays full;
+a column-major B's ``smem_a`` kernel unrolls its loads as without it and takes ``GEMV_EFFECTIVE_LATENCY_S``.)
 
 B is read once per group of ``bm`` rows. A grid of more blocks than fit at once runs in waves: each full wave at the
 rate of its bytes in flight, the partial last wave at the (lower) rate of its own. Split-K adds its float32 workspace (written and read once, at HBM rate) and a second
@@ -21,7 +22,9 @@ launch, or with ``split_k_fused`` the last block's sum at one SM's share of L2 (
 Registers: ptxas's when the kernel is compiled, else the plan's estimate plus one per element of B in flight
 (``unroll`` iterations' loads held in registers; the plan's estimate ignores ``unroll`` but for ``smem_a``, whose
 ring it counts). With ``smem_a`` (A staged in shared memory) an iteration is one k step, and the staged slice's shared
-memory counts against the blocks per SM. The model has no FMA term: sixteen rows of A make the kernel FMA-bound
+memory counts against the blocks per SM; with a column-major B each block's staged rows of A (bm × its slice, from
+L2, before its loads of B) count with B's bytes (``benchmarks/results/gemv_colb_smem_a_h200.json``: a block of 16
+columns stages as many bytes of A as it reads of B). The model has no FMA term: sixteen rows of A make the kernel FMA-bound
 (8 FLOP per byte of float32 B), which it does not see.
 """
 
@@ -46,7 +49,7 @@ replaced (``docs/costmodel.md``)."""
 
 
 GEMV_SMEM_A_EFFECTIVE_LATENCY_S = 2.0e-6
-""":data:`GEMV_EFFECTIVE_LATENCY_S` for ``smem_a`` kernels, whose ring keeps its ``unroll`` loads of B in flight
+""":data:`GEMV_EFFECTIVE_LATENCY_S` for ``smem_a`` kernels of a row-major B, whose ring keeps its ``unroll`` loads of B in flight
 continuously (each refilled as it is consumed) where the unrolled loop of A in registers issues them in bursts.
 Fitted on the H200 sweep ``benchmarks/results/gemv_smem_a_h200_run2.json`` (4, 8, 16 rows, A in registers against
 staged; a model-only pick lost 10.4 % at 3.5 µs, 4.6 % at 2.0 µs, 5.2 % at 1.5 µs) and checked on
@@ -66,8 +69,8 @@ class GemvTime:
         inflight_bytes: bytes of B in flight over the GPU then.
         resident_blocks: blocks running at once in the first wave.
         bound: "hbm" when that rate is HBM's, else "latency" (too few bytes in flight).
-        latency_s: the fitted round trip the rate divides by (:data:`GEMV_SMEM_A_EFFECTIVE_LATENCY_S` for ``smem_a``,
-            else :data:`GEMV_EFFECTIVE_LATENCY_S`).
+        latency_s: the fitted round trip the rate divides by (:data:`GEMV_SMEM_A_EFFECTIVE_LATENCY_S` for ``smem_a``
+            with a row-major B, else :data:`GEMV_EFFECTIVE_LATENCY_S`).
         occupancy: blocks per SM (registers: ptxas's, or the estimate with the unroll's loads).
         waves: the grid over those slots.
     """
@@ -111,6 +114,8 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     blocks = p.grid[0] * p.grid[1] * p.grid[2]
     slots = per_sm * target.sm_count
     moved = op.k * op.n * e * p.grid[2] + op.m * op.k * e + op.m * op.n * dtypes.get(op.dtype).itemsize
+    if s.smem_a and op.layout_b == "col":  # each block stages bm rows of its slice of A (from L2) before its loads of
+        moved += blocks * s.bm * k_slice * e  # B: as many bytes as B's at 16 columns per block, through the same loads
     per_block = moved / blocks
 
     ring = s.smem_a and op.layout_b == "row"  # a column-major B's smem_a kernel unrolls its loads, as without it

@@ -21,11 +21,14 @@ Structure of the kernel:
    (deterministic) into C in its layout, or (``split_k_fused``) the last block of each column group to take its
    ticket does, in the same order.
 
-Nothing goes through shared memory and the main loop has no block barrier: every load is independent, and
-``unroll`` K steps per thread are in flight (the fused split-K's arrival has two barriers and a one-flag shared
-variable). With ``smem_a`` (row-major B) the block first stages its K slice of A in shared memory, transposed
-(At[k][m], float32), behind one barrier, and each thread keeps a ring of ``unroll`` loads of B in flight: per k it
-reads bm/4 16-byte broadcasts of At instead of holding bm·VA elements of A in registers.
+Without ``smem_a`` nothing goes through shared memory and the main loop has no block barrier: every load is
+independent, and ``unroll`` K steps per thread are in flight (the fused split-K's arrival has two barriers and a
+one-flag shared variable). With ``smem_a`` the block first stages its K slice of A in shared memory behind one
+barrier. Row-major B: transposed (At[k][m], float32), and each thread keeps a ring of ``unroll`` loads of B in
+flight: per k it reads bm/4 16-byte broadcasts of At instead of holding bm·VA elements of A in registers.
+Column-major B: in A's own layout (As[m][k - k_begin], float32, row stride the slice's depth); per step a lane
+reads its RN vectors of B, then row by row one VB-wide vector of As (consecutive across the warp), and the warp's
+BM·RN sums leave by a reduce-scatter butterfly where BM·RN is a multiple of 32.
 """
 
 from __future__ import annotations

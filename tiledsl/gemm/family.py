@@ -626,11 +626,12 @@ GEMV_COLUMN_B_STAGED = (128, 4, 1, 4, 512, 16 << 20)
 """:func:`gemv_staged_a_column_b`: (threads per block, columns per warp ``rn``, ``unroll``, blocks per SM
 ``min_blocks``, deepest K slice, most bytes of B). Measured on the H200 (``python benchmarks/gemv_fused.py --family
 colb_smem_a``, 2026-12-03, ``benchmarks/results/gemv_colb_smem_a_h200.json``; x @ W.T with 8, 12 and 16 rows over the
-16 LLM (N, K), ratio to cuBLAS): with A staged, 128 threads of 4 columns per warp at unroll 1, four blocks per SM and
+17 LLM (N, K), ratio to cuBLAS): with A staged, 128 threads of 4 columns per warp at unroll 1, four blocks per SM and
 slices at most 512 deep, against the pick with A in registers: on the five products whose B is at most 16 MiB
 (N × K = 768 × 768, 768 × 3072, 1024 × 4096, 2304 × 768, 3072 × 768) 1.10–1.98× instead of 0.80–1.69× at sixteen rows
-(1.12–1.72× instead of 0.94–1.57× at eight), ahead on each; on the eleven larger ones behind on each (geomean over
-all 16: 1.093 against 1.153 at sixteen rows; 1.453 against 1.642 at eight): a block stages as many bytes of A
+(1.12–1.72× instead of 0.94–1.57× at eight), ahead on each; on the twelve larger ones behind on eleven and tied on
+50257 × 768 (geomean over all 17: 1.093 against 1.153 at sixteen rows; 1.453 against 1.642 at eight): a block stages
+as many bytes of A
 (bm × its slice) as it reads of B (16 columns × its slice), which pays only where the pick's grid is small. Unroll 2
 at three or two blocks per SM, 256 threads, 2 columns per warp and slices 256 or 768 deep were each behind on
 geomean."""

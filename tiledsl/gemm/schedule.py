@@ -195,8 +195,8 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.col_groups={COL_GROUPS} needs a row-major B (N contiguous); with a column-major B each warp reads "
            "rn columns along K", scope="op", when="COL_GROUPS != 1"),
     R.Rule("smem_a_on_gemv", "KERNEL == 1 and BM % 4 == 0 and COL_GROUPS == 1",
-           "{cls}.smem_a=True needs kernel='gemv', bm a multiple of 4 (one 16-byte shared-memory read covers 4 rows "
-           "of A) and col_groups=1 (got kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), bm={BM}, "
+           "{cls}.smem_a=True needs kernel='gemv', bm a multiple of 4 (with a row-major B one 16-byte shared-memory "
+           "read covers 4 rows of A) and col_groups=1 (got kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), bm={BM}, "
            "col_groups={COL_GROUPS})", when="SMEM_A == 1"),
     R.Rule("smem_a_slice_fits", "SMEM_A_BYTES + 128 * SPLIT_K_FUSED <= 49152",
            "{cls}.smem_a=True stages bm × the K slice (K, or ⌈K / (split_k·bk)⌉·bk with split-K) float32 elements of "
@@ -348,12 +348,15 @@ class GemmSchedule(ScheduleRecord):
             columns past the one before, so every load of B stays coalesced across the warp while each element
             of A read feeds col_groups·vec columns. 1..8; bm·col_groups·vec ≤ 64. For an odd N, where B is read
             one element at a time (vec lowered to 1).
-        smem_a: (GEMV-style kernel, row-major B, bm a multiple of 4) the block stages its K slice of A in shared
+        smem_a: (GEMV-style kernel, bm a multiple of 4, one group of columns) the block stages its K slice of A in shared
             memory, transposed (``At[k][m]``, float32), before its loop: per k a thread then reads bm/4 16-byte
             broadcasts of A beside its load of B instead of holding bm·VA elements of A in registers, and keeps a
             ring of ``unroll`` loads of B in flight (the first ones issued before A is staged). Sixteen rows then
-            fit 128 registers rather than 255 (four blocks of 128 threads per SM rather than two). Shared memory:
-            bm · ⌈K / (split_k·bk)⌉·bk · 4 bytes, at most 48 KiB (rule ``smem_a_slice_fits``).
+            fit 128 registers rather than 255 (four blocks of 128 threads per SM rather than two). With a
+            column-major B (x @ W.T) the slice is staged in A's own layout (``As[m][k]``) and a lane reads, per step
+            of VB k, one VB-wide vector of it per row: one row's piece of A in registers instead of bm (sixteen rows,
+            4 columns per warp, unroll 1: 128 registers, no spills). Shared memory: bm · ⌈K / (split_k·bk)⌉·bk · 4
+            bytes, at most 48 KiB (rule ``smem_a_slice_fits``).
 
     Raises:
         ScheduleError: a rule of :data:`GEMM_RULES` does not hold; the message names the field,
