@@ -95,6 +95,7 @@ def test_tie_break_is_deterministic():
     (tiledsl.GemmOp(16, 4096, 4096), 4, True),
     (tiledsl.GemmOp(1, 768, 768, layout_b="col"), 0, False),      # torch's Linear: rn (columns per warp) searched
     (tiledsl.GemmOp(4, 4096, 4096, layout_b="col"), 2, False),    # ... with a few tokens (GEMV_COLUMN_B_ROWS)
+    (tiledsl.GemmOp(16, 1024, 4096, layout_b="col"), 4, False),   # ... A staged (gemv_staged_a_column_b)
     (tiledsl.GemmOp(16, 50257, 768, align_b=1, align_c=1), 4, True),  # odd N: groups of columns (col_groups)
     (tiledsl.GemmOp(1, 4096, 4096, dtype="float16", align_a=8, align_b=8, align_c=8), 0, True),
     (tiledsl.GemmOp(3, 4096, 4096, precision="tf32"), 2, True),    # tf32 few rows: the exact GEMV kernel too
@@ -118,6 +119,9 @@ def test_few_rows_search_the_gemv_kernel_the_default_runs(op, rows_log2, rn_pinn
     assert any(s.split_k_fused for s in seeds) and any(s.split_k > 1 and not s.split_k_fused for s in seeds)
     # seeds with 2 or 4 groups at B's load width where the accumulators fit (bm·groups·vec ≤ 64)
     assert any(s.col_groups > 1 for s in seeds) == (op.layout_b == "row" and default.bm * 2 * min(4, op.align_b) <= 64)
+    # A staged in shared memory seeded for 4-16 rows of either layout, A in registers beside it
+    assert any(s.smem_a for s in seeds) == (default.bm >= 4), op
+    assert any(not s.smem_a for s in seeds)
     for s in seeds:
         assert space.build(space.from_schedule(s), target, op) == s  # every seed round-trips through its point
     fused_alone = space.build({**space.from_schedule(default), "split_k": 1, "split_k_fused": 1}, target, op)
