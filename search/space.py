@@ -470,7 +470,7 @@ def _gemv_seeds(op, target) -> list:
     slices for about 1, 2, 4 and 8 blocks per SM, unroll 2 and 8, each slice count > 1 with both ways of summing;
     with a row-major B, also 2 and 4 groups of columns per thread (``col_groups``) at B's load width, and for 4–16 rows
     A staged in shared memory (``smem_a``) at 128 and 256 threads, unroll 8 and 4, slices for 4 and 8 blocks per SM
-    at most 512 and 256 deep; with a column-major B and 4–16 rows, A staged at 128 and 256 threads, unroll 1 and 2,
+    at most 512 and 256 deep; with a column-major B and 4–16 rows, A staged at 128 and 256 threads, unroll 1,
     slices for about four blocks per SM at most 512 and 256 deep."""
     from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule, gemv_split
 
@@ -498,8 +498,8 @@ def _gemv_seeds(op, target) -> list:
                               split_k=1, split_k_fused=False)
                 split = max(gemv_split(op, one, target, per_sm, min_depth=32), -(-op.k // deepest))
                 cands.append(replace(one, split_k=min(split, GEMV_SPLIT_KNOB_MAX)))
-    elif plain.bm >= 4:  # a column-major B with A staged: 128 or 256 threads, unroll 1 or 2, at most 512 or 256 deep
-        for bn, unroll, deepest in itertools.product((128, 256), (1, 2), (512, 256)):
+    elif plain.bm >= 4:  # a column-major B with A staged: 128 or 256 threads, unroll 1 (the space's 128-register cap
+        for bn, unroll, deepest in itertools.product((128, 256), (1,), (512, 256)):  # spills unroll 2), ≤ 512 or 256 deep
             one = replace(plain, bn=bn, unroll=unroll, smem_a=True, min_blocks=0, split_k=1, split_k_fused=False)
             split = max(gemv_split(op, one, target), -(-op.k // deepest))
             cands.append(replace(one, split_k=min(split, GEMV_SPLIT_KNOB_MAX)))

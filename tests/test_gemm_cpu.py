@@ -854,6 +854,9 @@ def test_gemv_smem_a_rules_name_the_limit():
         GemmSchedule(kernel="gemv", bm=4, bn=128, vec=1, col_groups=2, smem_a=True)
     with pytest.raises(tiledsl.ScheduleError, match="smem_a_on_gemv"):
         GemmSchedule(smem_a=True)
+    with pytest.raises(tiledsl.ScheduleError, match="col_groups_need_row_major_b"):  # not the register advice
+        tiledsl.compile(GemmOp(16, 4096, 4096, layout_b="col"), GemmSchedule(kernel="gemv", bm=16, bn=128, vec=4,
+                                                                             col_groups=2), arch="sm_90")
     s = GemmSchedule(kernel="gemv", bm=16, bn=128, smem_a=True, split_k=16)
     with pytest.raises(tiledsl.ScheduleError, match=r"65536 bytes \(bm=16, K=16384, split_k=16, bk=8\) over the "
                                                       r"limit: 49152 .*49024 with split_k_fused.*rule smem_a_slice_fits"):
@@ -886,6 +889,7 @@ def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
         assert -(-k // s.split_k) <= 512 and "gemv_staged_a_column_b" in why
     for op in (GemmOp(16, 50257, 768, align_b=1, align_c=1), GemmOp(16, 4096, 4096, layout_b="col"),
                GemmOp(16, 1024, 4096, layout_b="col", layout_a="col", align_a=1), GemmOp(4, 1024, 4096, layout_b="col"),
+               GemmOp(16, 64, 65536, layout_b="col"), GemmOp(16, 512, 8192, layout_b="col"),  # unmeasured N, K
                GemmOp(16, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8), GemmOp(4, 4096, 4096),
                GemmOp(16, 4096, 4096, layout_a="col", align_a=1)):
         assert not default_schedule(op, target).smem_a, op

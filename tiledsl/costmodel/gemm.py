@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
@@ -327,7 +327,11 @@ def hidden(warps: float, issue: float, chain: float) -> float:
 def _grid_work(op, s) -> tuple[int, int]:
     """(blocks, K steps per block): split-K multiplies the blocks and divides K (``k_range`` of the
     emitter: each slice is ⌈K / (split_k·bk)⌉·bk deep)."""
-    tiles = tile_count(op, s)
+    if s.kernel == "gemv":  # its blocks of columns (bn threads cover bn·vb columns, or bn/32·rn) × groups of rows
+        columns, _, rows = plan_gemm(op, replace(s, split_k=1, split_k_fused=False)).grid
+        tiles = columns * rows
+    else:
+        tiles = tile_count(op, s)
     if not op.k:
         return tiles, 0
     split = max(s.split_k, 1)
@@ -462,11 +466,13 @@ def explain_gemm(op, s, target: Target, kernel=None):
     ex = traffic(op, s, exact=True)
     flops = int(ex["flops"])
     levels = {}
+    col_b_staged = _kind(op, s)[2]  # a column-major B's staged A: read per warp, A re-read from L2 per block
     notes = {
         "hbm": "compulsory: A, B read once, C written once",
-        "l2": "tile re-reads M·N·K·(1/bm+1/bn)·e + C",
-        "smem": (f"staged A: bm·K·4 written per block of columns + bm·4 read per thread and k; wavefronts move "
-                 f"{g.smem_moved_bytes / 1e9:.3g} GB" if s.kernel == "gemv" else
+        "l2": ("B once per group of rows + A once per block of columns (staged) + C" if col_b_staged
+               else "tile re-reads M·N·K·(1/bm+1/bn)·e + C"),
+        "smem": (f"staged A: bm·K·4 written per block of columns + bm·4 read per {'warp' if col_b_staged else 'thread'}"
+                 f" and k; wavefronts move {g.smem_moved_bytes / 1e9:.3g} GB" if s.kernel == "gemv" else
                  f"tile writes + reads M·N·K·(1/rm+1/rn)·4; wavefronts move {g.smem_moved_bytes / 1e9:.3g} GB"),
         "registers": "3 source registers per FMA",
     }

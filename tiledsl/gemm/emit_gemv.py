@@ -12,9 +12,9 @@ Structure of the kernel:
    and keeps bm×VB accumulators. With ``col_groups`` > 1 it owns ``col_groups`` such groups of columns, each 32·VB columns past
    the one before (every load still coalesced across the warp), and keeps bm×col_groups·VB: each element of A read
    feeds col_groups·VB columns, which is what an odd N (VB = 1, scalar loads of B) needs;
-3. column-major B (K contiguous, ``x @ W.T`` with W [N, K], torch's Linear): warp w of the block owns one
-   column; its lanes read ``VB``-wide vectors along K (32·VB contiguous elements per step) and the matching
-   elements of A's rows, then sum the bm partial dot products across the warp with shuffles;
+3. column-major B (K contiguous, ``x @ W.T`` with W [N, K], torch's Linear): warp w of the block owns ``rn``
+   columns; its lanes read ``VB``-wide vectors along K (32·VB contiguous elements per step) and the matching
+   elements of A's rows, then sum the bm·rn partial dot products across the warp with shuffles;
 4. epilogue: C = alpha·acc (+ beta·C), into a row-major C or a column-major one (``GemmOp.layout_c="col"``: the
    few-column product C = A·B that :func:`tiledsl.gemm` runs as the few rows Cᵀ = Bᵀ·Aᵀ); with split_k > 1 the
    float32 partial sums go to the row-major workspace and the split-K kernel adds them in a fixed order

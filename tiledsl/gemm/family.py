@@ -68,7 +68,8 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
                     f"at most {GEMV_SMEM_A_MAX_DEPTH}, {s.unroll} loads of B in flight per thread")
         elif s.smem_a:
             one += (f"; A staged in shared memory (gemv_staged_a_column_b): {s.bm} rows per block, {s.split_k} K "
-                    f"slices of at most {GEMV_COLUMN_B_STAGED[4]}, B of at most {GEMV_COLUMN_B_STAGED[5] >> 20} MiB, "
+                    f"slices of at most {GEMV_COLUMN_B_STAGED[4]}, B of at most {GEMV_COLUMN_B_STAGED[5] >> 20} MiB "
+                    f"(N ≥ {GEMV_COLUMN_B_STAGED[6]}, K ≤ {GEMV_COLUMN_B_STAGED[7]}), "
                     f"{s.rn} columns per warp")
         return s, f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows (GEMV_MAX_M){one}"
     tall = tall_thin_schedule(op, target)
@@ -622,9 +623,9 @@ def gemv_staged_a(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedul
     return replace(staged, split_k=gemv_whole_waves(op, staged, target, shallowest, split))
 
 
-GEMV_COLUMN_B_STAGED = (128, 4, 1, 4, 512, 16 << 20)
+GEMV_COLUMN_B_STAGED = (128, 4, 1, 4, 512, 16 << 20, 768, 4096)
 """:func:`gemv_staged_a_column_b`: (threads per block, columns per warp ``rn``, ``unroll``, blocks per SM
-``min_blocks``, deepest K slice, most bytes of B). Measured on the H200 (``python benchmarks/gemv_fused.py --family
+``min_blocks``, deepest K slice, most bytes of B, fewest columns N and deepest K measured). Measured on the H200 (``python benchmarks/gemv_fused.py --family
 colb_smem_a``, 2026-12-03, ``benchmarks/results/gemv_colb_smem_a_h200.json``; x @ W.T with 8, 12 and 16 rows over the
 17 LLM (N, K), ratio to cuBLAS): with A staged, 128 threads of 4 columns per warp at unroll 1, four blocks per SM and
 slices at most 512 deep, against the pick with A in registers: on the five products whose B is at most 16 MiB
@@ -641,11 +642,12 @@ def gemv_staged_a_column_b(op: GemmOp, base: GemmSchedule, target: Target) -> Ge
     """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` with A staged in shared memory (``smem_a``) and a
     column-major B, as :data:`GEMV_COLUMN_B_STAGED` says: K slices for about four blocks per SM (:func:`gemv_split`)
     but none deeper than 512, summed by the split-K kernel; where ``base`` has :data:`GEMV_SMEM_A_ROWS` rows per block,
-    B (K × N float32) is at most 16 MiB and A and B are read 4 wide along K (an IEEE float32 product of a row-major A,
-    a column-major B into a row-major C: torch's Linear with a few tokens, as measured); None elsewhere."""
-    bn, rn, unroll, per_sm, deepest, most_bytes = GEMV_COLUMN_B_STAGED
+    B (K × N float32) is at most 16 MiB with N ≥ 768 and K ≤ 4096 and A and B are read 4 wide along K (an IEEE float32
+    product of a row-major A, a column-major B into a row-major C: torch's Linear with a few tokens, as measured);
+    None elsewhere."""
+    bn, rn, unroll, per_sm, deepest, most_bytes, fewest_n, most_k = GEMV_COLUMN_B_STAGED
     measured = (op.dtype == "float32" and op.precision == "ieee" and op.layout_a == "row" and op.layout_b == "col"
-                and op.layout_c == "row")
+                and op.layout_c == "row" and op.n >= fewest_n and op.k <= most_k)  # N 768-3072, K 768-4096 measured
     if not (measured and base.bm in GEMV_SMEM_A_ROWS and op.align_a >= 4 and op.align_b >= 4
             and op.k * op.n * 4 <= most_bytes):
         return None

@@ -187,13 +187,13 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("gemv_slices_start_on_vectors", "BK % 4 == 0",
            "{cls}.bk={BK} must be a multiple of 4 with kernel='gemv': K slices start on multiples of bk, and A and B "
            "are read up to 4 elements at a time along K from there", scope="op", when="KERNEL == 1"),
+    R.Rule("col_groups_need_row_major_b", "LAYOUT_B_COL == 0",
+           "{cls}.col_groups={COL_GROUPS} needs a row-major B (N contiguous); with a column-major B each warp reads "
+           "rn columns along K", scope="op", when="COL_GROUPS != 1"),
     R.Rule("col_groups_fit_registers", "BM * COL_GROUPS * (VEC if VEC < ALIGN_B else ALIGN_B) <= 64",
            "{cls} bm·col_groups·min(vec, align_b)={BM}·{COL_GROUPS}·min({VEC}, {ALIGN_B}) accumulators exceed 64 (a "
            "thread keeps bm rows × col_groups groups of B's load width in columns); lower col_groups or vec",
            scope="op", when="COL_GROUPS != 1"),
-    R.Rule("col_groups_need_row_major_b", "LAYOUT_B_COL == 0",
-           "{cls}.col_groups={COL_GROUPS} needs a row-major B (N contiguous); with a column-major B each warp reads "
-           "rn columns along K", scope="op", when="COL_GROUPS != 1"),
     R.Rule("smem_a_on_gemv", "KERNEL == 1 and BM % 4 == 0 and COL_GROUPS == 1",
            "{cls}.smem_a=True needs kernel='gemv', bm a multiple of 4 (with a row-major B one 16-byte shared-memory "
            "read covers 4 rows of A) and col_groups=1 (got kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), bm={BM}, "
@@ -223,8 +223,8 @@ GEMM_RULES: tuple[R.Rule, ...] = (
 KERNELS = ("tiled", "gemv")
 """Kernel structures: the tiled GEMM (shared-memory tiles; every ``mma``), or a GEMV-style kernel for a few rows
 of C (M ≤ 16: decode-time ``x @ W``): each thread streams its columns (row-major B, ``vec`` wide) or each warp
-one column (column-major B) down its K slice with the rows of A in registers, split-K slices combined by the
-deterministic split-K kernel."""
+``rn`` columns (column-major B) down its K slice with the rows of A in registers (or, ``smem_a``, staged in shared
+memory), split-K slices combined by the deterministic split-K kernel or in the kernel."""
 MMA_KINDS = ("fma", "mma_sync", "wgmma")
 """Instructions doing the inner product: FP32 FMA units, tensor cores through mma.sync (sm_80+), or
 Hopper's warpgroup MMA reading shared memory through descriptors (sm_90a)."""
