@@ -856,7 +856,7 @@ def test_gemv_smem_a_rules_name_the_limit():
         GemmSchedule(smem_a=True)
     with pytest.raises(tiledsl.ScheduleError, match="col_groups_need_row_major_b"):  # not the register advice
         tiledsl.compile(GemmOp(16, 4096, 4096, layout_b="col"), GemmSchedule(kernel="gemv", bm=16, bn=128, vec=4,
-                                                                             col_groups=2), arch="sm_90")
+                                                                             rn=4, col_groups=2), arch="sm_90")
     s = GemmSchedule(kernel="gemv", bm=16, bn=128, smem_a=True, split_k=16)
     with pytest.raises(tiledsl.ScheduleError, match=r"65536 bytes \(bm=16, K=16384, split_k=16, bk=8\) over the "
                                                       r"limit: 49152 .*49024 with split_k_fused.*rule smem_a_slice_fits"):
