@@ -757,7 +757,7 @@ def test_gemv_smem_a_column_major_b_against_float64(dtype, la, m, n, k, rng):
     warp (the reduce-scatter epilogue where bm·rn fills the warp's lanes, the per-value shuffles where it does not),
     unroll 1 and 2, one slice, the split-K kernel and the fused split-K (the same bits), rows past M and columns past
     N; a NaN-poisoned C, then alpha and beta; schedule=None stages A for 5-16 float32 rows of an aligned x @ W.T whose
-    W is at most 16 MiB (gemv_staged_a_column_b)."""
+    W is at most 16 MiB, N ≥ 768, K ≤ 4096 (gemv_staged_a_column_b)."""
     cp = _cp()
     from tiledsl.gemm.family import default_schedule, gemv_block_rows
     from tiledsl.gemm.schedule import gemv_smem_a_bytes
@@ -789,7 +789,8 @@ def test_gemv_smem_a_column_major_b_against_float64(dtype, la, m, n, k, rng):
     op = tiledsl.GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b="col", align_a=al_k if la == "row" else 1,
                         align_b=al_k, align_c=4 if n % 4 == 0 else 2 if n % 2 == 0 else 1)
     staged = default_schedule(op, tiledsl.Target.current()).smem_a  # gemv_staged_a_column_b
-    assert staged == (dtype == "float32" and la == "row" and m > 4 and k % 4 == 0 and k * n * 4 <= 16 << 20), op
+    assert staged == (dtype == "float32" and la == "row" and m > 4 and k % 4 == 0 and k * n * 4 <= 16 << 20
+                      and n >= 768 and k <= 4096), op
     assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
 
 
