@@ -255,16 +255,7 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
           "(long long)u * ldb);")
         w("// stage A: consecutive threads take consecutive rows at the same k, VA k per load (with VA > 1 the warp's",
           "// 32 / BM groups of rows may store to the same banks: 2-way at BM = 16, 4-way at 8; once per slice)")
-        with w.block("for (int i = threadIdx.x; i < BM * (n_k / VA); i += THREADS)"):
-            w("const int m = i % BM, kv = i / BM, gm = row0 + m;")
-            with w.block("if (gm < M)"):
-                if va > 1:
-                    _load_vec(w, dt, va, "av", "A + (long long)gm * lda + k_begin + kv * VA")
-                else:
-                    w(f"const float av[1] = {{{dt.to_acc(a_at.format(k='k_begin + kv'))}}};")
-                w("#pragma unroll", "for (int j = 0; j < VA; ++j) at[(kv * VA + j) * BM + m] = av[j];")
-            with w.block("else"):
-                w("#pragma unroll", "for (int j = 0; j < VA; ++j) at[(kv * VA + j) * BM + m] = 0.f;  // rows past M")
+        _stage_a(w, dt, va, a_at, "const int m = i % BM, kv = i / BM, gm = row0 + m;", "at[(kv * VA + j) * BM + m]")
         w("__syncthreads();")
         with w.block("for (int k0 = 0; k0 < n_k; k0 += UNROLL)"):
             w("#pragma unroll")
@@ -283,6 +274,22 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
                           "for (int r = 0; r < 4; ++r)",
                           "  #pragma unroll",
                           "  for (int j = 0; j < VB; ++j) acc[4 * q + r][j] += a4[r] * b[j];")
+
+
+def _stage_a(w: Writer, dt: dtypes.DType, va: int, a_at: str, index: str, dst: str) -> None:
+    """Emit the loop staging the block's K slice of A in shared memory, float32, rows past M zero: the block's
+    threads take the BM·n_k/VA VA-wide pieces in turn, ``index`` (a statement) naming the piece's row ``m``, its
+    piece ``kv`` along K and ``gm``, and ``dst`` (of ``j``, ``m``, ``kv``) where element j of it goes."""
+    with w.block("for (int i = threadIdx.x; i < BM * (n_k / VA); i += THREADS)"):
+        w(index)
+        with w.block("if (gm < M)"):
+            if va > 1:
+                _load_vec(w, dt, va, "av", "A + (long long)gm * lda + k_begin + kv * VA")
+            else:
+                w(f"const float av[1] = {{{dt.to_acc(a_at.format(k='k_begin + kv'))}}};")
+            w("#pragma unroll", f"for (int j = 0; j < VA; ++j) {dst} = av[j];")
+        with w.block("else"):
+            w("#pragma unroll", f"for (int j = 0; j < VA; ++j) {dst} = 0.f;  // rows past M")
 
 
 def _col_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int, a_at: str) -> None:
@@ -304,16 +311,8 @@ def _col_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
       "#pragma unroll",
       "for (int c = 0; c < RN; ++c) b_col[c] = B + (long long)(gn0 + c < N ? gn0 + c : N - 1) * ldb + k_begin;")
     w("// stage A: consecutive threads take consecutive VA-wide pieces of a row (once per slice)")
-    with w.block("for (int i = threadIdx.x; i < BM * (n_k / VA); i += THREADS)"):
-        w("const int m = i / (n_k / VA), kv = i % (n_k / VA), gm = row0 + m;")
-        with w.block("if (gm < M)"):
-            if va > 1:
-                _load_vec(w, dt, va, "av", "A + (long long)gm * lda + k_begin + kv * VA")
-            else:
-                w(f"const float av[1] = {{{dt.to_acc(a_at.format(k='k_begin + kv'))}}};")
-            w("#pragma unroll", "for (int j = 0; j < VA; ++j) as[m * n_k + kv * VA + j] = av[j];")
-        with w.block("else"):
-            w("#pragma unroll", "for (int j = 0; j < VA; ++j) as[m * n_k + kv * VA + j] = 0.f;  // rows past M")
+    _stage_a(w, dt, va, a_at, "const int m = i / (n_k / VA), kv = i % (n_k / VA), gm = row0 + m;",
+             "as[m * n_k + kv * VA + j]")
     w("__syncthreads();",
       "float acc[BM * RN] = {};  // entry m * RN + c: row m, column gn0 + c")
     with w.block("if (gn0 < N)"):
