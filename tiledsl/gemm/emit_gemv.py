@@ -476,13 +476,18 @@ def _epilogue_row_b_groups(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, out
                 _store_columns(w, op, dt, vc, out, ld, scale, vc_name, "acc[m][g * VB + {j}]")
 
 
+def _col_b_stored(op: GemmOp, out: str) -> str:
+    """What a column-major B's epilogue stores, for its comment: the slice's partial sums P, or C."""
+    return "P = sum (this slice's partial sums)" if out == "P" else ("C = alpha * sum"
+                                                                    + (" + beta * C" if op.read_c else ""))
+
+
 def _epilogue_col_b_butterfly(w: Writer, op: GemmOp, dt: dtypes.DType, out: str = "C", ld: str = "ldc",
                               scale: str = "alpha * ") -> None:
     """Emit the warp's sums of its BM×RN dot products (BM·RN a multiple of 32; ``acc`` flat, entry m·RN + c) by a
     reduce-scatter butterfly, and each lane's stores of its BM·RN/32 sums into ``out`` (as :func:`_epilogue_col_b`):
     31/32·BM·RN shuffles per warp instead of 5·BM·RN."""
-    stored = "P = sum (this slice's partial sums)" if out == "P" else ("C = alpha * sum"
-                                                                      + (" + beta * C" if op.read_c else ""))
+    stored = _col_b_stored(op, out)
     w("// ---- epilogue: the warp's 32 partial dot products of each (row, column) summed by a reduce-scatter butterfly:",
       "// per xor-shuffle step a lane keeps one half of its values and adds its partner's copy of that half, so after",
       "// 5 steps lane L holds the full sums of entries L * E .. L * E + E - 1 (E = BM * RN / 32) and stores "
@@ -508,8 +513,7 @@ def _epilogue_col_b(w: Writer, op: GemmOp, dt: dtypes.DType, out: str = "C", ld:
                     scale: str = "alpha * ", flat: bool = False) -> None:
     """Emit the warp's sums of its BM×RN dot products and lane 0's stores into ``out`` (leading dimension ``ld``;
     ``scale`` as in :func:`_epilogue_row_b`; ``flat``: ``acc`` is one array, entry m·RN + c)."""
-    stored = "P = sum (this slice's partial sums)" if out == "P" else ("C = alpha * sum"
-                                                                      + (" + beta * C" if op.read_c else ""))
+    stored = _col_b_stored(op, out)
     w("// ---- epilogue: the warp's 32 partial dot products of each (row, column), summed by shuffles; lane 0 "
       f"stores {stored} ----")
     w("#pragma unroll")
