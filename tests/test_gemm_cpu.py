@@ -775,7 +775,7 @@ def test_gemv_column_groups_compile_without_spills(dtype, la):
     (GemmOp(5, 4100, 1000), dict(bm=8, bn=64, vec=4, split_k=4, split_k_fused=True, unroll=2),
      "882a43886ae1d28082a34ce835841b962c96d101027260146b9ab3111c27e4d4"),
     (GemmOp(1, 768, 768, layout_b="col"), dict(bm=1, bn=128, split_k=3, split_k_fused=True, rn=1),
-     "3735fbc6ea91ff44c1bf36f8192aa8784cf4838f991544bde4f482902806c77f"),
+     "d408a7773b3c5e25e473c69aae6507ba1c3f9b31b9ed055c0d18071ee1186116"),
     (GemmOp(16, 50257, 768), dict(bm=16, bn=128, vec=4, unroll=8, split_k=6, rn=1),
      "79c9af97550b2f809063088593f6f19a8e461e005d99a996d385129ecb708268")])
 def test_gemv_column_groups_change_no_other_kernel(op, kw, sha256):
@@ -893,6 +893,14 @@ def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
                GemmOp(16, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8), GemmOp(4, 4096, 4096),
                GemmOp(16, 4096, 4096, layout_a="col", align_a=1)):
         assert not default_schedule(op, target).smem_a, op
+    # x @ W.T left in registers: --lookup says which condition of GEMV_COLUMN_B_STAGED failed, with the value
+    for op, reason in ((GemmOp(16, 4096, 4096, layout_b="col"), "B of 64.0 MiB > 16 MiB"),
+                       (GemmOp(16, 512, 8192, layout_b="col"), "N = 512 < 768"),
+                       (GemmOp(16, 1024, 8192, layout_b="col"), "K = 8192 > 4096"),
+                       (GemmOp(4, 1024, 4096, layout_b="col"), "4 rows per block, not one of (8, 16)"),
+                       (GemmOp(16, 1024, 4098, layout_b="col", align_a=2, align_b=2), "align_a 2, align_b 2")):
+        s, why = builtin_choice(op, target)
+        assert not s.smem_a and f"not staged (gemv_column_b_unstaged): {reason}" in why, (op, why)
 
 
 def test_gemv_fused_split_k_stores_c_at_its_own_width():

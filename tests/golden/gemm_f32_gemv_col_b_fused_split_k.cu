@@ -54,8 +54,9 @@ tiledsl_gemv_gemm_f32f32f32_nt_v444_beta_1x128x8_sk6f_6a202f3f(const float* __re
   float* const P = W + (long long)blockIdx.y * M * N;  // this slice's partial sums
   const int row0 = blockIdx.z * BM;                  // first row of C of this block
   static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");
-  // ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step),
-  // each piece of A once for the RN columns ----
+  // ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step) of
+  // the RN columns of B, then row by row a vector of A (L1 hits after the first warp), each used for the
+  // RN columns: the thread holds one row's piece of A at a time ----
   const int lane = threadIdx.x % 32;
   const int gn0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;
   float acc[BM][RN] = {};
@@ -63,24 +64,24 @@ tiledsl_gemv_gemm_f32f32f32_nt_v444_beta_1x128x8_sk6f_6a202f3f(const float* __re
     // K slices start on multiples of BK and K is a multiple of VB (alignment): no partial vector
     #pragma unroll UNROLL
     for (int k = k_begin + lane * VB; k < k_end; k += 32 * VB) {
-      float a[BM][VB];
-      #pragma unroll
-      for (int m = 0; m < BM; ++m) {
-        const int gm = row0 + m < M ? row0 + m : M - 1;  // rows past M: any valid row, never stored
-        const float4 am_v = *reinterpret_cast<const float4*>(A + (long long)gm * lda + k);
-        const float am[4] = {am_v.x, am_v.y, am_v.z, am_v.w};
-        #pragma unroll
-        for (int j = 0; j < VB; ++j) a[m][j] = am[j];
-      }
+      float b[RN][VB];  // the RN columns' VB elements at k
       #pragma unroll
       for (int c = 0; c < RN; ++c) {
         const int gn = gn0 + c < N ? gn0 + c : N - 1;  // columns past N: any valid one, never stored
-        const float4 b_v = *reinterpret_cast<const float4*>(B + (long long)gn * ldb + k);
-        const float b[4] = {b_v.x, b_v.y, b_v.z, b_v.w};
+        const float4 bc_v = __ldcs(reinterpret_cast<const float4*>(B + (long long)gn * ldb + k));
+        const float bc[4] = {bc_v.x, bc_v.y, bc_v.z, bc_v.w};
         #pragma unroll
-        for (int m = 0; m < BM; ++m)
+        for (int j = 0; j < VB; ++j) b[c][j] = bc[j];
+      }
+      #pragma unroll
+      for (int m = 0; m < BM; ++m) {
+        const int gm = row0 + m < M ? row0 + m : M - 1;  // rows past M: any valid row, never stored
+        const float4 a_v = *reinterpret_cast<const float4*>(A + (long long)gm * lda + k);
+        const float a[4] = {a_v.x, a_v.y, a_v.z, a_v.w};
+        #pragma unroll
+        for (int c = 0; c < RN; ++c)
           #pragma unroll
-          for (int j = 0; j < VB; ++j) acc[m][c] += a[m][j] * b[j];
+          for (int j = 0; j < VB; ++j) acc[m][c] += a[j] * b[c][j];
       }
     }
   }

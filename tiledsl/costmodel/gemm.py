@@ -235,9 +235,10 @@ def _per_step(op, s) -> dict[str, float]:
         # its share of staging bm × bk elements of A: scalar stores, warp 0's lanes at rows i % bm of k group i / bm
         lds, sts, wf_lds, wf_sts = 0, 0, 0, 0
         if s.smem_a and op.layout_b == "col":  # a warp's lanes split K: per row one VB-wide read per 32·vb k
-            # (consecutive across the warp, vb wavefronts); A staged by scalar stores, lane t at word t·va + j
-            lds, sts = s.bm * s.bk / (32 * vb), s.bm * s.bk / s.threads
-            wf_lds, wf_sts = lds * vb, sts * wavefronts([lane * va for lane in range(32)], 1)
+            # (consecutive across the warp, vb wavefronts); A staged by va-wide stores, lane t at words t·va … + va - 1
+            # (consecutive across the warp: va wavefronts, no conflict)
+            lds, sts = s.bm * s.bk / (32 * vb), s.bm * s.bk / (s.threads * va)
+            wf_lds, wf_sts = lds * vb, sts * wavefronts([lane * va for lane in range(32)], va)
         elif s.smem_a:
             lds, sts = s.bk * s.bm // 4, -(-s.bm * s.bk // s.threads)
             conflicts = [wavefronts([((lane // s.bm) * va + j) * s.bm + lane % s.bm for lane in range(32)], 1)

@@ -48,13 +48,16 @@ from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
 
 
-def _load_vec(w: Writer, dt: dtypes.DType, width: int, dst: str, addr: str) -> None:
-    """``float dst[width]`` = the ``width`` elements at ``addr`` (a pointer expression), as one vector load."""
+def _load_vec(w: Writer, dt: dtypes.DType, width: int, dst: str, addr: str, streaming: bool = False) -> None:
+    """``float dst[width]`` = the ``width`` elements at ``addr`` (a pointer expression), as one vector load;
+    ``streaming`` (float32 only): ``__ldcs``, cached evict-first (data read once: B streaming past A in L1)."""
     if width == 1:
-        w(f"const float {dst}[1] = {{{dt.to_acc(f'*({addr})')}}};")
+        w(f"const float {dst}[1] = {{{dt.to_acc(f'__ldcs({addr})' if streaming else f'*({addr})')}}};")
         return
     vt = VEC_TYPES[(dt.c_type, width)]
-    w(f"const {vt} {dst}_v = *reinterpret_cast<const {vt}*>({addr});")
+    load = (f"__ldcs(reinterpret_cast<const {vt}*>({addr}))" if streaming
+            else f"*reinterpret_cast<const {vt}*>({addr})")
+    w(f"const {vt} {dst}_v = {load};")
     w(f"const float {dst}[{width}] = {{" + ", ".join(dt.to_acc(f"{dst}_v.{c}") for c in COMPONENTS[:width]) + "};")
 
 
@@ -166,35 +169,43 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
                 _fused_arrival(w)
                 _fused_sum_col_b(w, op, dtypes.get(op.dtype))
         else:
+            butterfly = s.bm * s.rn % 32 == 0  # the warp's sums fill whole lanes: a reduce-scatter epilogue
             w('static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");',
-              "// ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step),",
-              "// each piece of A once for the RN columns ----",
+              "// ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step) of",
+              "// the RN columns of B, then row by row a vector of A (L1 hits after the first warp), each used for the",
+              "// RN columns: the thread holds one row's piece of A at a time ----",
               "const int lane = threadIdx.x % 32;",
               "const int gn0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;",
-              "float acc[BM][RN] = {};")
+              "float acc[BM * RN] = {};  // entry m * RN + c: row m, column gn0 + c" if butterfly
+              else "float acc[BM][RN] = {};")
+            at = "acc[m * RN + c]" if butterfly else "acc[m][c]"
             with w.block("if (gn0 < N)"):
                 w("// K slices start on multiples of BK and K is a multiple of VB (alignment): no partial vector")
                 w("#pragma unroll UNROLL")
                 with w.block("for (int k = k_begin + lane * VB; k < k_end; k += 32 * VB)"):
-                    w("float a[BM][VB];",
+                    w("float b[RN][VB];  // the RN columns' VB elements at k",
                       "#pragma unroll")
+                    with w.block("for (int c = 0; c < RN; ++c)"):
+                        w("const int gn = gn0 + c < N ? gn0 + c : N - 1;  // columns past N: any valid one, never stored")
+                        _load_vec(w, dt, vb, "bc", "B + (long long)gn * ldb + k", streaming=op.dtype == "float32")
+                        w("#pragma unroll", "for (int j = 0; j < VB; ++j) b[c][j] = bc[j];")
+                    w("#pragma unroll")
                     with w.block("for (int m = 0; m < BM; ++m)"):
                         w("const int gm = row0 + m < M ? row0 + m : M - 1;  // rows past M: any valid row, never stored")
                         if va == vb and vb > 1:
-                            _load_vec(w, dt, va, "am", "A + (long long)gm * lda + k")
-                            w("#pragma unroll", "for (int j = 0; j < VB; ++j) a[m][j] = am[j];")
+                            _load_vec(w, dt, va, "a", "A + (long long)gm * lda + k")
                         else:
-                            w("#pragma unroll",
-                              f"for (int j = 0; j < VB; ++j) a[m][j] = {dt.to_acc(a_at.format(k='k + j'))};")
-                    w("#pragma unroll")
-                    with w.block("for (int c = 0; c < RN; ++c)"):
-                        w("const int gn = gn0 + c < N ? gn0 + c : N - 1;  // columns past N: any valid one, never stored")
-                        _load_vec(w, dt, vb, "b", "B + (long long)gn * ldb + k")
+                            w("float a[VB];",
+                              "#pragma unroll",
+                              f"for (int j = 0; j < VB; ++j) a[j] = {dt.to_acc(a_at.format(k='k + j'))};")
                         w("#pragma unroll",
-                          "for (int m = 0; m < BM; ++m)",
+                          "for (int c = 0; c < RN; ++c)",
                           "  #pragma unroll",
-                          "  for (int j = 0; j < VB; ++j) acc[m][c] += a[m][j] * b[j];")
-            _epilogue_col_b(w, out_op, out_dt, *dst)
+                          f"  for (int j = 0; j < VB; ++j) {at} += a[j] * b[c][j];")
+            if butterfly:
+                _epilogue_col_b_butterfly(w, out_op, out_dt, *dst)
+            else:
+                _epilogue_col_b(w, out_op, out_dt, *dst)
             if fused:
                 _fused_arrival(w)
                 _fused_sum_col_b(w, op, dtypes.get(op.dtype))
@@ -276,12 +287,23 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
                           "  for (int j = 0; j < VB; ++j) acc[4 * q + r][j] += a4[r] * b[j];")
 
 
-def _stage_a(w: Writer, dt: dtypes.DType, va: int, a_at: str, index: str, dst: str) -> None:
+def _stage_a(w: Writer, dt: dtypes.DType, va: int, a_at: str, index: str, dst: str, piece: str | None = None) -> None:
     """Emit the loop staging the block's K slice of A in shared memory, float32, rows past M zero: the block's
     threads take the BM·n_k/VA VA-wide pieces in turn, ``index`` (a statement) naming the piece's row ``m``, its
-    piece ``kv`` along K and ``gm``, and ``dst`` (of ``j``, ``m``, ``kv``) where element j of it goes."""
+    piece ``kv`` along K and ``gm``, and ``dst`` (of ``j``, ``m``, ``kv``) where element j of it goes; or, where the
+    piece's elements lie next to each other and VA > 1, ``piece`` (of ``m``, ``kv``): the ``float*`` of its first,
+    aligned to VA floats, stored as one vector (consecutive threads then write consecutive vectors: no conflicts)."""
+    vector = piece is not None and va > 1
+    vt = VEC_TYPES[("float", va)] if vector else ""
     with w.block("for (int i = threadIdx.x; i < BM * (n_k / VA); i += THREADS)"):
         w(index)
+        if vector:
+            w(f"{vt} piece = {{}};  // rows past M: zero")
+            with w.block("if (gm < M)"):
+                _load_vec(w, dt, va, "av", "A + (long long)gm * lda + k_begin + kv * VA")
+                w(f"piece = make_{vt}(" + ", ".join(f"av[{j}]" for j in range(va)) + ");")
+            w(f"*reinterpret_cast<{vt}*>({piece}) = piece;")
+            return
         with w.block("if (gm < M)"):
             if va > 1:
                 _load_vec(w, dt, va, "av", "A + (long long)gm * lda + k_begin + kv * VA")
@@ -310,9 +332,9 @@ def _col_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
       f"const {dt.c_type}* b_col[RN];  // column gn0 + c's K slice; columns past N read column N - 1 (never stored)",
       "#pragma unroll",
       "for (int c = 0; c < RN; ++c) b_col[c] = B + (long long)(gn0 + c < N ? gn0 + c : N - 1) * ldb + k_begin;")
-    w("// stage A: consecutive threads take consecutive VA-wide pieces of a row (once per slice)")
+    w("// stage A: consecutive threads take consecutive VA-wide pieces of a row (once per slice; n_k is a multiple of VA)")
     _stage_a(w, dt, va, a_at, "const int m = i / (n_k / VA), kv = i % (n_k / VA), gm = row0 + m;",
-             "as[m * n_k + kv * VA + j]")
+             "as[m * n_k + kv * VA + j]", piece="as + m * n_k + kv * VA")
     w("__syncthreads();",
       "float acc[BM * RN] = {};  // entry m * RN + c: row m, column gn0 + c")
     with w.block("if (gn0 < N)"):

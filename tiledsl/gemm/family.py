@@ -71,6 +71,8 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
                     f"slices of at most {GEMV_COLUMN_B_STAGED[4]}, B of at most {GEMV_COLUMN_B_STAGED[5] >> 20} MiB "
                     f"(N ≥ {GEMV_COLUMN_B_STAGED[6]}, K ≤ {GEMV_COLUMN_B_STAGED[7]}), "
                     f"{s.rn} columns per warp")
+        elif op.layout_b == "col" and s.bm > 1 and s.col_groups == 1:
+            one += f"; A in registers, not staged (gemv_column_b_unstaged): {gemv_column_b_unstaged(op, s)}"
         return s, f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows (GEMV_MAX_M){one}"
     tall = tall_thin_schedule(op, target)
     if tall is not None:
@@ -645,16 +647,32 @@ def gemv_staged_a_column_b(op: GemmOp, base: GemmSchedule, target: Target) -> Ge
     B (K × N float32) is at most 16 MiB with N ≥ 768 and K ≤ 4096 and A and B are read 4 wide along K (an IEEE float32
     product of a row-major A, a column-major B into a row-major C: torch's Linear with a few tokens, as measured);
     None elsewhere."""
-    bn, rn, unroll, per_sm, deepest, most_bytes, fewest_n, most_k = GEMV_COLUMN_B_STAGED
-    measured = (op.dtype == "float32" and op.precision == "ieee" and op.layout_a == "row" and op.layout_b == "col"
-                and op.layout_c == "row" and op.n >= fewest_n and op.k <= most_k)  # N 768-3072, K 768-4096 measured
-    if not (measured and base.bm in GEMV_SMEM_A_ROWS and op.align_a >= 4 and op.align_b >= 4
-            and op.k * op.n * 4 <= most_bytes):
+    if gemv_column_b_unstaged(op, base) is not None:
         return None
+    bn, rn, unroll, per_sm, deepest = GEMV_COLUMN_B_STAGED[:5]
     staged = replace(base, bn=bn, rn=rn, vec=4, unroll=unroll, smem_a=True, min_blocks=per_sm, split_k=1,
                      split_k_fused=False)
     split = max(gemv_split(op, staged, target), -(-op.k // deepest))
     return None if split > GEMV_MAX_SPLIT else replace(staged, split_k=split)
+
+
+def gemv_column_b_unstaged(op: GemmOp, base: GemmSchedule) -> str | None:
+    """Why :func:`gemv_staged_a_column_b` leaves A in registers for ``op`` and :func:`gemv_base_schedule`'s pick
+    ``base`` (the first condition of :data:`GEMV_COLUMN_B_STAGED` that fails, for ``--lookup``), or None where it
+    stages A."""
+    most_bytes, fewest_n, most_k = GEMV_COLUMN_B_STAGED[5:]
+    layouts = (op.layout_a, op.layout_b, op.layout_c)
+    checks = (
+        (op.dtype == "float32" and op.precision == "ieee", f"{op.dtype} {op.precision}: only IEEE float32 measured"),
+        (layouts == ("row", "col", "row"), f"layouts A/B/C {'/'.join(layouts)}: only row/col/row measured"),
+        (base.bm in GEMV_SMEM_A_ROWS, f"{base.bm} rows per block, not one of {GEMV_SMEM_A_ROWS}"),
+        (op.align_a >= 4 and op.align_b >= 4, f"align_a {op.align_a}, align_b {op.align_b}: A and B need 4"),
+        (op.n >= fewest_n, f"N = {op.n} < {fewest_n} (not measured)"),
+        (op.k <= most_k, f"K = {op.k} > {most_k} (not measured)"),
+        (op.k * op.n * 4 <= most_bytes, f"B of {op.k * op.n * 4 / 2**20:.1f} MiB > {most_bytes >> 20} MiB: staging "
+                                        "A per block of 16 columns costs as many bytes as B"),
+    )
+    return next((why for ok, why in checks if not ok), None)
 
 
 GEMV_WAVE_SLACK = 0.03
