@@ -27,6 +27,33 @@ def workload_shapes() -> dict[tuple[int, int, int, str], str]:
     return shapes
 
 
+def llm_weights() -> list[tuple[int, int]]:
+    """Every distinct (N, K) of ``data/llm_gemm.csv`` (the models' weight matrices), in file order."""
+    with open(DATA / "llm_gemm.csv") as f:
+        return list(dict.fromkeys((int(r["n"]), int(r["k"])) for r in csv.DictReader(f)))
+
+
+def sweep_main(script: str, default_out: str, description: str, products, measure) -> int:
+    """The ``main`` of a GPU sweep: ``--out`` (default ``default_out``), exit with a message where no GPU is present
+    (``gpu_check.gpu_or_exit``), then :func:`measure_each` of ``measure`` over ``products(target)`` (tuples to which
+    ``measure`` takes the target last) and :func:`write_results`."""
+    import argparse
+
+    import cupy as cp
+    from gpu_check import gpu_or_exit
+
+    import tiledsl
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--out", default=default_out)
+    args = ap.parse_args()
+    gpu_or_exit(script)
+    target = tiledsl.Target.current()
+    rows = measure_each([(*product, target) for product in products()], measure)
+    write_results(args.out, gpu_name(), rows, cp.__version__)
+    return 0
+
+
 def bracketed(fn, vendor_fn, timer):
     """``(timer(fn), the vendor's figures)``: the vendor call is timed right before and right after ``fn`` and
     each figure averaged, so the clocks' drift under sustained load falls on both alike. ``timer`` returns one

@@ -13,11 +13,9 @@ every product (0.19–0.88× cuBLAS against 0.71–1.01× for ``schedule=None``)
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 
-from beside import checked_beside_cublas, device_gemm_operands, gemm_op, gpu_name, measure_each, write_results
-from gpu_check import gpu_or_exit
+from beside import checked_beside_cublas, device_gemm_operands, gemm_op, sweep_main
 
 import tiledsl
 
@@ -58,16 +56,8 @@ def measure(m: int, n: int, k: int, layout: str, target) -> list[dict]:
 
 
 def main() -> int:
-    import cupy as cp
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/gemv_35_rows_h200.json")
-    args = ap.parse_args()
-    gpu_or_exit("benchmarks/gemv_35_rows.py")
-    target = tiledsl.Target.current()
-    rows = measure_each([(*shape, target) for shape in shapes()], measure)
-    write_results(args.out, gpu_name(), rows, cp.__version__)
-    return 0
+    return sweep_main("benchmarks/gemv_35_rows.py", "benchmarks/results/gemv_35_rows_h200.json",
+                      __doc__.splitlines()[0], shapes, measure)
 
 
 if __name__ == "__main__":

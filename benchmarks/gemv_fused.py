@@ -54,10 +54,8 @@ choice it informs is ``tiledsl.gemm.family.gemv_schedule`` (and ``ROW_SWAP_MIN_E
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 from dataclasses import replace
-from pathlib import Path
 
 from beside import (
     checked_beside_cublas,
@@ -65,6 +63,7 @@ from beside import (
     gemm_as_rows,
     gemm_op,
     gpu_name,
+    llm_weights,
     measure_each,
     write_results,
 )
@@ -73,22 +72,15 @@ from gpu_check import gpu_or_exit
 import tiledsl
 from tiledsl.gemm.family import GEMV_ONE_LAUNCH_MAX_BYTES
 
-DATA = Path(__file__).resolve().parent / "data" / "llm_gemm.csv"
 ROWS = [(512, 16, 500000), (1024, 8, 500000), (7680, 4, 2560), (3072, 1, 1024), (6144, 1, 2048), (7680, 1, 2560),
         (8448, 1, 2816), (4608, 1, 1536), (512, 1, 512), (128, 1, 1024), (128, 1, 1408), (64, 1, 1216),
         (512, 1, 500000), (1024, 1, 512), (3072, 1, 128), (4224, 1, 128)]
 
 
-def _llm_nk() -> list[tuple[int, int]]:
-    """Every distinct (N, K) of the LLM set, in file order."""
-    with open(DATA) as f:
-        return list(dict.fromkeys((int(r["n"]), int(r["k"])) for r in csv.DictReader(f)))
-
-
 def shapes() -> list[tuple[int, int, int, str, bool]]:
     """(M, N, K, layout, as rows) of the sweep."""
     out = []
-    for n, k in _llm_nk():
+    for n, k in llm_weights():
         out += [(m, n, k, "NN", False) for m in (1, 4, 16)] + [(1, n, k, "NT", False)]
     return out + [(m, n, k, "TT", True) for m, n, k in ROWS]
 
@@ -269,10 +261,10 @@ def main() -> int:
     if args.family == "colb":
         todo = [(*p, "NT", False) for p in COLUMN_B_ROWS]
     if args.family == "colb_smem_a":  # x @ W.T with K a multiple of 4 (B and A read 4 wide along K)
-        todo = [(m, n, k, "NT", False) for m in COLB_SMEM_A_ROWS for n, k in _llm_nk() if k % 4 == 0]
+        todo = [(m, n, k, "NT", False) for m in COLB_SMEM_A_ROWS for n, k in llm_weights() if k % 4 == 0]
     if args.family in ("smem_a", "smem_a_depth"):  # x @ W with an aligned N (B read 4 wide)
         rows = SMEM_A_ROWS if args.family == "smem_a" else (8, 16)  # smem_a_depth: the rows that stage A
-        todo = [(m, n, k, "NN", False) for m in rows for n, k in _llm_nk() if n % 4 == 0]
+        todo = [(m, n, k, "NN", False) for m in rows for n, k in llm_weights() if n % 4 == 0]
     if args.family == "launch":  # where a launch is a large share of the time: A, B and C of a few MiB
         todo = [t for t in todo if 4 * (t[0] * t[2] + t[2] * t[1] + t[0] * t[1]) <= LAUNCH_BOUND_BYTES]
     if args.quick:

@@ -19,9 +19,7 @@ from the rest; every row is in the JSON either way.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
-from pathlib import Path
 
 from beside import (
     checked_beside_cublas,
@@ -29,6 +27,7 @@ from beside import (
     device_gemm_operands,
     gemm_op,
     gpu_name,
+    llm_weights,
     measure_each,
     write_results,
 )
@@ -36,18 +35,13 @@ from gpu_check import gpu_or_exit
 
 import tiledsl
 
-DATA = Path(__file__).resolve().parent / "data" / "llm_gemm.csv"
 TARGET_FRACTION = 0.85
 """The share of the measured copy bandwidth a few-row product's ``schedule=None`` is meant to reach."""
 
 
 def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, int, str]]:
     """(M, N, K, layout) of the sweep: every distinct (N, K) of the LLM set × ``ms`` × NN and NT."""
-    seen: dict = {}
-    with open(DATA) as f:
-        for r in csv.DictReader(f):
-            seen.setdefault((int(r["n"]), int(r["k"])), None)
-    return [(m, n, k, layout) for n, k in seen for layout in ("NN", "NT") for m in ms]
+    return [(m, n, k, layout) for n, k in llm_weights() for layout in ("NN", "NT") for m in ms]
 
 
 def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float) -> list[dict]:

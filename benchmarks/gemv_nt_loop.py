@@ -17,9 +17,7 @@ The choices it informs are the register loop's order (B's columns first, then A 
 from __future__ import annotations
 
 import argparse
-import csv
 from dataclasses import replace
-from pathlib import Path
 
 from beside import (
     checked_beside_cublas,
@@ -27,6 +25,7 @@ from beside import (
     device_gemm_operands,
     gemm_op,
     gpu_name,
+    llm_weights,
     measure_each,
     write_results,
 )
@@ -34,20 +33,13 @@ from gpu_check import gpu_or_exit
 
 import tiledsl
 
-DATA = Path(__file__).resolve().parent / "data" / "llm_gemm.csv"
 ROWS = (1, 4, 8, 12, 16)
 DEPTHS = (1024, 512, 256)
 
 
 def shapes(rows: tuple[int, ...] = ROWS) -> list[tuple[int, int, int]]:
     """(M, N, K) of the sweep: each distinct (N, K) of the LLM data with each of ``rows``."""
-    seen: list[tuple[int, int]] = []
-    with open(DATA) as f:
-        for r in csv.DictReader(f):
-            nk = (int(r["n"]), int(r["k"]))
-            if nk not in seen:
-                seen.append(nk)
-    return [(m, n, k) for n, k in seen for m in rows]
+    return [(m, n, k) for n, k in llm_weights() for m in rows]
 
 
 def measure(m: int, n: int, k: int, target, copy: float, label: str) -> list[dict]:

@@ -13,9 +13,7 @@ product, then timed with tiledsl.timing.time_gpu (CUDA events, warm-up, L2 flush
 from __future__ import annotations
 
 import argparse
-import csv
 from dataclasses import replace
-from pathlib import Path
 
 from beside import (
     checked_beside_cublas,
@@ -23,6 +21,7 @@ from beside import (
     gemm_as_rows,
     gemm_op,
     gpu_name,
+    llm_weights,
     measure_each,
     write_results,
 )
@@ -30,7 +29,6 @@ from gpu_check import gpu_or_exit
 
 import tiledsl
 
-DATA = Path(__file__).resolve().parent / "data" / "llm_gemm.csv"
 FEW_COLUMNS = [(512, 16, 500000), (1024, 16, 500000), (1024, 8, 500000), (7680, 4, 2560), (3072, 1, 1024),
                (6144, 1, 2048)]
 UNROLLS = (1, 2, 4, 8)
@@ -38,13 +36,7 @@ UNROLLS = (1, 2, 4, 8)
 
 def shapes() -> list[tuple[int, int, int, str, bool]]:
     """(M, N, K, layout, as rows) of the sweep."""
-    out, seen = [], set()
-    with open(DATA) as f:
-        for r in csv.DictReader(f):
-            n, k = int(r["n"]), int(r["k"])
-            if (n, k) not in seen:
-                seen.add((n, k))
-                out += [(m, n, k, "NN", False) for m in (1, 4, 8, 16)]
+    out = [(m, n, k, "NN", False) for n, k in llm_weights() for m in (1, 4, 8, 16)]
     return out + [(m, n, k, "TT", True) for m, n, k in FEW_COLUMNS]
 
 
