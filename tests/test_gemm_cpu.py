@@ -825,7 +825,7 @@ def test_gemv_smem_a_compiles_in_128_registers_with_its_slice_of_a_in_shared_mem
 def test_gemv_smem_a_column_major_b_keeps_one_row_of_a_in_registers(dtype, la):
     """smem_a with a column-major B (x @ W.T): A's K slice staged in its own layout (As[m][k], row stride the slice's
     depth), per row one VB-wide read of it, so sixteen rows × 4 columns per warp at unroll 1 compile in 128 registers
-    without spills or a stack frame (A in registers: 255 and spilling); the reduce-scatter epilogue where bm·rn is a
+    without spills or a stack frame (A in registers: 255 and, before session 19's loop, spilling); the reduce-scatter epilogue where bm·rn is a
     multiple of 32, the per-value shuffles elsewhere; the plan's dynamic shared memory is the slice."""
     for n, k, bm, rn, unroll, split, fused, mb in ((4096, 4096, 16, 4, 1, 8, False, 4), (4099, 4098, 8, 4, 2, 8, True, 2),
                                                   (1001, 999, 4, 2, 2, 1, False, 4), (4096, 4096, 16, 4, 2, 8, False, 3)):
@@ -843,6 +843,25 @@ def test_gemv_smem_a_column_major_b_keeps_one_row_of_a_in_registers(dtype, la):
         src = kern.source
         assert src.count("__syncthreads();") == 1 + 2 * fused and "extern __shared__ float4 as4[];" in src
         assert ("reduce-scatter butterfly" in src) == (bm * rn % 32 == 0), (bm, rn)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_gemv_column_major_b_register_loop_reads_b_first(dtype):
+    """The column-major-B kernel with A in registers (x @ W.T): per step the RN vectors of B first (float32
+    evict-first, ``__ldcs``; 16-bit inputs plain loads), then one row's vector of A at a time; the reduce-scatter
+    epilogue exactly where bm·rn is a multiple of 32; sixteen rows × 4 columns per warp at unroll 2 compile without
+    spills or a stack frame (before session 19's loop: 255 registers and 16–32 bytes of spills)."""
+    for m, bm, rn, unroll in ((16, 16, 4, 2), (8, 8, 4, 2), (3, 4, 4, 1), (1, 1, 1, 2), (12, 16, 2, 1)):
+        al = 4 if dtype == "float32" else 8  # 16 bytes
+        op = GemmOp(m, 4096, 4096, dtype=dtype, layout_b="col", align_a=al, align_b=al, align_c=al)
+        s = GemmSchedule(kernel="gemv", bm=bm, bn=128, vec=4, rn=rn, unroll=unroll, split_k=3)
+        kern = tiledsl.compile(op, s, arch="sm_90")
+        assert kern.spill_bytes == 0 and kern.stack_bytes == 0, (op, s, kern.registers, kern.spill_bytes)
+        loop = kern.source.split("float b[RN][VB];", 1)[1].split("epilogue", 1)[0]
+        assert ("__ldcs(" in loop) == (dtype == "float32"), (dtype, m)
+        assert loop.index("B + (long long)gn * ldb + k") < loop.index("A + (long long)gm * lda + k")
+        assert "float a[BM]" not in kern.source  # one row of A at a time
+        assert ("reduce-scatter butterfly" in kern.source) == (bm * rn % 32 == 0), (bm, rn)
 
 
 def test_gemv_smem_a_rules_name_the_limit():

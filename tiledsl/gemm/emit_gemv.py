@@ -50,7 +50,9 @@ from .schedule import GEMM_RULES, GemmSchedule
 
 def _load_vec(w: Writer, dt: dtypes.DType, width: int, dst: str, addr: str, streaming: bool = False) -> None:
     """``float dst[width]`` = the ``width`` elements at ``addr`` (a pointer expression), as one vector load;
-    ``streaming`` (float32 only): ``__ldcs``, cached evict-first (data read once: B streaming past A in L1)."""
+    ``streaming`` (float32 only): ``__ldcs``, cached evict-first in L1 and L2 (data read once: B streaming past A in
+    L1; a grid with several blocks of rows, M > BM, reads B once per block of rows and does not find it in L2:
+    ``schedule=None`` never makes one, BM covering M)."""
     if width == 1:
         w(f"const float {dst}[1] = {{{dt.to_acc(f'__ldcs({addr})' if streaming else f'*({addr})')}}};")
         return
@@ -287,13 +289,14 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
                           "  for (int j = 0; j < VB; ++j) acc[4 * q + r][j] += a4[r] * b[j];")
 
 
-def _stage_a(w: Writer, dt: dtypes.DType, va: int, a_at: str, index: str, dst: str, piece: str | None = None) -> None:
+def _stage_a(w: Writer, dt: dtypes.DType, va: int, a_at: str, index: str, dst: str,
+             piece_at: str | None = None) -> None:
     """Emit the loop staging the block's K slice of A in shared memory, float32, rows past M zero: the block's
     threads take the BM·n_k/VA VA-wide pieces in turn, ``index`` (a statement) naming the piece's row ``m``, its
     piece ``kv`` along K and ``gm``, and ``dst`` (of ``j``, ``m``, ``kv``) where element j of it goes; or, where the
-    piece's elements lie next to each other and VA > 1, ``piece`` (of ``m``, ``kv``): the ``float*`` of its first,
+    piece's elements lie next to each other and VA > 1, ``piece_at`` (of ``m``, ``kv``): the ``float*`` of its first,
     aligned to VA floats, stored as one vector (consecutive threads then write consecutive vectors: no conflicts)."""
-    vector = piece is not None and va > 1
+    vector = piece_at is not None and va > 1
     vt = VEC_TYPES[("float", va)] if vector else ""
     with w.block("for (int i = threadIdx.x; i < BM * (n_k / VA); i += THREADS)"):
         w(index)
@@ -302,7 +305,7 @@ def _stage_a(w: Writer, dt: dtypes.DType, va: int, a_at: str, index: str, dst: s
             with w.block("if (gm < M)"):
                 _load_vec(w, dt, va, "av", "A + (long long)gm * lda + k_begin + kv * VA")
                 w(f"piece = make_{vt}(" + ", ".join(f"av[{j}]" for j in range(va)) + ");")
-            w(f"*reinterpret_cast<{vt}*>({piece}) = piece;")
+            w(f"*reinterpret_cast<{vt}*>({piece_at}) = piece;")
             return
         with w.block("if (gm < M)"):
             if va > 1:
@@ -334,7 +337,7 @@ def _col_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
       "for (int c = 0; c < RN; ++c) b_col[c] = B + (long long)(gn0 + c < N ? gn0 + c : N - 1) * ldb + k_begin;")
     w("// stage A: consecutive threads take consecutive VA-wide pieces of a row (once per slice; n_k is a multiple of VA)")
     _stage_a(w, dt, va, a_at, "const int m = i / (n_k / VA), kv = i % (n_k / VA), gm = row0 + m;",
-             "as[m * n_k + kv * VA + j]", piece="as + m * n_k + kv * VA")
+             "as[m * n_k + kv * VA + j]", piece_at="as + m * n_k + kv * VA")
     w("__syncthreads();",
       "float acc[BM * RN] = {};  // entry m * RN + c: row m, column gn0 + c")
     with w.block("if (gn0 < N)"):

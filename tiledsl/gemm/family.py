@@ -71,7 +71,7 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
                     f"slices of at most {GEMV_COLUMN_B_STAGED[4]}, B of at most {GEMV_COLUMN_B_STAGED[5] >> 20} MiB "
                     f"(N ≥ {GEMV_COLUMN_B_STAGED[6]}, K ≤ {GEMV_COLUMN_B_STAGED[7]}), "
                     f"{s.rn} columns per warp")
-        elif op.layout_b == "col" and s.bm > 1 and s.col_groups == 1:
+        elif op.layout_b == "col" and s.bm > 1:
             one += f"; A in registers, not staged (gemv_column_b_unstaged): {gemv_column_b_unstaged(op, s)}"
         return s, f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows (GEMV_MAX_M){one}"
     tall = tall_thin_schedule(op, target)
@@ -669,8 +669,8 @@ def gemv_column_b_unstaged(op: GemmOp, base: GemmSchedule) -> str | None:
         (op.align_a >= 4 and op.align_b >= 4, f"align_a {op.align_a}, align_b {op.align_b}: A and B need 4"),
         (op.n >= fewest_n, f"N = {op.n} < {fewest_n} (not measured)"),
         (op.k <= most_k, f"K = {op.k} > {most_k} (not measured)"),
-        (op.k * op.n * 4 <= most_bytes, f"B of {op.k * op.n * 4 / 2**20:.1f} MiB > {most_bytes >> 20} MiB: staging "
-                                        "A per block of 16 columns costs as many bytes as B"),
+        (op.k * op.n * 4 <= most_bytes, f"B of {op.k * op.n * 4 / 2**20:.1f} MiB > {most_bytes >> 20} MiB: a block "
+                                        f"stages {base.bm} rows of A per 16 columns of B, slice by slice"),
     )
     return next((why for ok, why in checks if not ok), None)
 
