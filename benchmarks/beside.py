@@ -33,10 +33,11 @@ def llm_weights() -> list[tuple[int, int]]:
         return list(dict.fromkeys((int(r["n"]), int(r["k"])) for r in csv.DictReader(f)))
 
 
-def sweep_main(script: str, default_out: str, description: str, products, measure) -> int:
-    """The ``main`` of a GPU sweep: ``--out`` (default ``default_out``), exit with a message where no GPU is present
-    (``gpu_check.gpu_or_exit``), then :func:`measure_each` of ``measure`` over ``products(target)`` (tuples to which
-    ``measure`` takes the target last) and :func:`write_results`."""
+def sweep_main(script: str, default_out: str, description: str, products, measure, add_arguments=None) -> int:
+    """The ``main`` of a GPU sweep: ``--out`` (default ``default_out``) and whatever ``add_arguments(parser)`` adds,
+    exit with a message where no GPU is present (``gpu_check.gpu_or_exit``), then :func:`measure_each` of ``measure``
+    over ``products(args)`` (tuples, called after the GPU check; ``measure`` takes the target after each tuple's
+    items) and :func:`write_results`."""
     import argparse
 
     import cupy as cp
@@ -46,10 +47,12 @@ def sweep_main(script: str, default_out: str, description: str, products, measur
 
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", default=default_out)
+    if add_arguments is not None:
+        add_arguments(ap)
     args = ap.parse_args()
     gpu_or_exit(script)
     target = tiledsl.Target.current()
-    rows = measure_each([(*product, target) for product in products()], measure)
+    rows = measure_each([(*product, target) for product in products(args)], measure)
     write_results(args.out, gpu_name(), rows, cp.__version__)
     return 0
 

@@ -16,7 +16,6 @@ The choices it informs are the register loop's order (B's columns first, then A 
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 
 from beside import (
@@ -24,12 +23,9 @@ from beside import (
     copy_gbps,
     device_gemm_operands,
     gemm_op,
-    gpu_name,
     llm_weights,
-    measure_each,
-    write_results,
+    sweep_main,
 )
-from gpu_check import gpu_or_exit
 
 import tiledsl
 
@@ -42,7 +38,7 @@ def shapes(rows: tuple[int, ...] = ROWS) -> list[tuple[int, int, int]]:
     return [(m, n, k) for n, k in llm_weights() for m in rows]
 
 
-def measure(m: int, n: int, k: int, target, copy: float, label: str) -> list[dict]:
+def measure(m: int, n: int, k: int, copy: float, label: str, target) -> list[dict]:
     """One row per variant of one product (module docstring)."""
     from tiledsl.gemm.family import default_schedule
 
@@ -69,21 +65,21 @@ def measure(m: int, n: int, k: int, target, copy: float, label: str) -> list[dic
     return rows
 
 
-def main() -> int:
-    import cupy as cp
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/gemv_nt_loop_h200.json")
+def _arguments(ap) -> None:
     ap.add_argument("--label", default="head", help="name of the source tree that ran, recorded in each row")
     ap.add_argument("--rows", default=",".join(map(str, ROWS)), help="comma-separated M values (default: %(default)s)")
-    args = ap.parse_args()
-    gpu_or_exit("benchmarks/gemv_nt_loop.py")
-    target = tiledsl.Target.current()
+
+
+def _products(args) -> list[tuple]:
+    """(M, N, K, copy GB/s, label) of the sweep; the copy measured once, before it."""
     copy = copy_gbps()
     print(f"device copy {copy:.0f} GB/s", flush=True)
-    rows = measure_each([(*shape, target, copy, args.label) for shape in shapes(tuple(int(r) for r in args.rows.split(",")))], measure)
-    write_results(args.out, gpu_name(), rows, cp.__version__)
-    return 0
+    return [(*shape, copy, args.label) for shape in shapes(tuple(int(r) for r in args.rows.split(",")))]
+
+
+def main() -> int:
+    return sweep_main("benchmarks/gemv_nt_loop.py", "benchmarks/results/gemv_nt_loop_h200.json",
+                      __doc__.splitlines()[0], _products, measure, _arguments)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ product, then timed with tiledsl.timing.time_gpu (CUDA events, warm-up, L2 flush
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 
 from beside import (
@@ -20,12 +19,9 @@ from beside import (
     device_gemm_operands,
     gemm_as_rows,
     gemm_op,
-    gpu_name,
     llm_weights,
-    measure_each,
-    write_results,
+    sweep_main,
 )
-from gpu_check import gpu_or_exit
 
 import tiledsl
 
@@ -65,16 +61,8 @@ def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target) -> list[
 
 
 def main() -> int:
-    import cupy as cp
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/gemv_unroll_h200.json")
-    args = ap.parse_args()
-    gpu_or_exit("benchmarks/gemv_unroll.py")
-    target = tiledsl.Target.current()
-    rows = measure_each([(*shape, target) for shape in shapes()], measure)
-    write_results(args.out, gpu_name(), rows, cp.__version__)
-    return 0
+    return sweep_main("benchmarks/gemv_unroll.py", "benchmarks/results/gemv_unroll_h200.json",
+                      __doc__.splitlines()[0], lambda args: shapes(), measure)
 
 
 if __name__ == "__main__":
