@@ -195,6 +195,31 @@ def test_fma_pipelines_shapes_layouts(name, la, lb, m, n, k, rng):
     assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < 1e-5
 
 
+UNEVEN_SCHEDULES = {  # tiles whose vector pieces leave the last round of loads to some threads (rows fitted to M)
+    "40x128x16 t4x8 stream-K": dict(bm=40, bn=128, bk=16, rm=4, rn=8, wm=8, wn=128, unroll=16, stream_k=True),
+    "36x256x16 t4x8 stream-K": dict(bm=36, bn=256, bk=16, rm=4, rn=8, wm=4, wn=256, unroll=16, stream_k=True),
+    "48x128x16 t4x8 cp.async": dict(bm=48, bn=128, bk=16, rm=4, rn=8, wm=16, wn=64, unroll=16, stages=3,
+                                    smem_pad=4),
+    "40x64x8 t4x4 fragment prefetch": dict(bm=40, bn=64, bk=8, rm=4, rn=4, wm=8, wn=64, unroll=8,
+                                           fragment_prefetch=True),
+    "40x128x16 t4x8 split3": dict(bm=40, bn=128, bk=16, rm=4, rn=8, wm=8, wn=128, unroll=16, split_k=3),
+}
+
+
+@pytest.mark.parametrize("name", list(UNEVEN_SCHEDULES))
+@pytest.mark.parametrize("la,lb", [("row", "row"), ("col", "col"), ("row", "col"), ("col", "row")])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 5), (35, 1500, 700), (127, 129, 65), (36, 260, 300),
+                                   (130, 258, 66)])
+def test_uneven_tile_loads(name, la, lb, m, n, k, rng):
+    """Tiles whose pieces do not split evenly over the threads (the last round of loads taken by some threads
+    only): every layout, odd and vector-aligned extents (4-, 2- and 1-wide pieces), edge tiles and K tails,
+    register prefetch, cp.async, fragment prefetch, split-K and stream-K, against float64 on NaN-poisoned C."""
+    s = tiledsl.GemmSchedule(**UNEVEN_SCHEDULES[name])
+    a, ha = _rand((m, k), rng, layout=la)
+    b, hb = _rand((k, n), rng, layout=lb)
+    assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < 1e-5
+
+
 @pytest.mark.parametrize("la", ["row", "col"])
 @pytest.mark.parametrize("k", [997, 1000])
 def test_misaligned_row_b_default(la, k, rng):

@@ -71,8 +71,6 @@ static_assert(WM % RM == 0 && WN % RN == 0, "rule thread_tile_divides_warp");
 static_assert(WARP_LANES == 32, "rule warp_is_32_threads");
 static_assert(THREADS <= 1024, "rule threads_at_most_1024");
 static_assert(BM % VEC == 0 && BN % VEC == 0 && BK % VEC == 0, "rule vec_divides_tile");
-static_assert((BM * BK) % (THREADS * VEC) == 0, "rule a_tile_load_even");
-static_assert((BK * BN) % (THREADS * VEC) == 0, "rule b_tile_load_even");
 static_assert(UNROLL >= 1 && BK % UNROLL == 0, "rule unroll_divides_bk");
 static_assert(SMEM_PAD >= 0 && SMEM_PAD <= 64 && SMEM_PAD % 4 == 0, "rule smem_pad_keeps_16_bytes");
 static_assert(RM * RN <= 128, "rule accumulators_fit_registers");

@@ -55,7 +55,7 @@ import sympy as sp
 
 from .. import dtypes
 from ..gemm.kernel_plan import gemv_columns_per_block, gemv_widths, plan_gemm, stream_k_split, tile_count
-from ..gemm.schedule import fma_register_terms, gemv_smem_a_bytes
+from ..gemm.schedule import fma_register_terms, gemv_smem_a_bytes, tile_loads
 from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
 from .gemv import gemv_time
@@ -199,11 +199,11 @@ def _store_wavefronts(op, s, which: str, vec: int) -> tuple[int, int]:
     if which == "A":
         transposed = op.layout_a == "row"
         contig, ld = (s.bk if transposed else s.bm), s.bm + s.smem_pad
-        loads = s.bm * s.bk // (threads * vec)
+        loads = tile_loads(s, "A", vec)
     else:
         transposed = op.layout_b == "col"
         contig, ld = (s.bk if transposed else s.bn), s.bn + s.smem_pad
-        loads = s.bk * s.bn // (threads * vec)
+        loads = tile_loads(s, "B", vec)
     instr = wf = 0
     lanes = range(min(32, threads))
     rc_ = [((t // (contig // vec)), (t % (contig // vec)) * vec) for t in lanes]
@@ -228,8 +228,7 @@ def _per_step(op, s) -> dict[str, float]:
     va, vb = p.width("A"), p.width("B")
     cm, cn = p.detail.cm, p.detail.cn
     lanes_m, lanes_n = s.wm // s.rm, s.wn // s.rn
-    loads_a = s.bm * s.bk // (s.threads * va)
-    loads_b = s.bk * s.bn // (s.threads * vb)
+    loads_a, loads_b = tile_loads(s, "A", va), tile_loads(s, "B", vb)
     loop = 0 if s.unroll >= s.bk else 3 * (s.bk // s.unroll)
     if s.kernel == "gemv":  # smem_a: per k a thread's bm/4 16-byte broadcasts (one wavefront each per warp), and
         # its share of staging bm × bk elements of A: scalar stores, warp 0's lanes at rows i % bm of k group i / bm

@@ -134,8 +134,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
       f"(op alignment {op.align_a}/{op.align_b}/{op.align_c})",
       "constexpr int LDS_A = BM + SMEM_PAD;          // shared row pitch of A (As[k][m])",
       "constexpr int LDS_B = BN + SMEM_PAD;          // shared row pitch of B (Bs[k][n])",
-      "constexpr int LOADS_A = BM * BK / (THREADS * VA);",
-      "constexpr int LOADS_B = BK * BN / (THREADS * VB);",
+      *_loads_per_thread(s, "A", va), *_loads_per_thread(s, "B", vb),
       'static_assert(CN % VC == 0, "a C chunk splits into VC-wide stores");')
     for line in R.static_asserts(GEMM_RULES, s.env()):
         w(line)
@@ -422,8 +421,8 @@ def _pipelined_main_loop(w: Writer, op: GemmOp, s: GemmSchedule, va: int, vb: in
       "#pragma unroll")
     with w.block("for (int st = 0; st < STAGES - 1; ++st)"):
         with w.block("if (st < k_tiles)"):
-            _copy_async(w, op, "A", "st", "k_begin + st * BK", va)
-            _copy_async(w, op, "B", "st", "k_begin + st * BK", vb)
+            _copy_async(w, op, s, "A", "st", "k_begin + st * BK", va)
+            _copy_async(w, op, s, "B", "st", "k_begin + st * BK", vb)
         w("tdsl_cp_async_commit();")
     w.blank()
     w("// ---- main loop over K tiles ----")
@@ -432,13 +431,13 @@ def _pipelined_main_loop(w: Writer, op: GemmOp, s: GemmSchedule, va: int, vb: in
           "__syncthreads();                   // everyone's have; stage (kt - 1) % STAGES is read out",
           "const int next = kt + STAGES - 1;  // request K tile kt + STAGES - 1 into the freed stage")
         with w.block("if (next < k_tiles)"):
-            _copy_async(w, op, "A", "next % STAGES", "k_begin + next * BK", va)
-            _copy_async(w, op, "B", "next % STAGES", "k_begin + next * BK", vb)
+            _copy_async(w, op, s, "A", "next % STAGES", "k_begin + next * BK", va)
+            _copy_async(w, op, s, "B", "next % STAGES", "k_begin + next * BK", vb)
         w("tdsl_cp_async_commit();")
         _compute(w, s, "kt % STAGES", cm, cn)
 
 
-def _copy_async(w: Writer, op: GemmOp, which: str, stage: str, k0: str, vec: int) -> None:
+def _copy_async(w: Writer, op: GemmOp, s: GemmSchedule, which: str, stage: str, k0: str, vec: int) -> None:
     """Request one K tile of ``which`` into shared stage ``stage`` with cp.async, zero-filled outside the
     matrix. Where the tile keeps its global layout (K-outer already): ``vec``-wide copies. Where it is
     transposed to K-outer: one 4-byte copy per element, consecutive threads taking consecutive elements of a
@@ -457,16 +456,42 @@ def _copy_async(w: Writer, op: GemmOp, which: str, stage: str, k0: str, vec: int
             with w.block(f"for (int i = 0; i < {g['loads']} * {g['v']}; ++i)"):
                 w("const int idx = tid + i * THREADS;",
                   f"const int r = idx / {g['contig']};  // strided index",
-                  f"const int c = idx % {g['contig']};  // contiguous index (K)",
-                  f"const bool in_range = {g['bound']};",
+                  f"const int c = idx % {g['contig']};  // contiguous index (K)")
+                if _uneven(s, which, vec):
+                    _past_tile(w, g)
+                w(f"const bool in_range = {g['bound']};",
                   f"tdsl_cp_async<4>(&dst[c * {g['ld']} + r], {g['ptr']}, in_range);")
             return
         with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
             w("const int idx = tid + i * THREADS;",
               f"const int r = idx / ({g['contig']} / {g['v']});              // strided index",
-              f"const int c = (idx % ({g['contig']} / {g['v']})) * {g['v']};  // contiguous index",
-              f"const bool in_range = {g['bound']};",
+              f"const int c = (idx % ({g['contig']} / {g['v']})) * {g['v']};  // contiguous index")
+            if _uneven(s, which, vec):
+                _past_tile(w, g)
+            w(f"const bool in_range = {g['bound']};",
               f"tdsl_cp_async<{vec * 4}>(&dst[r * {g['ld']} + c], {g['ptr']}, in_range);")
+
+
+def _uneven(s: GemmSchedule, which: str, vec: int) -> bool:
+    """Whether the ``vec``-wide pieces of one K tile of ``which`` leave the last round of loads to some threads only
+    (:func:`tiledsl.gemm.schedule.tile_loads`; e.g. a 40×16 A tile in 4-wide pieces over 192 threads)."""
+    elements = s.bm * s.bk if which == "A" else s.bk * s.bn
+    return elements % (s.threads * vec) != 0
+
+
+def _loads_per_thread(s: GemmSchedule, which: str, vec: int) -> tuple[str, ...]:
+    """The ``LOADS_A`` / ``LOADS_B`` constants: loads per thread of one K tile, rounded up where uneven."""
+    x, tile, v = which, ("BM * BK" if which == "A" else "BK * BN"), f"V{which}"
+    if not _uneven(s, which, vec):
+        return (f"constexpr int LOADS_{x} = {tile} / (THREADS * {v});",)
+    return (f"constexpr int PIECES_{x} = {tile} / {v};               // {v}-wide pieces of one {x} tile",
+            f"constexpr int LOADS_{x} = (PIECES_{x} + THREADS - 1) / THREADS;  "
+            f"// the last round: the first PIECES_{x} % THREADS threads")
+
+
+def _past_tile(w: Writer, g: dict) -> None:
+    """Skip a piece of the uneven last round that lies past the tile (its strided index ``r`` ≥ the tile's extent)."""
+    w(f"if (r >= {g['strided']}) continue;  // past the tile: the last round is uneven")
 
 
 def _thread_to_fragment(w: Writer) -> None:
@@ -522,7 +547,8 @@ def _rows_across_lanes(op: GemmOp, s: GemmSchedule, which: str, vec: int) -> boo
     per_row = s.bk // vec
     assert s.threads % 32 == 0, "rule warp_is_32_threads: whole warps (the lane mapping assumes them)"
     loads = rows * s.bk // (s.threads * vec)
-    return g["transposed"] and vec == 4 and rows % 32 == 0 and per_row > 1 and loads % per_row == 0
+    return (g["transposed"] and vec == 4 and rows % 32 == 0 and per_row > 1 and loads % per_row == 0
+            and not _uneven(s, which, vec))
 
 
 def _tile_index(g: dict, across_lanes: bool, comments: bool) -> tuple[str, ...]:
@@ -555,8 +581,10 @@ def _load_global(w: Writer, op: GemmOp, dt: dtypes.DType, s: GemmSchedule, which
         w(f"const int k0 = {k0};")
         w("#pragma unroll")
         with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
-            w(*_tile_index(g, _rows_across_lanes(op, s, which, vec), comments=True),
-              f"const bool in_range = {g['bound']};")
+            w(*_tile_index(g, _rows_across_lanes(op, s, which, vec), comments=True))
+            if _uneven(s, which, vec):
+                _past_tile(w, g)
+            w(f"const bool in_range = {g['bound']};")
             _emit_vector_load(w, dt, vec, g["ptr"], f"{stage}[i * {g['v']}", "in_range")
 
 
@@ -584,6 +612,8 @@ def _store_shared(w: Writer, op: GemmOp, s: GemmSchedule, which: str, stage: str
         w("#pragma unroll")
         with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
             w(*_tile_index(g, _rows_across_lanes(op, s, which, vec), comments=False))
+            if _uneven(s, which, vec):
+                _past_tile(w, g)
             v = g["v"]
             if g["transposed"]:
                 w("#pragma unroll",

@@ -131,12 +131,6 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls} threads={THREADS} exceeds 1024 per block"),
     R.Rule("vec_divides_tile", "BM % VEC == 0 and BN % VEC == 0 and BK % VEC == 0",
            "{cls}.vec={VEC} must divide bm={BM}, bn={BN} and bk={BK}", when="MMA == 0 and KERNEL == 0"),
-    R.Rule("a_tile_load_even", "(BM * BK) % (THREADS * VEC) == 0",
-           "{cls} A tile bm·bk={BM}·{BK} does not split evenly into loads of vec={VEC} over "
-           "{THREADS} threads", when="MMA == 0 and KERNEL == 0"),
-    R.Rule("b_tile_load_even", "(BK * BN) % (THREADS * VEC) == 0",
-           "{cls} B tile bk·bn={BK}·{BN} does not split evenly into loads of vec={VEC} over "
-           "{THREADS} threads", when="MMA == 0 and KERNEL == 0"),
     R.Rule("unroll_divides_bk", "UNROLL >= 1 and BK % UNROLL == 0",
            "{cls}.unroll={UNROLL} must be ≥ 1 and divide bk={BK}", when="MMA == 0 and KERNEL == 0"),
     R.Rule("smem_pad_keeps_16_bytes", "SMEM_PAD >= 0 and SMEM_PAD <= 64 and SMEM_PAD % 4 == 0",
@@ -275,16 +269,23 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -
     return t["accumulators"] + t["fragments"] + t["staged"] + 2 * t["loads"] + 36 + 10 * t["stream_k"]
 
 
+def tile_loads(s: GemmSchedule, which: str, vec: int) -> int:
+    """Global loads per thread of one K tile of ``which`` ("A": bm × bk, "B": bk × bn) in ``vec``-wide pieces over the
+    block's threads, rounded up: where the pieces do not divide evenly (e.g. bm = 40 over 160 threads) the last
+    round is taken by the first pieces % threads threads only (``gemm.emit``'s ``PIECES_A``/``PIECES_B``)."""
+    elements = s.bm * s.bk if which == "A" else s.bk * s.bn
+    return -(-elements // (max(s.threads, 1) * max(vec, 1)))
+
+
 def fma_register_terms(s: GemmSchedule, va: int, vb: int) -> dict[str, int]:
     """What the FMA tiled kernel keeps in registers, per thread, the terms of :func:`estimate_registers` (which
     weighs them 1, 1, 1, 2 per load instruction, + 36, + 10 for stream-K; the cost model weighs them by its fitted
     ``FmaParams.reg_*``): ``accumulators`` rm·rn; ``fragments`` rm + rn (twice with fragment prefetch); ``staged``
     the next global tile held in registers (stages ≤ 2; deeper pipelines copy it with cp.async); ``loads`` global
     load instructions per K tile (A ``va`` wide, B ``vb`` wide: each holds a 64-bit address); ``stream_k`` 1 or 0."""
-    threads = max(s.threads, 1)
     return {"accumulators": s.rm * s.rn, "fragments": (s.rm + s.rn) * (2 if s.fragment_prefetch else 1),
-            "staged": (s.bm * s.bk + s.bk * s.bn) // threads if s.stages <= 2 else 0,
-            "loads": s.bm * s.bk // (threads * max(va, 1)) + s.bk * s.bn // (threads * max(vb, 1)),
+            "staged": tile_loads(s, "A", va) * va + tile_loads(s, "B", vb) * vb if s.stages <= 2 else 0,
+            "loads": tile_loads(s, "A", va) + tile_loads(s, "B", vb),
             "stream_k": int(s.stream_k)}
 
 
