@@ -13,7 +13,8 @@ data-set product of M, N ≥ 1024 on the estimate's tile against the data pass's
 ``--set tallwide``: every tiled data-set product of 64 to 128 columns against the shipped winners' 256-row and 8×8
 tiles with 8 and 16 K slices; ``--set wavetail``: the products of the wave-tail rule, in the data sets and a
 sample off them, against the estimate's pick it replaces; ``--set fitrows``: every data-set product with M in 17…63
-not a multiple of 16 (M = 35) on block tiles of 36, 40 and 48 rows (tiles whose loads split unevenly over the threads),
+not a multiple of 16 (M = 35), and a few products off the data sets, on block tiles of 36, 40 and 48 rows (tiles
+whose loads split unevenly over the threads),
 ``--out benchmarks/results/gemm_fit_rows_h200.json``. In these three sets "built-in" is ``builtin_schedule``,
 not ``schedule=None``, which would run the shipped records of the data pass's products).
 
@@ -286,9 +287,15 @@ def _wave_tail_schedules(m: int, n: int, k: int, layout: str) -> dict:
             "256x128x8 streamk": tiledsl.registry.presets(GEMM)[WAVE_TAIL_PRESET].to_dict()}
 
 
+FIT_ROWS_OFF_DATA = [(35, 8457, 2560, "NN"), (35, 1500, 2560, "NN"), (33, 8457, 2560, "TT"), (40, 8457, 2560, "TT"),
+                     (47, 8457, 2560, "TT"), (48, 8457, 2560, "TT"), (33, 4096, 4096, "NN")]
+"""Off the data sets: row-major B with an odd N (scalar loads of B), and M across the fitted rule's 33…48."""
+
+
 def _fit_rows_shapes(target) -> list:
-    """Every data-set product whose M is in 17…63 and not a multiple of 16 (DeepBench's 35 × 700 / 1500 / 8457)."""
-    return [key for key in workload_shapes() if 17 <= key[0] < 64 and key[0] % 16]
+    """Every data-set product whose M is in 17…63 and not a multiple of 16 (DeepBench's 35 × 700 / 1500 / 8457), then
+    :data:`FIT_ROWS_OFF_DATA`."""
+    return [key for key in workload_shapes() if 17 <= key[0] < 64 and key[0] % 16] + FIT_ROWS_OFF_DATA
 
 
 def _fit_rows_schedules(m: int, n: int, k: int, layout: str) -> dict:
@@ -309,7 +316,13 @@ def _fit_rows_schedules(m: int, n: int, k: int, layout: str) -> dict:
             "40x256x16 t4x8 sk": dict(bm=40, bn=256, bk=16, **t40, unroll=16, stream_k=True),
             "40x64x16 t4x4 sk": dict(bm=40, bn=64, bk=16, rm=4, rn=4, wm=8, wn=64, unroll=16, stream_k=True),
             "36x256x16 t4x8 sk": dict(bm=36, bn=256, bk=16, **t36, unroll=16, stream_k=True),
-            "36x256x8 t4x8 sk": dict(bm=36, bn=256, bk=8, **t36, unroll=8, stream_k=True)}
+            "36x256x8 t4x8 sk": dict(bm=36, bn=256, bk=8, **t36, unroll=8, stream_k=True),
+            "48x128x8 t4x8 sk": dict(bm=48, bn=128, bk=8, **t48, unroll=8, stream_k=True),
+            "48x128x16 t4x8 fp sk": dict(bm=48, bn=128, bk=16, **t48, unroll=16, fragment_prefetch=True,
+                                         stream_k=True),
+            "48x64x16 t4x4 w16x32 sk": dict(bm=48, bn=64, bk=16, rm=4, rn=4, wm=16, wn=32, unroll=16, stream_k=True),
+            "48x64x16 t4x4 w8x64 sk": dict(bm=48, bn=64, bk=16, rm=4, rn=4, wm=8, wn=64, unroll=16, stream_k=True),
+            "48x64x8 t4x4 w16x32 sk": dict(bm=48, bn=64, bk=8, rm=4, rn=4, wm=16, wn=32, unroll=8, stream_k=True)}
 
 
 SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules()),

@@ -228,6 +228,8 @@ def _log2(x: int) -> int | None:
 
 _GEMM_KNOBS = (
     Knob("bm_log2", 4, 8, doc="block tile rows bm = 2^x (16..256)"),
+    Knob("bm_three_quarters", 0, 1, doc="block tile rows 3·2^(x-2) in place of 2^x (12, 24, 48, 96, 192): rows "
+                                        "fitted to an M between two powers of two (48 for M = 35)"),
     Knob("bn_log2", 4, 8, doc="block tile columns bn = 2^x (16..256)"),
     Knob("bk_log2", 3, 5, doc="K depth of a shared-memory tile bk = 2^x (8..32)"),
     Knob("rm_log2", 0, 4, doc="thread tile rows rm = 2^x (1..16)"),
@@ -252,7 +254,8 @@ _GEMM_KNOBS = (
 def _gemm_fields(p: dict) -> dict:
     lanes_n = _p2(p["lanes_n_log2"])
     rm, rn = _p2(p["rm_log2"]), _p2(p["rn_log2"])
-    return dict(bm=_p2(p["bm_log2"]), bn=_p2(p["bn_log2"]), bk=_p2(p["bk_log2"]), rm=rm, rn=rn,
+    bm = 3 * _p2(p["bm_log2"] - 2) if p.get("bm_three_quarters", 0) else _p2(p["bm_log2"])
+    return dict(bm=bm, bn=_p2(p["bn_log2"]), bk=_p2(p["bk_log2"]), rm=rm, rn=rn,
                 wm=(32 // lanes_n) * rm, wn=lanes_n * rn, vec=_p2(p["vec_log2"]),
                 stages=int(p["stages"]), unroll=_p2(p["unroll_log2"]),
                 smem_pad=int(p["smem_pad"]), swizzle=_p2(p["swizzle_log2"]),
@@ -264,12 +267,13 @@ def _gemm_params(s) -> dict | None:
     if s.smem_pad not in (0, 4) or getattr(s, "kernel", "tiled") != "tiled" or getattr(s, "mma", "fma") != "fma":
         return None
     lanes_n = s.wn // s.rn if s.rn else 0
-    logs = {"bm_log2": _log2(s.bm), "bn_log2": _log2(s.bn), "bk_log2": _log2(s.bk), "rm_log2": _log2(s.rm),
+    three_quarters = s.bm % 3 == 0 and _log2(s.bm // 3) is not None
+    logs = {"bm_log2": _log2(s.bm // 3 * 4) if three_quarters else _log2(s.bm), "bn_log2": _log2(s.bn), "bk_log2": _log2(s.bk), "rm_log2": _log2(s.rm),
             "rn_log2": _log2(s.rn), "lanes_n_log2": _log2(lanes_n), "vec_log2": _log2(s.vec),
             "unroll_log2": _log2(s.unroll), "swizzle_log2": _log2(s.swizzle), "split_k_log2": _log2(s.split_k)}
     if any(v is None for v in logs.values()):
         return None
-    params = {**logs, "stages": s.stages, "smem_pad": s.smem_pad, "fragment_prefetch": int(s.fragment_prefetch),
+    params = {**logs, "bm_three_quarters": int(three_quarters), "stages": s.stages, "smem_pad": s.smem_pad, "fragment_prefetch": int(s.fragment_prefetch),
               "stream_k": int(s.stream_k), "min_blocks": getattr(s, "min_blocks", 1)}
     for k in _GEMM_KNOBS:
         if not k.low <= params[k.name] <= k.high:

@@ -1078,13 +1078,19 @@ def test_tall_thin_rule_stays_inside_its_class(op):
 
 
 @pytest.mark.parametrize("m,n,k,layout", [(35, 8457, 2560, ("col", "col")), (35, 8457, 4096, ("row", "col")),
-                                          (176, 1500, 1408, ("col", "col")), (35, 1500, 2048, ("col", "col"))])
+                                          (176, 1500, 1408, ("col", "col")), (35, 1500, 2048, ("col", "col")),
+                                          (49, 8457, 2560, ("col", "col")), (32, 8457, 2560, ("col", "col")),
+                                          (33, 8457, 2560, ("row", "row"))])
 def test_short_wide_rule_takes_stream_k(m, n, k, layout):
-    from tiledsl.gemm.family import SHORT_WIDE_PRESET, builtin_schedule
+    """M in 33…48 takes the 48-row tile (rows fitted to M), other M of the class the 64-row one; both stream-K."""
+    from tiledsl.gemm.family import SHORT_WIDE_FITTED_PRESET, SHORT_WIDE_PRESET, builtin_choice
 
     op = GemmOp(m, n, k, layout_a=layout[0], layout_b=layout[1])
-    s = builtin_schedule(op, tiledsl.Target.known("H200"))
-    assert s == tiledsl.preset("gemm", SHORT_WIDE_PRESET) and s.stream_k and (s.bm, s.bn) == (64, 128)
+    s, why = builtin_choice(op, tiledsl.Target.known("H200"))
+    fitted = 33 <= m <= 48
+    assert s == tiledsl.preset("gemm", SHORT_WIDE_FITTED_PRESET if fitted else SHORT_WIDE_PRESET) and s.stream_k
+    assert (s.bm, s.bn) == ((48, 128) if fitted else (64, 128))
+    assert ("rows fitted to M in 33..48" in why) == fitted and f"under one wave of {s.bm}×128 tiles" in why
 
 
 @pytest.mark.parametrize("op", [

@@ -14,7 +14,7 @@ H200 = tiledsl.Target.known("H200")
 
 
 def _params(**over) -> dict:
-    p = {"bm_log2": 7, "bn_log2": 7, "bk_log2": 4, "rm_log2": 3, "rn_log2": 3, "lanes_n_log2": 3, "vec_log2": 2,
+    p = {"bm_log2": 7, "bm_three_quarters": 0, "bn_log2": 7, "bk_log2": 4, "rm_log2": 3, "rn_log2": 3, "lanes_n_log2": 3, "vec_log2": 2,
          "stages": 2, "unroll_log2": 3, "smem_pad": 0, "swizzle_log2": 3, "min_blocks": 1,
          "split_k_log2": 0, "fragment_prefetch": 0, "stream_k": 0}
     p.update(over)
@@ -41,6 +41,18 @@ def test_rule_violation_is_rejected_with_the_rules_name(over, rule):
     assert got.rule == rule
     assert f"(rule {rule})" in got.message
     assert rule in {r.name for r in tiledsl.GEMM_RULES}
+
+
+def test_three_quarter_rows_round_trip():
+    """bm = 48 (rows fitted to M = 35, the short-wide rule's preset) is a point of the space: bm_log2 6 with
+    bm_three_quarters 1; so is 96; the preset seeds the search."""
+    s = GEMM_SPACE.build(_params(bm_log2=6, bm_three_quarters=1, rm_log2=2, lanes_n_log2=3), H200)
+    assert isinstance(s, tiledsl.GemmSchedule) and s.bm == 48 and s.threads == 192
+    assert GEMM_SPACE.from_schedule(s) == _params(bm_log2=6, bm_three_quarters=1, rm_log2=2, lanes_n_log2=3)
+    assert GEMM_SPACE.build(_params(bm_log2=7, bm_three_quarters=1), H200).bm == 96
+    fitted = tiledsl.preset("gemm", "wide_48x128_4x8_stream_k")
+    seeds = GEMM_SPACE.seeds(tiledsl.GemmOp(35, 8457, 2560, layout_a="col", layout_b="col"), H200)
+    assert any(schedule_key(x) == schedule_key(fitted) for x in seeds)
 
 
 def test_device_rule_uses_the_target():

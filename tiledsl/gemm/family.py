@@ -82,7 +82,9 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
     wide = short_wide_schedule(op, target)
     if wide is not None:
         return wide, (f"the short-wide rule (short_wide_schedule): float32, M = {op.m} in {SHORT_WIDE_M[0]}.."
-                      f"{SHORT_WIDE_M[1]}, N = {op.n} ≥ {SHORT_WIDE_MIN_N}, under one wave of 64×128 tiles")
+                      f"{SHORT_WIDE_M[1]}, N = {op.n} ≥ {SHORT_WIDE_MIN_N}, under one wave of {wide.bm}×{wide.bn} "
+                      f"tiles" + (f" (rows fitted to M in {SHORT_WIDE_FITTED_M[0]}..{SHORT_WIDE_FITTED_M[1]})"
+                                  if wide.bm < 64 else ""))
     sub = sub_wave_schedule(op, target)
     if sub is not None:
         return sub, (f"the sub-wave rule (sub_wave_schedule): float32, M and N ≥ {SUB_WAVE_MIN_SIDE}, M ≤ "
@@ -274,6 +276,8 @@ def tall_thin_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
 
 SHORT_WIDE_PRESET = "wide_64x128_4x8_stream_k"
 """Short and wide float32 products under one wave (:func:`short_wide_schedule`)."""
+SHORT_WIDE_FITTED_PRESET, SHORT_WIDE_FITTED_M = "wide_48x128_4x8_stream_k", (33, 48)
+"""The same for M in 33…48: 48 rows (three warp rows of 16) in place of 64, so 35 rows use 73 % of the FMAs, not 55 %."""
 SHORT_WIDE_M, SHORT_WIDE_MIN_N = (17, 256), 1024
 """The class the rule was measured on (M 35 and 176, N 1500 and 8457), widened to round bounds."""
 
@@ -290,11 +294,18 @@ def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     shape) and N = 700 (6 tiles; 8 % worse) (``python benchmarks/gemm_skinny.py --set wide`` and ``python
     benchmarks/gemm.py --workloads --m-range 17 256``; benchmarks/results/gemm_wide_h200.json and
     gemm_workloads_m17_256_h200.json, 2026-12-01).
+
+    M in 33…48 (:data:`SHORT_WIDE_FITTED_M`) takes the 48×128×16 tile (:data:`SHORT_WIDE_FITTED_PRESET`; its loads
+    split unevenly over 192 threads, the last round guarded): on the 10 data-set products of the class with M = 35
+    (35×8457 TT and NT, 35×1500 TT), 0.83-1.01× → 0.85-1.18× cuBLAS, 35×8457×2560 TT 0.97× → 1.13×, 35×8457×4096 NT
+    0.85× → 1.01×, none slower (``python benchmarks/gemm_skinny.py --set fitrows``,
+    benchmarks/results/gemm_fit_rows_h200_2026-12-03.json).
     """
     if not (op.dtype == "float32" and op.precision == "ieee" and SHORT_WIDE_M[0] <= op.m <= SHORT_WIDE_M[1]
             and op.m % 64 and op.n >= SHORT_WIDE_MIN_N):
         return None
-    base = registry.presets(GEMM).get(SHORT_WIDE_PRESET)
+    fitted = SHORT_WIDE_FITTED_M[0] <= op.m <= SHORT_WIDE_FITTED_M[1]
+    base = registry.presets(GEMM).get(SHORT_WIDE_FITTED_PRESET if fitted else SHORT_WIDE_PRESET)
     if base is None or tile_count(op, base) >= 2 * target.sm_count:
         return None
     return base
