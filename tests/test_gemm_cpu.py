@@ -1080,21 +1080,24 @@ def test_tall_thin_rule_stays_inside_its_class(op):
 @pytest.mark.parametrize("m,n,k,layout", [(35, 8457, 2560, ("col", "col")), (35, 8457, 4096, ("row", "col")),
                                           (176, 1500, 1408, ("col", "col")), (35, 1500, 2048, ("col", "col")),
                                           (49, 8457, 2560, ("col", "col")), (32, 8457, 2560, ("col", "col")),
-                                          (33, 8457, 2560, ("row", "row"))])
+                                          (33, 8457, 2560, ("row", "row")), (35, 700, 2560, ("col", "col")),
+                                          (48, 512, 1024, ("row", "row"))])
 def test_short_wide_rule_takes_stream_k(m, n, k, layout):
-    """M in 33…48 takes the 48-row tile (rows fitted to M), other M of the class the 64-row one; both stream-K."""
-    from tiledsl.gemm.family import SHORT_WIDE_FITTED_PRESET, SHORT_WIDE_PRESET, builtin_choice
+    """M in 33…48 takes a 48-row tile (rows fitted to M; 64 columns below N = 2048), other M of the class the
+    64×128 one; all stream-K."""
+    from tiledsl.gemm.family import SHORT_WIDE_FITTED_PRESETS, SHORT_WIDE_PRESET, builtin_choice
 
     op = GemmOp(m, n, k, layout_a=layout[0], layout_b=layout[1])
     s, why = builtin_choice(op, tiledsl.Target.known("H200"))
     fitted = 33 <= m <= 48
-    assert s == tiledsl.preset("gemm", SHORT_WIDE_FITTED_PRESET if fitted else SHORT_WIDE_PRESET) and s.stream_k
-    assert (s.bm, s.bn) == ((48, 128) if fitted else (64, 128))
-    assert ("rows fitted to M in 33..48" in why) == fitted and f"under one wave of {s.bm}×128 tiles" in why
+    name = SHORT_WIDE_FITTED_PRESETS[n >= 2048] if fitted else SHORT_WIDE_PRESET
+    assert s == tiledsl.preset("gemm", name) and s.stream_k
+    assert (s.bm, s.bn) == ((48, 128 if n >= 2048 else 64) if fitted else (64, 128))
+    assert ("rows fitted to M in 33..48" in why) == fitted and f"under one wave of {s.bm}×{s.bn} tiles" in why
 
 
 @pytest.mark.parametrize("op", [
-    GemmOp(128, 4096, 4096), GemmOp(35, 700, 2560), GemmOp(35, 50257, 768), GemmOp(300, 8457, 2560),
+    GemmOp(128, 4096, 4096), GemmOp(35, 511, 2560), GemmOp(32, 700, 2560), GemmOp(35, 50257, 768), GemmOp(300, 8457, 2560),
     GemmOp(16, 8457, 2560, layout_b="col"), GemmOp(35, 8457, 2560, dtype="float16"),
     GemmOp(35, 8457, 2560, precision="tf32")])
 def test_short_wide_rule_stays_inside_its_class(op):

@@ -81,10 +81,11 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
                       f"{tall.bm}×{tall.bn} tiles, {tall.split_k} K slices")
     wide = short_wide_schedule(op, target)
     if wide is not None:
+        fitted = wide.bm < 64
+        least_n = SHORT_WIDE_FITTED_N[0] if fitted else SHORT_WIDE_MIN_N
         return wide, (f"the short-wide rule (short_wide_schedule): float32, M = {op.m} in {SHORT_WIDE_M[0]}.."
-                      f"{SHORT_WIDE_M[1]}, N = {op.n} ≥ {SHORT_WIDE_MIN_N}, under one wave of {wide.bm}×{wide.bn} "
-                      f"tiles" + (f" (rows fitted to M in {SHORT_WIDE_FITTED_M[0]}..{SHORT_WIDE_FITTED_M[1]})"
-                                  if wide.bm < 64 else ""))
+                      f"{SHORT_WIDE_M[1]}, N = {op.n} ≥ {least_n}, under one wave of {wide.bm}×{wide.bn} tiles"
+                      + (f" (rows fitted to M in {SHORT_WIDE_FITTED_M[0]}..{SHORT_WIDE_FITTED_M[1]})" if fitted else ""))
     sub = sub_wave_schedule(op, target)
     if sub is not None:
         return sub, (f"the sub-wave rule (sub_wave_schedule): float32, M and N ≥ {SUB_WAVE_MIN_SIDE}, M ≤ "
@@ -276,15 +277,20 @@ def tall_thin_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
 
 SHORT_WIDE_PRESET = "wide_64x128_4x8_stream_k"
 """Short and wide float32 products under one wave (:func:`short_wide_schedule`)."""
-SHORT_WIDE_FITTED_PRESET, SHORT_WIDE_FITTED_M = "wide_48x128_4x8_stream_k", (33, 48)
-"""The same for M in 33…48: 48 rows (three warp rows of 16) in place of 64, so 35 rows use 73 % of the FMAs, not 55 %."""
+SHORT_WIDE_FITTED_PRESETS = ("wide_48x64_4x4_stream_k", "wide_48x128_4x8_stream_k")
+"""The same for M in 33…48 (:data:`SHORT_WIDE_FITTED_M`): 48 rows in place of 64, so 35 rows use 73 % of the FMAs, not
+55 %; 64 columns per tile below N = 2048 (:data:`SHORT_WIDE_FITTED_N`), 128 from there."""
+SHORT_WIDE_FITTED_M, SHORT_WIDE_FITTED_N = (33, 48), (512, 2048)
+"""M of the fitted tiles; N from which they apply (35×700 measured) and from which the 128-column one does (35×1500
+ran faster on 64 columns, 33×4096 on 128)."""
 SHORT_WIDE_M, SHORT_WIDE_MIN_N = (17, 256), 1024
 """The class the rule was measured on (M 35 and 176, N 1500 and 8457), widened to round bounds."""
 
 
 def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The shape-class rule for short and wide float32 products (IEEE, FMA units): M in 17..256 and not a multiple of
-    64, N ≥ 1024, and fewer 64×128 tiles than the device runs at once (two blocks per SM); None for other ops.
+    64, N ≥ 1024 (M in 33..48: N ≥ 512), and fewer tiles than the device runs at once (two blocks per SM); None for
+    other ops.
 
     These grids are smaller than one wave, so the 64×128×16 tile with stream-K (:data:`SHORT_WIDE_PRESET`) spreads
     their K iterations over every SM. Measured on the H200 against the generic estimate's picks (64×64 or 128×128
@@ -295,17 +301,24 @@ def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     benchmarks/gemm.py --workloads --m-range 17 256``; benchmarks/results/gemm_wide_h200.json and
     gemm_workloads_m17_256_h200.json, 2026-12-01).
 
-    M in 33…48 (:data:`SHORT_WIDE_FITTED_M`) takes the 48×128×16 tile (:data:`SHORT_WIDE_FITTED_PRESET`; its loads
-    split unevenly over 192 threads, the last round guarded): on the 10 data-set products of the class with M = 35
-    (35×8457 TT and NT, 35×1500 TT), 0.83-1.01× → 0.85-1.18× cuBLAS, 35×8457×2560 TT 0.97× → 1.13×, 35×8457×4096 NT
-    0.85× → 1.01×, none slower (``python benchmarks/gemm_skinny.py --set fitrows``,
-    benchmarks/results/gemm_fit_rows_h200_2026-12-03.json).
+    M in 33…48 (:data:`SHORT_WIDE_FITTED_M`) takes tiles of 48 rows (:data:`SHORT_WIDE_FITTED_PRESETS`; their loads
+    split unevenly over 192 threads, the last round guarded), from N = 512: 48×64×16 with 4×4 thread tiles below
+    N = 2048, 48×128×16 with 4×8 from there. On the 12 data-set products with M = 35 (35×8457 TT and NT, 35×1500 and
+    35×700 TT), 0.72-1.01× → 0.79-1.18× cuBLAS: 35×8457×2560 TT 0.97× → 1.13×, 35×8457×4096 NT 0.85× → 1.01×,
+    35×700×2560 TT 0.72× → 0.79×; off the data sets 35×8457×2560 NN 0.72× → 0.86×, 33 to 48 × 8457 × 2560 TT 0.96-1.01×
+    → 1.11-1.17× (``python benchmarks/gemm_skinny.py --set fitrows``, benchmarks/results/gemm_fit_rows_h200_2026-12-03
+    .json and ``…_run2.json``; the 64-column tile's figures from its explicit schedule in the second run).
     """
     if not (op.dtype == "float32" and op.precision == "ieee" and SHORT_WIDE_M[0] <= op.m <= SHORT_WIDE_M[1]
-            and op.m % 64 and op.n >= SHORT_WIDE_MIN_N):
+            and op.m % 64):
         return None
-    fitted = SHORT_WIDE_FITTED_M[0] <= op.m <= SHORT_WIDE_FITTED_M[1]
-    base = registry.presets(GEMM).get(SHORT_WIDE_FITTED_PRESET if fitted else SHORT_WIDE_PRESET)
+    if SHORT_WIDE_FITTED_M[0] <= op.m <= SHORT_WIDE_FITTED_M[1] and op.n >= SHORT_WIDE_FITTED_N[0]:
+        name = SHORT_WIDE_FITTED_PRESETS[op.n >= SHORT_WIDE_FITTED_N[1]]
+    elif op.n >= SHORT_WIDE_MIN_N:
+        name = SHORT_WIDE_PRESET
+    else:
+        return None
+    base = registry.presets(GEMM).get(name)
     if base is None or tile_count(op, base) >= 2 * target.sm_count:
         return None
     return base
