@@ -15,7 +15,8 @@ tiles with 8 and 16 K slices; ``--set wavetail``: the products of the wave-tail 
 sample off them, against the estimate's pick it replaces; ``--set fitrows``: every data-set product with M in 17…63
 not a multiple of 16 (M = 35), and a few products off the data sets, on block tiles of 36, 40 and 48 rows (tiles
 whose loads split unevenly over the threads),
-``--out benchmarks/results/gemm_fit_rows_h200.json``. In these three sets "built-in" is ``builtin_schedule``,
+``--out benchmarks/results/gemm_fit_rows_h200.json``; ``--set fitbounds``: M = 35 across N = 512…4096 and K = 256…8192
+on the estimate's pick, the 64×128 preset and both 48-row presets, ``--out benchmarks/results/gemm_fit_bounds_h200.json``. In these three sets "built-in" is ``builtin_schedule``,
 not ``schedule=None``, which would run the shipped records of the data pass's products).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
@@ -325,13 +326,31 @@ def _fit_rows_schedules(m: int, n: int, k: int, layout: str) -> dict:
             "48x64x8 t4x4 w16x32 sk": dict(bm=48, bn=64, bk=8, rm=4, rn=4, wm=16, wn=32, unroll=8, stream_k=True)}
 
 
+def _fit_bounds_shapes(target) -> list:
+    """M = 35 (TT, DeepBench's layout) across the N and K bounds of the fitted short-wide tiles: N 512…4096, K 256…8192."""
+    return [(35, n, k, "TT") for n in (512, 700, 1024, 1500, 1800, 2047, 2560, 3072, 4096) for k in (256, 1024, 2560, 8192)]
+
+
+def _fit_bounds_schedules(m: int, n: int, k: int, layout: str) -> dict:
+    """The generic estimate's pick (what runs without a shape-class rule), the 64×128 short-wide preset and the two
+    48-row presets, read from the shipped presets."""
+    from tiledsl.gemm.family import SHORT_WIDE_FITTED_PRESETS, SHORT_WIDE_PRESET, _estimate_choice
+
+    out = {"schedule=None": None,
+           "estimate (no shape rule)": _estimate_choice(gemm_op(m, n, k, layout), tiledsl.Target.current()).to_dict()}
+    for name in (SHORT_WIDE_PRESET, *SHORT_WIDE_FITTED_PRESETS):
+        out[name] = tiledsl.preset("gemm", name).to_dict()
+    return out
+
+
 SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules()),
         "wide": (WIDE_SHAPES, _wide_schedules()), "subwave": (_subwave_shapes, _subwave_schedules()),
         "oddn": (ODD_N_SHAPES, ODD_N_SCHEDULES), "tallsplit": (_tall_class_shapes, _tall_split_schedules),
         "misaligned": (_misaligned_shapes, _misaligned_schedules),
         "bigtile": (_big_tile_shapes, _big_tile_schedules),
         "tallwide": (_tall_wide_tile_shapes, _tall_wide_tile_schedules),
-        "wavetail": (_wave_tail_shapes, _wave_tail_schedules), "fitrows": (_fit_rows_shapes, _fit_rows_schedules)}
+        "wavetail": (_wave_tail_shapes, _wave_tail_schedules), "fitrows": (_fit_rows_shapes, _fit_rows_schedules),
+        "fitbounds": (_fit_bounds_shapes, _fit_bounds_schedules)}
 
 
 def main() -> int:

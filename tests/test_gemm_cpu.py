@@ -106,14 +106,15 @@ UNEVEN = {  # tiles whose vector pieces do not split evenly over the threads (ro
 
 @pytest.mark.parametrize("name", list(UNEVEN))
 def test_uneven_tile_loads_guard_the_last_round(name):
-    """A tile whose pieces leave the last round of loads to some threads (40×16 A pieces of 4 over 160 threads) is
-    valid: LOADS_* rounds up, every load, store and cp.async of that operand skips pieces past the tile; operands
-    that split evenly keep the plain loop. Compiles for sm_80 and sm_90 without spills in every layout."""
+    """A tile whose pieces leave the last round of loads to some threads (the 16×128 B tile of 40×128 in pieces of 4
+    over 160 threads: 512 pieces, 3.2 rounds) is valid: LOADS_* rounds up, every load, store and cp.async of that
+    operand skips, in its last round only, pieces past the tile; operands that split evenly keep the plain loop.
+    Compiles for sm_80 and sm_90 without spills in every layout."""
     from tiledsl.gemm.kernel_plan import plan_gemm
     from tiledsl.gemm.schedule import tile_loads
 
     s = GemmSchedule(**UNEVEN[name])
-    for la, lb in (("row", "row"), ("col", "col"), ("row", "col")):
+    for la, lb in (("row", "row"), ("col", "col"), ("row", "col"), ("col", "row")):
         op = GemmOp(35, 8457, 2560, layout_a=la, layout_b=lb)  # column-major A (lda 35), row-major B: 1-wide pieces
         src = emit_gemm(op, s).source
         p = plan_gemm(op, s)
@@ -123,8 +124,9 @@ def test_uneven_tile_loads_guard_the_last_round(name):
             uneven = elements % (s.threads * v) != 0
             assert (f"constexpr int PIECES_{which}" in src) == uneven, (which, elements, s.threads)
             assert tile_loads(s, which, v) == -(-elements // (s.threads * v))
-        guard = re.findall(r"if \(r >= (\w+)\) continue;", src)
-        assert guard and set(guard) <= {"BM", "BK", "BN"}, guard
+        guard = re.findall(r"if \(i == (\w+)(?: \* V[AB])? - 1 && r >= (\w+)\) continue;", src)
+        assert guard and {g[1] for g in guard} <= {"BM", "BK", "BN"}, guard
+        assert {g[0] for g in guard} <= {"LOADS_A", "LOADS_B", "COPIES_A", "COPIES_B"}, guard
         for arch in ("sm_80", "sm_90"):
             k = tiledsl.compile(op, s, arch=arch)
             assert k.spill_bytes == 0 and k.stack_bytes == 0, k.log

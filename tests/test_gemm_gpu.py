@@ -200,6 +200,8 @@ UNEVEN_SCHEDULES = {  # tiles whose vector pieces leave the last round of loads 
     "36x256x16 t4x8 stream-K": dict(bm=36, bn=256, bk=16, rm=4, rn=8, wm=4, wn=256, unroll=16, stream_k=True),
     "48x128x16 t4x8 cp.async": dict(bm=48, bn=128, bk=16, rm=4, rn=8, wm=16, wn=64, unroll=16, stages=3,
                                     smem_pad=4),
+    "36x256x16 t4x8 cp.async (uneven A and B)": dict(bm=36, bn=256, bk=16, rm=4, rn=8, wm=4, wn=256, unroll=16,
+                                                     stages=3, smem_pad=4, min_blocks=1),
     "40x64x8 t4x4 fragment prefetch": dict(bm=40, bn=64, bk=8, rm=4, rn=4, wm=8, wn=64, unroll=8,
                                            fragment_prefetch=True),
     "40x128x16 t4x8 split3": dict(bm=40, bn=128, bk=16, rm=4, rn=8, wm=8, wn=128, unroll=16, split_k=3),
@@ -327,6 +329,8 @@ STREAM_K_SCHEDULES = {  # stream_k on each K loop: register prefetch, fragment p
     "64x64x16 t4x4": dict(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16, stream_k=True),
     "16x16x16 t1x2 (scalar partials)": dict(bm=16, bn=16, bk=16, rm=1, rn=2, vec=1, unroll=16, stream_k=True),
     "64x32x16 t4x2 (scalar partials)": dict(bm=64, bn=32, bk=16, rm=4, rn=2, vec=1, unroll=16, stream_k=True),
+    "256x128x16 t16x8 (48 KiB dynamic + static)": dict(bm=256, bn=128, bk=16, rm=16, rn=8, unroll=16, smem_pad=0,
+                                                       stream_k=True),
 }
 
 

@@ -371,7 +371,7 @@ def _load(k: Kernel):
         mod = cupy.cuda.function.Module()
         mod.load(k.cubin)
         fn = mod.get_function(k.name)
-        if k.dynamic_smem_bytes > 48 * 1024:  # opt in above the 48 KB default (CUDA guide, "Shared Memory")
+        if k.smem_bytes > 48 * 1024:  # static + dynamic above the 48 KB default: opt in (CUDA guide, "Shared Memory")
             from cupy.cuda import driver
 
             driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

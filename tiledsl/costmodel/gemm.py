@@ -228,10 +228,12 @@ def _per_step(op, s) -> dict[str, float]:
     va, vb = p.width("A"), p.width("B")
     cm, cn = p.detail.cm, p.detail.cn
     lanes_m, lanes_n = s.wm // s.rm, s.wn // s.rn
-    loads_a, loads_b = tile_loads(s, "A", va), tile_loads(s, "B", vb)
     loop = 0 if s.unroll >= s.bk else 3 * (s.bk // s.unroll)
-    if s.kernel == "gemv":  # smem_a: per k a thread's bm/4 16-byte broadcasts (one wavefront each per warp), and
-        # its share of staging bm × bk elements of A: scalar stores, warp 0's lanes at rows i % bm of k group i / bm
+    if s.kernel == "gemv":
+        # the GEMV pricing's step counts as fitted (rounded down: its loads go straight to registers). smem_a: per
+        # k a thread's bm/4 16-byte broadcasts (one wavefront each per warp), and its share of staging bm × bk
+        # elements of A: scalar stores, warp 0's lanes at rows i % bm of k group i / bm
+        loads_a, loads_b = s.bm * s.bk // (s.threads * va), s.bk * s.bn // (s.threads * vb)
         lds, sts, wf_lds, wf_sts = 0, 0, 0, 0
         if s.smem_a and op.layout_b == "col":  # a warp's lanes split K: per row one VB-wide read per 32·vb k
             # (consecutive across the warp, vb wavefronts); A staged by va-wide stores, lane t at words t·va … + va - 1
@@ -246,6 +248,7 @@ def _per_step(op, s) -> dict[str, float]:
         return {"ffma": s.bk * s.rm * s.rn, "lds": lds, "ldg": loads_a + loads_b,
                 "alu": ALU_PER_GLOBAL_LOAD * (loads_a + loads_b) + STEP_FIXED_INSTR + loop,
                 "sts": sts, "wf_lds": wf_lds, "wf_sts": wf_sts}
+    loads_a, loads_b = tile_loads(s, "A", va), tile_loads(s, "B", vb)
     sts_a, wf_sts_a = _store_wavefronts(op, s, "A", va)
     sts_b, wf_sts_b = _store_wavefronts(op, s, "B", vb)
     frag_a = s.rm // cm

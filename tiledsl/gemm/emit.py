@@ -32,7 +32,7 @@ from .emit_mma import emit_gemm_mma
 from .emit_wgmma import emit_gemm_wgmma
 from .kernel_plan import canonical, grid, kernel_name, kernel_name_reduce, plan_gemm, splitk_reduce_plan
 from .op import GemmOp
-from .schedule import GEMM_RULES, GemmSchedule
+from .schedule import GEMM_RULES, GemmSchedule, tile_loads, tile_pieces
 
 __all__ = ["emit_gemm", "emit_splitk_reduce", "grid", "kernel_name", "kernel_name_reduce"]
 
@@ -134,7 +134,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
       f"(op alignment {op.align_a}/{op.align_b}/{op.align_c})",
       "constexpr int LDS_A = BM + SMEM_PAD;          // shared row pitch of A (As[k][m])",
       "constexpr int LDS_B = BN + SMEM_PAD;          // shared row pitch of B (Bs[k][n])",
-      *_loads_per_thread(s, "A", va), *_loads_per_thread(s, "B", vb),
+      *_loads_per_thread(op, s, "A", va), *_loads_per_thread(op, s, "B", vb),
       'static_assert(CN % VC == 0, "a C chunk splits into VC-wide stores");')
     for line in R.static_asserts(GEMM_RULES, s.env()):
         w(line)
@@ -453,12 +453,14 @@ def _copy_async(w: Writer, op: GemmOp, s: GemmSchedule, which: str, stage: str, 
           f"float* const dst = {base} + ({stage}) * BK * {g['ld']};",
           "#pragma unroll")
         if g["transposed"]:
-            with w.block(f"for (int i = 0; i < {g['loads']} * {g['v']}; ++i)"):
+            uneven = _uneven(s, which, vec)  # then ⌈elements / THREADS⌉ rounds, fewer than LOADS · V
+            rounds = f"COPIES_{which}" if uneven else f"{g['loads']} * {g['v']}"
+            with w.block(f"for (int i = 0; i < {rounds}; ++i)"):
                 w("const int idx = tid + i * THREADS;",
                   f"const int r = idx / {g['contig']};  // strided index",
                   f"const int c = idx % {g['contig']};  // contiguous index (K)")
-                if _uneven(s, which, vec):
-                    _past_tile(w, g)
+                if uneven:
+                    _past_tile(w, g, f"{rounds} - 1")
                 w(f"const bool in_range = {g['bound']};",
                   f"tdsl_cp_async<4>(&dst[c * {g['ld']} + r], {g['ptr']}, in_range);")
             return
@@ -467,31 +469,35 @@ def _copy_async(w: Writer, op: GemmOp, s: GemmSchedule, which: str, stage: str, 
               f"const int r = idx / ({g['contig']} / {g['v']});              // strided index",
               f"const int c = (idx % ({g['contig']} / {g['v']})) * {g['v']};  // contiguous index")
             if _uneven(s, which, vec):
-                _past_tile(w, g)
+                _past_tile(w, g, f"{g['loads']} - 1")
             w(f"const bool in_range = {g['bound']};",
               f"tdsl_cp_async<{vec * 4}>(&dst[r * {g['ld']} + c], {g['ptr']}, in_range);")
 
 
 def _uneven(s: GemmSchedule, which: str, vec: int) -> bool:
     """Whether the ``vec``-wide pieces of one K tile of ``which`` leave the last round of loads to some threads only
-    (:func:`tiledsl.gemm.schedule.tile_loads`; e.g. a 40×16 A tile in 4-wide pieces over 192 threads)."""
-    elements = s.bm * s.bk if which == "A" else s.bk * s.bn
-    return elements % (s.threads * vec) != 0
+    (:func:`tiledsl.gemm.schedule.tile_loads`; e.g. the 16×128 B tile of a 48×128 tile in 4-wide pieces over 192
+    threads)."""
+    return tile_pieces(s, which, vec) % s.threads != 0
 
 
-def _loads_per_thread(s: GemmSchedule, which: str, vec: int) -> tuple[str, ...]:
-    """The ``LOADS_A`` / ``LOADS_B`` constants: loads per thread of one K tile, rounded up where uneven."""
+def _loads_per_thread(op: GemmOp, s: GemmSchedule, which: str, vec: int) -> tuple[str, ...]:
+    """The ``LOADS_A`` / ``LOADS_B`` constants: loads per thread of one K tile, rounded up where uneven; then also
+    ``COPIES_A`` / ``COPIES_B`` for a tile the cp.async pipeline transposes 4 bytes at a time."""
     x, tile, v = which, ("BM * BK" if which == "A" else "BK * BN"), f"V{which}"
     if not _uneven(s, which, vec):
         return (f"constexpr int LOADS_{x} = {tile} / (THREADS * {v});",)
-    return (f"constexpr int PIECES_{x} = {tile} / {v};               // {v}-wide pieces of one {x} tile",
-            f"constexpr int LOADS_{x} = (PIECES_{x} + THREADS - 1) / THREADS;  "
-            f"// the last round: the first PIECES_{x} % THREADS threads")
+    lines = (f"constexpr int PIECES_{x} = {tile} / {v};  // {v}-wide pieces of one {x} tile: uneven over the threads",
+             f"constexpr int LOADS_{x} = (PIECES_{x} + THREADS - 1) / THREADS;  // rounds; the last for some threads")
+    if s.stages >= 3 and _operand_geometry(op, which)["transposed"]:
+        lines += (f"constexpr int COPIES_{x} = ({tile} + THREADS - 1) / THREADS;  // 4-byte cp.async copies per thread",)
+    return lines
 
 
-def _past_tile(w: Writer, g: dict) -> None:
-    """Skip a piece of the uneven last round that lies past the tile (its strided index ``r`` ≥ the tile's extent)."""
-    w(f"if (r >= {g['strided']}) continue;  // past the tile: the last round is uneven")
+def _past_tile(w: Writer, g: dict, last: str) -> None:
+    """Skip a piece of the last round (``i == last``) that lies past the tile (its strided index ``r`` ≥ the
+    tile's extent): only that round can, so the earlier unrolled rounds carry no test."""
+    w(f"if (i == {last} && r >= {g['strided']}) continue;  // past the tile: the last round is uneven")
 
 
 def _thread_to_fragment(w: Writer) -> None:
@@ -546,7 +552,7 @@ def _rows_across_lanes(op: GemmOp, s: GemmSchedule, which: str, vec: int) -> boo
     rows = s.bm if which == "A" else s.bn
     per_row = s.bk // vec
     assert s.threads % 32 == 0, "rule warp_is_32_threads: whole warps (the lane mapping assumes them)"
-    loads = rows * s.bk // (s.threads * vec)
+    loads = tile_loads(s, which, vec)
     return (g["transposed"] and vec == 4 and rows % 32 == 0 and per_row > 1 and loads % per_row == 0
             and not _uneven(s, which, vec))
 
@@ -583,7 +589,7 @@ def _load_global(w: Writer, op: GemmOp, dt: dtypes.DType, s: GemmSchedule, which
         with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
             w(*_tile_index(g, _rows_across_lanes(op, s, which, vec), comments=True))
             if _uneven(s, which, vec):
-                _past_tile(w, g)
+                _past_tile(w, g, f"{g['loads']} - 1")
             w(f"const bool in_range = {g['bound']};")
             _emit_vector_load(w, dt, vec, g["ptr"], f"{stage}[i * {g['v']}", "in_range")
 
@@ -613,7 +619,7 @@ def _store_shared(w: Writer, op: GemmOp, s: GemmSchedule, which: str, stage: str
         with w.block(f"for (int i = 0; i < {g['loads']}; ++i)"):
             w(*_tile_index(g, _rows_across_lanes(op, s, which, vec), comments=False))
             if _uneven(s, which, vec):
-                _past_tile(w, g)
+                _past_tile(w, g, f"{g['loads']} - 1")
             v = g["v"]
             if g["transposed"]:
                 w("#pragma unroll",

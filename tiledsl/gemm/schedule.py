@@ -269,12 +269,18 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -
     return t["accumulators"] + t["fragments"] + t["staged"] + 2 * t["loads"] + 36 + 10 * t["stream_k"]
 
 
+def tile_pieces(s: GemmSchedule, which: str, vec: int) -> int:
+    """``vec``-wide pieces of one K tile of ``which`` ("A": bm × bk, "B": bk × bn); ``vec`` divides the tile's
+    contiguous side (rule ``vec_divides_tile``), so each row splits into whole pieces."""
+    return (s.bm * s.bk if which == "A" else s.bk * s.bn) // max(vec, 1)
+
+
 def tile_loads(s: GemmSchedule, which: str, vec: int) -> int:
-    """Global loads per thread of one K tile of ``which`` ("A": bm × bk, "B": bk × bn) in ``vec``-wide pieces over the
-    block's threads, rounded up: where the pieces do not divide evenly (e.g. bm = 40 over 160 threads) the last
-    round is taken by the first pieces % threads threads only (``gemm.emit``'s ``PIECES_A``/``PIECES_B``)."""
-    elements = s.bm * s.bk if which == "A" else s.bk * s.bn
-    return -(-elements // (max(s.threads, 1) * max(vec, 1)))
+    """Global loads per thread of one K tile of ``which``: :func:`tile_pieces` over the block's threads, rounded up.
+    Where the pieces do not divide evenly, the last round is taken by the first pieces % threads threads only
+    (``gemm.emit``'s ``PIECES_A``/``PIECES_B``): e.g. the 16×128 B tile of a 48×128 tile in 4-wide pieces over
+    192 threads, 512 pieces, 3 rounds, the last one taken by 128 threads."""
+    return -(-tile_pieces(s, which, vec) // max(s.threads, 1))
 
 
 def fma_register_terms(s: GemmSchedule, va: int, vb: int) -> dict[str, int]:
@@ -283,10 +289,10 @@ def fma_register_terms(s: GemmSchedule, va: int, vb: int) -> dict[str, int]:
     ``FmaParams.reg_*``): ``accumulators`` rm·rn; ``fragments`` rm + rn (twice with fragment prefetch); ``staged``
     the next global tile held in registers (stages ≤ 2; deeper pipelines copy it with cp.async); ``loads`` global
     load instructions per K tile (A ``va`` wide, B ``vb`` wide: each holds a 64-bit address); ``stream_k`` 1 or 0."""
+    loads_a, loads_b = tile_loads(s, "A", va), tile_loads(s, "B", vb)
     return {"accumulators": s.rm * s.rn, "fragments": (s.rm + s.rn) * (2 if s.fragment_prefetch else 1),
-            "staged": tile_loads(s, "A", va) * va + tile_loads(s, "B", vb) * vb if s.stages <= 2 else 0,
-            "loads": tile_loads(s, "A", va) + tile_loads(s, "B", vb),
-            "stream_k": int(s.stream_k)}
+            "staged": loads_a * max(va, 1) + loads_b * max(vb, 1) if s.stages <= 2 else 0,
+            "loads": loads_a + loads_b, "stream_k": int(s.stream_k)}
 
 
 _BOOL_FIELDS = ("double_buffer", "warp_specialize", "persistent", "fragment_prefetch", "stream_k", "split_k_fused",
