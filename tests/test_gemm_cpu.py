@@ -1083,7 +1083,7 @@ def test_tall_thin_rule_stays_inside_its_class(op):
                                           (176, 1500, 1408, ("col", "col")), (35, 1500, 2048, ("col", "col")),
                                           (49, 8457, 2560, ("col", "col")), (32, 8457, 2560, ("col", "col")),
                                           (33, 8457, 2560, ("row", "row")), (35, 700, 2560, ("col", "col")),
-                                          (48, 512, 1024, ("row", "row"))])
+                                          (48, 700, 1024, ("row", "row")), (35, 4096, 512, ("col", "col"))])
 def test_short_wide_rule_takes_stream_k(m, n, k, layout):
     """M in 33…48 takes a 48-row tile (rows fitted to M; 64 columns below N = 2048), other M of the class the
     64×128 one; all stream-K."""
@@ -1099,7 +1099,8 @@ def test_short_wide_rule_takes_stream_k(m, n, k, layout):
 
 
 @pytest.mark.parametrize("op", [
-    GemmOp(128, 4096, 4096), GemmOp(35, 511, 2560), GemmOp(32, 700, 2560), GemmOp(35, 50257, 768), GemmOp(300, 8457, 2560),
+    GemmOp(128, 4096, 4096), GemmOp(35, 699, 2560), GemmOp(32, 700, 2560), GemmOp(35, 4096, 256),
+    GemmOp(35, 50257, 768), GemmOp(300, 8457, 2560),
     GemmOp(16, 8457, 2560, layout_b="col"), GemmOp(35, 8457, 2560, dtype="float16"),
     GemmOp(35, 8457, 2560, precision="tf32")])
 def test_short_wide_rule_stays_inside_its_class(op):

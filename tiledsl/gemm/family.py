@@ -79,13 +79,9 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         return tall, (f"the tall-thin rule (tall_thin_schedule): float32, N = {op.n} in {TALL_THIN_MIN_N}..64, "
                       f"M = {op.m} ≥ {TALL_THIN_MIN_M}, K = {op.k} in {TALL_THIN_K[0]}..{TALL_THIN_K[1]}: "
                       f"{tall.bm}×{tall.bn} tiles, {tall.split_k} K slices")
-    wide = short_wide_schedule(op, target)
+    wide = short_wide_choice(op, target)
     if wide is not None:
-        fitted = wide.bm < 64
-        least_n = SHORT_WIDE_FITTED_N[0] if fitted else SHORT_WIDE_MIN_N
-        return wide, (f"the short-wide rule (short_wide_schedule): float32, M = {op.m} in {SHORT_WIDE_M[0]}.."
-                      f"{SHORT_WIDE_M[1]}, N = {op.n} ≥ {least_n}, under one wave of {wide.bm}×{wide.bn} tiles"
-                      + (f" (rows fitted to M in {SHORT_WIDE_FITTED_M[0]}..{SHORT_WIDE_FITTED_M[1]})" if fitted else ""))
+        return wide
     sub = sub_wave_schedule(op, target)
     if sub is not None:
         return sub, (f"the sub-wave rule (sub_wave_schedule): float32, M and N ≥ {SUB_WAVE_MIN_SIDE}, M ≤ "
@@ -279,18 +275,22 @@ SHORT_WIDE_PRESET = "wide_64x128_4x8_stream_k"
 """Short and wide float32 products under one wave (:func:`short_wide_schedule`)."""
 SHORT_WIDE_FITTED_PRESETS = ("wide_48x64_4x4_stream_k", "wide_48x128_4x8_stream_k")
 """The same for M in 33…48 (:data:`SHORT_WIDE_FITTED_M`): 48 rows in place of 64, so 35 rows use 73 % of the FMAs, not
-55 %; 64 columns per tile below N = 2048 (:data:`SHORT_WIDE_FITTED_N`), 128 from there."""
-SHORT_WIDE_FITTED_M, SHORT_WIDE_FITTED_N = (33, 48), (512, 2048)
-"""M of the fitted tiles; N from which they apply (35×700 measured) and from which the 128-column one does (35×1500
-ran faster on 64 columns, 33×4096 on 128)."""
+55 %; 64 columns per tile below N = 2048, 128 from there (:data:`SHORT_WIDE_FITTED_N`)."""
+SHORT_WIDE_FITTED_M, SHORT_WIDE_FITTED_N, SHORT_WIDE_FITTED_MIN_K = (33, 48), (700, 2048), 512
+"""M of the fitted tiles; N from which they apply and from which the 128-column one does; the K from which the
+128-column one does. Measured at M = 35 (``gemm_fit_bounds_h200_2026-12-03.json``): at N = 512 the estimate's pick
+was faster at K ≥ 1024 (1.21 against 0.93× cuBLAS at K = 1024), from N = 700 the 48×64 tile at every K; 64 columns
+were faster up to N = 2047, 128 from N = 2560; at K = 256 with N ≥ 2560 the estimate's pick beat the 48×128 tile by
+3–12 %, at K = 1024 it ran at half its speed or less (0.49 against 1.01× at N = 4096). K = 512 was not measured: the
+bound sits nearer the small loss than the large one."""
 SHORT_WIDE_M, SHORT_WIDE_MIN_N = (17, 256), 1024
 """The class the rule was measured on (M 35 and 176, N 1500 and 8457), widened to round bounds."""
 
 
 def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The shape-class rule for short and wide float32 products (IEEE, FMA units): M in 17..256 and not a multiple of
-    64, N ≥ 1024 (M in 33..48: N ≥ 512), and fewer tiles than the device runs at once (two blocks per SM); None for
-    other ops.
+    64, N ≥ 1024, and fewer tiles than the device runs at once (two blocks per SM); None for other ops. M in 33..48
+    has bounds of its own (below). :func:`short_wide_choice` also says which branch chose it.
 
     These grids are smaller than one wave, so the 64×128×16 tile with stream-K (:data:`SHORT_WIDE_PRESET`) spreads
     their K iterations over every SM. Measured on the H200 against the generic estimate's picks (64×64 or 128×128
@@ -301,27 +301,42 @@ def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     benchmarks/gemm.py --workloads --m-range 17 256``; benchmarks/results/gemm_wide_h200.json and
     gemm_workloads_m17_256_h200.json, 2026-12-01).
 
-    M in 33…48 (:data:`SHORT_WIDE_FITTED_M`) takes tiles of 48 rows (:data:`SHORT_WIDE_FITTED_PRESETS`; their loads
-    split unevenly over 192 threads, the last round guarded), from N = 512: 48×64×16 with 4×4 thread tiles below
-    N = 2048, 48×128×16 with 4×8 from there. On the 12 data-set products with M = 35 (35×8457 TT and NT, 35×1500 and
-    35×700 TT), 0.72-1.01× → 0.79-1.18× cuBLAS: 35×8457×2560 TT 0.97× → 1.13×, 35×8457×4096 NT 0.85× → 1.01×,
-    35×700×2560 TT 0.72× → 0.79×; off the data sets 35×8457×2560 NN 0.72× → 0.86×, 33 to 48 × 8457 × 2560 TT 0.96-1.01×
-    → 1.11-1.17× (``python benchmarks/gemm_skinny.py --set fitrows``, benchmarks/results/gemm_fit_rows_h200_2026-12-03
-    .json and ``…_run2.json``; the 64-column tile's figures from its explicit schedule in the second run).
+    M in 33…48 (:data:`SHORT_WIDE_FITTED_M`) takes tiles of 48 rows with stream-K (:data:`SHORT_WIDE_FITTED_PRESETS`;
+    their loads split unevenly over 192 threads, the last round guarded): 48×64×16 with 4×4 thread tiles for N from
+    700 to 2047, 48×128×16 with 4×8 from N = 2048 with K ≥ 512; elsewhere (N < 700, or N ≥ 2048 with K < 512) the
+    generic estimate (:data:`SHORT_WIDE_FITTED_N`, :data:`SHORT_WIDE_FITTED_MIN_K`). On the 12 data-set products with
+    M = 35 (35×8457 TT and NT, 35×1500 and 35×700 TT): geomean 0.90 → 1.01× cuBLAS, lowest 0.73 → 0.79×;
+    35×8457×2560 TT 0.98× → 1.12×, 35×8457×4096 NT 0.85× → 1.01×, 35×700×2560 TT 0.73× → 0.79×; off the data sets
+    35×8457×2560 NN 0.72× → 0.86×, 33 to 48 × 8457 × 2560 TT 0.96-1.01× → 1.10-1.17× (``python
+    benchmarks/gemm_skinny.py --set fitrows`` and ``--set fitbounds``, benchmarks/results/gemm_fit_rows_h200_2026-12-03
+    .json, ``…_run3.json`` and gemm_fit_bounds_h200_2026-12-03.json).
     """
+    choice = short_wide_choice(op, target)
+    return None if choice is None else choice[0]
+
+
+def short_wide_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | None:
+    """(:func:`short_wide_schedule`, the branch that chose it, for ``search.tune --lookup``), or None."""
     if not (op.dtype == "float32" and op.precision == "ieee" and SHORT_WIDE_M[0] <= op.m <= SHORT_WIDE_M[1]
             and op.m % 64):
         return None
-    if SHORT_WIDE_FITTED_M[0] <= op.m <= SHORT_WIDE_FITTED_M[1] and op.n >= SHORT_WIDE_FITTED_N[0]:
-        name = SHORT_WIDE_FITTED_PRESETS[op.n >= SHORT_WIDE_FITTED_N[1]]
+    head = f"the short-wide rule (short_wide_schedule): float32, M = {op.m} in {SHORT_WIDE_M[0]}..{SHORT_WIDE_M[1]}"
+    if SHORT_WIDE_FITTED_M[0] <= op.m <= SHORT_WIDE_FITTED_M[1]:
+        low, wide = SHORT_WIDE_FITTED_N
+        if op.n < low or (op.n >= wide and op.k < SHORT_WIDE_FITTED_MIN_K):
+            return None
+        name = SHORT_WIDE_FITTED_PRESETS[op.n >= wide]
+        why = (f", rows fitted to M in {SHORT_WIDE_FITTED_M[0]}..{SHORT_WIDE_FITTED_M[1]}: "
+               + (f"N = {op.n} ≥ {wide} and K = {op.k} ≥ {SHORT_WIDE_FITTED_MIN_K}" if op.n >= wide
+                  else f"N = {op.n} in {low}..{wide - 1}"))
     elif op.n >= SHORT_WIDE_MIN_N:
-        name = SHORT_WIDE_PRESET
+        name, why = SHORT_WIDE_PRESET, f", N = {op.n} ≥ {SHORT_WIDE_MIN_N}"
     else:
         return None
     base = registry.presets(GEMM).get(name)
     if base is None or tile_count(op, base) >= 2 * target.sm_count:
         return None
-    return base
+    return base, f"{head}{why}, under one wave of {base.bm}×{base.bn} tiles with stream-K"
 
 
 SUB_WAVE_PRESET = "sub_wave_128x128_8x8_stream_k"
