@@ -12,12 +12,13 @@ the plain estimate it replaces, ``--out benchmarks/results/gemm_misaligned_h200.
 data-set product of M, N ≥ 1024 on the estimate's tile against the data pass's 256×128×8 stream-K winner;
 ``--set tallwide``: every tiled data-set product of 64 to 128 columns against the shipped winners' 256-row and 8×8
 tiles with 8 and 16 K slices; ``--set wavetail``: the products of the wave-tail rule, in the data sets and a
-sample off them, against the estimate's pick it replaces; ``--set fitrows``: every data-set product with M in 17…63
-not a multiple of 16 (M = 35), and a few products off the data sets, on block tiles of 36, 40 and 48 rows (tiles
-whose loads split unevenly over the threads),
-``--out benchmarks/results/gemm_fit_rows_h200.json``; ``--set fitbounds``: M = 35 across N = 512…4096 and K = 256…8192
-on the estimate's pick, the 64×128 preset and both 48-row presets, ``--out benchmarks/results/gemm_fit_bounds_h200.json``. In these three sets "built-in" is ``builtin_schedule``,
-not ``schedule=None``, which would run the shipped records of the data pass's products).
+sample off them, against the estimate's pick it replaces. In these three sets "built-in" is ``builtin_schedule``,
+not ``schedule=None``, which would run the shipped records of the data pass's products. ``--set fitrows``: every
+data-set product with M in 17…63 not a multiple of 16 (M = 35), and a few products off the data sets, on block tiles
+of 36, 40 and 48 rows (tiles whose loads split unevenly over the threads),
+``--out benchmarks/results/gemm_fit_rows_h200.json``; ``--set fitbounds``: M = 35 across N = 512…4096 and
+K = 256…8192 on the estimate's pick, the 64×128 preset and both 48-row presets,
+``--out benchmarks/results/gemm_fit_bounds_h200.json``).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
 and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
@@ -327,8 +328,9 @@ def _fit_rows_schedules(m: int, n: int, k: int, layout: str) -> dict:
 
 
 def _fit_bounds_shapes(target) -> list:
-    """M = 35 (TT, DeepBench's layout) across the N and K bounds of the fitted short-wide tiles: N 512…4096, K 256…8192."""
-    return [(35, n, k, "TT") for n in (512, 700, 1024, 1500, 1800, 2047, 2560, 3072, 4096) for k in (256, 1024, 2560, 8192)]
+    """M = 35 (TT, DeepBench's layout) across the bounds of the fitted short-wide tiles: N 512…4096, K 256…8192."""
+    return [(35, n, k, "TT") for n in (512, 700, 1024, 1500, 1800, 2047, 2560, 3072, 4096)
+            for k in (256, 1024, 2560, 8192)]
 
 
 def _fit_bounds_schedules(m: int, n: int, k: int, layout: str) -> dict:

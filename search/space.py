@@ -268,13 +268,14 @@ def _gemm_params(s) -> dict | None:
         return None
     lanes_n = s.wn // s.rn if s.rn else 0
     three_quarters = s.bm % 3 == 0 and _log2(s.bm // 3) is not None
-    logs = {"bm_log2": _log2(s.bm // 3 * 4) if three_quarters else _log2(s.bm), "bn_log2": _log2(s.bn), "bk_log2": _log2(s.bk), "rm_log2": _log2(s.rm),
-            "rn_log2": _log2(s.rn), "lanes_n_log2": _log2(lanes_n), "vec_log2": _log2(s.vec),
+    logs = {"bm_log2": _log2(s.bm // 3 * 4) if three_quarters else _log2(s.bm), "bn_log2": _log2(s.bn),
+            "bk_log2": _log2(s.bk), "rm_log2": _log2(s.rm), "rn_log2": _log2(s.rn), "lanes_n_log2": _log2(lanes_n), "vec_log2": _log2(s.vec),
             "unroll_log2": _log2(s.unroll), "swizzle_log2": _log2(s.swizzle), "split_k_log2": _log2(s.split_k)}
     if any(v is None for v in logs.values()):
         return None
-    params = {**logs, "bm_three_quarters": int(three_quarters), "stages": s.stages, "smem_pad": s.smem_pad, "fragment_prefetch": int(s.fragment_prefetch),
-              "stream_k": int(s.stream_k), "min_blocks": getattr(s, "min_blocks", 1)}
+    params = {**logs, "bm_three_quarters": int(three_quarters), "stages": s.stages, "smem_pad": s.smem_pad,
+              "fragment_prefetch": int(s.fragment_prefetch), "stream_k": int(s.stream_k),
+              "min_blocks": getattr(s, "min_blocks", 1)}
     for k in _GEMM_KNOBS:
         if not k.low <= params[k.name] <= k.high:
             return None

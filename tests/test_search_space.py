@@ -14,7 +14,8 @@ H200 = tiledsl.Target.known("H200")
 
 
 def _params(**over) -> dict:
-    p = {"bm_log2": 7, "bm_three_quarters": 0, "bn_log2": 7, "bk_log2": 4, "rm_log2": 3, "rn_log2": 3, "lanes_n_log2": 3, "vec_log2": 2,
+    p = {"bm_log2": 7, "bm_three_quarters": 0,
+         "bn_log2": 7, "bk_log2": 4, "rm_log2": 3, "rn_log2": 3, "lanes_n_log2": 3, "vec_log2": 2,
          "stages": 2, "unroll_log2": 3, "smem_pad": 0, "swizzle_log2": 3, "min_blocks": 1,
          "split_k_log2": 0, "fragment_prefetch": 0, "stream_k": 0}
     p.update(over)

@@ -490,7 +490,7 @@ def _loads_per_thread(op: GemmOp, s: GemmSchedule, which: str, vec: int) -> tupl
     lines = (f"constexpr int PIECES_{x} = {tile} / {v};  // {v}-wide pieces of one {x} tile: uneven over the threads",
              f"constexpr int LOADS_{x} = (PIECES_{x} + THREADS - 1) / THREADS;  // rounds; the last for some threads")
     if s.stages >= 3 and _operand_geometry(op, which)["transposed"]:
-        lines += (f"constexpr int COPIES_{x} = ({tile} + THREADS - 1) / THREADS;  // 4-byte cp.async copies per thread",)
+        lines += (f"constexpr int COPIES_{x} = ({tile} + THREADS - 1) / THREADS;  // 4-byte cp.async copies each",)
     return lines
 
 

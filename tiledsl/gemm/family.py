@@ -302,7 +302,7 @@ def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     gemm_workloads_m17_256_h200.json, 2026-12-01).
 
     M in 33…48 (:data:`SHORT_WIDE_FITTED_M`) takes tiles of 48 rows with stream-K (:data:`SHORT_WIDE_FITTED_PRESETS`;
-    their loads split unevenly over 192 threads, the last round guarded): 48×64×16 with 4×4 thread tiles for N from
+    their B tiles split unevenly over 192 threads, the last round guarded): 48×64×16 with 4×4 thread tiles for N from
     700 to 2047, 48×128×16 with 4×8 from N = 2048 with K ≥ 512; elsewhere (N < 700, or N ≥ 2048 with K < 512) the
     generic estimate (:data:`SHORT_WIDE_FITTED_N`, :data:`SHORT_WIDE_FITTED_MIN_K`). On the 12 data-set products with
     M = 35 (35×8457 TT and NT, 35×1500 and 35×700 TT): geomean 0.90 → 1.01× cuBLAS, lowest 0.73 → 0.79×;
