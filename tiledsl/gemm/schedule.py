@@ -131,6 +131,10 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls} threads={THREADS} exceeds 1024 per block"),
     R.Rule("vec_divides_tile", "BM % VEC == 0 and BN % VEC == 0 and BK % VEC == 0",
            "{cls}.vec={VEC} must divide bm={BM}, bn={BN} and bk={BK}", when="MMA == 0 and KERNEL == 0"),
+    R.Rule("b_tile_starts_16_byte_aligned", "(STAGES * BK * (BM + SMEM_PAD)) % 4 == 0",
+           "{cls} B's shared-memory tile starts after stages·bk·(bm + smem_pad) = {STAGES}·{BK}·({BM} + {SMEM_PAD}) "
+           "floats of A: not a multiple of 4, so its 16-byte fragment reads and copies would be misaligned",
+           when="MMA == 0 and KERNEL == 0 and ((BM * BK) % (THREADS * VEC) != 0 or (BK * BN) % (THREADS * VEC) != 0)"),
     R.Rule("unroll_divides_bk", "UNROLL >= 1 and BK % UNROLL == 0",
            "{cls}.unroll={UNROLL} must be ≥ 1 and divide bk={BK}", when="MMA == 0 and KERNEL == 0"),
     R.Rule("smem_pad_keeps_16_bytes", "SMEM_PAD >= 0 and SMEM_PAD <= 64 and SMEM_PAD % 4 == 0",
