@@ -303,11 +303,13 @@ def _fit_rows_shapes(target) -> list:
 def _fit_rows_schedules(m: int, n: int, k: int, layout: str) -> dict:
     """Block tiles whose rows fit M (36, 40 and 48 for M = 35: 97 %, 88 % and 73 % of the FMAs useful, against 55 %
     for the 64-row preset), most with stream-K, beside ``schedule=None`` and the short-wide preset."""
+    from tiledsl.gemm.family import SHORT_WIDE_PRESET
+
     t48 = dict(rm=4, rn=8, wm=16, wn=64)
     t40 = dict(rm=4, rn=8, wm=8, wn=128)
     t36 = dict(rm=4, rn=8, wm=4, wn=256)
     return {"schedule=None": None,
-            "64x128x16 t4x8 sk (short-wide preset)": dict(bm=64, bn=128, bk=16, **t48, unroll=16, stream_k=True),
+            "64x128x16 t4x8 sk (short-wide preset)": tiledsl.preset("gemm", SHORT_WIDE_PRESET).to_dict(),
             "48x128x16 t4x8 sk": dict(bm=48, bn=128, bk=16, **t48, unroll=16, stream_k=True),
             "40x128x16 t4x8 sk": dict(bm=40, bn=128, bk=16, **t40, unroll=16, stream_k=True),
             "40x128x8 t4x8 sk": dict(bm=40, bn=128, bk=8, **t40, unroll=8, stream_k=True),
