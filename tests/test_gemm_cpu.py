@@ -853,6 +853,24 @@ def test_gemv_smem_a_compiles_in_128_registers_with_its_slice_of_a_in_shared_mem
         assert '"smem_a": true' in src and "constexpr int SMEM_A = 1;" in src
 
 
+@pytest.mark.parametrize("unroll", [1, 2, 8])
+def test_gemv_smem_a_ring_refills_outside_the_slice_guard(unroll):
+    """smem_a's ring of B (row-major B): each step reads its slot and issues the refill UNROLL rows ahead before, not
+    inside, the guard ``if (k0 + u < n_k)`` that skips the FMAs past the slice, and the ring starts zeroed (a slice
+    shorter than UNROLL reads slots it never loads). With the refill inside the guard (commit 0516e6d) ptxas kept the
+    same registers but the kernel ran 1.6-2.0x slower on the H200 (16x14336x4096: 135 against 82 us for the GEMV kernel
+    alone; benchmarks/results/gemv_ring_h200_2026-12-03.json): no timed test can catch that on CPU, so the structure
+    is pinned here."""
+    op = GemmOp(16, 4096, 2000)
+    s = GemmSchedule(kernel="gemv", bm=16, bn=128, vec=4, unroll=unroll, split_k=16, smem_a=True)
+    src = emit_gemm(op, s).source
+    read = src.index("const float4 b_raw = ring[u];")
+    refill = src.index("if (k0 + u + UNROLL < n_k) ring[u] = ", read)
+    guard = src.index("if (k0 + u < n_k) {", read)
+    assert read < refill < guard, (read, refill, guard)
+    assert src.count("ring[u] = *") == 2 and "float4 ring[UNROLL] = {};" in src  # the first loads, the refill
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("la", ["row", "col"])
 def test_gemv_smem_a_column_major_b_keeps_one_row_of_a_in_registers(dtype, la):

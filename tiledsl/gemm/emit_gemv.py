@@ -262,7 +262,7 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
       f"const {dt.c_type}* const b_col = B + (long long)k_begin * ldb + (gn < N ? gn : N - VB);  // columns past N: "
       "the last VB (never stored)")
     with w.block("if (n_k > 0)"):  # the same for every thread of the block: the barrier inside is reached by all
-        w(f"{raw} ring[UNROLL];",
+        w(f"{raw} ring[UNROLL] = {{}};  // zero: a slice shorter than UNROLL reads slots it never loads (never used)",
           "#pragma unroll",
           f"for (int u = 0; u < UNROLL; ++u) if (u < n_k) ring[u] = *reinterpret_cast<const {raw}*>(b_col + "
           "(long long)u * ldb);")
@@ -273,10 +273,12 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
         with w.block("for (int k0 = 0; k0 < n_k; k0 += UNROLL)"):
             w("#pragma unroll")
             with w.block("for (int u = 0; u < UNROLL; ++u)"):
-                with w.block("if (k0 + u < n_k)"):  # a slot past the slice was never loaded: never read
-                    w(f"const {raw} b_raw = ring[u];",
-                      f"if (k0 + u + UNROLL < n_k) ring[u] = *reinterpret_cast<const {raw}*>(b_col + "
-                      "(long long)(k0 + u + UNROLL) * ldb);  // UNROLL rows ahead")
+                # the ring is read and refilled outside the guard: the refills stay unconditional loads ahead of
+                # the FMAs (inside it the kernel ran 1.6-2.0x slower: docs/gemm.md "The ring of B outside the guard")
+                w(f"const {raw} b_raw = ring[u];",
+                  f"if (k0 + u + UNROLL < n_k) ring[u] = *reinterpret_cast<const {raw}*>(b_col + "
+                  "(long long)(k0 + u + UNROLL) * ldb);  // UNROLL rows ahead")
+                with w.block("if (k0 + u < n_k)"):
                     conv = [dt.to_acc("b_raw")] if vb == 1 else [dt.to_acc(f"b_raw.{c}") for c in COMPONENTS[:vb]]
                     w(f"const float b[VB] = {{{', '.join(conv)}}};",
                       "#pragma unroll")
