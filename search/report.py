@@ -223,10 +223,14 @@ def _ranking_lines(r: ReportInputs) -> list[str]:
     return lines
 
 
-def rule_counts(study) -> dict[str, int]:
-    """How many of the study's trials each rule pruned (``duplicate`` and ``model_prune`` included), most first."""
+def rule_counts(study, since: int = 0) -> dict[str, int]:
+    """How many of the study's trials numbered ``since`` or later each rule pruned (``duplicate`` and
+    ``model_prune`` included), most first; ``since`` = the trials the study had before a run counts that run's
+    (and, in a study shared by several processes, the other processes' trials of the same time)."""
     reasons: dict[str, int] = {}
     for t in study.get_trials(deepcopy=False):
+        if t.number < since:
+            continue
         rule = t.user_attrs.get("rule")
         if rule:
             reasons[str(rule)] = reasons.get(str(rule), 0) + 1
@@ -274,13 +278,16 @@ def render(r: ReportInputs) -> str:
                      else "predicted") + " time): " + ", ".join(f"{k} {v:.2f}" for k, v in imp.items()))
     else:
         lines.append(f"knob importances: {how}")
-    reasons = rule_counts(r.study)
+    reasons, in_study = rule_counts(r.study, since=r.n_before), rule_counts(r.study)
     if reasons:
-        lines.append("pruned by rule: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
+        lines.append("pruned by rule, this run: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
+    if r.n_before and in_study:
+        lines.append(f"pruned by rule, the whole study ({len(r.study.trials)} trials over every run): "
+                     + ", ".join(f"{k} {v}" for k, v in in_study.items()))
     if r.model_prune is not None:
         lines.append(f"model pruning (--model-prune {r.model_prune:g}): {r.counts.model_pruned} sampled schedules "
                      f"of this run, predicted at more than {r.model_prune:g}x the best prediction so far, were not "
-                     f"compiled or measured ({reasons.get(MODEL_PRUNE_RULE, 0)} in the study)")
+                     f"compiled or measured ({in_study.get(MODEL_PRUNE_RULE, 0)} in the study)")
     if r.roofline:
         lines.append(r.roofline)
     return "\n".join(lines)

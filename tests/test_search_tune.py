@@ -75,10 +75,20 @@ def test_model_only_end_to_end_then_resume(tmp_path, cache, capsys):
     assert "not stored for schedule=None" in text  # a prediction is never stored as tuned
     # resume: the same command adds trials to the same study and re-evaluates nothing
     assert tune.main(_args(db, "--trials", "15", "--compile-top", "1")) == 0
-    assert f"{len(trials)} earlier trials (resuming)" in capsys.readouterr().out
-    trials = optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
+    text, n_before = capsys.readouterr().out, len(trials)
+    assert f"{n_before} earlier trials (resuming)" in text
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+    trials = study.trials
     keys = _owned_keys(trials)
     assert len(keys) == len(set(keys)) > 0
+    # the report's rule counts are this run's trials, the whole study's on a line of their own
+    from search.report import rule_counts
+
+    this_run, whole = rule_counts(study, since=n_before), rule_counts(study)
+    assert sum(this_run.values()) == sum(1 for t in trials if t.number >= n_before and t.user_attrs.get("rule")) > 0
+    assert sum(whole.values()) == sum(1 for t in trials if t.user_attrs.get("rule")) > sum(this_run.values())
+    assert "pruned by rule, this run: " + ", ".join(f"{k} {v}" for k, v in this_run.items()) + "\n" in text
+    assert f"pruned by rule, the whole study ({len(trials)} trials over every run): " in text
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed on this machine")
