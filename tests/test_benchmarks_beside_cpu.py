@@ -514,3 +514,31 @@ def test_rule_sweeps_hold_valid_schedules_and_the_shipped_winners(name, monkeypa
         matched += winner is not None and winner in {tiledsl.GemmSchedule(**kw) for key, kw in
                                                      schedules(m, n, k, layout).items() if key != "built-in"}
     assert matched >= 6  # the pattern the sweep checks: six or more shipped winners are one of its schedules
+
+
+def test_compare_runs_flags_products_that_lost_against_the_vendor(tmp_path, capsys):
+    """benchmarks/compare_runs.py matches products by (M, N, K, layout, dtype), flags a ratio that fell below
+    --drop of the old one (naming whether the schedule changed), exits 1 then and 0 otherwise."""
+    import compare_runs
+
+    used = {"bm": 16, "kernel": "gemv"}
+    old = [dict(m=16, n=4096, k=4096, layout="NN", ratio=2.0, used=used),
+           dict(m=8, n=4096, k=4096, layout="NN", ratio=1.5, used=used),
+           dict(m=1, n=1, k=1, layout="NT", ratio=1.0, used=used), dict(kind="copy", gbps=4000.0)]
+    new = [dict(m=16, n=4096, k=4096, layout="NN", ratio=1.0, used=used),
+           dict(m=8, n=4096, k=4096, layout="NN", ratio=1.4, used={"bm": 8, "kernel": "gemv"}),
+           dict(m=1, n=1, k=1, layout="NN", ratio=0.1)]
+    (tmp_path / "old.json").write_text(json.dumps({"rows": old}))
+    (tmp_path / "new.json").write_text(json.dumps({"rows": new}))
+    args = [str(tmp_path / "old.json"), str(tmp_path / "new.json")]
+    assert compare_runs.main(args) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("2 products in both (3 in old.json, 3 in new.json)") and "1 below 0.9x" in out
+    assert "16x4096x4096 NN float32: 2.00 -> 1.00 (0.50x; same schedule)" in out and "8x4096" not in out
+    assert compare_runs.main([*args, "--drop", "0.4"]) == 0
+    n, geo, lost = compare_runs.compare(compare_runs.ratios(tmp_path / "old.json"),
+                                        compare_runs.ratios(tmp_path / "new.json"), 0.95)
+    assert n == 2 and abs(geo - (0.5 * 1.4 / 1.5) ** 0.5) < 1e-12
+    assert [x["same_schedule"] for x in lost] == [True, False]
+    with pytest.raises(SystemExit):
+        compare_runs.main([*args, "--drop", "1.5"])
