@@ -44,7 +44,10 @@ U loads of B in flight per thread, the K slices for about P blocks per SM but no
 deep chosen to fill whole waves). ``--family smem_a_depth`` (the same products with 8 and 16
 rows): ``smem_a bnT waves dD``, the staged pick with T = 128, 64 or 32 threads per block and its K slices
 (``gemv_whole_waves``) when no slice may be deeper than D = 256 (the pick with 128 threads), 512 or 768 (fewer slices:
-less split-K workspace, more shared memory per block).
+less split-K workspace, more shared memory per block). ``--family waves`` (``--out
+benchmarks/results/gemv_waves_h200.json``): x @ W with 1, 2 and 4 rows (A in registers) over the LLM (N, K) where
+``gemv_register_waves`` changes the slices: ``two`` (the base pick: slices for four blocks per SM, where ptxas's
+180-221 registers fit two), ``schedule=None`` (whole waves), ``whole waves u16`` and ``half the slices``.
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -113,6 +116,12 @@ def variants(base, op, target, family: str) -> dict:
     from tiledsl.gemm.family import gemv_split
 
     out = {"two": replace(base, split_k_fused=False)}
+    if family == "waves":  # A in registers: the base pick's slices (four blocks per SM) against whole waves
+        from tiledsl.gemm.family import gemv_whole_waves
+
+        whole = gemv_whole_waves(op, base, target, max(1, base.split_k // 2), base.split_k)
+        return {**out, "whole waves u16": replace(base, unroll=16, split_k=whole, split_k_fused=False),
+                "half the slices": replace(base, split_k=max(1, base.split_k // 2), split_k_fused=False)}
     if family == "smem_a":  # A staged in shared memory: threads, unroll, blocks per SM, deepest slice
         for bn, unroll, per_sm, deepest in ((128, 8, 4, 256), (128, 4, 4, 256), (256, 8, 4, 256), (128, 8, 8, 256),
                                             (128, 8, 4, 128)):
@@ -235,7 +244,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
     ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups", "colb", "colb_smem_a", "smem_a",
-                                                 "smem_a_depth"),
+                                                 "smem_a_depth", "waves"),
                     default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
                          "kernel at several slice counts and block widths (row-major x and W only); depth: the "
@@ -247,7 +256,9 @@ def main() -> int:
                          "staged in shared memory (smem_a) against A in registers, 4, 8 and 16 rows of x @ W; "
                          "smem_a_depth: smem_a's pick (whole waves) at 128, 64 or 32 threads with slices of A at "
                          "most 256, 512 or 768 deep; colb_smem_a: 8, 12 and 16 rows times a column-major B (torch's "
-                         "Linear) with A staged in shared memory against the pick")
+                         "Linear) with A staged in shared memory against the pick; waves: 1, 2 and 4 rows of x @ W "
+                         "where gemv_register_waves changes the K slices: the base pick (slices for four blocks per "
+                         "SM), whole waves (schedule=None), the same at unroll 16, and half the slices")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
@@ -265,6 +276,12 @@ def main() -> int:
     if args.family in ("smem_a", "smem_a_depth"):  # x @ W with an aligned N (B read 4 wide)
         rows = SMEM_A_ROWS if args.family == "smem_a" else (8, 16)  # smem_a_depth: the rows that stage A
         todo = [(m, n, k, "NN", False) for m in rows for n, k in llm_weights() if n % 4 == 0]
+    if args.family == "waves":  # where the whole-waves rule changes the base pick's slices
+        from tiledsl.gemm.family import gemv_base_schedule, gemv_register_waves
+
+        todo = [(m, n, k, "NN", False) for m in (1, 2, 4) for n, k in llm_weights()
+                if gemv_register_waves(gemm_op(m, n, k, "NN"), gemv_base_schedule(gemm_op(m, n, k, "NN"), target),
+                                       target) is not None]
     if args.family == "launch":  # where a launch is a large share of the time: A, B and C of a few MiB
         todo = [t for t in todo if 4 * (t[0] * t[2] + t[2] * t[1] + t[0] * t[1]) <= LAUNCH_BOUND_BYTES]
     if args.quick:

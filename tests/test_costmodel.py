@@ -297,23 +297,22 @@ def test_shared_memory_level_exists_exactly_when_the_emitted_kernel_has_shared_m
 
 
 def test_gemv_1x4096x4096_is_hbm_bound_by_hand():
-    """schedule=None picks the GEMV kernel, 64 K slices (gemv_schedule: 4·132 blocks / 8 column blocks,
-    capped at 64).
-    HBM: (1·4096 + 4096·4096)·4 + 1·4096·4 = 67 141 632 B; the split-K workspace adds 2·64·1·4096·4
-    = 2 097 152 B → 69 238 784 B / 4.22 TB/s = 16.41 µs, + 2 launches × 3 µs = 22.41 µs (measured 23.1 µs:
-    benchmarks/results/gemv_h200.json). L2 → SM: 32 column tiles · 512 K steps · 8 · (1 + 128) · 4 + 4096·4
+    """schedule=None picks the GEMV kernel, 32 K slices (gemv_split: 4·132 blocks / 8 column blocks, capped at 64;
+    then gemv_register_waves: ptxas's 180 registers fit two blocks per SM, 264 slots, and 32 slices fill one wave of
+    them at 0.97 as 64 filled two).
+    HBM: (1·4096 + 4096·4096)·4 + 1·4096·4 = 67 141 632 B; the split-K workspace adds 2·32·1·4096·4
+    = 1 048 576 B at HBM rate. L2 → SM: 32 column tiles · 512 K steps · 8 · (1 + 128) · 4 + 4096·4
     = 67 649 536 B. Before the fix the phantom shared-memory wavefronts bound it (27.5 µs, bound by smem)."""
     r = tiledsl.explain(GEMV_OP, device="H200")
-    assert (r.schedule.kernel, r.schedule.split_k) == ("gemv", 64)
+    assert (r.schedule.kernel, r.schedule.split_k) == ("gemv", 32)
     assert r.levels["hbm"].bytes == 67_141_632 and r.levels["l2"].bytes == 67_649_536
     assert r.bound_by == "hbm"
-    # time (tiledsl.costmodel.gemv): 168 registers (40 estimated + 8 unrolled iterations × 16 elements of B) give
-    # 3 blocks of 128 threads per SM, 396 slots for 512 blocks; the first wave keeps 396·128·8·64 B = 26 MB in
-    # flight / 3.5 µs = 7.4 TB/s > HBM, the last 116 blocks 7.6 MB → 2.17 TB/s
-    per_block = 67_141_632 / 512
-    stream = 396 * per_block / 4.22e12 + 116 * per_block / (116 * 128 * 8 * 64 / 3.5e-6)
-    assert r.predicted_s == pytest.approx(stream + 2 * 64 * 4096 * 4 / 4.22e12 + 2 * 3e-6, rel=1e-12)
-    assert r.terms["gemv_resident_blocks"] == 396  # measured 27.9 µs (benchmarks/results/gemv_unroll_h200_run2.json)
+    # time (tiledsl.costmodel.gemv): 168 registers (40 estimated + 8 unrolled iterations × 16 elements of B; ptxas
+    # allocates 180) give 3 blocks of 128 threads per SM, 396 slots: all 256 blocks run in the first wave and keep
+    # 256·128·8·64 B = 16.8 MB in flight / 3.5 µs = 4.8 TB/s > HBM, so B streams at HBM rate
+    stream = 67_141_632 / 4.22e12
+    assert r.predicted_s == pytest.approx(stream + 2 * 32 * 4096 * 4 / 4.22e12 + 2 * 3e-6, rel=1e-12)
+    assert r.terms["gemv_resident_blocks"] == 256 and r.terms["gemv_inflight_bytes"] == 256 * 128 * 8 * 64
     assert "no shared memory" in str(r) and "hbm-bound" in str(r)
 
 

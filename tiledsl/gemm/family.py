@@ -73,6 +73,10 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
                     f"{s.rn} columns per warp")
         elif op.layout_b == "col" and s.bm > 1:
             one += f"; A in registers, not staged (gemv_column_b_unstaged): {gemv_column_b_unstaged(op, s)}"
+        base = gemv_base_schedule(op, target)
+        if s == gemv_register_waves(op, base, target):
+            one += (f"; K slices filling whole waves (gemv_register_waves): {s.split_k} instead of {base.split_k} "
+                    "(those were for four blocks per SM; A in registers leaves two)")
         return s, f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows (GEMV_MAX_M){one}"
     tall = tall_thin_schedule(op, target)
     if tall is not None:
@@ -532,10 +536,12 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     float32 product with a row-major B its one-launch form (:func:`gemv_one_launch`), or for a larger one with an
     odd N its form with groups of columns per thread (:func:`gemv_column_groups`), or with many rows and an aligned
     row-major B its form with A staged in shared memory (:func:`gemv_staged_a`), or with many rows of a small aligned
-    product with a column-major B its form with A staged (:func:`gemv_staged_a_column_b`)."""
+    product with a column-major B its form with A staged (:func:`gemv_staged_a_column_b`), or with 1-4 rows of a
+    larger one with a row-major B its K slices filling whole waves (:func:`gemv_register_waves`)."""
     base = gemv_base_schedule(op, target)
     return (gemv_one_launch(op, base, target) or gemv_column_groups(op, base, target)
-            or gemv_staged_a(op, base, target) or gemv_staged_a_column_b(op, base, target) or base)
+            or gemv_staged_a(op, base, target) or gemv_staged_a_column_b(op, base, target)
+            or gemv_register_waves(op, base, target) or base)
 
 
 def gemv_base_schedule(op: GemmOp, target: Target) -> GemmSchedule:
@@ -712,6 +718,20 @@ def gemv_column_b_unstaged(op: GemmOp, base: GemmSchedule) -> str | None:
                                         f"stages {base.bm} rows of A per 16 columns of B, slice by slice"),
     )
     return next((why for ok, why in checks if not ok), None)
+
+
+def gemv_register_waves(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
+    """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` with the K slices that fill whole waves
+    (:func:`gemv_whole_waves`, from half of ``base``'s slices to twice them): ``base`` splits K for about four blocks
+    per SM (:func:`gemv_split`), but with A in registers ptxas allocates 180-221 registers at 1-4 rows (unroll 8;
+    sm_90, NVRTC 12.9 and 13.0) so two blocks of 128 threads fit an SM, and 1×14336×4096's 19 slices make 532 blocks
+    for 264 slots: three waves, the last 2 % full. Where ``base`` keeps A in registers (at most 4 rows per block) and
+    splits K, for an IEEE float32 product with a row-major B into a row-major C (as measured); None elsewhere."""
+    measured = (op.dtype == "float32" and op.precision == "ieee" and op.layout_b == "row" and op.layout_c == "row")
+    if not (measured and base.bm <= 4 and not base.smem_a and base.col_groups == 1 and base.split_k > 1):
+        return None
+    split = gemv_whole_waves(op, base, target, max(1, base.split_k // 2), base.split_k)
+    return replace(base, split_k=split, split_k_fused=False) if split != base.split_k else None
 
 
 GEMV_WAVE_SLACK = 0.03
