@@ -8,7 +8,9 @@ Both files hold ``rows`` with ``m``, ``n``, ``k``, ``layout`` (and ``dtype`` whe
 vendor time cancels most of a GPU's run-to-run drift, so a product whose ratio fell to less than ``--drop`` of
 its old ratio changed with the code, not the machine. Prints the matched products' geomean change, every product
 below ``--drop`` (with the schedule each run used, where the rows record it: ``same schedule`` points at the
-kernel, a different one at a rule), and exits 1 when there is any: a gate to run after each data-set benchmark
+kernel, a different one at a rule) and the old file's products the new one lacks (a subset run is fine: they are
+listed, not counted). Exit status: 1 when a product dropped, 2 when a file cannot be compared (unreadable, a product
+listed twice, nothing in common), else 0: a gate to run after each data-set benchmark
 (a kernel that ran 1.6–2.0× slower for a day, with every test passing, is why it exists: docs/gemm.md, "The ring
 of B outside the guard").
 """
@@ -23,28 +25,62 @@ from pathlib import Path
 
 
 def product_key(row: dict) -> tuple:
-    """(M, N, K, layout, dtype) of a result row: what two runs are matched on."""
-    return row["m"], row["n"], row["k"], row.get("layout", "NN"), row.get("dtype", "float32")
+    """(M, N, K, layout, dtype, variant) of a result row: what two runs are matched on. ``variant`` is the row's
+    ``variant`` name, else its ``schedule`` where that is a label (``gemm.py``'s "default TT"), else None: a file
+    that times several variants of one product (``gemv_fused.py``, ``gemm_skinny.py``) is compared variant by
+    variant."""
+    label = row.get("variant", row.get("schedule"))
+    return (row["m"], row["n"], row["k"], row.get("layout", "NN"), row.get("dtype", "float32"),
+            label if isinstance(label, str) else None)
+
+
+class ResultsError(ValueError):
+    """A result file that cannot be compared: unreadable, not JSON, no rows, or a product listed twice."""
 
 
 def ratios(path: Path) -> dict[tuple, dict]:
-    """The rows of a result file that carry a vendor ratio, by :func:`product_key` (the last row of a product
-    wins: a file lists each product once)."""
-    data = json.loads(path.read_text())
-    rows = data["rows"] if isinstance(data, dict) else data
-    return {product_key(r): r for r in rows if isinstance(r, dict) and "m" in r and r.get("ratio")}
+    """The rows of a result file that carry a vendor ratio (a positive ``ratio``), by :func:`product_key`.
+
+    Raises:
+        ResultsError: the file cannot be read or parsed, holds no ``rows`` list, or lists a product twice.
+    """
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"{path}: cannot read a JSON result file ({exc})") from None
+    rows = data.get("rows") if isinstance(data, dict) else data
+    if not isinstance(rows, list):
+        raise ResultsError(f"{path}: no list of rows (a JSON object with 'rows', or a list)")
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        if not (isinstance(r, dict) and "m" in r and isinstance(r.get("ratio"), int | float) and r["ratio"] > 0):
+            continue
+        key = product_key(r)
+        if key in out:
+            raise ResultsError(f"{path}: product {key} is listed twice; the rows need a 'variant' to tell them apart")
+        out[key] = r
+    return out
+
+
+def _same_schedule(old: dict, new: dict) -> bool | None:
+    """Whether two rows ran the same schedule, over the fields both record (a field added between runs is not a
+    change); None where either row records none."""
+    a, b = old.get("used"), new.get("used")
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return None
+    return all(a[f] == b[f] for f in a.keys() & b.keys())
 
 
 def compare(old: dict[tuple, dict], new: dict[tuple, dict], drop: float) -> tuple[int, float, list[dict]]:
     """(matched products, geomean of new ratio / old ratio, the products whose ratio fell below ``drop`` × old,
     worst first)."""
-    both = sorted(set(old) & set(new))
+    both = sorted(set(old) & set(new), key=repr)
     if not both:
         return 0, float("nan"), []
     changes = [new[key]["ratio"] / old[key]["ratio"] for key in both]
     geo = math.exp(sum(map(math.log, changes)) / len(changes))
     lost = [dict(key=key, old=old[key]["ratio"], new=new[key]["ratio"], change=c,
-                 same_schedule=old[key].get("used") == new[key].get("used") if "used" in old[key] else None)
+                 same_schedule=_same_schedule(old[key], new[key]))
             for key, c in zip(both, changes, strict=True) if c < drop]
     return len(both), geo, sorted(lost, key=lambda x: x["change"])
 
@@ -58,14 +94,27 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not 0 < args.drop <= 1:
         ap.error(f"--drop {args.drop}: must be in (0, 1]")
-    old, new = ratios(args.old), ratios(args.new)
+    try:
+        old, new = ratios(args.old), ratios(args.new)
+    except ResultsError as exc:
+        print(f"compare_runs.py: {exc}", file=sys.stderr)
+        return 2
     n, geo, lost = compare(old, new, args.drop)
+    if n == 0:
+        print(f"compare_runs.py: no product in both files ({len(old)} in {args.old}, {len(new)} in {args.new})",
+              file=sys.stderr)
+        return 2
+    gone = sorted(set(old) - set(new), key=repr)
     print(f"{n} products in both ({len(old)} in {args.old.name}, {len(new)} in {args.new.name}); "
           f"geomean new/old ratio to the vendor {geo:.3f}; {len(lost)} below {args.drop:g}x their old ratio")
     for x in lost:
-        m, nn, k, layout, dtype = x["key"]
+        m, nn, k, layout, dtype, variant = x["key"]
         why = {True: "same schedule", False: "schedule changed", None: "schedule not recorded"}[x["same_schedule"]]
-        print(f"  {m}x{nn}x{k} {layout} {dtype}: {x['old']:.2f} -> {x['new']:.2f} ({x['change']:.2f}x; {why})")
+        name = f" {variant}" if variant else ""
+        print(f"  {m}x{nn}x{k} {layout} {dtype}{name}: {x['old']:.2f} -> {x['new']:.2f} ({x['change']:.2f}x; {why})")
+    if gone:
+        print(f"{len(gone)} products of {args.old.name} missing from {args.new.name} (not timed, or no ratio): "
+              + ", ".join(f"{m}x{nn}x{k} {layout}" for m, nn, k, layout, *_ in gone[:10]) + (" ..." if len(gone) > 10 else ""))
     return 1 if lost else 0
 
 

@@ -117,9 +117,9 @@ def variants(base, op, target, family: str) -> dict:
 
     out = {"two": replace(base, split_k_fused=False)}
     if family == "waves":  # A in registers: the base pick's slices (four blocks per SM) against whole waves
-        from tiledsl.gemm.family import gemv_whole_waves
+        from tiledsl.gemm.family import gemv_register_waves
 
-        whole = gemv_whole_waves(op, base, target, max(1, base.split_k // 2), base.split_k)
+        whole = (gemv_register_waves(op, base, target) or base).split_k
         return {**out, "whole waves u16": replace(base, unroll=16, split_k=whole, split_k_fused=False),
                 "half the slices": replace(base, split_k=max(1, base.split_k // 2), split_k_fused=False)}
     if family == "smem_a":  # A staged in shared memory: threads, unroll, blocks per SM, deepest slice

@@ -15,12 +15,14 @@ Two steps, so that kernels emitted at different commits can be timed in one GPU 
 Measured on the H200, 2026-12-03 (``benchmarks/results/gemv_ring_h200_2026-12-03.json``; labels ``head`` = commit
 74f230b, the refill inside the slice guard since 0516e6d; ``fix`` = the refill outside it, the ring zeroed; ``tail`` =
 whole rounds without a guard and a guarded tail, which spills 60 bytes under the 128-register cap): the GEMV kernel of
-16×14336×4096 135.2 / 81.4 / 100.4 µs, the cp.async ring (4 chunks of 4 rows) 79.0 µs; docs/gemm.md, "A staged in
-shared memory".
+16×14336×4096 134.9 / 82.0 / 91.1 µs, the cp.async ring (4 chunks of 4 rows) 79.6 µs; docs/gemm.md, "The ring of B
+outside the guard". The prototype stages A 4 wide: slices a multiple of 4 deep and lda a multiple of 4, as for
+:data:`PRODUCTS`.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 from pathlib import Path
@@ -222,21 +224,22 @@ def time_all(out: str, labels: list[str]) -> None:
               f"x{row['cublas_ms'] / row['call_ms']:.2f}", flush=True)
         cp.get_default_memory_pool().free_all_blocks()
     meta = dict(command="python benchmarks/gemv_ring.py time " + " ".join([out, *labels]), gpu=gpu_name(),
-                copy_gbps=copy, labels=labels, date=__import__("datetime").date.today().isoformat())
+                copy_gbps=copy, labels=labels, date=datetime.date.today().isoformat())
     Path(out).write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
 
 
-def main() -> None:
+def main() -> int:
     if len(sys.argv) >= 3 and sys.argv[1] == "dump":
         print(dump(sys.argv[2]))
-    elif len(sys.argv) >= 4 and sys.argv[1] == "time":
+        return 0
+    if len(sys.argv) >= 4 and sys.argv[1] == "time":
         from gpu_check import gpu_or_exit
 
         gpu_or_exit("gemv_ring.py")
         time_all(sys.argv[2], sys.argv[3:])
-    else:
-        sys.exit(__doc__)
+        return 0
+    sys.exit(__doc__)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

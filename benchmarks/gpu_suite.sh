@@ -17,19 +17,22 @@ pids=()
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 } > "$log"
 ids=$(mktemp)
-for f in tc:tests/test_gemm_tc_gpu.py gemm:tests/test_gemm_gpu.py; do
+for f in tc:tests/test_gemm_tc_gpu.py gemm:tests/test_gemm_gpu.py; do  # collect both before launching any
   "${pytest[@]}" --collect-only "${f#*:}" 2>/dev/null | grep '::' > "$ids"
-  mapfile -t half1 < <(awk 'NR % 2 == 1' "$ids")
-  mapfile -t half2 < <(awk 'NR % 2 == 0' "$ids")
-  if [ "${#half1[@]}" -eq 0 ] || [ "${#half2[@]}" -eq 0 ]; then  # bare pytest would run the whole suite twice
+  if [ "$(wc -l < "$ids")" -lt 2 ]; then  # bare pytest on an empty half would run the whole suite twice
     echo "collecting ${f#*:} found no GPU tests: see python3 -m pytest -m gpu --collect-only" | tee -a "$log"
     rm -f "$ids"
     exit 1
   fi
-  "${pytest[@]}" "${half1[@]}" > "$log.${f%%:*}1" 2>&1 & pids+=($!)
-  "${pytest[@]}" "${half2[@]}" > "$log.${f%%:*}2" 2>&1 & pids+=($!)
+  cp "$ids" "$ids.${f%%:*}"
 done
-rm -f "$ids"
+for g in tc gemm; do
+  mapfile -t half1 < <(awk 'NR % 2 == 1' "$ids.$g")
+  mapfile -t half2 < <(awk 'NR % 2 == 0' "$ids.$g")
+  "${pytest[@]}" "${half1[@]}" > "$log.${g}1" 2>&1 & pids+=($!)
+  "${pytest[@]}" "${half2[@]}" > "$log.${g}2" 2>&1 & pids+=($!)
+done
+rm -f "$ids" "$ids.tc" "$ids.gemm"
 "${pytest[@]}" -rs --ignore tests/test_gemm_tc_gpu.py --ignore tests/test_gemm_gpu.py > "$log.rest" 2>&1 & pids+=($!)
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done

@@ -281,7 +281,7 @@ def render(r: ReportInputs) -> str:
     reasons, in_study = rule_counts(r.study, since=r.n_before), rule_counts(r.study)
     if reasons:
         lines.append("pruned by rule, this run: " + ", ".join(f"{k} {v}" for k, v in reasons.items()))
-    if r.n_before and in_study:
+    if r.n_before and in_study != reasons:  # earlier runs pruned some too
         lines.append(f"pruned by rule, the whole study ({len(r.study.trials)} trials over every run): "
                      + ", ".join(f"{k} {v}" for k, v in in_study.items()))
     if r.model_prune is not None:

@@ -542,3 +542,21 @@ def test_compare_runs_flags_products_that_lost_against_the_vendor(tmp_path, caps
     assert [x["same_schedule"] for x in lost] == [True, False]
     with pytest.raises(SystemExit):
         compare_runs.main([*args, "--drop", "1.5"])
+    # a field added between runs is not a schedule change; an old product the new file lacks is listed
+    grown = [dict(new[0], used={**used, "smem_a": False}), dict(m=2, n=2, k=2, layout="NN", ratio=1.0)]
+    (tmp_path / "grown.json").write_text(json.dumps({"rows": grown}))
+    capsys.readouterr()
+    assert compare_runs.main([str(tmp_path / "old.json"), str(tmp_path / "grown.json")]) == 1
+    out = capsys.readouterr().out
+    assert "(0.50x; same schedule)" in out and "2 products of old.json missing from grown.json" in out
+    # variants of one product are compared variant by variant; a product listed twice, an unreadable file or
+    # nothing in common exit 2 with the reason
+    variants = [dict(m=1, n=2, k=3, layout="NN", variant=v, ratio=r) for v, r in (("a", 1.0), ("b", 2.0))]
+    (tmp_path / "v.json").write_text(json.dumps({"rows": variants}))
+    assert compare_runs.main([str(tmp_path / "v.json")] * 2) == 0
+    (tmp_path / "twice.json").write_text(json.dumps({"rows": [old[0], old[0]]}))
+    (tmp_path / "bad.json").write_text("{not json")
+    for bad, why in (("twice.json", "listed twice"), ("bad.json", "cannot read a JSON result file"),
+                     ("v.json", "no product in both files"), ("absent.json", "No such file")):
+        assert compare_runs.main([str(tmp_path / "old.json"), str(tmp_path / bad)]) == 2
+        assert why in capsys.readouterr().err, bad

@@ -879,6 +879,11 @@ def test_gemv_register_waves_fills_whole_waves_of_two_blocks_per_sm():
                GemmOp(4, 14336, 4096, precision="tf32")):
         assert gemv_register_waves(op, base, h200) is None, op
     assert gemv_register_waves(GemmOp(8, 14336, 4096), gemv_base_schedule(GemmOp(8, 14336, 4096), h200), h200) is None
+    for op in (GemmOp(1, 14338, 4096), GemmOp(1, 14337, 4096), GemmOp(1, 14336, 4096, layout_a="col"),
+               GemmOp(1, 1024, 4096)):  # B 2 wide (114 registers: four blocks fit), odd N, a column-major A, one wave
+        assert gemv_register_waves(op, gemv_base_schedule(op, h200), h200) is None, op
+    short = GemmOp(1, 28672, 512)  # slices stay at least 64 deep (gemv_min_depth), not the staged rule's 32
+    assert 512 // gemv_schedule(short, h200).split_k >= 64
     assert gemv_schedule(GemmOp(8, 14336, 4096), h200).smem_a  # 5-16 rows stage A (gemv_staged_a) instead
     assert gemv_schedule(GemmOp(1, 768, 768), h200).split_k_fused  # small products: one launch (gemv_one_launch)
     from tiledsl.gemm.family import builtin_choice
@@ -893,7 +898,7 @@ def test_gemv_smem_a_ring_refills_outside_the_slice_guard(unroll):
     shorter than UNROLL reads slots it never loads). With the refill inside the guard (commit 0516e6d) ptxas kept the
     same registers but the kernel ran 1.6-2.0x slower on the H200 (16x14336x4096: 135 against 82 us for the GEMV kernel
     alone; benchmarks/results/gemv_ring_h200_2026-12-03.json): no timed test can catch that on CPU, so the structure
-    is pinned here."""
+    is pinned here, and the registers ptxas gives eight rows (81 with the refill inside the guard, 118 outside)."""
     op = GemmOp(16, 4096, 2000)
     s = GemmSchedule(kernel="gemv", bm=16, bn=128, vec=4, unroll=unroll, split_k=16, smem_a=True)
     src = emit_gemm(op, s).source
@@ -902,6 +907,12 @@ def test_gemv_smem_a_ring_refills_outside_the_slice_guard(unroll):
     guard = src.index("if (k0 + u < n_k) {", read)
     assert read < refill < guard, (read, refill, guard)
     assert src.count("ring[u] = *") == 2 and "float4 ring[UNROLL] = {};" in src  # the first loads, the refill
+    if unroll == 8:  # the registers show the loads kept in flight: 118 for eight rows (NVRTC 12.9 and 13.0), 81 when
+        from tiledsl.gemm import default_schedule
+
+        eight = GemmOp(8, 14336, 4096)  # the refill sat inside the guard
+        kernel = tiledsl.compile(eight, default_schedule(eight, tiledsl.Target.known("H200")), arch="sm_90")
+        assert kernel.registers >= 110 and kernel.spill_bytes == 0, (kernel.registers, kernel.spill_bytes)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])

@@ -273,8 +273,8 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
         with w.block("for (int k0 = 0; k0 < n_k; k0 += UNROLL)"):
             w("#pragma unroll")
             with w.block("for (int u = 0; u < UNROLL; ++u)"):
-                # the ring is read and refilled outside the guard: the refills stay unconditional loads ahead of
-                # the FMAs (inside it the kernel ran 1.6-2.0x slower: docs/gemm.md "The ring of B outside the guard")
+                # the ring is read and refilled outside the FMAs' guard (the refill predicated only on rows left):
+                # inside it the kernel ran 1.6-2.0x slower (docs/gemm.md "The ring of B outside the guard")
                 w(f"const {raw} b_raw = ring[u];",
                   f"if (k0 + u + UNROLL < n_k) ring[u] = *reinterpret_cast<const {raw}*>(b_col + "
                   "(long long)(k0 + u + UNROLL) * ldb);  // UNROLL rows ahead")

@@ -726,11 +726,14 @@ def gemv_register_waves(op: GemmOp, base: GemmSchedule, target: Target) -> GemmS
     per SM (:func:`gemv_split`), but with A in registers ptxas allocates 180-221 registers at 1-4 rows (unroll 8;
     sm_90, NVRTC 12.9 and 13.0) so two blocks of 128 threads fit an SM, and 1×14336×4096's 19 slices make 532 blocks
     for 264 slots: three waves, the last 2 % full. Where ``base`` keeps A in registers (at most 4 rows per block) and
-    splits K, for an IEEE float32 product with a row-major B into a row-major C (as measured); None elsewhere."""
-    measured = (op.dtype == "float32" and op.precision == "ieee" and op.layout_b == "row" and op.layout_c == "row")
+    splits K, for an IEEE float32 product of row-major A and B (read 4 wide: N a multiple of 4; narrower loads take
+    fewer registers, 114 at 2 wide, and more blocks per SM) into a row-major C, as measured, with slices no shallower
+    than :func:`gemv_min_depth` (64); None elsewhere."""
+    measured = (op.dtype == "float32" and op.precision == "ieee" and op.layout_a == "row" and op.layout_b == "row"
+                and op.layout_c == "row" and op.align_b >= 4 and base.vec == 4)
     if not (measured and base.bm <= 4 and not base.smem_a and base.col_groups == 1 and base.split_k > 1):
         return None
-    split = gemv_whole_waves(op, base, target, max(1, base.split_k // 2), base.split_k)
+    split = gemv_whole_waves(op, base, target, max(1, base.split_k // 2), base.split_k, gemv_min_depth(base.bm))
     return replace(base, split_k=split, split_k_fused=False) if split != base.split_k else None
 
 
@@ -738,8 +741,8 @@ GEMV_WAVE_SLACK = 0.03
 """:func:`gemv_whole_waves` takes the fewest K slices whose grid fills its last wave within this share of the best."""
 
 
-def gemv_whole_waves(op: GemmOp, s: GemmSchedule, target: Target, lo: int, pick: int) -> int:
-    """The K slices (``lo`` .. 2·``pick``, each at least 32 deep, at most :data:`GEMV_MAX_SPLIT`) whose grid of
+def gemv_whole_waves(op: GemmOp, s: GemmSchedule, target: Target, lo: int, pick: int, min_depth: int = 32) -> int:
+    """The K slices (``lo`` .. 2·``pick``, each at least ``min_depth`` deep, at most :data:`GEMV_MAX_SPLIT`) whose grid of
     ``s``'s blocks fills the largest share of its waves (slots: SMs × the blocks per SM at the register cap of its
     ``__launch_bounds__`` and the slice's shared memory), the fewest slices within :data:`GEMV_WAVE_SLACK` of the
     best (each slice writes and reads back M·N float32 of workspace), among the counts that leave no slice empty
@@ -761,7 +764,7 @@ def gemv_whole_waves(op: GemmOp, s: GemmSchedule, target: Target, lo: int, pick:
 
     if col_blocks * pick < at_once(pick).slots:  # under one wave: more blocks, not fuller waves, is what there is to
         return pick  # gain
-    top = max(lo, min(GEMV_MAX_SPLIT, 2 * pick, op.k // 32))
+    top = max(lo, min(GEMV_MAX_SPLIT, 2 * pick, op.k // min_depth))
     # slices are rounded up to bk: a count whose last slices start past K launches blocks that only write zeros
     whole = [split for split in range(lo, top + 1)
              if -(-op.k // gemv_slice_depth(op.k, s, split)) == split] or [pick]
