@@ -262,3 +262,62 @@ def test_register_fit_recovers_known_weights_and_needs_enough_kernels():
     assert all(got[k] == pytest.approx(truth[k], abs=1e-6) for k in truth), got
     few = replace(study, schedules=study.schedules[:5], registers=study.registers[:5])
     assert cr.register_fit([few]) == {}
+
+
+def test_load_wavefronts_follow_the_return_path_and_match_ncu():
+    """A warp-wide shared-memory load returns one 4-byte register per lane per 128-byte wavefront: LDS.128 takes 4
+    wavefronts however few addresses it reads, 2 when lanes pair up on addresses (t and t^1, or t and t^2), and never
+    fewer than its bank conflicts (``wavefronts``). With it the model's wavefronts per warp and K step of the FMA GEMMs
+    measured by Nsight Compute (benchmarks/results/ncu_bytes_h200.json, H200, 2026-12-01) agree within 1 % (148.0 vs
+    148.1, 108.0 vs 108.1 and 108.8), where the bank model alone said 68 and 44; and a warp laid 16 × 2 over its tile
+    reads its fragments in 4 wavefronts per k where 4 × 8 or 8 × 4 take 6 (both operands pair up)."""
+    assert cg.load_wavefronts([(lane // 8) * 4 for lane in range(32)], 4) == 2   # rows: t and t^1 share
+    assert cg.load_wavefronts([(lane % 8) * 4 for lane in range(32)], 4) == 4    # 8 columns: no pairs
+    assert cg.load_wavefronts([0] * 32, 4) == 2 and cg.load_wavefronts([0] * 32, 1) == 1
+    assert cg.load_wavefronts([(lane % 2) * 4 for lane in range(32)], 4) == 2    # t and t^2 share
+    assert cg.load_wavefronts([lane * 32 for lane in range(32)], 1) == 32        # bank conflicts still count
+    assert cg.load_wavefronts([lane * 4 for lane in range(32)], 4) == cg.wavefronts([lane * 4 for lane in range(32)], 4)
+    data = json.loads((STUDIES.parent / "ncu_bytes_h200.json").read_text())
+    checked = 0
+    for row in data["rows"]:
+        if not row["case"].startswith("gemm_f32"):
+            continue
+        op, s = tiledsl.GemmOp(**row["op"]), tiledsl.GemmSchedule(**row["predicted"]["schedule"])
+        measured = row["kernels"][0]["metrics"]["l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"]
+        blocks, ksteps = cg._grid_work(op, s)
+        step = cg._per_step(op, s)
+        per_warp_step = measured / (blocks * ksteps * (s.threads // 32))
+        assert step["wf_lds"] + step["wf_sts"] == pytest.approx(per_warp_step, rel=0.01), row["case"]
+        checked += 1
+    assert checked == 4
+    op = tiledsl.GemmOp(35, 8457, 2560)
+    tall = tiledsl.GemmSchedule(bm=64, bn=32, bk=32, rm=4, rn=4, wm=64, wn=8, unroll=16)
+    for wm, wn in ((16, 32), (32, 16)):
+        other = replace(tall, wm=wm, wn=wn)
+        assert cg._per_step(op, other)["wf_lds"] == 6 * 32 and cg._per_step(op, tall)["wf_lds"] == 4 * 32
+
+
+def test_spills_come_from_the_fitted_register_count_beyond_the_slack():
+    """The model's spills: 8 bytes per register of the fitted register terms' excess over the cap beyond
+    ``spill_slack_registers``; FmaParams' defaults give the plan's own spills on every kernel of the studies. The one
+    warp of 32×32×32 tiles of 4×8 on 35×8457×2560 (40 scalar loads of the odd-N B) spilled 448 bytes: the plan said
+    none, the shipped constants say it spills."""
+    for shape in ("4096x4096x4096", "1024x1024x1024", "35x8457x2560"):
+        d = _study(shape)
+        op = tiledsl.GemmOp(**d["op"])
+        for t in d["trials"]:
+            s = tiledsl.GemmSchedule(**t["schedule"])
+            if s.kernel == "tiled" and s.mma == "fma":
+                assert cg.estimate_registers(op, s, FmaParams()) == cg.estimate_registers(op, s), t["number"]
+    d = _study("35x8457x2560")
+    op = tiledsl.GemmOp(**d["op"])
+    (trial,) = [t for t in d["trials"] if t["number"] == 65]
+    one_warp = tiledsl.GemmSchedule(**trial["schedule"])
+    assert (one_warp.bm, one_warp.bn, one_warp.rm, one_warp.rn, one_warp.threads) == (32, 32, 4, 8, 32)
+    assert trial["spill_bytes"] == 448
+    assert tiledsl.plan(op, one_warp, arch="sm_90").detail.spill_bytes == 0
+    shipped = fma_params("sm_90")
+    assert cg.estimate_registers(op, one_warp, shipped)[1] > 0
+    slack = cg.estimate_registers(op, one_warp, replace(shipped, spill_slack_registers=0.0))[1]
+    assert slack == cg.estimate_registers(op, one_warp, shipped)[1] + 8 * shipped.spill_slack_registers
+

@@ -31,15 +31,17 @@ the tuner's measured studies, ``benchmarks/costmodel_rank.py``):
   scheduler finds a ready warp with probability 1 − (1 − u)^W, u = issue / chain: one warp pays the whole
   chain, many warps only their issue;
 * shared-memory wavefronts (one 128-byte wavefront per clock per SM; broadcasts and bank conflicts
-  simulated on the emitter's real index arithmetic for warp 0; spilled registers add L1 wavefronts);
+  simulated on the emitter's real index arithmetic for warp 0, a load never fewer than the registers it returns
+  per lane, :func:`load_wavefronts`; spilled registers add L1 wavefronts);
 * the critical path of one block: its own K step, overlapped with the global-load latency when the next
   tile is in flight (``stages`` ≥ 2: Little's law), plus ``barrier_cycles`` (other resident blocks hide it);
 
 b resident blocks take max(issue and hiding of b blocks' warps, b × wavefronts, path) per K step, summed
 over the waves of blocks each SM runs (wave quantization) — a last, partial wave runs fewer blocks per SM
 and is priced as such. Registers for the occupancy are the plan's register terms weighed by the fitted ``reg_*``
-constants (what ptxas allocated on the studies' kernels), capped; spills are the plan estimate's excess
-over the cap, ``spill_accesses_per_step`` local accesses per spilled word per K step. Split-K adds the
+constants (what ptxas allocated on the studies' kernels), capped; spills are those registers' excess over the cap
+beyond ``spill_slack_registers`` (what ptxas recovers before it spills), ``spill_accesses_per_step`` local
+accesses per spilled word per K step. Split-K adds the
 float32 workspace's write and read-back and a second launch (no second launch with ``split_k_fused``). Stream-K (``stream_k``) prices the partial
 wave as its share of a full one (every stream-K block busy to the end) and adds its partial tiles' traffic, counted
 like split-K's workspace (written and read back, at L2 and HBM).
@@ -193,6 +195,33 @@ def wavefronts(word_addrs: list[int], words_per_access: int) -> int:
     return max(-(-len(words) * 4 // 128), max(per_bank.values(), default=0))
 
 
+def load_wavefronts(word_addrs: list[int], words_per_access: int) -> int:
+    """Wavefronts one warp-wide shared-memory *load* takes: :func:`wavefronts` (bytes and bank conflicts), but never
+    fewer than the return path needs.
+
+    The L1/shared-memory return path delivers 128 bytes per wavefront, one 4-byte register to each of the 32 lanes,
+    so a load of ``words_per_access`` words per lane takes at least that many wavefronts (LDS.128: 4) however few
+    distinct addresses it reads; when the lanes pair up on addresses (lane t reads what lane t ^ 1 reads, or what lane
+    t ^ 2 reads, for every t) the return is packed two lanes to a slot and the floor halves (LDS.128: 2), never below
+    one. NVIDIA's description (developer forums, "Unexpected shared memory bank conflict", cc 7.x: "LDS.128 requires 4
+    requests per instruction as it returns 4 registers. If the guidelines are met the requests/instruction should
+    reduce from 4 to 2"), and this project's counters: with it the FMA GEMMs' fragment reads plus the tile stores give
+    148 and 108 wavefronts per warp and K step for the 256×128×8 (16×8 thread tiles) and 128×128×8 (8×8) kernels of
+    ``benchmarks/results/ncu_bytes_h200.json``, where Nsight Compute measured 148.1 and 108.1 on the H200
+    (:func:`wavefronts` alone: 68 and 44).
+
+    Example:
+        >>> load_wavefronts([(lane // 8) * 4 for lane in range(32)], 4)   # 4 rows, 8 lanes each: pairs share
+        2
+        >>> load_wavefronts([(lane % 8) * 4 for lane in range(32)], 4)    # 8 columns, 4 lanes each: no pairs
+        4
+    """
+    floor = words_per_access
+    if len(word_addrs) == 32 and any(all(word_addrs[t] == word_addrs[t ^ d] for t in range(32)) for d in (1, 2)):
+        floor = max(1, words_per_access // 2)
+    return max(wavefronts(word_addrs, words_per_access), floor)
+
+
 def _store_wavefronts(op, s, which: str, vec: int) -> tuple[int, int]:
     """(instructions, wavefronts) per thread-slot of the registers→shared store of tile A or B (warp 0)."""
     threads = s.threads
@@ -253,8 +282,8 @@ def _per_step(op, s) -> dict[str, float]:
     sts_b, wf_sts_b = _store_wavefronts(op, s, "B", vb)
     frag_a = s.rm // cm
     frag_b = s.rn // cn
-    wf_frag_a = wavefronts([(lane // lanes_n) * cm for lane in range(32)], cm)
-    wf_frag_b = wavefronts([(lane % lanes_n) * cn for lane in range(32)], cn)
+    wf_frag_a = load_wavefronts([(lane // lanes_n) * cm for lane in range(32)], cm)
+    wf_frag_b = load_wavefronts([(lane % lanes_n) * cn for lane in range(32)], cn)
     del lanes_m
     return {
         "ffma": s.bk * s.rm * s.rn,
@@ -273,9 +302,15 @@ def estimate_registers(op, s, params: FmaParams | None = None) -> tuple[int, int
     ``tiledsl.gemm.kernel_plan``.
 
     ``params``: the registers ptxas allocates below the cap, for the occupancy, as ``params.reg_base`` + its
-    ``reg_*`` weights of :func:`tiledsl.gemm.schedule.fma_register_terms` (FMA tiled kernels); None, or another
-    kernel: the plan's estimate as it is. The spills stay the plan's (8 bytes of spill traffic per spilled
-    register: a store and a load)."""
+    ``reg_*`` weights of :func:`tiledsl.gemm.schedule.fma_register_terms` (FMA tiled kernels), and the spills
+    from the same count: 8 bytes of spill traffic (a store and a load) per register of its excess over the cap
+    beyond ``params.spill_slack_registers`` (the registers ptxas recovers before it spills); FmaParams' defaults
+    give the plan's own registers and spills. None, or another kernel: the plan's estimate as it is.
+
+    Why from the fitted count: the plan's estimate (36 + 1 per accumulator, fragment and staged element + 2 per
+    load) missed 6 of the 8 spilling kernels of 35×8457×2560 and 12 of 29 of 4096³ (committed studies, H200,
+    2026-12-01), e.g. 32×32×32 tiles of 4×8 (one warp, 40 scalar loads of the odd-N B: 448 bytes of spills,
+    predicted fastest of its study with none)."""
     p = plan_gemm(op, s)
     want = p.est_registers
     if params is not None and s.kernel == "tiled" and s.mma == "fma":
@@ -284,6 +319,8 @@ def estimate_registers(op, s, params: FmaParams | None = None) -> tuple[int, int
         want = math.ceil(params.reg_base + params.reg_per_accumulator * t["accumulators"]
                          + params.reg_per_fragment * t["fragments"] + params.reg_per_staged * t["staged"]
                          + params.reg_per_load * t["loads"] + 10 * t["stream_k"])
+        spill = max(0, want - p.max_registers - params.spill_slack_registers) * 8
+        return min(p.max_registers, -(-want // 8) * 8), int(math.ceil(spill))
     return min(p.max_registers, -(-want // 8) * 8), p.detail.spill_bytes
 
 

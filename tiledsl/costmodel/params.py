@@ -45,6 +45,15 @@ class FmaParams:
             (the defaults are the plan's estimate, :func:`tiledsl.gemm.schedule.estimate_registers`). ptxas
             lengthens live ranges and keeps each load's address and value when the cap leaves room: about 5
             registers per global load instruction where the plan counts 2.
+        spill_slack_registers: registers ptxas recovers under the ``__launch_bounds__`` cap before it spills
+            (rematerialised addresses, shortened load live ranges: the registers the fitted terms give each load
+            beyond the plan's two are kept only when there is room): the model's spills are
+            8 bytes per register of max(0, wanted − cap − this), wanted being the fitted register terms' count
+            (tiled FMA kernels). 0 (the default) with the default weights is the plan's own spill estimate.
+            Not searched: fitted to ptxas's spill bytes (least absolute error of ln(1 + bytes), inside each fold,
+            ``benchmarks/costmodel_rank.py: spill_slack_fit``); 24.5 on the committed studies (2026-12-03). With no
+            slack the fitted count flagged 33 spill-free kernels of 1024³ (64×128 tiles of 8×4, 6 registers over a
+            128 cap); ptxas recovers about 6 to 28 registers before it spills.
         source: where these figures come from (the fit command, studies, date).
     """
 
@@ -58,6 +67,7 @@ class FmaParams:
     reg_per_fragment: float = 1.0
     reg_per_staged: float = 1.0
     reg_per_load: float = 2.0
+    spill_slack_registers: float = 0.0
     source: str = "unfitted defaults (the model before issue 11)"
 
     def to_dict(self) -> dict:
