@@ -75,7 +75,7 @@ def fmt_pct(x: float | None) -> str:
 # docs/costmodel.md: median measured / predicted time of the cost model (GEMM: the 2026-12-03 fit of the FMA
 # terms, register weights and spill slack, held out one study at a time; reduce: the 2026-11-29 fit)
 MODEL_BIAS = {"gemm": "median measured/predicted = 0.75-1.25 for float32 GEMM held out (three 200-trial H200 studies "
-                      "and 110 random 4096^3 schedules): the fastest kernels are predicted up to 1.3x too slow, "
+                      "and 110 random 4096^3 schedules): the fastest kernels are predicted up to 1.34x too slow, "
                       "skinny shapes about 1.25x too fast",
               "gemm gemv": "the GEMV kernel's streaming model: absolute bias not fitted; ranking only, its first pick "
                            "2.3-3.4 % slower than the measured best over the four H200 sweeps it was fitted on, 8-18 % "
