@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -78,7 +78,7 @@ def compare(old: dict[tuple, dict], new: dict[tuple, dict], drop: float) -> tupl
     if not both:
         return 0, float("nan"), []
     changes = [new[key]["ratio"] / old[key]["ratio"] for key in both]
-    geo = math.exp(sum(map(math.log, changes)) / len(changes))
+    geo = statistics.geometric_mean(changes)
     lost = [dict(key=key, old=old[key]["ratio"], new=new[key]["ratio"], change=c,
                  same_schedule=_same_schedule(old[key], new[key]))
             for key, c in zip(both, changes, strict=True) if c < drop]
