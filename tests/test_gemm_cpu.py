@@ -1146,13 +1146,13 @@ def test_tall_thin_rule_stays_inside_its_class(op):
 
 
 @pytest.mark.parametrize("m,n,k,layout", [(35, 8457, 2560, ("col", "col")), (35, 8457, 4096, ("row", "col")),
-                                          (176, 1500, 1408, ("col", "col")), (35, 1500, 2048, ("col", "col")),
+                                          (176, 1500, 1408, ("col", "col")), (35, 1536, 2048, ("col", "col")),
                                           (49, 8457, 2560, ("col", "col")), (32, 8457, 2560, ("col", "col")),
-                                          (33, 8457, 2560, ("row", "row")), (35, 700, 2560, ("col", "col")),
-                                          (48, 700, 1024, ("row", "row")), (35, 4096, 512, ("col", "col"))])
+                                          (33, 8457, 2560, ("row", "row")), (35, 2047, 2560, ("col", "col")),
+                                          (48, 700, 255, ("row", "row")), (35, 4096, 512, ("col", "col"))])
 def test_short_wide_rule_takes_stream_k(m, n, k, layout):
-    """M in 33…48 takes a 48-row tile (rows fitted to M; 64 columns below N = 2048), other M of the class the
-    64×128 one; all stream-K."""
+    """M in 33…48 takes a 48-row tile (rows fitted to M; 64 columns below N = 2048) where split-K does not apply
+    (N ≥ 1536 or K < 256), other M of the class the 64×128 one; all stream-K."""
     from tiledsl.gemm.family import SHORT_WIDE_FITTED_PRESETS, SHORT_WIDE_PRESET, builtin_choice
 
     op = GemmOp(m, n, k, layout_a=layout[0], layout_b=layout[1])
@@ -1162,6 +1162,22 @@ def test_short_wide_rule_takes_stream_k(m, n, k, layout):
     assert s == tiledsl.preset("gemm", name) and s.stream_k
     assert (s.bm, s.bn) == ((48, 128 if n >= 2048 else 64) if fitted else (64, 128))
     assert ("rows fitted to M in 33..48" in why) == fitted and f"under one wave of {s.bm}×{s.bn} tiles" in why
+
+
+@pytest.mark.parametrize("m,n,k,layout,bm", [(35, 700, 2560, ("col", "col"), 16), (35, 700, 2048, ("col", "col"), 16),
+                                             (48, 1023, 256, ("row", "row"), 16), (33, 1024, 1024, ("col", "row"), 64),
+                                             (35, 1500, 2560, ("col", "col"), 64), (40, 1535, 8192, ("row", "col"), 64)])
+def test_short_wide_rule_takes_split_k_below_1536_columns(m, n, k, layout, bm):
+    """M in 33…48, N in 700…1535 and K ≥ 256: 16 K slices on 16×64 tiles below N = 1024, on 64×64 tiles from there
+    (benchmarks/results/gemm_fit_split_h200_2026-12-03.json); --lookup names the branch."""
+    from tiledsl.gemm.family import SHORT_WIDE_SPLIT_PRESETS, builtin_choice
+
+    op = GemmOp(m, n, k, layout_a=layout[0], layout_b=layout[1])
+    s, why = builtin_choice(op, tiledsl.Target.known("H200"))
+    assert s == tiledsl.preset("gemm", SHORT_WIDE_SPLIT_PRESETS[bm == 64])
+    assert (s.bm, s.bn, s.split_k, s.stream_k) == (bm, 64, 16, False)
+    assert f"{bm}×64 tiles with 16 K slices" in why and f"K = {k} ≥ 256" in why
+    tiledsl.source(op, s)  # the schedule is valid for the op
 
 
 @pytest.mark.parametrize("op", [

@@ -435,6 +435,34 @@ def test_sub_wave_rule_default_is_stream_k_and_correct(m, n, k, la, lb, rng):
     assert _rel_err(c, 0.5 * (ha @ hb) - 2.0 * c0) < 1e-5
 
 
+@pytest.mark.parametrize("m,n,k,la,lb", [(35, 701, 1000, "row", "row"), (37, 1023, 257, "col", "row"),
+                                          (48, 1100, 300, "row", "col"), (33, 1535, 4099, "col", "col"),
+                                          (35, 700, 2560, "col", "col")])
+def test_short_wide_split_k_rule_is_right(m, n, k, la, lb, rng):
+    """M in 33…48, N in 700…1535, K ≥ 256: the short-wide rule's 16-slice split-K tiles (16×64 below N = 1024,
+    64×64 from there), with K not a multiple of the slices, odd N and column-major A: right against float64 on a
+    NaN-poisoned C, and with alpha/beta reading C; schedule=None runs them unless a shipped record stands."""
+    from tiledsl.gemm.family import builtin_schedule
+    from tiledsl.registry import lookup_hit
+
+    cp = _cp()
+    a, ha = _rand((m, k), rng, layout=la)
+    b, hb = _rand((k, n), rng, layout=lb)
+    op = tiledsl.GemmOp(m, n, k, layout_a=la, layout_b=lb)
+    target = tiledsl.Target.current()
+    want = builtin_schedule(op, target)
+    assert (want.split_k, want.stream_k, want.bn) == (16, False, 64), want
+    hit, _ = lookup_hit("gemm", op, target)
+    assert tiledsl.plan(op, device=target).schedule == (want if hit is None else hit.schedule)
+    tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
+    assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
+    assert _rel_err(_gemm_nan_out(a, b, schedule=want), ha @ hb) < tol
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(np.float32))
+    tiledsl.gemm(a, b, c, alpha=0.5, beta=-2.0, schedule=want)
+    assert _rel_err(c, 0.5 * (ha @ hb) - 2.0 * c0) < tol
+
+
 @pytest.mark.parametrize("m,n,k,la,lb", [(2052, 2308, 772, "row", "row"), (3076, 3004, 1028, "col", "col"),
                                           (1028, 5124, 1764, "row", "col")])
 def test_wave_tail_rule_is_right(m, n, k, la, lb, rng):

@@ -287,6 +287,18 @@ was faster at K ≥ 1024 (1.21 against 0.93× cuBLAS at K = 1024), from N = 700 
 were faster up to N = 2047, 128 from N = 2560; at K = 256 with N ≥ 2560 the estimate's pick beat the 48×128 tile by
 3–12 %, at K = 1024 it ran at half its speed or less (0.49 against 1.01× at N = 4096). K = 512 was not measured: the
 bound sits nearer the small loss than the large one."""
+SHORT_WIDE_SPLIT_PRESETS = ("wide_16x64_4x2_split_k16", "wide_64x64_4x8_split_k16")
+"""M in 33…48 with N below :data:`SHORT_WIDE_SPLIT_N`'s upper bound and K ≥ :data:`SHORT_WIDE_SPLIT_MIN_K`: 16 K slices
+on 16×64 tiles (N below 1024) or 64×64 tiles (N from 1024), the data pass's winners for 35×700 and 35×1500 TT, in
+place of the 48×64 stream-K tile."""
+SHORT_WIDE_SPLIT_N, SHORT_WIDE_SPLIT_MIN_K = (1024, 1536), 256
+"""N from which the 64×64 split-K tile takes over from the 16×64 one, and N from which the 48×64 stream-K tile runs
+again; the least K (16 slices of one 16-deep step). Measured at M = 35 TT across K = 256…8192
+(``python benchmarks/gemm_skinny.py --set fitsplit``, benchmarks/results/gemm_fit_split_h200_2026-12-03.json): at
+N = 700 the 16×64 tile was fastest at every K (1.15–1.32× cuBLAS at K ≤ 2560 against 0.80–1.03× for stream-K); at
+N = 1024 and 1500 the 64×64 tile beat stream-K at every K (0.98–1.24× against 0.67–1.05×) and the 16×64 one lost
+at K ≥ 2048; at N = 2047 stream-K won at every K (0.97–0.98× against at most 0.76× for 64×64). The bounds sit
+between measured points: 700 | 1024 and 1500 | 2047."""
 SHORT_WIDE_M, SHORT_WIDE_MIN_N = (17, 256), 1024
 """The class the rule was measured on (M 35 and 176, N 1500 and 8457), widened to round bounds."""
 
@@ -329,10 +341,18 @@ def short_wide_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | 
         low, wide = SHORT_WIDE_FITTED_N
         if op.n < low or (op.n >= wide and op.k < SHORT_WIDE_FITTED_MIN_K):
             return None
+        rows = f", rows fitted to M in {SHORT_WIDE_FITTED_M[0]}..{SHORT_WIDE_FITTED_M[1]}: "
+        if op.n < SHORT_WIDE_SPLIT_N[1] and op.k >= SHORT_WIDE_SPLIT_MIN_K:
+            base = registry.presets(GEMM).get(SHORT_WIDE_SPLIT_PRESETS[op.n >= SHORT_WIDE_SPLIT_N[0]])
+            if base is None:  # a shipped preset that failed its check (warned when the presets were read)
+                return None
+            span = (f"{low}..{SHORT_WIDE_SPLIT_N[0] - 1}" if op.n < SHORT_WIDE_SPLIT_N[0]
+                    else f"{SHORT_WIDE_SPLIT_N[0]}..{SHORT_WIDE_SPLIT_N[1] - 1}")
+            return base, (f"{head}{rows}N = {op.n} in {span} and K = {op.k} ≥ {SHORT_WIDE_SPLIT_MIN_K}, "
+                          f"{base.bm}×{base.bn} tiles with {base.split_k} K slices")
         name = SHORT_WIDE_FITTED_PRESETS[op.n >= wide]
-        why = (f", rows fitted to M in {SHORT_WIDE_FITTED_M[0]}..{SHORT_WIDE_FITTED_M[1]}: "
-               + (f"N = {op.n} ≥ {wide} and K = {op.k} ≥ {SHORT_WIDE_FITTED_MIN_K}" if op.n >= wide
-                  else f"N = {op.n} in {low}..{wide - 1}"))
+        why = rows + (f"N = {op.n} ≥ {wide} and K = {op.k} ≥ {SHORT_WIDE_FITTED_MIN_K}" if op.n >= wide
+                      else f"N = {op.n} in {low}..{wide - 1}")
     elif op.n >= SHORT_WIDE_MIN_N:
         name, why = SHORT_WIDE_PRESET, f", N = {op.n} ≥ {SHORT_WIDE_MIN_N}"
     else:
