@@ -317,9 +317,12 @@ def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     benchmarks/gemm.py --workloads --m-range 17 256``; benchmarks/results/gemm_wide_h200.json and
     gemm_workloads_m17_256_h200.json, 2026-12-01).
 
-    M in 33…48 (:data:`SHORT_WIDE_FITTED_M`) takes tiles of 48 rows with stream-K (:data:`SHORT_WIDE_FITTED_PRESETS`;
-    their B tiles split unevenly over 192 threads, the last round guarded): 48×64×16 with 4×4 thread tiles for N from
-    700 to 2047, 48×128×16 with 4×8 from N = 2048 with K ≥ 512; elsewhere (N < 700, or N ≥ 2048 with K < 512) the
+    M in 33…48 (:data:`SHORT_WIDE_FITTED_M`) takes 16 K slices on 16×64 or 64×64 tiles for N from 700 to 1535 with
+    K ≥ 256 (:data:`SHORT_WIDE_SPLIT_PRESETS`, :data:`SHORT_WIDE_SPLIT_N`: 35×700 and 35×1500 TT 0.80–0.89 →
+    1.05–1.20× cuBLAS; geomean 0.87 → 1.10× over 20 measured points, ``python benchmarks/gemm_skinny.py --set
+    fitsplit``, benchmarks/results/gemm_fit_split_h200_2026-12-03.json), otherwise tiles of 48 rows with stream-K
+    (:data:`SHORT_WIDE_FITTED_PRESETS`; their B tiles split unevenly over 192 threads, the last round guarded):
+    48×64×16 with 4×4 thread tiles for N from 700 to 2047, 48×128×16 with 4×8 from N = 2048 with K ≥ 512; elsewhere (N < 700, or N ≥ 2048 with K < 512) the
     generic estimate (:data:`SHORT_WIDE_FITTED_N`, :data:`SHORT_WIDE_FITTED_MIN_K`). On the 12 data-set products with
     M = 35 (35×8457 TT and NT, 35×1500 and 35×700 TT): geomean 0.90 → 1.01× cuBLAS, lowest 0.73 → 0.79×;
     35×8457×2560 TT 0.98× → 1.12×, 35×8457×4096 NT 0.85× → 1.01×, 35×700×2560 TT 0.73× → 0.79×; off the data sets
