@@ -516,6 +516,30 @@ def test_rule_sweeps_hold_valid_schedules_and_the_shipped_winners(name, monkeypa
     assert matched >= 6  # the pattern the sweep checks: six or more shipped winners are one of its schedules
 
 
+def test_fit_split_sweep_measured_the_short_wide_split_presets(monkeypatch):
+    """``gemm_skinny.py --set fitsplit``: every schedule validates for every product of the set on an H200, and the
+    short-wide rule's split-K presets are, knob for knob, the sweep's schedules it was read off (16×64 t4x2 and
+    64×64 t4x8 with 16 K slices), so the committed figures are the rule's."""
+    import gemm_skinny
+
+    import tiledsl
+    from tiledsl.gemm.family import SHORT_WIDE_SPLIT_PRESETS, builtin_schedule
+
+    h200 = tiledsl.Target.known("H200")
+    monkeypatch.setattr(tiledsl, "require_gpu", lambda: h200)
+    shapes, schedules = gemm_skinny.SETS["fitsplit"]
+    for m, n, k, layout in shapes(h200):
+        op = gemm_skinny.gemm_op(m, n, k, layout)
+        scheds = {key: tiledsl.GemmSchedule(**kw) for key, kw in schedules(m, n, k, layout).items()}
+        assert scheds["built-in"] == builtin_schedule(op, h200)
+        for s in scheds.values():
+            s.validate(h200)
+            s.check_op(op)
+    sweep = schedules(35, 1500, 2560, "TT")
+    assert tiledsl.preset("gemm", SHORT_WIDE_SPLIT_PRESETS[0]) == tiledsl.GemmSchedule(**sweep["16x64x16 t4x2 sk16"])
+    assert tiledsl.preset("gemm", SHORT_WIDE_SPLIT_PRESETS[1]) == tiledsl.GemmSchedule(**sweep["64x64x16 t4x8 sk16"])
+
+
 def test_compare_runs_flags_products_that_lost_against_the_vendor(tmp_path, capsys):
     """benchmarks/compare_runs.py matches products by (M, N, K, layout, dtype), flags a ratio that fell below
     --drop of the old one (naming whether the schedule changed), exits 1 then and 0 otherwise."""
