@@ -19,8 +19,8 @@ of 36, 40 and 48 rows (tiles whose loads split unevenly over the threads),
 ``--out benchmarks/results/gemm_fit_rows_h200.json``; ``--set fitbounds``: M = 35 across N = 512…4096 and
 K = 256…8192 on the estimate's pick, the 64×128 preset and both 48-row presets,
 ``--out benchmarks/results/gemm_fit_bounds_h200.json``; ``--set fitsplit``: M = 35 across N = 700…2047 and
-K = 256…8192 (and a few off that grid) on the built-in 48×64 stream-K pick against split-K on the data pass's
-16×64 and 64×64 winners, ``--out benchmarks/results/gemm_fit_split_h200.json``).
+K = 256…8192 (and a few off that grid) on the built-in pick and the 48×64 stream-K preset against split-K on the
+data pass's 16×64 and 64×64 winners, ``--out benchmarks/results/gemm_fit_split_h200.json``).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
 and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
@@ -357,20 +357,26 @@ FIT_SPLIT_OFF_GRID = [(33, 1500, 2560, "TT"), (40, 1500, 2560, "TT"), (48, 1500,
 def _fit_split_shapes(target) -> list:
     """M = 35 (TT) across the 48×64 stream-K branch of the short-wide rule (N 700…2047) and K 256…8192, then
     :data:`FIT_SPLIT_OFF_GRID`."""
-    return [(35, n, k, "TT") for n in (700, 1024, 1500, 2047) for k in (256, 1024, 2048, 2560, 8192)] + FIT_SPLIT_OFF_GRID
+    grid = [(35, n, k, "TT") for n in (700, 1024, 1500, 2047) for k in (256, 1024, 2048, 2560, 8192)]
+    return grid + FIT_SPLIT_OFF_GRID
 
 
 def _fit_split_schedules(m: int, n: int, k: int, layout: str) -> dict:
-    """The built-in choice (the 48×64 stream-K preset on this class) against split-K on the data pass's winners for
-    35×700 and 35×1500 TT (2026-12-03: 16×64×16 t4x2 and 64×64×16 t4x8 / t8x4, 16 K slices, one block per SM
-    reserved), with 16 slices and with K / 128 slices (at most 16), and the 48-row tile with split-K in place of
-    stream-K."""
+    """The built-in choice and the 48×64 stream-K preset against split-K on the data pass's winners for 35×700 and
+    35×1500 TT (2026-12-03: 16×64×16 t4x2 and 64×64×16 t4x8 / t8x4, 16 K slices, one block per SM reserved), with 16
+    slices and with K / 128 slices (at most 16), and the 48-row tile with split-K in place of stream-K. The committed
+    run (gemm_fit_split_h200_2026-12-03.json) predates the split-K branch the sweep led to: its "built-in" is the
+    48×64 stream-K preset on every product of the set; since then "built-in" is a split preset for N < 1536 with
+    K ≥ 256."""
+    from tiledsl.gemm.family import SHORT_WIDE_FITTED_PRESETS
+
     scaled = max(1, min(16, k // 128))
     t16 = dict(bm=16, bn=64, bk=16, rm=4, rn=2, wm=8, wn=32, unroll=16, swizzle=4, min_blocks=1)
     t64 = dict(bm=64, bn=64, bk=16, rm=4, rn=8, wm=32, wn=32, unroll=16, swizzle=8, min_blocks=1)
     t64b = dict(t64, rm=8, rn=4)
     t48 = dict(bm=48, bn=64, bk=16, rm=4, rn=4, wm=8, wn=64, unroll=16, swizzle=8)
-    out = {"built-in": _builtin(m, n, k, layout)}
+    out = {"built-in": _builtin(m, n, k, layout),
+           "48x64x16 t4x4 stream-K": tiledsl.preset("gemm", SHORT_WIDE_FITTED_PRESETS[0]).to_dict()}
     for split in sorted({16, scaled}):
         out[f"16x64x16 t4x2 sk{split}"] = dict(t16, split_k=split)
         out[f"64x64x16 t4x8 sk{split}"] = dict(t64, split_k=split)

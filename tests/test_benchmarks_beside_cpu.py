@@ -531,10 +531,12 @@ def test_fit_split_sweep_measured_the_short_wide_split_presets(monkeypatch):
     for m, n, k, layout in shapes(h200):
         op = gemm_skinny.gemm_op(m, n, k, layout)
         scheds = {key: tiledsl.GemmSchedule(**kw) for key, kw in schedules(m, n, k, layout).items()}
-        assert scheds["built-in"] == builtin_schedule(op, h200)
         for s in scheds.values():
             s.validate(h200)
             s.check_op(op)
+        rule = builtin_schedule(op, h200)  # the rule's pick is one of the schedules the sweep timed
+        assert rule == scheds["48x64x16 t4x4 stream-K"] if n >= 1536 else rule in {
+            v for key, v in scheds.items() if key.endswith("sk16") and key != "built-in"}, (m, n, k, rule)
     sweep = schedules(35, 1500, 2560, "TT")
     assert tiledsl.preset("gemm", SHORT_WIDE_SPLIT_PRESETS[0]) == tiledsl.GemmSchedule(**sweep["16x64x16 t4x2 sk16"])
     assert tiledsl.preset("gemm", SHORT_WIDE_SPLIT_PRESETS[1]) == tiledsl.GemmSchedule(**sweep["64x64x16 t4x8 sk16"])

@@ -296,9 +296,10 @@ SHORT_WIDE_SPLIT_N, SHORT_WIDE_SPLIT_MIN_K = (1024, 1536), 256
 again; the least K (16 slices of one 16-deep step). Measured at M = 35 TT across K = 256…8192
 (``python benchmarks/gemm_skinny.py --set fitsplit``, benchmarks/results/gemm_fit_split_h200_2026-12-03.json): at
 N = 700 the 16×64 tile was fastest at every K (1.15–1.32× cuBLAS at K ≤ 2560 against 0.80–1.03× for stream-K); at
-N = 1024 and 1500 the 64×64 tile beat stream-K at every K (0.98–1.24× against 0.67–1.05×) and the 16×64 one lost
-at K ≥ 2048; at N = 2047 stream-K won at every K (0.97–0.98× against at most 0.76× for 64×64). The bounds sit
-between measured points: 700 | 1024 and 1500 | 2047."""
+N = 1024 and 1500 the 64×64 tile beat stream-K at every K (0.89–1.24× against 0.67–1.05×) and the 16×64 one lost
+at K ≥ 2048; at N = 2047 stream-K (0.97–0.99×) beat both split presets at every K (at most 0.92× for 16×64 and
+0.70× for 64×64 with 16 slices; 64×64 with 8 slices 0.90–0.96× at K = 1024), though the 48×64 tile with 8 slices
+ran 1.02× at K = 1024. The bounds sit between measured points: 700 | 1024 and 1500 | 2047."""
 SHORT_WIDE_M, SHORT_WIDE_MIN_N = (17, 256), 1024
 """The class the rule was measured on (M 35 and 176, N 1500 and 8457), widened to round bounds."""
 
@@ -306,7 +307,7 @@ SHORT_WIDE_M, SHORT_WIDE_MIN_N = (17, 256), 1024
 def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The shape-class rule for short and wide float32 products (IEEE, FMA units): M in 17..256 and not a multiple of
     64, N ≥ 1024, and fewer tiles than the device runs at once (two blocks per SM); None for other ops. M in 33..48
-    has bounds of its own (below). :func:`short_wide_choice` also says which branch chose it.
+    has bounds of its own (below); its split-K branch (N below 1536, at most 48 tiles) skips the tile-count bound. :func:`short_wide_choice` also says which branch chose it.
 
     These grids are smaller than one wave, so the 64×128×16 tile with stream-K (:data:`SHORT_WIDE_PRESET`) spreads
     their K iterations over every SM. Measured on the H200 against the generic estimate's picks (64×64 or 128×128
@@ -322,9 +323,10 @@ def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     1.05–1.20× cuBLAS; geomean 0.87 → 1.10× over 20 measured points, ``python benchmarks/gemm_skinny.py --set
     fitsplit``, benchmarks/results/gemm_fit_split_h200_2026-12-03.json), otherwise tiles of 48 rows with stream-K
     (:data:`SHORT_WIDE_FITTED_PRESETS`; their B tiles split unevenly over 192 threads, the last round guarded):
-    48×64×16 with 4×4 thread tiles for N from 700 to 2047, 48×128×16 with 4×8 from N = 2048 with K ≥ 512; elsewhere (N < 700, or N ≥ 2048 with K < 512) the
-    generic estimate (:data:`SHORT_WIDE_FITTED_N`, :data:`SHORT_WIDE_FITTED_MIN_K`). On the 12 data-set products with
-    M = 35 (35×8457 TT and NT, 35×1500 and 35×700 TT): geomean 0.90 → 1.01× cuBLAS, lowest 0.73 → 0.79×;
+    48×64×16 with 4×4 thread tiles for N from 700 to 2047 (from 1536, or with K < 256, since the split-K branch),
+    48×128×16 with 4×8 from N = 2048 with K ≥ 512; elsewhere (N < 700, or N ≥ 2048 with K < 512) the generic estimate
+    (:data:`SHORT_WIDE_FITTED_N`, :data:`SHORT_WIDE_FITTED_MIN_K`). Before the split-K branch, on the 12 data-set
+    products with M = 35 (35×8457 TT and NT, 35×1500 and 35×700 TT): geomean 0.90 → 1.01× cuBLAS, lowest 0.73 → 0.79×;
     35×8457×2560 TT 0.98× → 1.12×, 35×8457×4096 NT 0.85× → 1.01×, 35×700×2560 TT 0.73× → 0.79×; off the data sets
     35×8457×2560 NN 0.72× → 0.86×, 33 to 48 × 8457 × 2560 TT 0.96-1.01× → 1.10-1.17× (``python
     benchmarks/gemm_skinny.py --set fitrows`` and ``--set fitbounds``, benchmarks/results/gemm_fit_rows_h200_2026-12-03
@@ -355,7 +357,8 @@ def short_wide_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | 
                           f"{base.bm}×{base.bn} tiles with {base.split_k} K slices")
         name = SHORT_WIDE_FITTED_PRESETS[op.n >= wide]
         why = rows + (f"N = {op.n} ≥ {wide} and K = {op.k} ≥ {SHORT_WIDE_FITTED_MIN_K}" if op.n >= wide
-                      else f"N = {op.n} in {low}..{wide - 1}")
+                      else f"N = {op.n} in {low}..{wide - 1}" + (f" (K = {op.k} < {SHORT_WIDE_SPLIT_MIN_K}: no split-K)"
+                                                                  if op.n < SHORT_WIDE_SPLIT_N[1] else ""))
     elif op.n >= SHORT_WIDE_MIN_N:
         name, why = SHORT_WIDE_PRESET, f", N = {op.n} ≥ {SHORT_WIDE_MIN_N}"
     else:
