@@ -307,7 +307,8 @@ SHORT_WIDE_M, SHORT_WIDE_MIN_N = (17, 256), 1024
 def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The shape-class rule for short and wide float32 products (IEEE, FMA units): M in 17..256 and not a multiple of
     64, N ≥ 1024, and fewer tiles than the device runs at once (two blocks per SM); None for other ops. M in 33..48
-    has bounds of its own (below); its split-K branch (N below 1536, at most 48 tiles) skips the tile-count bound. :func:`short_wide_choice` also says which branch chose it.
+    has bounds of its own (below); its split-K branch (N below 1536, at most 48 tiles) skips the tile-count bound.
+    :func:`short_wide_choice` also says which branch chose it.
 
     These grids are smaller than one wave, so the 64×128×16 tile with stream-K (:data:`SHORT_WIDE_PRESET`) spreads
     their K iterations over every SM. Measured on the H200 against the generic estimate's picks (64×64 or 128×128
