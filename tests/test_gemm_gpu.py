@@ -43,6 +43,13 @@ def _rel_err(c, ref) -> float:
     return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
+def _operands(m, n, k, la, lb, rng):
+    """A (M×K, layout ``la``) and B (K×N, ``lb``) on the device with their float64 host copies, and their GemmOp."""
+    a, ha = _rand((m, k), rng, layout=la)
+    b, hb = _rand((k, n), rng, layout=lb)
+    return a, ha, b, hb, tiledsl.GemmOp(m, n, k, layout_a=la, layout_b=lb)
+
+
 def _gemm_nan_out(a, b, **kw):
     cp = _cp()
     c = cp.full((a.shape[0], b.shape[1]), cp.nan, dtype=a.dtype)
@@ -413,9 +420,7 @@ def test_sub_wave_rule_default_is_stream_k_and_correct(m, n, k, la, lb, rng):
     from tiledsl.registry import lookup_hit
 
     cp = _cp()
-    a, ha = _rand((m, k), rng, layout=la)
-    b, hb = _rand((k, n), rng, layout=lb)
-    op = tiledsl.GemmOp(m, n, k, layout_a=la, layout_b=lb)
+    a, ha, b, hb, op = _operands(m, n, k, la, lb, rng)
     target = tiledsl.Target.current()
     want = sub_wave_schedule(op, target)
     if want is None:
@@ -446,9 +451,7 @@ def test_short_wide_split_k_rule_is_right(m, n, k, la, lb, rng):
     from tiledsl.registry import lookup_hit
 
     cp = _cp()
-    a, ha = _rand((m, k), rng, layout=la)
-    b, hb = _rand((k, n), rng, layout=lb)
-    op = tiledsl.GemmOp(m, n, k, layout_a=la, layout_b=lb)
+    a, ha, b, hb, op = _operands(m, n, k, la, lb, rng)
     target = tiledsl.Target.current()
     want = builtin_schedule(op, target)
     assert (want.split_k, want.stream_k, want.bn) == (16, False, 64), want
@@ -473,9 +476,7 @@ def test_wave_tail_rule_is_right(m, n, k, la, lb, rng):
     from tiledsl.registry import lookup_hit
 
     cp = _cp()
-    a, ha = _rand((m, k), rng, layout=la)
-    b, hb = _rand((k, n), rng, layout=lb)
-    op = tiledsl.GemmOp(m, n, k, layout_a=la, layout_b=lb)
+    a, ha, b, hb, op = _operands(m, n, k, la, lb, rng)
     target = tiledsl.Target.current()
     want, why = builtin_choice(op, target)
     if "wave_tail_schedule" not in why:
@@ -502,9 +503,7 @@ def test_tall_thin_rule_default_is_right(m, n, k, la, lb, bm, rng):
     from tiledsl.gemm.family import tall_thin_schedule
 
     cp = _cp()
-    a, ha = _rand((m, k), rng, layout=la)
-    b, hb = _rand((k, n), rng, layout=lb)
-    op = tiledsl.GemmOp(m, n, k, layout_a=la, layout_b=lb)
+    a, ha, b, hb, op = _operands(m, n, k, la, lb, rng)
     target = tiledsl.Target.current()
     want = tall_thin_schedule(op, target)
     assert want is not None and want.bm == bm
