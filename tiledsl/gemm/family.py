@@ -347,25 +347,31 @@ def short_wide_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | 
         low, wide = SHORT_WIDE_FITTED_N
         if op.n < low or (op.n >= wide and op.k < SHORT_WIDE_FITTED_MIN_K):
             return None
-        rows = f", rows fitted to M in {SHORT_WIDE_FITTED_M[0]}..{SHORT_WIDE_FITTED_M[1]}: "
-        if op.n < SHORT_WIDE_SPLIT_N[1] and op.k >= SHORT_WIDE_SPLIT_MIN_K:
-            base = registry.presets(GEMM).get(SHORT_WIDE_SPLIT_PRESETS[op.n >= SHORT_WIDE_SPLIT_N[0]])
-            if base is None:  # a shipped preset that failed its check (warned when the presets were read)
-                return None
-            span = (f"{low}..{SHORT_WIDE_SPLIT_N[0] - 1}" if op.n < SHORT_WIDE_SPLIT_N[0]
-                    else f"{SHORT_WIDE_SPLIT_N[0]}..{SHORT_WIDE_SPLIT_N[1] - 1}")
-            return base, (f"{head}{rows}N = {op.n} in {span} and K = {op.k} ≥ {SHORT_WIDE_SPLIT_MIN_K}, "
-                          f"{base.bm}×{base.bn} tiles with {base.split_k} K slices")
-        name = SHORT_WIDE_FITTED_PRESETS[op.n >= wide]
-        why = rows + (f"N = {op.n} ≥ {wide} and K = {op.k} ≥ {SHORT_WIDE_FITTED_MIN_K}" if op.n >= wide
-                      else f"N = {op.n} in {low}..{wide - 1}" + (f" (K = {op.k} < {SHORT_WIDE_SPLIT_MIN_K}: no split-K)"
-                                                                  if op.n < SHORT_WIDE_SPLIT_N[1] else ""))
+        why = f", rows fitted to M in {SHORT_WIDE_FITTED_M[0]}..{SHORT_WIDE_FITTED_M[1]}: N = {op.n}"
+        split = op.n < SHORT_WIDE_SPLIT_N[1] and op.k >= SHORT_WIDE_SPLIT_MIN_K
+        if split:
+            name = SHORT_WIDE_SPLIT_PRESETS[op.n >= SHORT_WIDE_SPLIT_N[0]]
+            span = ((low, SHORT_WIDE_SPLIT_N[0] - 1) if op.n < SHORT_WIDE_SPLIT_N[0]
+                    else (SHORT_WIDE_SPLIT_N[0], SHORT_WIDE_SPLIT_N[1] - 1))
+            why += f" in {span[0]}..{span[1]} and K = {op.k} ≥ {SHORT_WIDE_SPLIT_MIN_K}"
+        elif op.n >= wide:
+            name = SHORT_WIDE_FITTED_PRESETS[1]
+            why += f" ≥ {wide} and K = {op.k} ≥ {SHORT_WIDE_FITTED_MIN_K}"
+        else:
+            name = SHORT_WIDE_FITTED_PRESETS[0]
+            why += f" in {low}..{wide - 1}"
+            if op.n < SHORT_WIDE_SPLIT_N[1]:
+                why += f" (K = {op.k} < {SHORT_WIDE_SPLIT_MIN_K}: no split-K)"
     elif op.n >= SHORT_WIDE_MIN_N:
-        name, why = SHORT_WIDE_PRESET, f", N = {op.n} ≥ {SHORT_WIDE_MIN_N}"
+        name, why, split = SHORT_WIDE_PRESET, f", N = {op.n} ≥ {SHORT_WIDE_MIN_N}", False
     else:
         return None
     base = registry.presets(GEMM).get(name)
-    if base is None or tile_count(op, base) >= 2 * target.sm_count:
+    if base is None:  # a shipped preset that failed its check (warned when the presets were read)
+        return None
+    if split:  # at most 48 tiles: split-K needs no bound on the grid
+        return base, f"{head}{why}, {base.bm}×{base.bn} tiles with {base.split_k} K slices"
+    if tile_count(op, base) >= 2 * target.sm_count:
         return None
     return base, f"{head}{why}, under one wave of {base.bm}×{base.bn} tiles with stream-K"
 
