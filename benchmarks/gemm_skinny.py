@@ -20,7 +20,11 @@ of 36, 40 and 48 rows (tiles whose loads split unevenly over the threads),
 K = 256…8192 on the estimate's pick, the 64×128 preset and both 48-row presets,
 ``--out benchmarks/results/gemm_fit_bounds_h200.json``; ``--set fitsplit``: M = 35 across N = 700…2047 and
 K = 256…8192 (and a few off that grid) on the built-in pick and the 48×64 stream-K preset against split-K on the
-data pass's 16×64 and 64×64 winners, ``--out benchmarks/results/gemm_fit_split_h200.json``).
+data pass's 16×64 and 64×64 winners, ``--out benchmarks/results/gemm_fit_split_h200.json``; ``--set onerow``: every
+data-set product of one 128-row tile row (M 65…128, N ≥ 1024, K ≥ 2048) and a few off them, on the built-in pick
+(the one-row rule's) and the earlier rules' against the data pass's 128×256×16 tile with 1 to 16 K slices and
+stream-K,
+``--out benchmarks/results/gemm_one_row_h200.json``).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
 and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
@@ -385,6 +389,41 @@ def _fit_split_schedules(m: int, n: int, k: int, layout: str) -> dict:
     return out
 
 
+ONE_ROW_OFF_DATA = [(100, 4096, 4096, "NN"), (128, 4096, 4096, "NT"), (128, 4096, 4096, "TT"), (96, 14336, 4096, "NN"),
+                    (128, 5000, 3000, "NN"), (120, 11008, 4096, "NT"), (128, 8192, 8192, "NN"), (80, 2048, 8192, "TN")]
+"""Off the data sets: M off 128, every layout, odd sizes (the run the one-row rule was read off)."""
+ONE_ROW_CHECK = [(128, 4096, 2048, "NN"), (128, 11008, 2048, "NN"), (128, 14336, 2560, "NT"), (65, 6144, 4096, "NN"),
+                 (72, 3000, 2048, "TT"), (128, 2304, 2048, "NN"), (112, 7168, 2560, "TN"), (128, 16384, 3072, "NN")]
+"""Measured after the rule: K = 2048 and 2560 (below the K the rule was read off), M = 65 and 72, 9 and 12 tiles."""
+
+
+def _one_row_shapes(target) -> list:
+    """Every data-set product with one row of 128-row tiles (M 65…128), N ≥ 1024 and K ≥ 2048 (the LLM sets'
+    128-token products, where the data pass's winners took 128×256×16 tiles of 16×8 with 1 or 8 K slices), then
+    :data:`ONE_ROW_OFF_DATA` and :data:`ONE_ROW_CHECK`."""
+    data = [shape for shape in workload_shapes() if 64 < shape[0] <= 128 and shape[1] >= 1024 and shape[2] >= 2048]
+    return list(dict.fromkeys(data)) + ONE_ROW_OFF_DATA + ONE_ROW_CHECK
+
+
+def _one_row_schedules(m: int, n: int, k: int, layout: str) -> dict:
+    """The built-in choice and the pick of the rules after the one-row rule (``wide_or_generic_choice``: what the
+    built-in choice was before it) against the data pass's 128×256×16 tile (16×8 thread tiles, 128×32 warp tiles, one
+    block per SM) with 1, 2, 4 and 8 K slices, with the slices that fill one wave (⌊132 / tiles⌋, 1…16) and with
+    stream-K. The committed run (gemm_one_row_h200_2026-12-04.json) predates the rule: its "built-in" is the earlier
+    rules' pick, and it has no "previous rules" column and no :data:`ONE_ROW_CHECK` products."""
+    from tiledsl.gemm.family import wide_or_generic_choice
+
+    tile = dict(bm=128, bn=256, bk=16, rm=16, rn=8, wm=128, wn=32, unroll=16, swizzle=8, min_blocks=1)
+    tiles = -(-m // 128) * -(-n // 256)
+    fill = max(1, min(16, 132 // tiles))
+    out: dict = {"built-in": _builtin(m, n, k, layout),
+                 "previous rules": wide_or_generic_choice(gemm_op(m, n, k, layout), tiledsl.require_gpu())[0].to_dict()}
+    for split in sorted({1, 2, 4, 8, fill}):
+        out[f"128x256x16 t16x8 sk{split}" + (" (fill)" if split == fill else "")] = dict(tile, split_k=split)
+    out["128x256x16 t16x8 streamk"] = dict(tile, stream_k=True)
+    return out
+
+
 SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules()),
         "wide": (WIDE_SHAPES, _wide_schedules()), "subwave": (_subwave_shapes, _subwave_schedules()),
         "oddn": (ODD_N_SHAPES, ODD_N_SCHEDULES), "tallsplit": (_tall_class_shapes, _tall_split_schedules),
@@ -393,7 +432,7 @@ SETS = {"skinny": (SHAPES, SCHEDULES), "tall": (TALL_SHAPES, _tall_schedules()),
         "tallwide": (_tall_wide_tile_shapes, _tall_wide_tile_schedules),
         "wavetail": (_wave_tail_shapes, _wave_tail_schedules), "fitrows": (_fit_rows_shapes, _fit_rows_schedules),
         "fitbounds": (_fit_bounds_shapes, _fit_bounds_schedules),
-        "fitsplit": (_fit_split_shapes, _fit_split_schedules)}
+        "fitsplit": (_fit_split_shapes, _fit_split_schedules), "onerow": (_one_row_shapes, _one_row_schedules)}
 
 
 def main() -> int:

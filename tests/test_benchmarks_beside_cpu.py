@@ -542,6 +542,40 @@ def test_fit_split_sweep_measured_the_short_wide_split_presets(monkeypatch):
     assert tiledsl.preset("gemm", SHORT_WIDE_SPLIT_PRESETS[1]) == tiledsl.GemmSchedule(**sweep["64x64x16 t4x8 sk16"])
 
 
+def test_one_row_sweep_times_the_one_row_rule_and_the_committed_run_backs_it(monkeypatch):
+    """``gemm_skinny.py --set onerow``: every schedule validates for every product of the set on an H200, the one-row
+    rule's pick is one of the sweep's 128×256×16 schedules knob for knob, and in the committed run (before the rule)
+    that pick was faster than the earlier rules' ("built-in" then) on every product of the rule it timed."""
+    import gemm_skinny
+
+    import tiledsl
+    from tiledsl.gemm.family import builtin_choice
+
+    h200 = tiledsl.Target.known("H200")
+    monkeypatch.setattr(tiledsl, "require_gpu", lambda: h200)
+    shapes, schedules = gemm_skinny.SETS["onerow"]
+    picks = {}
+    for m, n, k, layout in shapes(h200):
+        op = gemm_skinny.gemm_op(m, n, k, layout)
+        scheds = {key: tiledsl.GemmSchedule(**kw) for key, kw in schedules(m, n, k, layout).items()}
+        for s in scheds.values():
+            s.validate(h200)
+            s.check_op(op)
+        rule, why = builtin_choice(op, h200)
+        if "one-row rule" in why:
+            names = [key for key, v in scheds.items() if v == rule and key.startswith("128x256")]
+            assert names, (m, n, k, layout, rule)
+            picks[(m, n, k, layout)] = names[0]
+    assert len(picks) >= 25
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    rows = json.loads((results / "gemm_one_row_h200_2026-12-04.json").read_text())["rows"]
+    timed = {(r["m"], r["n"], r["k"], r["layout"], r["schedule"]): r["ratio"] for r in rows}
+    backed = [shape for shape, name in picks.items() if (*shape, name) in timed]
+    assert len(backed) == 19
+    for shape in backed:
+        assert timed[(*shape, picks[shape])] > timed[(*shape, "built-in")], shape
+
+
 def test_compare_runs_flags_products_that_lost_against_the_vendor(tmp_path, capsys):
     """benchmarks/compare_runs.py matches products by (M, N, K, layout, dtype), flags a ratio that fell below
     --drop of the old one (naming whether the schedule changed), exits 1 then and 0 otherwise."""

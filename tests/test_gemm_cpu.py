@@ -1191,12 +1191,48 @@ def test_short_wide_rule_stays_inside_its_class(op):
     assert short_wide_schedule(op, tiledsl.Target.known("H200")) is None
 
 
+@pytest.mark.parametrize("m,n,k,layout,split", [
+    (128, 4096, 4096, "NN", 8), (128, 4096, 14336, "NT", 8), (80, 2048, 8192, "TN", 16), (128, 2304, 2048, "NN", 14),
+    (128, 6144, 4096, "NN", 5), (120, 11008, 4096, "NT", 3), (128, 16384, 3072, "TT", 2),  # whole slices fill a wave
+    (128, 12288, 4096, "NN", 0), (96, 14336, 4096, "NN", 0), (68, 128256, 2048, "TT", 0),  # stream-K
+    (112, 7168, 2560, "TN", 0)])  # 28 tiles: 4 slices fill 112 of 132 SMs, under 0.9 of a wave: stream-K
+def test_one_row_rule_takes_the_128x256_tile(m, n, k, layout, split):
+    """M in 65…128, K ≥ 2048: one row of 128×256×16 tiles (16×8 thread tiles), split-K where whole slices fill 0.9 of
+    a wave (``split`` slices), stream-K otherwise (0); --lookup names the branch
+    (benchmarks/results/gemm_one_row_h200_2026-12-04.json)."""
+    from tiledsl.gemm.family import ONE_ROW_PRESETS, builtin_choice
+
+    op = GemmOp(m, n, k, layout_a="row" if layout[0] == "N" else "col", layout_b="row" if layout[1] == "N" else "col")
+    s, why = builtin_choice(op, tiledsl.Target.known("H200"))
+    assert (s.bm, s.bn, s.bk, s.rm, s.rn, s.min_blocks) == (128, 256, 16, 16, 8, 1)
+    assert "the one-row rule" in why and f"M = {m} in 65..128" in why
+    if split:
+        assert s == replace(tiledsl.preset("gemm", ONE_ROW_PRESETS[0]), split_k=split) and not s.stream_k
+        assert f"{split} K slices fill one wave of the 132 SMs" in why
+    else:
+        assert s == tiledsl.preset("gemm", ONE_ROW_PRESETS[1]) and s.stream_k and s.split_k == 1
+        assert "stream-K" in why
+    tiledsl.source(op, s)  # the schedule is valid for the op
+
+
+@pytest.mark.parametrize("op", [
+    GemmOp(64, 4096, 4096), GemmOp(129, 4096, 4096), GemmOp(128, 4096, 2047, layout_a="col"),
+    GemmOp(128, 4096, 1024), GemmOp(128, 1024, 4096), GemmOp(128, 1792, 4096),  # 7 tiles: 112 blocks at most
+    GemmOp(128, 4095, 4096), GemmOp(128, 4096, 4096, dtype="float16"), GemmOp(128, 4096, 4096, precision="tf32")])
+def test_one_row_rule_stays_inside_its_class(op):
+    """Outside M 65…128 and K ≥ 2048, with fewer than 8 tiles of 128×256 on 132 SMs, a row-major B of odd N (scalar
+    loads, not measured), other dtypes and TF32: no one-row pick."""
+    from tiledsl.gemm.family import one_row_choice
+
+    assert one_row_choice(op, tiledsl.Target.known("H200")) is None
+
+
 @pytest.mark.parametrize("m,n,k,layout", [(1024, 700, 512, ("col", "col")), (1024, 700, 512, ("row", "col")),
-                                          (2048, 768, 768, ("row", "row")), (128, 14336, 4096, ("row", "row")),
+                                          (2048, 768, 768, ("row", "row")), (128, 14336, 1024, ("row", "row")),
                                           (2560, 128, 2560, ("row", "col")), (512, 1500, 1536, ("col", "col")),
                                           (4096, 128, 4096, ("row", "col")),   # M = 32·N: in (measured 0.79 → 0.84)
-                                          (128, 2048, 4096, ("row", "row")),   # 16 tiles: the fewest
-                                          (128, 16768, 4096, ("row", "row"))])  # 131 tiles: one fewer than SMs
+                                          (128, 2048, 1024, ("row", "row")),   # 16 tiles: the fewest
+                                          (128, 16768, 1024, ("row", "row"))])  # 131 tiles: one fewer than SMs
 def test_sub_wave_rule_takes_stream_k_on_the_128x128_tile(m, n, k, layout):
     from tiledsl.gemm.family import SUB_WAVE_PRESET, builtin_choice
 

@@ -466,6 +466,35 @@ def test_short_wide_split_k_rule_is_right(m, n, k, la, lb, rng):
     assert _rel_err(c, 0.5 * (ha @ hb) - 2.0 * c0) < tol
 
 
+@pytest.mark.parametrize("m,n,k,la,lb,split", [(100, 4100, 2052, "row", "row", 7), (128, 2048, 4100, "col", "col", 16),
+                                                (68, 6000, 2052, "row", "col", 5), (127, 12292, 2048, "row", "row", 0),
+                                                (96, 30000, 2064, "row", "col", 0)])
+def test_one_row_rule_is_right(m, n, k, la, lb, split, rng):
+    """M in 65…128, K ≥ 2048: the one-row rule's 128×256×16 tile with ``split`` K slices (K not a multiple of them)
+    or, for 0, with stream-K (49 and 118 tiles), M off 128 and N off 256: right against float64 on a NaN-poisoned C,
+    twice (stream-K's tickets reset), and with alpha/beta reading C; schedule=None runs it unless a shipped record
+    stands."""
+    from tiledsl.gemm.family import builtin_choice
+    from tiledsl.registry import lookup_hit
+
+    cp = _cp()
+    a, ha, b, hb, op = _operands(m, n, k, la, lb, rng)
+    target = tiledsl.Target.current()
+    want, why = builtin_choice(op, target)
+    assert "one-row rule" in why and (want.bm, want.bn, want.split_k, want.stream_k) == (128, 256, max(split, 1),
+                                                                                         not split), why
+    hit, _ = lookup_hit("gemm", op, target)
+    assert tiledsl.plan(op, device=target).schedule == (want if hit is None else hit.schedule)
+    tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
+    assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
+    for _ in range(2):
+        assert _rel_err(_gemm_nan_out(a, b, schedule=want), ha @ hb) < tol
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(np.float32))
+    tiledsl.gemm(a, b, c, alpha=0.5, beta=-2.0, schedule=want)
+    assert _rel_err(c, 0.5 * (ha @ hb) - 2.0 * c0) < tol
+
+
 @pytest.mark.parametrize("m,n,k,la,lb", [(2052, 2308, 772, "row", "row"), (3076, 3004, 1028, "col", "col"),
                                           (1028, 5124, 1764, "row", "col")])
 def test_wave_tail_rule_is_right(m, n, k, la, lb, rng):

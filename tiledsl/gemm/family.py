@@ -44,7 +44,7 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
 def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     """:func:`default_schedule` without the tuned records: the GEMV kernel for a few rows, a shape-class rule
-    (tall-thin, short-wide, sub-wave) where one applies, else the best preset × split-K factor by the estimate described
+    (tall-thin, one-row, short-wide, sub-wave) where one applies, else the best preset × split-K factor by the estimate described
     there, amended by the wave-tail or the misaligned-B rule where one applies (:func:`builtin_choice` also says
     which)."""
     return builtin_choice(op, target)[0]
@@ -83,6 +83,17 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         return tall, (f"the tall-thin rule (tall_thin_schedule): float32, N = {op.n} in {TALL_THIN_MIN_N}..64, "
                       f"M = {op.m} ≥ {TALL_THIN_MIN_M}, K = {op.k} in {TALL_THIN_K[0]}..{TALL_THIN_K[1]}: "
                       f"{tall.bm}×{tall.bn} tiles, {tall.split_k} K slices")
+    one_row = one_row_choice(op, target)
+    if one_row is not None:
+        return one_row
+    return wide_or_generic_choice(op, target)
+
+
+def wide_or_generic_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
+    """The end of :func:`builtin_choice` for a tiled float32 product outside the tall-thin and one-row rules: the
+    short-wide or sub-wave rule where one applies, else the estimate over the presets × split-K, amended by the
+    wave-tail or the misaligned-B rule (``benchmarks/gemm_skinny.py --set onerow`` times it as the pick the one-row
+    rule replaced)."""
     wide = short_wide_choice(op, target)
     if wide is not None:
         return wide
@@ -308,7 +319,8 @@ def short_wide_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The shape-class rule for short and wide float32 products (IEEE, FMA units): M in 17..256 and not a multiple of
     64, N ≥ 1024, and fewer tiles than the device runs at once (two blocks per SM); None for other ops. M in 33..48
     has bounds of its own (below); its split-K branch (N below 1536, at most 48 tiles) skips the tile-count bound.
-    :func:`short_wide_choice` also says which branch chose it.
+    :func:`short_wide_choice` also says which branch chose it. ``builtin_choice`` tries the one-row rule first
+    (:func:`one_row_choice`: M 65…128, K ≥ 2048, from 8 tiles of 128×256), which takes that part of this class.
 
     These grids are smaller than one wave, so the 64×128×16 tile with stream-K (:data:`SHORT_WIDE_PRESET`) spreads
     their K iterations over every SM. Measured on the H200 against the generic estimate's picks (64×64 or 128×128
@@ -376,6 +388,57 @@ def short_wide_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | 
     return base, f"{head}{why}, under one wave of {base.bm}×{base.bn} tiles with stream-K"
 
 
+ONE_ROW_PRESETS = ("one_row_128x256_16x8_split_k", "one_row_128x256_16x8_stream_k")
+"""The 128×256×16 tile of 16×8 thread tiles (the data pass's winner for 128-token LLM products) with split-K (its
+``split_k`` set by :func:`one_row_choice`) and with stream-K."""
+ONE_ROW_M, ONE_ROW_MIN_K, ONE_ROW_MAX_SPLIT, ONE_ROW_FILL, ONE_ROW_MIN_STREAM_TILES = (65, 128), 2048, 16, 0.9, 17
+"""The rule's class and branches: M in 65…128 (one row of 128-row tiles), K ≥ 2048. Split-K with as many slices as
+fill one wave (⌊SMs / tiles⌋, 2…16) where tiles × slices reach 0.9 of the SMs (8…16 tiles and, on a 132-SM H200,
+20…33, 43…44 and 60…66); stream-K elsewhere from 17 tiles; below 8 tiles the rule stays out (4 tiles of
+128×1024×4096 with 16 slices ran 0.59× cuBLAS, the sub-wave rule's pick 0.89×). Measured at K = 3000…14336
+(``benchmarks/gemm_skinny.py --set onerow``, H200, 2026-12-04): split-K beat stream-K at 16 tiles by 4–7 %, at 20 and
+43 by 1–3 %, tied at 32 and lost at 24 by 4 %; where whole slices fill less (48 and 56 tiles: 96 and 112 blocks)
+stream-K ran 1.14–1.32× faster. K = 2048 and 2560 were checked after the rule (docs/gemm.md, "One row of 128-row
+tiles")."""
+
+
+def one_row_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | None:
+    """The one-row rule: a float32 product (IEEE, FMA units) of M in 65…128 rows (:data:`ONE_ROW_M`), K ≥ 2048 and
+    16-byte aligned operands runs on one row of 128×256×16 tiles (16×8 thread tiles, 128×32 warp tiles, one block per
+    SM, :data:`ONE_ROW_PRESETS`): with split-K where whole K slices fill one wave, else with stream-K from 17 tiles
+    (:data:`ONE_ROW_FILL`); None elsewhere (fewer than 8 tiles on a 132-SM device: the earlier rules keep them). Returns the
+    schedule and the reason ``search.tune --lookup`` prints.
+
+    The 128-row products of the LLM sets (128 tokens × a 4096-wide model) left the earlier rules (the sub-wave rule's
+    128×128×8 stream-K tile for M = 128, the short-wide rule's 64×128 one for M not a multiple of 64) at 0.69–0.95×
+    cuBLAS; the 30-trial tunes of the data pass chose this tile. Measured on the H200 against the earlier rules' picks
+    in one run (``python benchmarks/gemm_skinny.py --set onerow``, benchmarks/results/gemm_one_row_h200_2026-12-04.json,
+    in-sample: the branches were read off that run): 19 products of M 80…128, N 2048…128256, K 3000…14336, NN, NT, TT
+    and TN, geomean 0.85 → 0.96× cuBLAS, every one faster (1.04× to 1.32×): 128×4096×4096 NN 0.81 → 0.91×,
+    128×22016×4096 NN 0.87 → 1.03×, 96×14336×4096 NN 0.82 → 1.00×, 120×11008×4096 NT 0.69 → 0.91×.
+    """
+    if not (op.dtype == "float32" and op.precision == "ieee" and ONE_ROW_M[0] <= op.m <= ONE_ROW_M[1]
+            and op.k >= ONE_ROW_MIN_K and min(op.align_a, op.align_b, op.align_c) == 4):
+        return None
+    split_base, stream_base = (registry.presets(GEMM).get(name) for name in ONE_ROW_PRESETS)
+    if split_base is None or stream_base is None:  # a shipped preset that failed its check (warned when read)
+        return None
+    tiles = tile_count(op, stream_base)
+    head = (f"the one-row rule (one_row_choice): float32, M = {op.m} in {ONE_ROW_M[0]}..{ONE_ROW_M[1]}, K = {op.k} ≥ "
+            f"{ONE_ROW_MIN_K}, {tiles} tiles of 128×256")
+    slices = min(ONE_ROW_MAX_SPLIT, target.sm_count // tiles)
+    if slices >= 2 and tiles * slices >= ONE_ROW_FILL * target.sm_count:
+        s = replace(split_base, split_k=slices)
+        why = f"{head}: {slices} K slices fill one wave of the {target.sm_count} SMs ({tiles * slices} blocks)"
+    elif tiles >= ONE_ROW_MIN_STREAM_TILES:
+        s = stream_base
+        why = (f"{head}: whole K slices would fill under {ONE_ROW_FILL:.0%} of a wave of the {target.sm_count} SMs, "
+               "stream-K")
+    else:
+        return None
+    return (s, why) if _applies(s, op, target) else None
+
+
 SUB_WAVE_PRESET = "sub_wave_128x128_8x8_stream_k"
 """Products whose 128×128 grid is under one wave (:func:`sub_wave_schedule`)."""
 SUB_WAVE_MIN_SIDE, SUB_WAVE_MIN_TILES, SUB_WAVE_TALL, SUB_WAVE_MIN_K = 128, 16, 32, 512
@@ -398,6 +461,7 @@ def sub_wave_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     benchmarks/results/gemm_subwave_h200.json, 2026-12-02; the bounds come from the same run): on the 34 products of
     the class, geomean 0.85 → 0.94× cuBLAS, lowest 0.56 → 0.81 (1024×700×512 TT 0.56 → 0.88, NT 0.60 → 0.94;
     2048×768×768 0.75 → 0.92; 128×14336×4096 0.78 → 0.91; 2560×128×2560 TT 0.79 → 1.05); none lost more than 2 %.
+    Since 2026-12-04 the one-row rule (:func:`one_row_choice`: M 65…128, K ≥ 2048) takes its class first.
     """
     if not (op.dtype == "float32" and op.precision == "ieee" and min(op.m, op.n) >= SUB_WAVE_MIN_SIDE
             and op.m <= SUB_WAVE_TALL * op.n and op.k >= SUB_WAVE_MIN_K):
