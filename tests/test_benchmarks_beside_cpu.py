@@ -482,37 +482,46 @@ def test_tune_workloads_ships_only_recompared_current_winners(tmp_path, monkeypa
         tw.main()
 
 
+def _sweep(name, monkeypatch):
+    """The products of ``gemm_skinny.py --set NAME`` on an H200 (``require_gpu`` stubbed to it) as (M, N, K, layout,
+    op, {schedule name: GemmSchedule}), every schedule validated for the device and checked for the op."""
+    import gemm_skinny
+
+    import tiledsl
+
+    h200 = tiledsl.Target.known("H200")
+    monkeypatch.setattr(tiledsl, "require_gpu", lambda: h200)
+    shapes, schedules = gemm_skinny.SETS[name]
+    out = []
+    for m, n, k, layout in shapes(h200):
+        op = gemm_skinny.gemm_op(m, n, k, layout)
+        scheds = {key: tiledsl.GemmSchedule(**kw) for key, kw in schedules(m, n, k, layout).items()}
+        for sched in scheds.values():
+            sched.validate(h200)
+            sched.check_op(op)
+        out.append((m, n, k, layout, op, scheds))
+    return out
+
+
 @pytest.mark.parametrize("name", ["bigtile", "tallwide"])
 def test_rule_sweeps_hold_valid_schedules_and_the_shipped_winners(name, monkeypatch):
     """``gemm_skinny.py --set bigtile / tallwide`` (sweeps for shape-class rules read off the data pass's shipped
     winners): every schedule validates for every product of the set on an H200, "built-in" is the built-in choice
     (not a shipped record), and each shipped winner of the set's class is one of the set's schedules, knob for knob."""
-    import gemm_skinny
-
     import tiledsl
     from tiledsl.gemm.family import builtin_schedule
 
     h200 = tiledsl.Target.known("H200")
-    monkeypatch.setattr(tiledsl, "require_gpu", lambda: h200)
-    shapes, schedules = gemm_skinny.SETS[name]
-    products = shapes(h200)
+    products = _sweep(name, monkeypatch)
     assert len(products) >= 20
-    for m, n, k, layout in products:
-        op = gemm_skinny.gemm_op(m, n, k, layout)
-        scheds = {key: tiledsl.GemmSchedule(**kw) for key, kw in schedules(m, n, k, layout).items()}
-        assert scheds["built-in"] == builtin_schedule(op, h200)
-        for s in scheds.values():
-            s.validate(h200)
-            s.check_op(op)
     records = json.loads((Path(__file__).resolve().parents[1] / "schedules/gemm/sm90.json").read_text())["records"]
     shipped = {(r["op"]["m"], r["op"]["n"], r["op"]["k"], r["op"]["layout_a"], r["op"]["layout_b"]):
                tiledsl.GemmSchedule.from_dict(r["schedule"]) for r in records}
     matched = 0
-    for m, n, k, layout in products:
-        op = gemm_skinny.gemm_op(m, n, k, layout)
+    for m, n, k, _, op, scheds in products:
+        assert scheds["built-in"] == builtin_schedule(op, h200)
         winner = shipped.get((m, n, k, op.layout_a, op.layout_b))
-        matched += winner is not None and winner in {tiledsl.GemmSchedule(**kw) for key, kw in
-                                                     schedules(m, n, k, layout).items() if key != "built-in"}
+        matched += winner is not None and winner in {v for key, v in scheds.items() if key != "built-in"}
     assert matched >= 6  # the pattern the sweep checks: six or more shipped winners are one of its schedules
 
 
@@ -526,18 +535,11 @@ def test_fit_split_sweep_measured_the_short_wide_split_presets(monkeypatch):
     from tiledsl.gemm.family import SHORT_WIDE_SPLIT_PRESETS, builtin_schedule
 
     h200 = tiledsl.Target.known("H200")
-    monkeypatch.setattr(tiledsl, "require_gpu", lambda: h200)
-    shapes, schedules = gemm_skinny.SETS["fitsplit"]
-    for m, n, k, layout in shapes(h200):
-        op = gemm_skinny.gemm_op(m, n, k, layout)
-        scheds = {key: tiledsl.GemmSchedule(**kw) for key, kw in schedules(m, n, k, layout).items()}
-        for s in scheds.values():
-            s.validate(h200)
-            s.check_op(op)
+    for m, n, k, _, op, scheds in _sweep("fitsplit", monkeypatch):
         rule = builtin_schedule(op, h200)  # the rule's pick is one of the schedules the sweep timed
         assert rule == scheds["48x64x16 t4x4 stream-K"] if n >= 1536 else rule in {
             v for key, v in scheds.items() if key.endswith("sk16") and key != "built-in"}, (m, n, k, rule)
-    sweep = schedules(35, 1500, 2560, "TT")
+    sweep = gemm_skinny.SETS["fitsplit"][1](35, 1500, 2560, "TT")
     assert tiledsl.preset("gemm", SHORT_WIDE_SPLIT_PRESETS[0]) == tiledsl.GemmSchedule(**sweep["16x64x16 t4x2 sk16"])
     assert tiledsl.preset("gemm", SHORT_WIDE_SPLIT_PRESETS[1]) == tiledsl.GemmSchedule(**sweep["64x64x16 t4x8 sk16"])
 
@@ -546,21 +548,12 @@ def test_one_row_sweep_times_the_one_row_rule_and_the_committed_run_backs_it(mon
     """``gemm_skinny.py --set onerow``: every schedule validates for every product of the set on an H200, the one-row
     rule's pick is one of the sweep's 128×256×16 schedules knob for knob, and in the committed run (before the rule)
     that pick was faster than the earlier rules' ("built-in" then) on every product of the rule it timed."""
-    import gemm_skinny
-
     import tiledsl
     from tiledsl.gemm.family import builtin_choice
 
     h200 = tiledsl.Target.known("H200")
-    monkeypatch.setattr(tiledsl, "require_gpu", lambda: h200)
-    shapes, schedules = gemm_skinny.SETS["onerow"]
     picks = {}
-    for m, n, k, layout in shapes(h200):
-        op = gemm_skinny.gemm_op(m, n, k, layout)
-        scheds = {key: tiledsl.GemmSchedule(**kw) for key, kw in schedules(m, n, k, layout).items()}
-        for s in scheds.values():
-            s.validate(h200)
-            s.check_op(op)
+    for m, n, k, layout, op, scheds in _sweep("onerow", monkeypatch):
         rule, why = builtin_choice(op, h200)
         if "one-row rule" in why:
             names = [key for key, v in scheds.items() if v == rule and key.startswith("128x256")]
