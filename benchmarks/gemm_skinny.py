@@ -24,7 +24,7 @@ data pass's 16×64 and 64×64 winners, ``--out benchmarks/results/gemm_fit_split
 data-set product of one 128-row tile row (M 65…128, N ≥ 1024, K ≥ 2048) and a few off them, on the built-in pick
 (the one-row rule's) and the earlier rules' against the data pass's 128×256×16 tile with 1 to 16 K slices and
 stream-K,
-``--out benchmarks/results/gemm_one_row_h200.json``).
+``--out benchmarks/results/gemm_one_row_h200_<date>.json``).
 
 ``--set skinny`` (default): 35×8457×2560 (DeepBench), 128×4096×4096 (llama-3 o_proj at 128 tokens), 16×4096×4096
 and 4096×32×4096 (row-major A and B). ``--set tall``: DeepBench's tall-thin products, M in the thousands, N = 16,
@@ -394,7 +394,7 @@ ONE_ROW_OFF_DATA = [(100, 4096, 4096, "NN"), (128, 4096, 4096, "NT"), (128, 4096
 """Off the data sets: M off 128, every layout, odd sizes (the run the one-row rule was read off)."""
 ONE_ROW_CHECK = [(128, 4096, 2048, "NN"), (128, 11008, 2048, "NN"), (128, 14336, 2560, "NT"), (65, 6144, 4096, "NN"),
                  (72, 3000, 2048, "TT"), (128, 2304, 2048, "NN"), (112, 7168, 2560, "TN"), (128, 16384, 3072, "NN")]
-"""Measured after the rule: K = 2048 and 2560 (below the K the rule was read off), M = 65 and 72, 9 and 12 tiles."""
+"""Added after the rule was read off: K = 2048 and 2560 (below the K it was read off), M = 65 and 72, 9 and 12 tiles."""
 
 
 def _one_row_shapes(target) -> list:
@@ -408,14 +408,14 @@ def _one_row_shapes(target) -> list:
 def _one_row_schedules(m: int, n: int, k: int, layout: str) -> dict:
     """The built-in choice and the pick of the rules after the one-row rule (``wide_or_generic_choice``: what the
     built-in choice was before it) against the data pass's 128×256×16 tile (16×8 thread tiles, 128×32 warp tiles, one
-    block per SM) with 1, 2, 4 and 8 K slices, with the slices that fill one wave (⌊132 / tiles⌋, 1…16) and with
+    block per SM) with 1, 2, 4 and 8 K slices, with the slices that fill one wave (⌊SMs / tiles⌋, 1…16) and with
     stream-K. The committed run (gemm_one_row_h200_2026-12-04.json) predates the rule: its "built-in" is the earlier
     rules' pick, and it has no "previous rules" column and no :data:`ONE_ROW_CHECK` products."""
     from tiledsl.gemm.family import wide_or_generic_choice
 
     tile = dict(bm=128, bn=256, bk=16, rm=16, rn=8, wm=128, wn=32, unroll=16, swizzle=8, min_blocks=1)
     tiles = -(-m // 128) * -(-n // 256)
-    fill = max(1, min(16, 132 // tiles))
+    fill = max(1, min(16, tiledsl.require_gpu().sm_count // tiles))
     out: dict = {"built-in": _builtin(m, n, k, layout),
                  "previous rules": wide_or_generic_choice(gemm_op(m, n, k, layout), tiledsl.require_gpu())[0].to_dict()}
     for split in sorted({1, 2, 4, 8, fill}):

@@ -1215,6 +1215,21 @@ def test_one_row_rule_takes_the_128x256_tile(m, n, k, layout, split):
     tiledsl.source(op, s)  # the schedule is valid for the op
 
 
+def test_one_row_rule_reads_the_device_s_sm_count():
+    """The wave the slices fill is the device's: on an A100 (108 SMs) 16 tiles of 128×4096×4096 would take 6 slices,
+    96 blocks, under 0.9 of a wave, so stream-K; 8 tiles take 13 slices (104 blocks); 7 tiles stay out."""
+    from tiledsl.gemm.family import one_row_choice
+
+    a100 = tiledsl.Target.known("A100")
+    s, why = one_row_choice(GemmOp(128, 4096, 4096), a100)
+    assert s.stream_k and "under 90% of a wave of the 108 SMs" in why
+    s, why = one_row_choice(GemmOp(128, 2048, 4096), a100)
+    assert (s.split_k, s.stream_k) == (13, False) and "(104 blocks)" in why
+    assert one_row_choice(GemmOp(128, 1792, 4096), a100) is None
+    s, why = one_row_choice(GemmOp(128, 128256, 4096), tiledsl.Target.known("H200"))
+    assert s.stream_k and "more tiles than the 132 SMs" in why
+
+
 @pytest.mark.parametrize("op", [
     GemmOp(64, 4096, 4096), GemmOp(129, 4096, 4096), GemmOp(128, 4096, 2047, layout_a="col"),
     GemmOp(128, 4096, 1024), GemmOp(128, 1024, 4096), GemmOp(128, 1792, 4096),  # 7 tiles: 112 blocks at most

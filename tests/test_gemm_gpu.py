@@ -480,6 +480,8 @@ def test_one_row_rule_is_right(m, n, k, la, lb, split, rng):
     cp = _cp()
     a, ha, b, hb, op = _operands(m, n, k, la, lb, rng)
     target = tiledsl.Target.current()
+    if target.sm_count != 132:
+        pytest.skip(f"{target.name}: the slices of this test are for 132 SMs, the device has {target.sm_count}")
     want, why = builtin_choice(op, target)
     assert "one-row rule" in why and (want.bm, want.bn, want.split_k, want.stream_k) == (128, 256, max(split, 1),
                                                                                          not split), why

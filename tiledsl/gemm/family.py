@@ -391,22 +391,22 @@ def short_wide_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | 
 ONE_ROW_PRESETS = ("one_row_128x256_16x8_split_k", "one_row_128x256_16x8_stream_k")
 """The 128×256×16 tile of 16×8 thread tiles (the data pass's winner for 128-token LLM products) with split-K (its
 ``split_k`` set by :func:`one_row_choice`) and with stream-K."""
-ONE_ROW_M, ONE_ROW_MIN_K, ONE_ROW_MAX_SPLIT, ONE_ROW_FILL, ONE_ROW_MIN_STREAM_TILES = (65, 128), 2048, 16, 0.9, 17
-"""The rule's class and branches: M in 65…128 (one row of 128-row tiles), K ≥ 2048. Split-K with as many slices as
-fill one wave (⌊SMs / tiles⌋, 2…16) where tiles × slices reach 0.9 of the SMs (8…16 tiles and, on a 132-SM H200,
-20…33, 43…44 and 60…66); stream-K elsewhere from 17 tiles; below 8 tiles the rule stays out (4 tiles of
-128×1024×4096 with 16 slices ran 0.59× cuBLAS, the sub-wave rule's pick 0.89×). Measured at K = 3000…14336
-(``benchmarks/gemm_skinny.py --set onerow``, H200, 2026-12-04): split-K beat stream-K at 16 tiles by 4–7 %, at 20 and
+ONE_ROW_M, ONE_ROW_MIN_K, ONE_ROW_MIN_TILES, ONE_ROW_MAX_SPLIT, ONE_ROW_FILL = (65, 128), 2048, 8, 16, 0.9
+"""The rule's class and branches: M in 65…128 (one row of 128-row tiles), K ≥ 2048, at least 8 tiles of 128×256
+(4 tiles of 128×1024×4096 with 16 slices ran 0.59× cuBLAS, the estimate's 128×128 split-K pick 0.89×). Split-K with
+as many slices as fill one wave (⌊SMs / tiles⌋, 2…16) where tiles × slices reach 0.9 of the SMs (on a 132-SM H200:
+8…18, 20…22, 24…26, 30…33, 40…44 and 60…66 tiles); stream-K otherwise. Measured at K = 3000…14336
+(``benchmarks/gemm_skinny.py --set onerow``, H200, 2026-12-04): split-K beat stream-K at 16 tiles by 2–7 %, at 20 and
 43 by 1–3 %, tied at 32 and lost at 24 by 4 %; where whole slices fill less (48 and 56 tiles: 96 and 112 blocks)
-stream-K ran 1.14–1.32× faster. K = 2048 and 2560 were checked after the rule (docs/gemm.md, "One row of 128-row
-tiles")."""
+stream-K ran 1.14–1.32× faster. K = 2048…2999 and M = 65…79 are outside what that run measured (docs/gemm.md, "One row
+of 128-row tiles", says what was checked since)."""
 
 
 def one_row_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | None:
     """The one-row rule: a float32 product (IEEE, FMA units) of M in 65…128 rows (:data:`ONE_ROW_M`), K ≥ 2048 and
     16-byte aligned operands runs on one row of 128×256×16 tiles (16×8 thread tiles, 128×32 warp tiles, one block per
-    SM, :data:`ONE_ROW_PRESETS`): with split-K where whole K slices fill one wave, else with stream-K from 17 tiles
-    (:data:`ONE_ROW_FILL`); None elsewhere (fewer than 8 tiles on a 132-SM device: the earlier rules keep them). Returns the
+    SM, :data:`ONE_ROW_PRESETS`): with split-K where whole K slices fill one wave, else with stream-K
+    (:data:`ONE_ROW_FILL`); None elsewhere (fewer than :data:`ONE_ROW_MIN_TILES` tiles: the later rules keep them). Returns the
     schedule and the reason ``search.tune --lookup`` prints.
 
     The 128-row products of the LLM sets (128 tokens × a 4096-wide model) left the earlier rules (the sub-wave rule's
@@ -424,18 +424,19 @@ def one_row_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | Non
     if split_base is None or stream_base is None:  # a shipped preset that failed its check (warned when read)
         return None
     tiles = tile_count(op, stream_base)
+    if tiles < ONE_ROW_MIN_TILES:
+        return None
     head = (f"the one-row rule (one_row_choice): float32, M = {op.m} in {ONE_ROW_M[0]}..{ONE_ROW_M[1]}, K = {op.k} ≥ "
             f"{ONE_ROW_MIN_K}, {tiles} tiles of 128×256")
     slices = min(ONE_ROW_MAX_SPLIT, target.sm_count // tiles)
     if slices >= 2 and tiles * slices >= ONE_ROW_FILL * target.sm_count:
         s = replace(split_base, split_k=slices)
         why = f"{head}: {slices} K slices fill one wave of the {target.sm_count} SMs ({tiles * slices} blocks)"
-    elif tiles >= ONE_ROW_MIN_STREAM_TILES:
-        s = stream_base
-        why = (f"{head}: whole K slices would fill under {ONE_ROW_FILL:.0%} of a wave of the {target.sm_count} SMs, "
-               "stream-K")
     else:
-        return None
+        s = stream_base
+        why = (f"{head}: stream-K, " + (f"more tiles than the {target.sm_count} SMs" if tiles >= target.sm_count else
+                                        f"whole K slices would fill under {ONE_ROW_FILL:.0%} of a wave of the "
+                                        f"{target.sm_count} SMs"))
     return (s, why) if _applies(s, op, target) else None
 
 
@@ -452,7 +453,7 @@ def sub_wave_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The shape-class rule for float32 products (IEEE, FMA units) whose 128×128 grid is under one wave: M and N ≥
     :data:`SUB_WAVE_MIN_SIDE`, M ≤ :data:`SUB_WAVE_TALL`·N, K ≥ :data:`SUB_WAVE_MIN_K`, and from
     :data:`SUB_WAVE_MIN_TILES` tiles of 128×128 to fewer than one per SM; None for other ops (``builtin_choice``
-    tries the tall-thin and short-wide rules first).
+    tries the tall-thin, one-row and short-wide rules first).
 
     Stream-K on the 128×128×8 tile (:data:`SUB_WAVE_PRESET`) shares the K iterations of those few tiles among all
     SMs, where split-K's even slices either leave SMs idle or (short K) stop the estimate from splitting at all:
