@@ -398,8 +398,9 @@ as many slices as fill one wave (⌊SMs / tiles⌋, 2…16) where tiles × slice
 8…18, 20…22, 24…26, 30…33, 40…44 and 60…66 tiles); stream-K otherwise. Measured at K = 3000…14336
 (``benchmarks/gemm_skinny.py --set onerow``, H200, 2026-12-04): split-K beat stream-K at 16 tiles by 2–7 %, at 20 and
 43 by 1–3 %, tied at 32 and lost at 24 by 4 %; where whole slices fill less (48 and 56 tiles: 96 and 112 blocks)
-stream-K ran 1.14–1.32× faster. K = 2048…2999 and M = 65…79 are outside what that run measured (docs/gemm.md, "One row
-of 128-row tiles", says what was checked since)."""
+stream-K ran 1.14–1.32× faster. Checked after the rule on 8 products it was not read off (K = 2048…3072, M = 65, 72,
+112 and 128, 9 to 64 tiles, every layout; run 2 of the same day, gemm_one_row_h200_2026-12-04_run2.json): every one
+1.08–1.22× faster than the previous rules' pick, geomean 0.93 → 1.04× cuBLAS."""
 
 
 def one_row_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | None:
