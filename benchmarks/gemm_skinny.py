@@ -409,7 +409,7 @@ def _one_row_schedules(m: int, n: int, k: int, layout: str) -> dict:
     """The built-in choice and the pick of the rules after the one-row rule (``wide_or_generic_choice``: what the
     built-in choice was before it) against the data pass's 128×256×16 tile (16×8 thread tiles, 128×32 warp tiles, one
     block per SM) with 1, 2, 4 and 8 K slices, with the slices that fill one wave (⌊SMs / tiles⌋, 1…16) and with
-    stream-K. The committed run (gemm_one_row_h200_2026-12-04.json) predates the rule: its "built-in" is the earlier
+    stream-K. The first committed run (gemm_one_row_h200_2026-12-04.json) predates the rule: its "built-in" is the earlier
     rules' pick, and it has no "previous rules" column and no :data:`ONE_ROW_CHECK` products."""
     from tiledsl.gemm.family import wide_or_generic_choice
 

@@ -2,7 +2,8 @@
 # The whole GPU test suite in four parallel groups on one GPU, then compute-sanitizer memcheck on the GEMV
 # column-group and misaligned-B tests. Usage (on a GPU machine, from the repository root):
 #     bash benchmarks/gpu_suite.sh LOG
-# LOG gets the header (commit, date, GPU, driver), each group's summary and memcheck's; the full pytest logs go
+# LOG gets the header (commit: $TILEDSL_COMMIT where set, for a copy of the tree whose .git is not the tree's; else
+# git's HEAD; date, GPU, driver), each group's summary and memcheck's; the full pytest logs go
 # beside it as LOG.<group>. Exit status: 0 when every group and memcheck passed.
 # The groups: the tensor-core GEMM tests and the other GEMM tests, each split in two halves (alternate test ids),
 # and every other GPU test. One GPU runs them together (NVIDIA H200: about 5 minutes with the other GEMM tests in one
@@ -13,7 +14,7 @@ log=${1:?usage: bash benchmarks/gpu_suite.sh LOG}
 pytest=(python3 -m pytest -q -m gpu -p no:cacheprovider)
 pids=()
 {
-  echo "# python3 -m pytest -m gpu (5 parallel groups, benchmarks/gpu_suite.sh), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
+  echo "# python3 -m pytest -m gpu (5 parallel groups, benchmarks/gpu_suite.sh), commit ${TILEDSL_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u +%FT%TZ)"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 } > "$log"
 ids=$(mktemp)

@@ -1217,25 +1217,29 @@ def test_one_row_rule_takes_the_128x256_tile(m, n, k, layout, split):
 
 def test_one_row_rule_reads_the_device_s_sm_count():
     """The wave the slices fill is the device's: on an A100 (108 SMs) 16 tiles of 128×4096×4096 would take 6 slices,
-    96 blocks, under 0.9 of a wave, so stream-K; 8 tiles take 13 slices (104 blocks); 7 tiles stay out."""
+    96 blocks, under 0.9 of a wave, so stream-K; 8 tiles take 13 slices (104 blocks); 7 tiles stay out. On a device of
+    144 SMs, 8 tiles with 16 slices fill 128 (under 0.9) and stay out: stream-K only from 16 tiles."""
     from tiledsl.gemm.family import one_row_choice
 
     a100 = tiledsl.Target.known("A100")
     s, why = one_row_choice(GemmOp(128, 4096, 4096), a100)
-    assert s.stream_k and "under 90% of a wave of the 108 SMs" in why
+    assert s.stream_k and "6 K slices would fill 96 of the 108 SMs, under 90%" in why
     s, why = one_row_choice(GemmOp(128, 2048, 4096), a100)
     assert (s.split_k, s.stream_k) == (13, False) and "(104 blocks)" in why
     assert one_row_choice(GemmOp(128, 1792, 4096), a100) is None
     s, why = one_row_choice(GemmOp(128, 128256, 4096), tiledsl.Target.known("H200"))
-    assert s.stream_k and "more tiles than the 132 SMs" in why
+    assert s.stream_k and "two K slices would overfill one wave of the 132 SMs" in why
+    wide = replace(tiledsl.Target.known("H200"), sm_count=144)
+    assert one_row_choice(GemmOp(128, 2048, 4096), wide) is None
+    assert one_row_choice(GemmOp(128, 4096, 4096), wide)[0].split_k == 9
 
 
 @pytest.mark.parametrize("op", [
     GemmOp(64, 4096, 4096), GemmOp(129, 4096, 4096), GemmOp(128, 4096, 2047, layout_a="col"),
-    GemmOp(128, 4096, 1024), GemmOp(128, 1024, 4096), GemmOp(128, 1792, 4096),  # 7 tiles: 112 blocks at most
+    GemmOp(128, 4096, 1024), GemmOp(128, 1024, 4096), GemmOp(128, 1792, 4096),  # 7 tiles: under the 8-tile bound
     GemmOp(128, 4095, 4096), GemmOp(128, 4096, 4096, dtype="float16"), GemmOp(128, 4096, 4096, precision="tf32")])
 def test_one_row_rule_stays_inside_its_class(op):
-    """Outside M 65…128 and K ≥ 2048, with fewer than 8 tiles of 128×256 on 132 SMs, a row-major B of odd N (scalar
+    """Outside M 65…128 and K ≥ 2048, with fewer than 8 tiles of 128×256, a row-major B of odd N (scalar
     loads, not measured), other dtypes and TF32: no one-row pick."""
     from tiledsl.gemm.family import one_row_choice
 

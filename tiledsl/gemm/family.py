@@ -389,32 +389,39 @@ def short_wide_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | 
 
 
 ONE_ROW_PRESETS = ("one_row_128x256_16x8_split_k", "one_row_128x256_16x8_stream_k")
-"""The 128×256×16 tile of 16×8 thread tiles (the data pass's winner for 128-token LLM products) with split-K (its
+"""The 128×256×16 tile of 16×8 thread tiles (the data pass's winner for five 128-token LLM products) with split-K (its
 ``split_k`` set by :func:`one_row_choice`) and with stream-K."""
 ONE_ROW_M, ONE_ROW_MIN_K, ONE_ROW_MIN_TILES, ONE_ROW_MAX_SPLIT, ONE_ROW_FILL = (65, 128), 2048, 8, 16, 0.9
 """The rule's class and branches: M in 65…128 (one row of 128-row tiles), K ≥ 2048, at least 8 tiles of 128×256
 (4 tiles of 128×1024×4096 with 16 slices ran 0.59× cuBLAS, the estimate's 128×128 split-K pick 0.89×). Split-K with
 as many slices as fill one wave (⌊SMs / tiles⌋, 2…16) where tiles × slices reach 0.9 of the SMs (on a 132-SM H200:
-8…18, 20…22, 24…26, 30…33, 40…44 and 60…66 tiles); stream-K otherwise. Measured at K = 3000…14336
-(``benchmarks/gemm_skinny.py --set onerow``, H200, 2026-12-04): split-K beat stream-K at 16 tiles by 2–7 %, at 20 and
-43 by 1–3 %, tied at 32 and lost at 24 by 4 %; where whole slices fill less (48 and 56 tiles: 96 and 112 blocks)
-stream-K ran 1.14–1.32× faster. Checked after the rule on 8 products it was not read off (K = 2048…3072, M = 65, 72,
-112 and 128, 9 to 64 tiles, every layout; run 2 of the same day, gemm_one_row_h200_2026-12-04_run2.json): every one
-1.08–1.22× faster than the previous rules' pick, geomean 0.93 → 1.04× cuBLAS."""
+8…18, 20…22, 24…26, 30…33, 40…44 and 60…66 tiles); stream-K otherwise, from :data:`ONE_ROW_MIN_STREAM_TILES`.
+Measured at K = 3000…14336 (``benchmarks/gemm_skinny.py --set onerow``, H200, 2026-12-04): split-K beat stream-K at
+16 tiles by 2–7 %, at 20 and 43 by 1–3 %, tied at 32 and lost at 24 by 4 %; where whole slices fill less (48 and 56
+tiles: 96 and 112 blocks) stream-K ran 1.14–1.32× faster. Checked after the rule on 8 products it was not read off
+(K = 2048, 2560, 3072 and 4096, M = 65, 72, 112 and 128, 9 to 64 tiles, every layout; run 2 of the same day,
+gemm_one_row_h200_2026-12-04_run2.json): every one 1.08–1.22× faster than the previous rules' pick, geomean 0.93 →
+1.04× cuBLAS."""
+ONE_ROW_MIN_STREAM_TILES = 16
+"""The fewest tiles the rule runs with stream-K. Below it, where whole slices do not fill the wave (only on devices
+other than the 132-SM H200, where 8…18 tiles always fill), the later rules keep the product: on the H200 this tile
+with stream-K lost to the earlier rules' picks at 8, 9 and 12 tiles (0.48, 1.21 and 0.76 against 0.77, 1.68 and
+0.85× cuBLAS) and won from 16 (0.87 against 0.81×; both runs of ``--set onerow``)."""
 
 
 def one_row_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | None:
     """The one-row rule: a float32 product (IEEE, FMA units) of M in 65…128 rows (:data:`ONE_ROW_M`), K ≥ 2048 and
     16-byte aligned operands runs on one row of 128×256×16 tiles (16×8 thread tiles, 128×32 warp tiles, one block per
-    SM, :data:`ONE_ROW_PRESETS`): with split-K where whole K slices fill one wave, else with stream-K
-    (:data:`ONE_ROW_FILL`); None elsewhere (fewer than :data:`ONE_ROW_MIN_TILES` tiles: the later rules keep them). Returns the
+    SM, :data:`ONE_ROW_PRESETS`): with split-K where whole K slices fill one wave (:data:`ONE_ROW_FILL`), else with
+    stream-K from :data:`ONE_ROW_MIN_STREAM_TILES` tiles; None elsewhere (fewer than :data:`ONE_ROW_MIN_TILES` tiles,
+    or too few for stream-K: the later rules keep them). Returns the
     schedule and the reason ``search.tune --lookup`` prints.
 
     The 128-row products of the LLM sets (128 tokens × a 4096-wide model) left the earlier rules (the sub-wave rule's
     128×128×8 stream-K tile for M = 128, the short-wide rule's 64×128 one for M not a multiple of 64) at 0.69–0.95×
-    cuBLAS; the 30-trial tunes of the data pass chose this tile. Measured on the H200 against the earlier rules' picks
-    in one run (``python benchmarks/gemm_skinny.py --set onerow``, benchmarks/results/gemm_one_row_h200_2026-12-04.json,
-    in-sample: the branches were read off that run): 19 products of M 80…128, N 2048…128256, K 3000…14336, NN, NT, TT
+    cuBLAS; five of the data pass's 30-trial tunes of them chose this tile (three kept 128×128). Measured on the H200
+    against the earlier rules' picks in one run (``python benchmarks/gemm_skinny.py --set onerow``,
+    benchmarks/results/gemm_one_row_h200_2026-12-04.json, in-sample: the branches were read off that run): 19 products of M 80…128, N 2048…128256, K 3000…14336, NN, NT, TT
     and TN, geomean 0.85 → 0.96× cuBLAS, every one faster (1.04× to 1.32×): 128×4096×4096 NN 0.81 → 0.91×,
     128×22016×4096 NN 0.87 → 1.03×, 96×14336×4096 NN 0.82 → 1.00×, 120×11008×4096 NT 0.69 → 0.91×.
     """
@@ -433,11 +440,14 @@ def one_row_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str] | Non
     if slices >= 2 and tiles * slices >= ONE_ROW_FILL * target.sm_count:
         s = replace(split_base, split_k=slices)
         why = f"{head}: {slices} K slices fill one wave of the {target.sm_count} SMs ({tiles * slices} blocks)"
-    else:
+    elif tiles >= ONE_ROW_MIN_STREAM_TILES:
         s = stream_base
-        why = (f"{head}: stream-K, " + (f"more tiles than the {target.sm_count} SMs" if tiles >= target.sm_count else
-                                        f"whole K slices would fill under {ONE_ROW_FILL:.0%} of a wave of the "
-                                        f"{target.sm_count} SMs"))
+        why = (f"{head}: stream-K, " + (f"two K slices would overfill one wave of the {target.sm_count} SMs"
+                                        if slices < 2 else
+                                        f"{slices} K slices would fill {tiles * slices} of the {target.sm_count} SMs, "
+                                        f"under {ONE_ROW_FILL:.0%}"))
+    else:
+        return None
     return (s, why) if _applies(s, op, target) else None
 
 
