@@ -156,6 +156,18 @@ def test_predict_matches_explain_and_ranks_tiles():
     assert predict(OP, S, "H200") > 137_438_953_472 / H200.peak_fp32_flops
 
 
+def test_explain_says_stream_k_prices_past_the_waves_line():
+    """A stream-K schedule's report says how the last tiles' K steps are shared (the waves line counts whole tiles,
+    the time every block busy to the end); a schedule without stream-K has no such line."""
+    op = tiledsl.GemmOp(128, 14336, 4096)
+    s = tiledsl.preset("gemm", "one_row_128x256_16x8_stream_k")
+    text = str(tiledsl.explain(op, s, device="H200"))
+    assert "waves: 56 blocks over 132 slots = 1 waves, efficiency 42%" in text
+    assert "stream-K: 132 blocks share the last 56 tiles' K steps (256 per tile), 0 tiles run whole" in text
+    plain = str(tiledsl.explain(op, tiledsl.preset("gemm", "sgemm_128x128_8x8"), device="H200"))
+    assert "stream-K:" not in plain
+
+
 def test_report_dict_and_text():
     r = tiledsl.explain(OP, S, device="H200")
     d = r.to_dict()

@@ -572,6 +572,12 @@ def explain_gemm(op, s, target: Target, kernel=None):
                  ("A staged in shared memory once per block (one barrier), "
                   + ("a ring of B loads in the K loop" if op.layout_b == "row" else "unrolled loads of B along K")
                   if s.smem_a else "no shared memory, no barrier in the K loop") + " (tiledsl/costmodel/gemv.py)")
+    if s.stream_k and s.kernel == "tiled" and g.waves.efficiency < 1.0:  # the waves line counts whole tiles
+        blocks, ksteps = _grid_work(op, s)
+        sk = stream_k_split(blocks, ksteps, target.sm_count * max(g.occupancy.blocks_per_sm, 1))
+        lines += (f"stream-K: {sk.sk_blocks} blocks share the last {sk.sk_tiles} tiles' K steps ({ksteps} per tile), "
+                  f"{sk.dp_tiles} tiles run whole; the time prices every block busy to the end, not the waves line's "
+                  f"{g.waves.efficiency:.0%}",)
     if kernel is not None and kernel.spill_bytes:
         lines += (f"ptxas reports {kernel.spill_bytes} bytes of spills: local-memory traffic slows the K loop",)
     occ, wv = (gv.occupancy, gv.waves) if gv is not None else (g.occupancy, g.waves)
