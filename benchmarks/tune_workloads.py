@@ -34,7 +34,8 @@ below 0.7× cuBLAS. A product whose tune or check fails keeps the error in its r
 Faults: one pass per folder at a time (a second one is refused while the first holds the lock beside the table); a
 table that does not parse, or a row without a name or with a figure that is not a finite number above 0, is refused
 with the file and the row named, never rewritten; ``--out``, ``--only`` (every name must be a product) and
-``--budget`` are checked before anything is tuned. Each tune runs in a process group of its own: one that outlives
+``--budget`` are checked before anything is tuned. ``--only`` tunes its products in the order given (a list ranked
+weakest first is tuned weakest first). Each tune runs in a process group of its own: one that outlives
 its limit is killed with its compile pool and GPU worker, and one whose pass dies ends within a second.
 """
 
@@ -246,6 +247,8 @@ def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> 
     rows = load_rows(table) if args.resume and table.exists() else []
     done = {r["name"] for r in rows if r.get("skipped") or (r.get("rc") == 0 and "error" not in r)}
     todo = [w for w in todo if w[1] not in done and (not only or w[1] in only)]
+    if only:  # in the order given: a list ranked weakest first is tuned weakest first
+        todo.sort(key=lambda w: only.index(w[1]))
     env = {**os.environ, "TILEDSL_CACHE_DIR": str(out / "store")}  # the tunes' records stay out of this process
     start = dt.datetime.now()
     failed = 0

@@ -232,6 +232,33 @@ def test_tune_workloads_main_keeps_going_after_a_failure_and_resumes(tmp_path, m
         tw.main()
 
 
+def test_tune_workloads_only_tunes_in_the_order_given(tmp_path, monkeypatch):
+    """--only NAMES tunes its products in the order given (a list ranked weakest first is tuned weakest first), not
+    in the data sets' order, and nothing outside it."""
+    import tune_workloads as tw
+
+    import tiledsl
+
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path / "cache"))
+    work = tw.data_workloads()[:4]
+    monkeypatch.setattr(tw, "data_workloads", lambda: work)
+    monkeypatch.setattr(tw, "gpu_or_exit", lambda script: tiledsl.Target.known("H200"))
+    schedule = tiledsl.GemmSchedule().to_dict()
+    tuned = []
+
+    def fake_tune(family, name, shape_args, args, out, env):
+        tuned.append(name)
+        return {"command": "x", "rc": 0, "wall_s": 0.1, "schedule": schedule, "tune_ratio": 1.0}
+
+    monkeypatch.setattr(tw, "_tune", fake_tune)
+    monkeypatch.setattr(tw, "compare", lambda *a: {"default_s": 1.0, "tuned_s": 1.0, "vendor_s": 1.0})
+    given = [work[3][1], work[0][1], work[2][1]]
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(tmp_path / "tw"),
+                                      "--only", ",".join(given)])
+    assert tw.main() == 0
+    assert tuned == given
+
+
 def test_tune_workloads_refuses_bad_tables_outs_and_names_and_keeps_rows_it_does_not_retry(tmp_path, monkeypatch,
                                                                                           capsys):
     """Faults of the pass (GPU parts replaced): a corrupt or malformed table, an --out that is a file, a misspelt
