@@ -58,6 +58,7 @@ SEARCHED = {  # (low, high) of each searched constant; the search is in log spac
     "barrier_cycles": (20.0, 500.0),
     "mem_latency_cycles": (400.0, 1500.0),
     "spill_accesses_per_step": (0.5, 16.0),
+    "wavefront_issue_cycles": (0.1, 4.0),
 }
 """Ranges of the fitted constants (physically plausible bounds)."""
 

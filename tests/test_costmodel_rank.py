@@ -48,6 +48,26 @@ def test_big_thread_tile_beats_small_one_at_4096():
     assert predict(OP, big, "H200") < predict(OP, small, "H200") / 1.5
 
 
+def test_wavefronts_hold_their_scheduler():
+    # FmaParams.wavefront_issue_cycles: each L1 wavefront of a warp's shared-memory (and local) accesses adds that many
+    # cycles to the warp's issue time; 0 is the model before it (docs/costmodel.md, "Wavefronts hold the scheduler")
+    s = tiledsl.GemmSchedule(bm=64, bn=32, bk=32, rm=4, rn=4, wm=32, wn=16, unroll=16)  # 4×4: wavefront-heavy k
+    held = replace(fma_params("sm_90"), wavefront_issue_cycles=1.0)
+    base = replace(held, wavefront_issue_cycles=0.0)
+    g0, g1 = cg.gemm_times(OP, s, H200, params=base), cg.gemm_times(OP, s, H200, params=held)
+    step = cg._per_step(OP, s)
+    warps = s.threads // 32
+    extra = warps * (step["wf_lds"] + step["wf_sts"]) / cg.ISSUE_PER_CLOCK
+    assert g1.issue_cycles_per_step == pytest.approx(g0.issue_cycles_per_step + extra)
+    assert g1.smem_cycles_per_step == g0.smem_cycles_per_step  # the SM-wide wavefront bound is unchanged
+    assert cg.predict_gemm(OP, s, H200, params=held) > cg.predict_gemm(OP, s, H200, params=base)
+    # per FFMA it costs a small thread tile more than a big one (16×8: 16 wavefronts per 128 FFMAs per k and warp)
+    big = tiledsl.GemmSchedule(bm=128, bn=256, bk=16, rm=16, rn=8, wm=128, wn=32, unroll=16)
+    ratio = [cg.gemm_times(OP, x, H200, params=held).issue_cycles_per_step
+             / cg.gemm_times(OP, x, H200, params=base).issue_cycles_per_step for x in (s, big)]
+    assert ratio[0] > ratio[1] > 1.0
+
+
 def test_spills_predict_slower():
     s = tiledsl.GemmSchedule(bm=128, bn=128, bk=16, rm=8, rn=8, min_blocks=1)
     clean = cg.gemm_times(OP, s, H200, regs=160, spill_bytes=0, regs_source="ptxas")

@@ -25,7 +25,9 @@ the tuner's measured studies, ``benchmarks/costmodel_rank.py``):
 
 * instruction issue: warp-instructions (FFMA, LDS, LDG, STS, index math, spill accesses) per scheduler,
   divided by the fitted ``issue_efficiency`` (an FFMA warp-instruction per scheduler per clock is the
-  FP32 peak, so every other instruction takes a slot from an FFMA: the roofline's instruction ceilings);
+  FP32 peak, so every other instruction takes a slot from an FFMA: the roofline's instruction ceilings),
+  plus ``wavefront_issue_cycles`` per L1 wavefront of the warp's own shared-memory and local accesses (a
+  multi-wavefront access holds its scheduler; fitted, about one cycle per wavefront);
 * latency hiding (:func:`hidden`): a warp's K step is a dependent chain of its issue time plus bk waits
   of ``lds_latency_cycles`` (fragment loads before the FMAs of each k); with W warps per scheduler the
   scheduler finds a ready warp with probability 1 − (1 − u)^W, u = issue / chain: one warp pays the whole
@@ -411,17 +413,21 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
     eta = prm.issue_efficiency
     spill_instr = prm.spill_accesses_per_step * spill_bytes / 4.0   # local loads/stores per thread per K step
     instr_thread = p["ffma"] + p["lds"] + p["ldg"] + p["alu"] + p["sts"] + spill_instr
-    smem_b = warps * (p["wf_lds"] + p["wf_sts"] + spill_instr)      # local memory shares the L1 wavefronts
+    wf_warp = p["wf_lds"] + p["wf_sts"] + spill_instr               # local memory shares the L1 wavefronts
+    smem_b = warps * wf_warp
     # shared-load waits and the barrier per K step exist only where tiles go through shared memory
     lds_wait, barrier = ((prm.lds_latency_cycles, prm.barrier_cycles) if uses_shared_memory(s.kernel, s.smem_a)
                          else (0.0, 0.0))
-    chain = instr_thread / eta + s.bk * lds_wait                   # one warp's K step, nothing hiding it
+    # a warp's issue cycles per K step: its instructions at the issue efficiency, plus the cycles its scheduler is held
+    # per L1 wavefront of the warp's own shared-memory and local accesses (FmaParams.wavefront_issue_cycles)
+    issue_warp = instr_thread / eta + prm.wavefront_issue_cycles * wf_warp
+    chain = issue_warp + s.bk * lds_wait                           # one warp's K step, nothing hiding it
 
     def sched_cycles(b: int) -> tuple[float, float]:
         """(cycles of one K step of b blocks on a scheduler, warps per busy scheduler)."""
         busy = min(ISSUE_PER_CLOCK, b * warps)
         w_per = b * warps / busy
-        return hidden(w_per, instr_thread / eta, chain), w_per
+        return hidden(w_per, issue_warp, chain), w_per
 
     alone_b, _ = sched_cycles(1)
     stages = max(s.stages, 1)
@@ -463,7 +469,7 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
     t_hbm = (tr["hbm"] + ws) / c["hbm_bytes_per_s"].value
     smem_moved = blocks * ksteps * (p["wf_lds"] + p["wf_sts"]) * warps * 128.0
     _, w_full = sched_cycles(min(blocks_per_sm, -(-blocks // target.sm_count)) or 1)
-    return GemmTimes(occ, wv, cycles / clock, t_l2, t_hbm, bound, warps * instr_thread / ISSUE_PER_CLOCK / eta,
+    return GemmTimes(occ, wv, cycles / clock, t_l2, t_hbm, bound, warps * issue_warp / ISSUE_PER_CLOCK,
                      smem_b, path_b, instr_thread / max(p["ffma"], 1), smem_moved, clock, w_full, prm)
 
 
@@ -555,10 +561,12 @@ def explain_gemm(op, s, target: Target, kernel=None):
         mix = "FFMA, LDG, index math; no shared memory"
         step = (f"critical path {g.path_cycles_per_step:.0f} cyc ({s.stages} stage{'s' if s.stages > 1 else ''}, "
                 f"load latency {prm.mem_latency_cycles:.0f} cyc; no shared memory, no barrier)")
+    ffma_cycles = _per_step(op, s)["ffma"] * -(-s.threads // 32) / ISSUE_PER_CLOCK  # FFMA issue per scheduler
+    held = (f" + {prm.wavefront_issue_cycles:.2g} cyc per L1 wavefront" if prm.wavefront_issue_cycles else "")
     lines = (
         f"instruction issue: {g.instr_per_ffma:.2f} warp-instructions per FFMA "
-        f"({mix}) at {prm.issue_efficiency:.0%} issue efficiency → FP32 ceiling "
-        f"{prm.issue_efficiency / g.instr_per_ffma:.0%} of peak",
+        f"({mix}) at {prm.issue_efficiency:.0%} issue efficiency{held} → FP32 ceiling "
+        f"{ffma_cycles / g.issue_cycles_per_step if g.issue_cycles_per_step else 0:.0%} of peak",
         f"per K step of one block: issue {g.issue_cycles_per_step:.0f} cyc, {step}; "
         f"{g.warps_per_scheduler:.3g} warps per scheduler",
         f"pipeline constants: {prm.source}",

@@ -54,6 +54,15 @@ class FmaParams:
             ``benchmarks/costmodel_rank.py: spill_slack_fit``); 24.5 on the committed studies (2026-12-03). With no
             slack the fitted count flagged 33 spill-free kernels of 1024³ (64×128 tiles of 8×4, 6 registers over a
             128 cap); ptxas recovers about 6 to 28 registers before it spills.
+        wavefront_issue_cycles: cycles a warp's scheduler is held per L1 wavefront of the warp's own shared-memory
+            loads and stores and spill (local) accesses, beyond the instruction's issue slot: a load of w wavefronts
+            (bank conflicts, the return path's floor, :func:`tiledsl.costmodel.gemm.load_wavefronts`) keeps its
+            scheduler from issuing for about w · this cycles, so warps whose k reads many wavefronts per FFMA (small
+            thread tiles, unpaired lanes) issue fewer FFMAs per clock. Without it one ``issue_efficiency`` had to
+            serve thread tiles whose fastest kernels imply 0.77 (16×8), 0.63 (8×4) and 0.55 (4×4). Fitted (searched
+            0.1–4): 1.01 on the committed studies (2026-12-04), 0.65–1.05 in the folds; a least-squares fit of the
+            measured cycles per K step of the studies' spill-free kernels on issue slots and per-scheduler wavefronts
+            gives 1.8 (``docs/costmodel.md``, "Wavefronts hold the scheduler"). 0 (the default) is the model before.
         source: where these figures come from (the fit command, studies, date).
     """
 
@@ -68,6 +77,7 @@ class FmaParams:
     reg_per_staged: float = 1.0
     reg_per_load: float = 2.0
     spill_slack_registers: float = 0.0
+    wavefront_issue_cycles: float = 0.0
     source: str = "unfitted defaults (the model before issue 11)"
 
     def to_dict(self) -> dict:
