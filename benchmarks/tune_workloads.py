@@ -34,8 +34,9 @@ below 0.7× cuBLAS. A product whose tune or check fails keeps the error in its r
 Faults: one pass per folder at a time (a second one is refused while the first holds the lock beside the table); a
 table that does not parse, or a row without a name or with a figure that is not a finite number above 0, is refused
 with the file and the row named, never rewritten; ``--out``, ``--only`` (every name must be a product) and
-``--budget`` are checked before anything is tuned. ``--only`` tunes its products in the order given (a list ranked
-weakest first is tuned weakest first). Each tune runs in a process group of its own: one that outlives
+``--budget`` are checked before anything is tuned. ``--only`` tunes its products in the order given;
+``--weakest RESULTS`` tunes them weakest first by ``schedule=None``/cuBLAS in a ``benchmarks/gemm.py --workloads``
+result (with ``--resume``, the untuned weakest first: what the data pass has done since 2026-12-03). Each tune runs in a process group of its own: one that outlives
 its limit is killed with its compile pool and GPU worker, and one whose pass dies ends within a second.
 """
 
@@ -172,7 +173,10 @@ def main() -> int:
     ap.add_argument("--timeout", type=positive_int, default=40, help="seconds per shape")
     ap.add_argument("--ship", action="store_true", help="add winners to schedules/<family>/sm90.json")
     ap.add_argument("--out", default="tune-out")
-    ap.add_argument("--only", default="", help="comma-separated workload names")
+    ap.add_argument("--only", default="", help="comma-separated workload names, tuned in the order given")
+    ap.add_argument("--weakest", default=None, metavar="RESULTS",
+                    help="with --data: tune the products weakest first, by schedule=None/cuBLAS in RESULTS (a "
+                         "`benchmarks/gemm.py --workloads` JSON); products it lacks last, in data-set order")
     ap.add_argument("--data", action="store_true", help="every distinct float32 product of benchmarks/data/")
     ap.add_argument("--shard", default="0/1", help="I/N: every N-th workload from the I-th (default 0/1: all)")
     ap.add_argument("--budget", type=positive_seconds, default=None, help="seconds: start no tune after this long")
@@ -201,6 +205,15 @@ def main() -> int:
                  "ship winners from a run without --data")
     todo = data_workloads() if args.data else [(f, name, a) for f, name, a in WORKLOADS]
     only = [x for x in args.only.split(",") if x]
+    if args.weakest is not None:
+        if not args.data or args.recompare or args.ship_winners is not None:
+            ap.error("--weakest orders the tunes of a --data pass (not --recompare or --ship-winners)")
+        if only:
+            ap.error("--weakest with --only: --only tunes in the order given; give one of the two")
+        ratios = weakest_first(Path(args.weakest))
+        if isinstance(ratios, str):
+            ap.error(f"--weakest {args.weakest}: {ratios}")
+        only = sorted((w[1] for w in todo), key=lambda name: ratios.get(name, math.inf))
     unknown = sorted(set(only) - {w[1] for w in todo})
     if unknown:
         ap.error(f"--only: {', '.join(unknown)}: not {'a product of --data' if args.data else 'a workload'} "
@@ -230,6 +243,29 @@ def main() -> int:
     except filelock.Timeout:
         sys.exit(f"benchmarks/tune_workloads.py: {out} is in use by another tune_workloads.py (it holds "
                  f"{table}.lock); give this one another --out, or run it after that one")
+
+
+def weakest_first(path: Path) -> dict[str, float] | str:
+    """``{product name: schedule=None / cuBLAS}`` of a ``benchmarks/gemm.py --workloads`` result file (its rows of
+    kind ``workload``, named as this pass names them, ``MxNxK_LAYOUT``), or what is wrong with the file."""
+    data, problem = read_json(path, "benchmarks/gemm.py --workloads result")
+    if problem or data is None:
+        return problem or "no such file"
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        return "not a {\"rows\": [...]} result of benchmarks/gemm.py --workloads"
+    ratios = {}
+    for row in rows:
+        if not isinstance(row, dict) or row.get("kind") != "workload":
+            continue
+        try:
+            name, ratio = f"{int(row['m'])}x{int(row['n'])}x{int(row['k'])}_{row['layout']}", float(row["ratio"])
+        except (KeyError, TypeError, ValueError):
+            return f"a workload row without m, n, k, layout and a ratio: {json.dumps(row)[:120]}"
+        if not (math.isfinite(ratio) and ratio > 0):
+            return f"{name}: ratio {ratio} is not a finite number above 0"
+        ratios[name] = ratio
+    return ratios or "no workload rows (kind 'workload')"
 
 
 def _out_problem(out: Path) -> str | None:

@@ -257,6 +257,42 @@ def test_tune_workloads_only_tunes_in_the_order_given(tmp_path, monkeypatch):
                                       "--only", ",".join(given)])
     assert tw.main() == 0
     assert tuned == given
+    # --weakest RESULTS: lowest schedule=None/cuBLAS first, products the file lacks last in data-set order
+    res = tmp_path / "whole.json"
+    ratio = {work[2][1]: 0.8, work[1][1]: 0.9, work[3][1]: 1.2}
+    res.write_text(json.dumps({"rows": [{"kind": "gemm", "m": 1}] + [
+        {"kind": "workload", "m": int(n.split("x")[0]), "n": int(n.split("x")[1]),
+         "k": int(n.split("x")[2].split("_")[0]), "layout": n.split("_")[1], "ratio": r} for n, r in ratio.items()]}))
+    tuned.clear()
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(tmp_path / "tw2"),
+                                      "--weakest", str(res)])
+    assert tw.main() == 0
+    assert tuned == [work[2][1], work[1][1], work[3][1], work[0][1]]
+
+
+def test_tune_workloads_weakest_refuses_bad_results_and_mixes(tmp_path, monkeypatch, capsys):
+    """--weakest names the file and what is wrong with it; it goes only with a --data pass and not with --only."""
+    import tune_workloads as tw
+
+    bad = tmp_path / "bad.json"
+    cases = [("{", "not valid"), ("[]", "rows"), ('{"rows": []}', "no workload rows"),
+             ('{"rows": [{"kind": "workload", "m": 1}]}', "without m, n, k"),
+             ('{"rows": [{"kind": "workload", "m": 1, "n": 2, "k": 3, "layout": "NN", "ratio": "nan"}]}', "finite")]
+    for text, said in cases:
+        bad.write_text(text)
+        monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(tmp_path / "o"),
+                                          "--weakest", str(bad)])
+        with pytest.raises(SystemExit):
+            tw.main()
+        err = capsys.readouterr().err
+        assert "--weakest" in err and str(bad) in err and said in err, err
+    for extra in (["--only", tw.data_workloads()[0][1]], ["--recompare"]):
+        monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(tmp_path / "o"),
+                                          "--weakest", str(bad), *extra])
+        with pytest.raises(SystemExit):
+            tw.main()
+        assert "--weakest" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_tune_workloads_refuses_bad_tables_outs_and_names_and_keeps_rows_it_does_not_retry(tmp_path, monkeypatch,
