@@ -18,6 +18,20 @@ a value, pruned points are not measured) and reports:
 * ``wall_s``: the wall time of the command, and the winner's final re-measured time (``final_s``).
 
 The table is printed and written as JSON to ``--out``.
+
+Without a GPU, ``--replay`` replays the committed 200-trial studies (``benchmarks/results/studies/``, the
+cost model's fitting data) instead: their measured trials in trial order, each predicted by the shipped model as the
+tuner predicts before compiling (``benchmarks/costmodel_rank.py``'s ``predictions``), through the tuner's own
+``search.strategy.ModelPruner`` at each ``--factor``. A trial the pruner would skip is not measured; the rest keep
+their measured times. It counts the measured trials to reach 98 % of the study's best and whether the best survives:
+
+    python benchmarks/model_prune.py --replay --factor 1.5 --factor 2 --factor 3 --out model_prune_replay.json
+    # each study predicted by the constants fitted without it (a costmodel_rank.py fit's leave-one-out folds)
+    python benchmarks/model_prune.py --replay --held-out benchmarks/results/costmodel_rank_sm_90_2026-12-04.json
+
+A replay keeps the study's proposals: in a real run the sampler, told fewer results, would propose other points after
+the first skip, and the trials saved would be spent on new ones. It measures what the model would have skipped of
+what the sampler did propose, not a new search.
 """
 
 from __future__ import annotations
@@ -133,6 +147,89 @@ def run_one(shape: tuple[int, int, int], factor: float | None, args: argparse.Na
     return row
 
 
+def replay(study, predicted: Sequence[float], factor: float | None) -> dict:
+    """One study replayed through ``ModelPruner(factor)``: the measured trials in trial order, each skipped when the
+    pruner's verdict (its prediction against the best prediction among the trials kept so far) says so.
+
+    Args:
+        study: a ``costmodel_rank.Study`` (``numbers``, ``measured`` seconds, ``name``).
+        predicted: the model's seconds for each of its trials, in the same order.
+        factor: the ``--model-prune`` factor, or None (no pruning: every trial measured).
+
+    Returns:
+        The row: ``measured`` and ``model_pruned`` counts, ``best_s`` of the kept trials, ``to_98_own`` (measured
+        trials to 98 % of the study's best), ``best_kept`` (whether the study's fastest trial was measured).
+    """
+    from search.strategy import ModelPruner
+
+    pruner = ModelPruner(factor)
+    kept: list[float] = []
+    pruned = 0
+    for number, seconds, pred in sorted(zip(study.numbers, study.measured, predicted, strict=True)):
+        if pruner.verdict(pred) is not None:
+            pruned += 1
+            continue
+        kept.append(seconds)
+        pruner.observe(pred, number)
+    best = min(study.measured)
+    return {"shape": study.name, "model_prune": factor, "measured": len(kept), "model_pruned": pruned,
+            "best_s": min(kept) if kept else None, "study_best_s": best, "best_kept": best in kept,
+            "to_98_own": trials_to_reach(kept, best) if kept else None, "times_s": kept}
+
+
+def held_out_params(path: Path) -> dict:
+    """``{study name: FmaParams}`` of the leave-one-out folds of a ``benchmarks/costmodel_rank.py fit`` result: the
+    constants fitted without that study.
+
+    Raises:
+        SystemExit: the file is missing or unreadable, or has no folds (the message names the file).
+    """
+    from tiledsl.costmodel.params import FmaParams
+    from tiledsl.filestore import read_json
+
+    data, problem = read_json(path, "costmodel_rank.py fit result")
+    folds = data.get("folds") if isinstance(data, dict) else None
+    if problem or not isinstance(folds, list) or not folds:
+        why = problem or ("no such file" if data is None else "no folds in it")
+        raise SystemExit(f"--held-out {path}: {why}")
+    try:
+        return {f["held_out"]: FmaParams(**f["params"], source=f"{path} (fold without {f['held_out']})")
+                for f in folds}
+    except (KeyError, TypeError) as exc:
+        raise SystemExit(f"--held-out {path}: a fold is not a costmodel_rank.py fold ({exc})") from None
+
+
+def main_replay(args: argparse.Namespace, factors: list[float]) -> int:
+    """``--replay``: the committed studies through the pruner at each factor (CPU); prints and writes the table."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import costmodel_rank as cr
+
+    from tiledsl.costmodel.params import fma_params
+
+    rows = []
+    folds = held_out_params(Path(args.held_out)) if args.held_out else {}
+    for study in cr.load_studies():
+        params = folds.get(study.name) or fma_params(study.target.arch)
+        if args.held_out and study.name not in folds:
+            raise SystemExit(f"--held-out {args.held_out}: no fold holds out {study.name}")
+        predicted = cr.predictions(study, params)
+        for factor in [None, *factors]:
+            rows.append(replay(study, predicted, factor) | {"study": study.source, "params": params.source})
+    print(f"{'study':>16s} {'prune':>6s} {'measured':>8s} {'pruned':>6s} {'to 98% of best':>14s} {'best kept':>9s}")
+    for r in rows:
+        print(f"{r['shape']:>16s} {r['model_prune']!s:>6s} {r['measured']:>8d} {r['model_pruned']:>6d} "
+              f"{r['to_98_own']!s:>14s} {r['best_kept']!s:>9s}")
+    doc = {"tool": "benchmarks/model_prune.py --replay", "date": dt.date.today().isoformat(),
+           "command": "python benchmarks/model_prune.py --replay " + " ".join(f"--factor {f:g}" for f in factors)
+           + (f" --held-out {args.held_out}" if args.held_out else "") + f" --out {args.out}", "target_fraction": TARGET, "note": "replay of the committed studies' measured trials "
+           "in trial order through search.strategy.ModelPruner with the shipped model's predictions (estimate, before "
+           "compiling); the sampler's proposals are the study's, not those a pruned run would make", "rows": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python benchmarks/model_prune.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,6 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="--model-prune factor to compare with no pruning (repeat for several; default: 3)")
     ap.add_argument("--work", default=None, help="folder for the studies, logs and exports (default: a temporary one)")
     ap.add_argument("--out", default="model_prune.json", help="JSON file written (default: model_prune.json)")
+    ap.add_argument("--replay", action="store_true",
+                    help="CPU: replay the committed studies through the pruner instead of running new ones")
+    ap.add_argument("--held-out", default=None, metavar="FIT_JSON",
+                    help="with --replay: predict each study with the constants of the fold that held it out")
     return ap
 
 
@@ -154,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
     factors = args.factor or [3.0]
     if any(not f > 1 for f in factors):
         build_parser().error(f"--factor {factors}: every factor must be > 1")
+    if args.held_out and not args.replay:
+        build_parser().error("--held-out goes with --replay")
+    if args.replay:
+        return main_replay(args, factors)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from gpu_check import gpu_or_exit
 

@@ -246,3 +246,34 @@ def test_benchmark_help_runs_without_a_gpu():
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "model_prune.py"), "--help"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--factor" in r.stdout and "98 %" in r.stdout
+
+
+def test_replay_skips_what_the_pruner_would_and_counts_to_98_percent(bench):
+    """--replay: trials in trial order through ModelPruner; a skipped trial is not measured and does not move the
+    reference; trials to 98 % count the kept ones, against the study's best (kept or not)."""
+    study = types.SimpleNamespace(name="s", numbers=(2, 0, 1, 3, 4), measured=(3.0, 5.0, 4.0, 1.0, 2.0))
+    predicted = (1.2, 1.0, 2.5, 1.6, 0.9)  # by trial number 0..4: 1.0, 2.5, 1.2, 1.6, 0.9
+    off = bench.replay(study, predicted, None)
+    assert off["measured"] == 5 and off["model_pruned"] == 0 and off["to_98_own"] == 4 and off["best_kept"]
+    assert off["times_s"] == [5.0, 4.0, 3.0, 1.0, 2.0]
+    two = bench.replay(study, predicted, 2.0)  # trial 1 (2.5 > 2 × 1.0) skipped
+    assert two["model_pruned"] == 1 and two["times_s"] == [5.0, 3.0, 1.0, 2.0] and two["to_98_own"] == 3
+    tight = bench.replay(study, predicted, 1.5)  # trial 3 (1.6 > 1.5 × 1.0) skipped too: the best is lost
+    assert tight["model_pruned"] == 2 and not tight["best_kept"] and tight["to_98_own"] is None
+    assert tight["best_s"] == 2.0 and tight["study_best_s"] == 1.0
+
+
+def test_replay_held_out_reads_the_folds_and_names_a_bad_file(bench, tmp_path):
+    fit = ROOT / "benchmarks" / "results" / "costmodel_rank_sm_90_2026-12-04.json"
+    folds = bench.held_out_params(fit)
+    assert {"1024x1024x1024", "35x8457x2560", "4096x4096x4096"} <= set(folds)
+    assert all("fold without" in p.source for p in folds.values())
+    assert folds["4096x4096x4096"].wavefront_issue_cycles != folds["1024x1024x1024"].wavefront_issue_cycles
+    for text, said in (("{", "not valid"), ('{"folds": []}', "no folds"), ('{"folds": [{"x": 1}]}', "not a")):
+        bad = tmp_path / "fit.json"
+        bad.write_text(text)
+        with pytest.raises(SystemExit, match=said) as info:
+            bench.held_out_params(bad)
+        assert str(bad) in str(info.value)
+    with pytest.raises(SystemExit, match="no such file"):
+        bench.held_out_params(tmp_path / "none.json")
