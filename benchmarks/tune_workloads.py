@@ -207,9 +207,10 @@ def main() -> int:
     only = [x for x in args.only.split(",") if x]
     if args.weakest is not None:
         if not args.data or args.recompare or args.ship_winners is not None:
-            ap.error("--weakest orders the tunes of a --data pass (not --recompare or --ship-winners)")
+            ap.error(f"--weakest {args.weakest}: it orders the tunes of a --data pass (it needs --data and goes "
+                     "with neither --recompare nor --ship-winners)")
         if only:
-            ap.error("--weakest with --only: --only tunes in the order given; give one of the two")
+            ap.error(f"--weakest {args.weakest} with --only: --only tunes in the order given; give one of the two")
         ratios = weakest_first(Path(args.weakest))
         if isinstance(ratios, str):
             ap.error(f"--weakest {args.weakest}: {ratios}")

@@ -286,13 +286,51 @@ def test_tune_workloads_weakest_refuses_bad_results_and_mixes(tmp_path, monkeypa
             tw.main()
         err = capsys.readouterr().err
         assert "--weakest" in err and str(bad) in err and said in err, err
-    for extra in (["--only", tw.data_workloads()[0][1]], ["--recompare"]):
-        monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(tmp_path / "o"),
-                                          "--weakest", str(bad), *extra])
+    good = tmp_path / "good.json"  # a readable file: only the mix can be refused
+    good.write_text('{"rows": [{"kind": "workload", "m": 1, "n": 2, "k": 3, "layout": "NN", "ratio": 0.9}]}')
+    for argv, said in ((["--data", "--only", tw.data_workloads()[0][1]], "--only"), (["--data", "--recompare"], "--data pass"),
+                       (["--data", "--ship-winners", "1.05"], "--data pass"), ([], "--data pass")):
+        monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--out", str(tmp_path / "o"), "--weakest", str(good),
+                                          *argv])
         with pytest.raises(SystemExit):
             tw.main()
-        assert "--weakest" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "--weakest" in err and said in err, (argv, err)
     assert not (tmp_path / "o").exists()
+
+
+def test_tune_workloads_weakest_with_resume_tunes_the_untuned_weakest_first(tmp_path, monkeypatch):
+    import tune_workloads as tw
+
+    import tiledsl
+
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path / "cache"))
+    work = tw.data_workloads()[:4]
+    monkeypatch.setattr(tw, "data_workloads", lambda: work)
+    monkeypatch.setattr(tw, "gpu_or_exit", lambda script: tiledsl.Target.known("H200"))
+    schedule = tiledsl.GemmSchedule().to_dict()
+    tuned = []
+
+    def fake_tune(family, name, shape_args, args, out, env):
+        tuned.append(name)
+        return {"command": "x", "rc": 0, "wall_s": 0.1, "schedule": schedule, "tune_ratio": 1.0}
+
+    monkeypatch.setattr(tw, "_tune", fake_tune)
+    monkeypatch.setattr(tw, "compare", lambda *a: {"default_s": 1.0, "tuned_s": 1.0, "vendor_s": 1.0})
+    out = tmp_path / "tw"
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), "--only", work[2][1]])
+    assert tw.main() == 0  # one product finished before
+    res = tmp_path / "whole.json"
+    ratio = [0.7, 1.1, 0.5, 0.9]  # by data-set order; work[2] is the weakest but already tuned
+    res.write_text(json.dumps({"rows": [
+        {"kind": "workload", "m": int(n.split("x")[0]), "n": int(n.split("x")[1]),
+         "k": int(n.split("x")[2].split("_")[0]), "layout": n.split("_")[1], "ratio": r}
+        for (_, n, _), r in zip(work, ratio, strict=True)]}))
+    tuned.clear()
+    monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), "--resume",
+                                      "--weakest", str(res)])
+    assert tw.main() == 0
+    assert tuned == [work[0][1], work[3][1], work[1][1]]
 
 
 def test_tune_workloads_refuses_bad_tables_outs_and_names_and_keeps_rows_it_does_not_retry(tmp_path, monkeypatch,

@@ -127,6 +127,35 @@ def test_params_file_has_provenance_and_other_archs_fall_back():
     assert "used for sm_80" in fma_params("sm_80").source
 
 
+def test_explain_fp32_ceiling_can_be_recomputed_from_its_line():
+    # the worked example of docs/costmodel.md: ceiling = 1 / (instructions per FFMA / efficiency + cycles per
+    # wavefront · wavefronts per FFMA), each figure printed on the line (to its rounding)
+    import re
+
+    s = tiledsl.GemmSchedule(bm=128, bn=128, bk=8, rm=8, rn=8, smem_pad=4, wm=32, wn=64, min_blocks=2)
+    text = str(tiledsl.explain(OP, s, device="H200"))
+    m = re.search(r"([\d.]+) warp-instructions per FFMA .* at (\d+)% issue efficiency \+ ([\d.]+) cyc per L1 "
+                  r"wavefront \(([\d.]+) per FFMA\) → FP32 ceiling (\d+)% of peak", text)
+    assert m, text
+    ipf, eta, cyc, wpf, ceiling = (float(x) for x in m.groups())
+    assert 1 / (ipf / (eta / 100) + cyc * wpf) == pytest.approx(ceiling / 100, abs=0.015)
+
+
+def test_params_written_before_a_later_constant_read_as_the_model_without_it():
+    # the sm_90 constants of 2026-12-03 (no wavefront_issue_cycles) read with it at 0, the model of that day;
+    # a missing original constant or an unknown one is still refused, naming it
+    from tiledsl.errors import SpecError
+
+    old = dict(FmaParams().to_dict(), issue_efficiency=0.6763)
+    del old["source"], old["wavefront_issue_cycles"]
+    p = FmaParams.from_dict(old)
+    assert p.wavefront_issue_cycles == 0.0 and p.issue_efficiency == 0.6763
+    with pytest.raises(SpecError, match="missing field.*issue_efficiency"):
+        FmaParams.from_dict({k: v for k, v in old.items() if k != "issue_efficiency"})
+    with pytest.raises(SpecError, match="unknown field.*k_gap_cycles"):
+        FmaParams.from_dict(dict(old, k_gap_cycles=2.0))
+
+
 def test_explain_names_the_constants_and_one_ceiling_per_level():
     r = tiledsl.explain(OP, tiledsl.GemmSchedule(), device="H200")
     text = str(r)

@@ -561,8 +561,12 @@ def explain_gemm(op, s, target: Target, kernel=None):
         mix = "FFMA, LDG, index math; no shared memory"
         step = (f"critical path {g.path_cycles_per_step:.0f} cyc ({s.stages} stage{'s' if s.stages > 1 else ''}, "
                 f"load latency {prm.mem_latency_cycles:.0f} cyc; no shared memory, no barrier)")
-    ffma_cycles = _per_step(op, s)["ffma"] * -(-s.threads // 32) / ISSUE_PER_CLOCK  # FFMA issue per scheduler
-    held = (f" + {prm.wavefront_issue_cycles:.2g} cyc per L1 wavefront" if prm.wavefront_issue_cycles else "")
+    warps = -(-s.threads // 32)
+    ffma = _per_step(op, s)["ffma"]
+    ffma_cycles = ffma * warps / ISSUE_PER_CLOCK  # FFMA issue per scheduler
+    # the block's L1 wavefronts per K step (shared memory and spills, the smem term) per warp-level FFMA
+    held = (f" + {prm.wavefront_issue_cycles:.2g} cyc per L1 wavefront "
+            f"({g.smem_cycles_per_step / (warps * ffma):.2f} per FFMA)" if prm.wavefront_issue_cycles and ffma else "")
     lines = (
         f"instruction issue: {g.instr_per_ffma:.2f} warp-instructions per FFMA "
         f"({mix}) at {prm.issue_efficiency:.0%} issue efficiency{held} → FP32 ceiling "

@@ -30,8 +30,9 @@ class FmaParams:
             are resident (register-bank conflicts, operand-reuse misses, dependent-issue gaps); the FP32
             peak assumes 1.0. Fitted.
         lds_latency_cycles: shared-memory load latency a warp waits for once per k of its inner loop when
-            nothing hides it: one warp's K step takes its instructions / ``issue_efficiency`` plus
-            bk · this. Fitted (the idle shared-load latency is ~30 cycles).
+            nothing hides it: one warp's K step takes its instructions / ``issue_efficiency``, plus
+            ``wavefront_issue_cycles`` per L1 wavefront of its shared-memory and local accesses, plus bk · this.
+            Fitted (the idle shared-load latency is ~30 cycles).
         barrier_cycles: cost of a K step's ``__syncthreads`` and the store→load turnaround, exposed on
             one block's critical path (other resident blocks hide it). Fitted.
         mem_latency_cycles: latency of a global load under load (L2 hit ~270 cycles idle, HBM 500+),
@@ -85,7 +86,8 @@ class FmaParams:
 
     @classmethod
     def from_dict(cls, d: dict) -> FmaParams:
-        """Build from a dict with exactly the fields of :class:`FmaParams` (``source`` optional).
+        """Build from a dict with exactly the fields of :class:`FmaParams` (``source`` optional; the fields of
+        :data:`ADDED_LATER` optional too: a file written before one was added is the model without it, its default).
 
         Raises:
             SpecError: an unknown or missing numeric field, naming it.
@@ -94,7 +96,7 @@ class FmaParams:
         unknown = set(d) - names
         if unknown:
             raise SpecError(f"FmaParams: unknown field(s) {sorted(unknown)}; expected {sorted(names)}")
-        missing = names - set(d) - {"source"}
+        missing = names - set(d) - {"source", *ADDED_LATER}
         if missing:
             raise SpecError(f"FmaParams: missing field(s) {sorted(missing)}")
         return cls(**{k: (v if k == "source" else float(v)) for k, v in d.items()})
@@ -103,6 +105,10 @@ class FmaParams:
         """A copy with some constants replaced (what the fit script tries)."""
         return replace(self, **kw)
 
+
+ADDED_LATER = ("wavefront_issue_cycles",)
+"""Constants added after fitted files were first written, whose default (0) is the model before them: a file without
+one reads as that model (``gemm_fma_sm_90.json`` of 2026-12-03 and earlier)."""
 
 NUMERIC = tuple(f.name for f in fields(FmaParams) if f.name != "source")
 """The numeric constants, in the dataclass's order."""
