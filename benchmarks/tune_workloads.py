@@ -16,7 +16,11 @@ stops starting tunes after that long (the table is written after every shape), a
 ``DIR/tune_workloads.json`` that finished and tunes the rest: a pass can span several calls and machines.
 ``--recompare`` tunes nothing: it times again, as below, the finished rows of that table (``--only``, ``--shard`` and
 ``--budget`` apply), so that rows tuned before a change of ``schedule=None`` are measured with the code of the run
-that gives the figures; each row keeps the date it was compared. ``--ship-winners GAIN`` then tunes nothing either: it
+that gives the figures; each row keeps the date it was compared and the schedule ``schedule=None`` ran
+(``default_schedule``), and ``--recompare --changed`` times only the rows whose ``schedule=None`` is another one now
+(a later rule or shipped record) or whose last check failed. ``--retune`` (with ``--data --resume --only NAMES``)
+tunes the named products again although the table has them finished: a tune that predates a rule which made
+``schedule=None`` faster than its winner is tuned again with the new default as its first trial. ``--ship-winners GAIN`` then tunes nothing either: it
 ships into ``schedules/gemm/sm90.json`` (the device's arch) the winner of every row that a recompare of the same day
 timed at least GAIN times faster than ``schedule=None`` (``--records DIR`` where the exported winners are kept as
 ``<name>.json``), only where the record is for the op the row's tune ran and its kernel source and NVRTC are this
@@ -149,6 +153,20 @@ def compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
         cp.get_default_memory_pool().free_all_blocks()
 
 
+def default_schedule(m: int, n: int, k: int, layout: str, target) -> dict | None:
+    """The schedule ``schedule=None`` runs for the product (M, N, K, layout) on ``target`` in this process (the
+    built-in choice or a shipped record, with the operands' alignment; the single row's where the product runs as a
+    row, :func:`gemm_tune_args`), as a dict; None for a product run as rows into a column-major Cᵀ. Each row records
+    it when compared, so ``--recompare --changed`` can tell the rows whose ``schedule=None`` has changed since."""
+    from search.families import gemm_op as aligned_op
+
+    shape, _ = gemm_tune_args(m, n, k, layout, target)
+    if shape is None:
+        return None
+    mm, nn, kk, run_layout = int(shape[1]), int(shape[3]), int(shape[5]), shape[7]
+    return tiledsl.plan(aligned_op(mm, nn, kk, "float32", run_layout), device=target).schedule.to_dict()
+
+
 def _compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
     a, b, ref, c = device_gemm_operands(m, n, k, layout)
 
@@ -181,8 +199,14 @@ def main() -> int:
     ap.add_argument("--shard", default="0/1", help="I/N: every N-th workload from the I-th (default 0/1: all)")
     ap.add_argument("--budget", type=positive_seconds, default=None, help="seconds: start no tune after this long")
     ap.add_argument("--resume", action="store_true", help="keep the finished rows of OUT/tune_workloads.json")
+    ap.add_argument("--retune", action="store_true",
+                    help="with --data --resume and --only: tune the named products again even where the table has "
+                         "them finished (a row is replaced once its new tune is checked; a failed one keeps the old)")
     ap.add_argument("--recompare", action="store_true",
                     help="tune nothing: time schedule=None, the tuned schedule and cuBLAS again on the finished rows")
+    ap.add_argument("--changed", action="store_true",
+                    help="with --recompare: only the rows whose schedule=None is not the one they were compared "
+                         "with (rows compared before 2026-12-04 recorded none: all of those)")
     ap.add_argument("--ship-winners", type=float, default=None, metavar="GAIN",
                     help="tune nothing: ship the winner of every row that --recompare timed at least GAIN times faster "
                          "than schedule=None (e.g. 1.05) into schedules/gemm/<arch>.json")
@@ -200,6 +224,11 @@ def main() -> int:
     if args.ship_winners is not None and not (math.isfinite(args.ship_winners) and args.ship_winners >= 1.0):
         ap.error(f"--ship-winners {args.ship_winners}: give the least speedup over schedule=None, a number ≥ 1 "
                  "(e.g. 1.05)")
+    if args.changed and not args.recompare:
+        ap.error("--changed goes with --recompare (it picks the rows to time again)")
+    if args.retune and not (args.data and args.resume and args.only) or args.retune and args.recompare:
+        ap.error("--retune goes with --data --resume --only NAMES (it tunes again finished rows of the table), "
+                 "not with --recompare")
     if args.data and args.ship:
         ap.error("--ship with --data: a shipped record would become the schedule=None it is compared with; "
                  "ship winners from a run without --data")
@@ -283,7 +312,8 @@ def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> 
     this shard, or past ``--budget``, keeps its error)."""
     rows = load_rows(table) if args.resume and table.exists() else []
     done = {r["name"] for r in rows if r.get("skipped") or (r.get("rc") == 0 and "error" not in r)}
-    todo = [w for w in todo if w[1] not in done and (not only or w[1] in only)]
+    redo = set(only) & done if args.retune else set()  # --retune: the finished rows named, tuned again
+    todo = [w for w in todo if (w[1] not in done or w[1] in redo) and (not only or w[1] in only)]
     if only:  # in the order given: a list ranked weakest first is tuned weakest first
         todo.sort(key=lambda w: only.index(w[1]))
     env = {**os.environ, "TILEDSL_CACHE_DIR": str(out / "store")}  # the tunes' records stay out of this process
@@ -295,7 +325,8 @@ def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> 
             break
         shape_args, tuned_what = (gemm_tune_args(*spec, target) if args.data else (spec, "the product"))
         row = {"family": family, "name": name, "tuned": tuned_what}
-        rows = [r for r in rows if r["name"] != name]  # its earlier failure, replaced by this try
+        earlier = next((r for r in rows if r["name"] == name), None)
+        rows = [r for r in rows if r["name"] != name]  # its earlier failure (or, with --retune, its row) replaced
         if shape_args is None:
             rows.append({**row, "skipped": True})
             _write(table, rows, target)
@@ -305,10 +336,17 @@ def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> 
             try:
                 tuned = tiledsl.GemmSchedule.from_dict(row["schedule"])
                 row.update(m=spec[0], n=spec[1], k=spec[2], layout=spec[3],
-                           **compare(*spec, tuned, tuned_what != "the product"))
+                           **compare(*spec, tuned, tuned_what != "the product"),
+                           default_schedule=default_schedule(*spec, target))
             except (Exception, SystemExit) as exc:  # a wrong result, a compile or launch error: on to the next
                 row["error"] = f"after the tune: {type(exc).__name__}: {exc}"[-800:]
         failed += "error" in row
+        if "error" in row and name in redo:  # a failed retune keeps the finished row it was to replace
+            print(f"{name:36s} retune FAILED, the earlier row kept: " + row["error"].splitlines()[-1][:200],
+                  flush=True)
+            rows.append(earlier)
+            _write(table, rows, target)
+            continue
         rows.append(row)
         ratio = f"{row['tune_ratio']:.2f}" if row.get("tune_ratio") else "-"
         extra = (f"  schedule=None/cuBLAS {row['vendor_s'] / row['default_s']:.2f}  schedule=None/tuned "
@@ -338,10 +376,13 @@ def _recompare(table: Path, args, target, only: list[str]) -> int:
         if (row["name"] not in specs or not row.get("schedule") or "m" not in row
                 or (only and row["name"] not in only)):
             continue
+        now = default_schedule(*specs[row["name"]], target)
+        if args.changed and row.get("default_schedule") == now and "error" not in row:
+            continue
         if args.budget is not None and (dt.datetime.now() - start).total_seconds() > args.budget:
             print(f"budget of {args.budget:.0f} s spent: stopped before {row['name']}")
             break
-        for key in ("default_s", "tuned_s", "vendor_s", "error"):
+        for key in ("default_s", "tuned_s", "vendor_s", "error", "default_schedule"):
             row.pop(key, None)
         spec = specs[row["name"]]
         try:
@@ -350,7 +391,7 @@ def _recompare(table: Path, args, target, only: list[str]) -> int:
                                  f"is not its name's ({row['name']})")
             row.update(compare(*spec,
                                tiledsl.GemmSchedule.from_dict(row["schedule"]), row["tuned"] != "the product"),
-                       compared=dt.date.today().isoformat())
+                       compared=dt.date.today().isoformat(), default_schedule=now)
             print(f"{row['name']:36s} schedule=None/cuBLAS {row['vendor_s'] / row['default_s']:.2f}  "
                   f"schedule=None/tuned {row['tuned_s'] / row['default_s']:.2f}", flush=True)
         except (Exception, SystemExit) as exc:

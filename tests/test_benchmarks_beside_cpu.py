@@ -714,3 +714,75 @@ def test_compare_runs_flags_products_that_lost_against_the_vendor(tmp_path, caps
                      ("v.json", "no product in both files"), ("absent.json", "No such file")):
         assert compare_runs.main([str(tmp_path / "old.json"), str(tmp_path / bad)]) == 2
         assert why in capsys.readouterr().err, bad
+
+
+def test_tune_workloads_recompare_changed_and_retune(tmp_path, monkeypatch, capsys):
+    """Rows record the schedule schedule=None ran; --recompare --changed times only the rows whose schedule=None is
+    another one now (or that failed, or that recorded none); --retune tunes finished rows named by --only again and
+    a failed retune keeps the row it was to replace; both refuse the wrong company."""
+    import tune_workloads as tw
+
+    import tiledsl
+
+    monkeypatch.setenv("TILEDSL_CACHE_DIR", str(tmp_path / "cache"))
+    work = tw.data_workloads()[:3]
+    monkeypatch.setattr(tw, "data_workloads", lambda: work)
+    monkeypatch.setattr(tw, "gpu_or_exit", lambda script: tiledsl.Target.known("H200"))
+    schedule = tiledsl.GemmSchedule().to_dict()
+    tuned, compared = [], []
+
+    def fake_tune(family, name, shape_args, args, out, env):
+        tuned.append(name)
+        return {"command": "x", "rc": 0, "wall_s": 0.1, "schedule": schedule, "tune_ratio": 1.0}
+
+    def fake_compare(m, n, k, layout, s, as_row):
+        compared.append(f"{m}x{n}x{k}_{layout}")
+        return {"default_s": 2.0, "tuned_s": 1.0, "vendor_s": 1.0}
+
+    monkeypatch.setattr(tw, "_tune", fake_tune)
+    monkeypatch.setattr(tw, "compare", fake_compare)
+    out = tmp_path / "tw"
+
+    def run(*argv) -> int:
+        monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), *argv])
+        return tw.main()
+
+    def table() -> dict:
+        return {r["name"]: r for r in json.loads((out / "tune_workloads.json").read_text())["rows"]}
+
+    assert run() == 0
+    target = tiledsl.Target.known("H200")
+    for _, name, spec in work:  # what schedule=None runs for each product, recorded with its times
+        assert table()[name]["default_schedule"] == tw.default_schedule(*spec, target)
+    assert table()[work[0][1]]["default_schedule"] is not None
+    compared.clear()
+    assert run("--recompare", "--changed") == 0 and compared == []  # nothing changed: nothing timed
+    rows = json.loads((out / "tune_workloads.json").read_text())
+    rows["rows"][1]["default_schedule"] = dict(schedule, bm=64)  # as if a rule had changed its schedule=None since
+    rows["rows"][2].pop("default_schedule")  # as if compared before rows recorded it
+    (out / "tune_workloads.json").write_text(json.dumps(rows))
+    assert run("--recompare", "--changed") == 0
+    assert compared == [work[1][1], work[2][1]]
+    assert table()[work[1][1]]["default_schedule"] == tw.default_schedule(*work[1][2], target)
+    compared.clear()
+    assert run("--recompare") == 0 and compared == [w[1] for w in work]  # without --changed: every row
+
+    # --retune: the finished rows named are tuned again; the others are not
+    tuned.clear()
+    assert run("--resume", "--only", work[1][1]) == 0 and tuned == []  # finished: --resume alone skips it
+    assert run("--resume", "--retune", "--only", work[1][1]) == 0 and tuned == [work[1][1]]
+
+    def failing(m, n, k, layout, s, as_row):
+        raise SystemExit("WRONG RESULT: rel err 1.0")
+
+    monkeypatch.setattr(tw, "compare", failing)
+    before = table()[work[2][1]]
+    assert run("--resume", "--retune", "--only", work[2][1]) == 1
+    assert table()[work[2][1]] == before and "retune FAILED, the earlier row kept" in capsys.readouterr().out
+    for bad, said in ((["--retune", "--only", work[0][1]], "--retune goes with"),
+                      (["--resume", "--retune"], "--retune goes with"),
+                      (["--recompare", "--retune", "--resume", "--only", work[0][1]], "--retune goes with"),
+                      (["--changed", "--resume"], "--changed goes with --recompare")):
+        with pytest.raises(SystemExit):
+            run(*bad)
+        assert said in capsys.readouterr().err
