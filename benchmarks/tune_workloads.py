@@ -19,8 +19,9 @@ stops starting tunes after that long (the table is written after every shape), a
 that gives the figures; each row keeps the date it was compared and the schedule ``schedule=None`` ran
 (``default_schedule``), and ``--recompare --changed`` times only the rows whose ``schedule=None`` is another one now
 (a later rule or shipped record) or whose last check failed. ``--retune`` (with ``--data --resume --only NAMES``)
-tunes the named products again although the table has them finished: a tune that predates a rule which made
-``schedule=None`` faster than its winner is tuned again with the new default as its first trial. ``--ship-winners GAIN`` then tunes nothing either: it
+tunes the named products again although the table has them finished, each in a study of its own (today's
+``schedule=None`` its first trial), replacing the row and its export only once the new tune is checked; its row has
+no ``compared`` date, so run ``--recompare --only`` on it before ``--ship-winners``. ``--ship-winners GAIN`` then tunes nothing either: it
 ships into ``schedules/gemm/sm90.json`` (the device's arch) the winner of every row that a recompare of the same day
 timed at least GAIN times faster than ``schedule=None`` (``--records DIR`` where the exported winners are kept as
 ``<name>.json``), only where the record is for the op the row's tune ran and its kernel source and NVRTC are this
@@ -226,9 +227,13 @@ def main() -> int:
                  "(e.g. 1.05)")
     if args.changed and not args.recompare:
         ap.error("--changed goes with --recompare (it picks the rows to time again)")
-    if args.retune and not (args.data and args.resume and args.only) or args.retune and args.recompare:
-        ap.error("--retune goes with --data --resume --only NAMES (it tunes again finished rows of the table), "
-                 "not with --recompare")
+    if args.retune:
+        missing = [flag for flag, given in (("--data", args.data), ("--resume", args.resume),
+                                            ("--only NAMES", bool(args.only))) if not given]
+        if missing:
+            ap.error(f"--retune tunes finished rows of the table again: it needs {' and '.join(missing)}")
+        if args.recompare or args.ship_winners is not None:
+            ap.error("--retune tunes; --recompare and --ship-winners tune nothing: run them after it, not with it")
     if args.data and args.ship:
         ap.error("--ship with --data: a shipped record would become the schedule=None it is compared with; "
                  "ship winners from a run without --data")
@@ -331,7 +336,7 @@ def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> 
             rows.append({**row, "skipped": True})
             _write(table, rows, target)
             continue
-        row.update(_tune(family, name, shape_args, args, out, env))
+        row.update(_tune(family, name, shape_args, args, out, env, **({"retune": True} if name in redo else {})))
         if "error" not in row and family == "gemm" and args.data:
             try:
                 tuned = tiledsl.GemmSchedule.from_dict(row["schedule"])
@@ -341,9 +346,11 @@ def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> 
             except (Exception, SystemExit) as exc:  # a wrong result, a compile or launch error: on to the next
                 row["error"] = f"after the tune: {type(exc).__name__}: {exc}"[-800:]
         failed += "error" in row
+        if name in redo:
+            _keep_retune(out, name, ok="error" not in row)
         if "error" in row and name in redo:  # a failed retune keeps the finished row it was to replace
-            print(f"{name:36s} retune FAILED, the earlier row kept: " + row["error"].splitlines()[-1][:200],
-                  flush=True)
+            print(f"{name:36s} retune FAILED, the earlier row and its export kept: "
+                  + row["error"].splitlines()[-1][:200], flush=True)
             rows.append(earlier)
             _write(table, rows, target)
             continue
@@ -376,8 +383,12 @@ def _recompare(table: Path, args, target, only: list[str]) -> int:
         if (row["name"] not in specs or not row.get("schedule") or "m" not in row
                 or (only and row["name"] not in only)):
             continue
-        now = default_schedule(*specs[row["name"]], target)
-        if args.changed and row.get("default_schedule") == now and "error" not in row:
+        try:
+            now = default_schedule(*specs[row["name"]], target)
+        except Exception as exc:  # recorded as the row's error below (the row is timed again)
+            now = exc
+        if (args.changed and not isinstance(now, Exception) and "default_schedule" in row
+                and row["default_schedule"] == now and "error" not in row):
             continue
         if args.budget is not None and (dt.datetime.now() - start).total_seconds() > args.budget:
             print(f"budget of {args.budget:.0f} s spent: stopped before {row['name']}")
@@ -386,6 +397,8 @@ def _recompare(table: Path, args, target, only: list[str]) -> int:
             row.pop(key, None)
         spec = specs[row["name"]]
         try:
+            if isinstance(now, Exception):
+                raise now
             if tuple(row.get(key) for key in ("m", "n", "k", "layout")) != spec:
                 raise ValueError(f"the row's shape {row.get('m')}x{row.get('n')}x{row.get('k')} {row.get('layout')} "
                                  f"is not its name's ({row['name']})")
@@ -487,18 +500,37 @@ def _checked_winner(row: dict, rec: object, spec: tuple, target) -> tuple | str:
     return op, sched
 
 
-def _tune(family: str, name: str, shape_args: list[str], args, out: Path, env: dict) -> dict:
+def _keep_retune(out: Path, name: str, ok: bool) -> None:
+    """A retune's export (``OUT/<name>.retune``) replaces ``OUT/<name>`` when its row was checked (``ok``); else it is
+    removed and the earlier export stays with the earlier row."""
+    new, old = out / (name + ".retune"), out / name
+    if ok and new.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+        new.rename(old)
+    else:
+        shutil.rmtree(new, ignore_errors=True)
+
+
+def _tune(family: str, name: str, shape_args: list[str], args, out: Path, env: dict, retune: bool = False) -> dict:
     """One ``search.tune`` process for one workload: its command, status, wall time and exported winner (the tune's
     own final re-measurement: ``tune_median_s``, ``tune_vendor_s``, ``tune_ratio``), or ``error``. A tune that
-    outlives four times its ``--timeout`` plus ten minutes (compiles, the final re-measurement) is killed."""
+    outlives four times its ``--timeout`` plus ten minutes (compiles, the final re-measurement) is killed.
+
+    ``retune``: a study of its own (``retune-<date>-<name>``, so the earlier study's trials, measured before whatever
+    changed, do not stand in for new ones and today's default is its first trial), exported to ``OUT/<name>.retune``;
+    the caller moves that folder over ``OUT/<name>`` only once the new row is checked (:func:`_keep_retune`)."""
+    folder = out / (name + ".retune" if retune else name)
+    study = ["--study-name", f"retune-{dt.date.today().isoformat()}-{name}"] if retune else []
+    if retune:
+        shutil.rmtree(folder, ignore_errors=True)  # an earlier retune's leftovers
     cmd = [sys.executable, "-m", "search.tune", family, *shape_args, "--trials", str(args.trials),
-           "--timeout", str(args.timeout), "--storage", f"sqlite:///{out / 'tune.db'}", "--no-progress",
-           "--export", str(out / name)] + (["--ship"] if args.ship else [])
+           "--timeout", str(args.timeout), "--storage", f"sqlite:///{out / 'tune.db'}", *study, "--no-progress",
+           "--export", str(folder)] + (["--ship"] if args.ship else [])
     row: dict = {"command": "python -m search.tune " + " ".join(cmd[3:])}
     t0 = dt.datetime.now()
     row["rc"], text = run_child(cmd, env, 4 * args.timeout + 600)
     row["wall_s"] = (dt.datetime.now() - t0).total_seconds()
-    rec_path = out / name / "schedule.json"
+    rec_path = folder / "schedule.json"
     rec, problem = read_json(rec_path, "exported schedule.json")
     if row["rc"] != 0 or not isinstance(rec, dict):
         row["error"] = text[-800:] or problem or f"no {rec_path}"

@@ -731,9 +731,15 @@ def test_tune_workloads_recompare_changed_and_retune(tmp_path, monkeypatch, caps
     schedule = tiledsl.GemmSchedule().to_dict()
     tuned, compared = [], []
 
-    def fake_tune(family, name, shape_args, args, out, env):
+    retuned = dict(schedule, bk=16, unroll=16)
+
+    def fake_tune(family, name, shape_args, args, out, env, retune=False):
         tuned.append(name)
-        return {"command": "x", "rc": 0, "wall_s": 0.1, "schedule": schedule, "tune_ratio": 1.0}
+        if retune:  # exported beside the earlier winner, as search.tune --export would
+            (out / (name + ".retune")).mkdir(parents=True)
+            (out / (name + ".retune") / "schedule.json").write_text("{}")
+        return {"command": "x", "rc": 0, "wall_s": 0.1, "schedule": retuned if retune else schedule,
+                "tune_ratio": 1.0}
 
     def fake_compare(m, n, k, layout, s, as_row):
         compared.append(f"{m}x{n}x{k}_{layout}")
@@ -754,15 +760,27 @@ def test_tune_workloads_recompare_changed_and_retune(tmp_path, monkeypatch, caps
     target = tiledsl.Target.known("H200")
     for _, name, spec in work:  # what schedule=None runs for each product, recorded with its times
         assert table()[name]["default_schedule"] == tw.default_schedule(*spec, target)
-    assert table()[work[0][1]]["default_schedule"] is not None
+    # against references computed apart: the layout and the operands' alignment reach the chooser (an odd N with a
+    # column-major A takes the misaligned-B rule's four cp.async stages; its even neighbour keeps two), and a
+    # one-column product is its single row on the GEMV kernel
+    from tiledsl.gemm.family import MISALIGNED_ROW_B_STAGES
+
+    assert tw.default_schedule(2048, 7133, 2048, "TN", target)["stages"] == MISALIGNED_ROW_B_STAGES == 4
+    assert tw.default_schedule(2048, 7136, 2048, "TN", target)["stages"] == 2
+    row_op = tiledsl.GemmOp(1, 7680, 2560)  # 7680x1x2560 TT: y^T = x^T A^T, A^T row-major
+    assert tw.default_schedule(7680, 1, 2560, "TT", target) == tiledsl.plan(row_op, device=target).schedule.to_dict()
+    assert tw.default_schedule(7680, 1, 2560, "TT", target)["kernel"] == "gemv"
     compared.clear()
     assert run("--recompare", "--changed") == 0 and compared == []  # nothing changed: nothing timed
     rows = json.loads((out / "tune_workloads.json").read_text())
     rows["rows"][1]["default_schedule"] = dict(schedule, bm=64)  # as if a rule had changed its schedule=None since
     rows["rows"][2].pop("default_schedule")  # as if compared before rows recorded it
+    rows["rows"][0]["error"] = "recompare: SystemExit: WRONG RESULT"  # a failed check is timed again
+    for key in ("default_s", "tuned_s", "vendor_s"):
+        rows["rows"][0].pop(key)
     (out / "tune_workloads.json").write_text(json.dumps(rows))
     assert run("--recompare", "--changed") == 0
-    assert compared == [work[1][1], work[2][1]]
+    assert compared == [w[1] for w in work]
     assert table()[work[1][1]]["default_schedule"] == tw.default_schedule(*work[1][2], target)
     compared.clear()
     assert run("--recompare") == 0 and compared == [w[1] for w in work]  # without --changed: every row
@@ -771,6 +789,8 @@ def test_tune_workloads_recompare_changed_and_retune(tmp_path, monkeypatch, caps
     tuned.clear()
     assert run("--resume", "--only", work[1][1]) == 0 and tuned == []  # finished: --resume alone skips it
     assert run("--resume", "--retune", "--only", work[1][1]) == 0 and tuned == [work[1][1]]
+    assert table()[work[1][1]]["schedule"] == retuned and (out / work[1][1] / "schedule.json").exists()
+    assert not (out / (work[1][1] + ".retune")).exists()  # moved over the earlier export
 
     def failing(m, n, k, layout, s, as_row):
         raise SystemExit("WRONG RESULT: rel err 1.0")
@@ -778,10 +798,12 @@ def test_tune_workloads_recompare_changed_and_retune(tmp_path, monkeypatch, caps
     monkeypatch.setattr(tw, "compare", failing)
     before = table()[work[2][1]]
     assert run("--resume", "--retune", "--only", work[2][1]) == 1
-    assert table()[work[2][1]] == before and "retune FAILED, the earlier row kept" in capsys.readouterr().out
-    for bad, said in ((["--retune", "--only", work[0][1]], "--retune goes with"),
-                      (["--resume", "--retune"], "--retune goes with"),
-                      (["--recompare", "--retune", "--resume", "--only", work[0][1]], "--retune goes with"),
+    assert table()[work[2][1]] == before and "retune FAILED, the earlier row and its export kept" in capsys.readouterr().out
+    assert not (out / (work[2][1] + ".retune")).exists()
+    for bad, said in ((["--retune", "--only", work[0][1]], "it needs --resume"),
+                      (["--resume", "--retune"], "it needs --only NAMES"),
+                      (["--recompare", "--retune", "--resume", "--only", work[0][1]], "run them after it"),
+                      (["--ship-winners", "1.05", "--retune", "--resume", "--only", work[0][1]], "run them after it"),
                       (["--changed", "--resume"], "--changed goes with --recompare")):
         with pytest.raises(SystemExit):
             run(*bad)
