@@ -154,18 +154,24 @@ def compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
         cp.get_default_memory_pool().free_all_blocks()
 
 
-def default_schedule(m: int, n: int, k: int, layout: str, target) -> dict | None:
-    """The schedule ``schedule=None`` runs for the product (M, N, K, layout) on ``target`` in this process (the
-    built-in choice or a shipped record, with the operands' alignment; the single row's where the product runs as a
-    row, :func:`gemm_tune_args`), as a dict; None for a product run as rows into a column-major Cᵀ. Each row records
-    it when compared, so ``--recompare --changed`` can tell the rows whose ``schedule=None`` has changed since."""
+def tuned_op(m: int, n: int, k: int, layout: str, target):
+    """The float32 ``GemmOp`` (operand alignment included) that the pass tunes for the product (M, N, K, layout):
+    the product itself, or its single row (:func:`gemm_tune_args`); None where the product is skipped."""
     from search.families import gemm_op as aligned_op
 
     shape, _ = gemm_tune_args(m, n, k, layout, target)
     if shape is None:
         return None
-    mm, nn, kk, run_layout = int(shape[1]), int(shape[3]), int(shape[5]), shape[7]
-    return tiledsl.plan(aligned_op(mm, nn, kk, "float32", run_layout), device=target).schedule.to_dict()
+    return aligned_op(int(shape[1]), int(shape[3]), int(shape[5]), "float32", shape[7])
+
+
+def default_schedule(m: int, n: int, k: int, layout: str, target) -> dict | None:
+    """The schedule ``schedule=None`` runs for the product (M, N, K, layout) on ``target`` in this process (the
+    built-in choice or a shipped record, with the operands' alignment; the single row's where the product runs as a
+    row, :func:`gemm_tune_args`), as a dict; None for a product run as rows into a column-major Cᵀ. Each row records
+    it when compared, so ``--recompare --changed`` can tell the rows whose ``schedule=None`` has changed since."""
+    op = tuned_op(m, n, k, layout, target)
+    return None if op is None else tiledsl.plan(op, device=target).schedule.to_dict()
 
 
 def _compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
@@ -336,7 +342,7 @@ def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> 
             rows.append({**row, "skipped": True})
             _write(table, rows, target)
             continue
-        row.update(_tune(family, name, shape_args, args, out, env, **({"retune": True} if name in redo else {})))
+        row.update(_tune(family, name, shape_args, args, out, env, retune=name in redo))
         if "error" not in row and family == "gemm" and args.data:
             try:
                 tuned = tiledsl.GemmSchedule.from_dict(row["schedule"])
@@ -348,7 +354,7 @@ def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> 
         failed += "error" in row
         if name in redo:
             _keep_retune(out, name, ok="error" not in row)
-        if "error" in row and name in redo:  # a failed retune keeps the finished row it was to replace
+        if name in redo and "error" in row:  # a failed retune keeps the finished row it was to replace
             print(f"{name:36s} retune FAILED, the earlier row and its export kept: "
                   + row["error"].splitlines()[-1][:200], flush=True)
             rows.append(earlier)
@@ -466,7 +472,6 @@ def _checked_winner(row: dict, rec: object, spec: tuple, target) -> tuple | str:
     not: it must be the row's winner for the op the row's tune ran (:func:`gemm_tune_args`: the product, or its single
     row) on this arch, with today's kernel source (SHA-256) and this process's NVRTC, and the row's recompare must be
     of today."""
-    from search.families import gemm_op as tuned_op
     from tiledsl.registry import make_record
 
     if row.get("compared") != dt.date.today().isoformat():
@@ -480,12 +485,12 @@ def _checked_winner(row: dict, rec: object, spec: tuple, target) -> tuple | str:
         winner = tiledsl.GemmSchedule.from_dict(row["schedule"])
     except (KeyError, TypeError, ValueError, tiledsl.TiledslError) as exc:
         return f"{type(exc).__name__}: {exc}"
-    shape, _ = gemm_tune_args(*spec, target)
-    if shape is None:
+    ran = tuned_op(*spec, target)
+    if ran is None:
         return "the product was not tuned (skipped)"
-    m, n, k, layout = (shape[i] for i in (1, 3, 5, 7))
-    if op != tuned_op(int(m), int(n), int(k), "float32", layout):
-        return f"its op is not the one the row's tune ran ({m}x{n}x{k} {layout})"
+    if op != ran:
+        tag = "".join("N" if layout == "row" else "T" for layout in (ran.layout_a, ran.layout_b))
+        return f"its op is not the one the row's tune ran ({ran.m}x{ran.n}x{ran.k} {tag})"
     if sched != winner:
         return "its schedule is not the row's winner"
     if rec.get("arch") != target.arch:

@@ -185,7 +185,7 @@ def test_tune_workloads_main_keeps_going_after_a_failure_and_resumes(tmp_path, m
     monkeypatch.setattr(tw, "gpu_or_exit", lambda script: tiledsl.Target.known("H200"))
     schedule = tiledsl.GemmSchedule().to_dict()
 
-    def fake_tune(family, name, shape_args, args, out, env):
+    def fake_tune(family, name, shape_args, args, out, env, retune=False):
         seen_env.append((env["TILEDSL_CACHE_DIR"], tw.os.environ["TILEDSL_CACHE_DIR"]))
         return {"command": "x", "rc": 0, "wall_s": 0.1, "schedule": schedule, "tune_ratio": 1.0}
 
@@ -246,7 +246,7 @@ def test_tune_workloads_only_tunes_in_the_order_given(tmp_path, monkeypatch):
     schedule = tiledsl.GemmSchedule().to_dict()
     tuned = []
 
-    def fake_tune(family, name, shape_args, args, out, env):
+    def fake_tune(family, name, shape_args, args, out, env, retune=False):
         tuned.append(name)
         return {"command": "x", "rc": 0, "wall_s": 0.1, "schedule": schedule, "tune_ratio": 1.0}
 
@@ -311,7 +311,7 @@ def test_tune_workloads_weakest_with_resume_tunes_the_untuned_weakest_first(tmp_
     schedule = tiledsl.GemmSchedule().to_dict()
     tuned = []
 
-    def fake_tune(family, name, shape_args, args, out, env):
+    def fake_tune(family, name, shape_args, args, out, env, retune=False):
         tuned.append(name)
         return {"command": "x", "rc": 0, "wall_s": 0.1, "schedule": schedule, "tune_ratio": 1.0}
 
@@ -348,7 +348,7 @@ def test_tune_workloads_refuses_bad_tables_outs_and_names_and_keeps_rows_it_does
     tuned = []
     monkeypatch.setattr(tw, "data_workloads", lambda: work)
     monkeypatch.setattr(tw, "gpu_or_exit", lambda script: tiledsl.Target.known("H200"))
-    monkeypatch.setattr(tw, "_tune", lambda family, name, *a: tuned.append(name) or {
+    monkeypatch.setattr(tw, "_tune", lambda family, name, *a, **kw: tuned.append(name) or {
         "command": "x", "rc": 0, "wall_s": 0.1, "schedule": tiledsl.GemmSchedule().to_dict(), "tune_ratio": 1.0})
     monkeypatch.setattr(tw, "compare", lambda *a: {"default_s": 2.0, "tuned_s": 1.0, "vendor_s": 1.0})
     out = tmp_path / "tw"
@@ -389,7 +389,7 @@ def test_tune_workloads_refuses_bad_tables_outs_and_names_and_keeps_rows_it_does
     assert rows[work[1][1]]["error"] == "boom" and json.loads(table.read_text())["summary"]["failed"] == 1
     # a failed row in scope but past --budget keeps its error until its product is tried again
     table.write_text(json.dumps({"rows": [dict(bad, name=work[2][1])]}))
-    monkeypatch.setattr(tw, "_tune", lambda family, name, *a: time.sleep(0.05) or tuned.append(name) or {
+    monkeypatch.setattr(tw, "_tune", lambda family, name, *a, **kw: time.sleep(0.05) or tuned.append(name) or {
         "command": "x", "rc": 0, "wall_s": 0.1, "schedule": tiledsl.GemmSchedule().to_dict(), "tune_ratio": 1.0})
     assert run("--resume", "--budget", "0.01") == 0
     rows = {r["name"]: r for r in json.loads(table.read_text())["rows"]}
@@ -538,7 +538,7 @@ def test_tune_workloads_ships_only_recompared_current_winners(tmp_path, monkeypa
     work = tw.data_workloads()[:7]
     monkeypatch.setattr(tw, "data_workloads", lambda: work)
     monkeypatch.setattr(tw, "gpu_or_exit", lambda script: h200)
-    monkeypatch.setattr(tw, "_tune", lambda *a: pytest.fail("--ship-winners tuned"))
+    monkeypatch.setattr(tw, "_tune", lambda *a, **kw: pytest.fail("--ship-winners tuned"))
     monkeypatch.setattr(tw, "compare", lambda *a: pytest.fail("--ship-winners timed"))
     sched = tiledsl.GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=4, unroll=16)
     out, records = tmp_path / "tw", tmp_path / "records"
