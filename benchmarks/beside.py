@@ -148,16 +148,16 @@ def measure_each(products, measure) -> list[dict]:
     return rows
 
 
-def copy_gbps() -> float:
+def copy_gbps(gpu_only: bool = False) -> float:
     """GB/s of a device-to-device copy of 2 GiB (read + write), median of 20: the measured HBM bandwidth the sweeps
-    compare against (``tiledsl.timing.time_gpu``)."""
+    compare against (``tiledsl.timing.time_gpu``, with ``gpu_only`` as given)."""
     import cupy as cp
 
     from tiledsl.timing import time_gpu
 
     x = cp.empty(1 << 29, cp.float32)
     y = cp.empty_like(x)
-    ms = time_gpu(lambda: y.__setitem__(Ellipsis, x), repeat=20).median_ms
+    ms = time_gpu(lambda: y.__setitem__(Ellipsis, x), repeat=20, gpu_only=gpu_only).median_ms
     return 2 * x.nbytes / ms / 1e6
 
 

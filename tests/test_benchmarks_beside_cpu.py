@@ -510,6 +510,12 @@ def test_gemv_hbm_sweeps_every_llm_product_at_1_to_16_rows_and_summarises_by_siz
     assert abs(got["large"]["geomean_fraction"] - (0.9 * 0.6) ** 0.5) < 1e-12
     assert got["small"]["products"] == 1 and got["small"]["at_target"] == 0
     assert gemv_hbm.summary(rows[:1], 64.0).keys() == {"large"}
+    for r, gpu_fraction in zip(rows, (0.95, 0.88, 0.2), strict=True):  # the GPU-alone figures are summarised apart
+        r.update(gpu_hbm_fraction=gpu_fraction, gpu_ratio=r["ratio"] * 1.1)
+    alone = gemv_hbm.summary(rows, 64.0, "gpu_hbm_fraction", "gpu_ratio")
+    assert (alone["large"]["at_target"], alone["large"]["lowest"]) == (2, 0.88)
+    assert abs(alone["large"]["geomean_ratio"] - 1.1 * (1.2 * 0.8) ** 0.5) < 1e-12
+    assert gemv_hbm.summary(rows, 64.0) == got  # the call's figures unchanged by the others
     for argv, what in ((["--m", "0", "17"], "--m [0, 17]"), (["--min-mib", "nan"], "--min-mib nan")):
         monkeypatch.setattr(sys, "argv", ["gemv_hbm.py", *argv])
         with pytest.raises(SystemExit):
