@@ -63,7 +63,10 @@ def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float, gpu_hbm_gbps: 
     from tiledsl.timing import time_gpu
 
     a, b, ref, c = device_gemm_operands(m, n, k, layout)
-    call = lambda: tiledsl.gemm(a, b, c)  # noqa: E731
+
+    def call():
+        return tiledsl.gemm(a, b, c)
+
     err, ms, cublas_ms = checked_beside_cublas(call, a, b, c, ref, k, f"{m}x{n}x{k} {layout} schedule=None")
     gpu_ms, cublas_gpu_ms = bracketed(call, lambda: cp.matmul(a, b),
                                       lambda f: time_gpu(f, repeat=15, gpu_only=True).median_ms)

@@ -3,14 +3,14 @@
 Method (``docs/design.md``, "Principles": honest timing): events around each
 call, warm-up first, median of many repeats, caches flushed with a buffer of at least twice the L2.
 
-Two ways to empty L2. The default writes the flush buffer (``fill``): L2 is then full of dirty lines of it,
-which the timed call writes back to HBM as its own data evicts them, up to the L2's size (50 MB on an H100 or H200,
-about 12 µs at 4 TB/s) inside the timed region. ``gpu_only=True`` reads the buffer instead (a grid-stride sum
+Two ways to empty L2. The default writes the flush buffer (``fill``): L2 is then full of dirty lines of it, which
+the timed call is expected to write back to HBM as its own data evicts them, up to the L2's size (50 MB on an H100 or
+H200, about 12 µs at 4 TB/s) inside the timed region. ``gpu_only=True`` reads the buffer instead (a grid-stride sum
 that stores nothing), so L2 holds clean lines that leave without a write, and holds the stream with a one-thread
-sleep kernel until the call and its end event are enqueued, so the host's own launch time stays out of the
-figure as well: the time of the GPU's work alone, what Nsight Systems would show for the kernels, for figures such
-as a share of the HBM bandwidth. The default stays the tuner's and the benchmarks' method (their recorded ratios
-were measured with it).
+sleep kernel until the call and its end event are enqueued, so the host's own launch time stays out of the figure
+as well. The events still hold the start of the call's first kernel, any gap between its kernels and its tail. It
+is meant for figures such as a share of the HBM bandwidth on products of a few tens of µs. The default stays the
+tuner's and the benchmarks' method (their recorded ratios were measured with it).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy
 
-from .compile import KernelSource, compile_source
+from .compile import Kernel, KernelSource, compile_source
 from .runtime import launch
 from .target import Target
 
@@ -48,9 +49,20 @@ class Timing:
         return (self.p90_ms - self.p10_ms) / self.median_ms if self.median_ms else 0.0
 
 
+class _ReadFlush(NamedTuple):
+    """What :func:`flush_l2_clean` keeps per device: its kernel, the zeroed buffer, the never-written sink, the
+    buffer's float4 count and the blocks launched."""
+
+    kernel: Kernel
+    buf: object
+    sink: object
+    n: int
+    blocks: int
+
+
 _FLUSH: dict[int, object] = {}
-_FLUSH_READ: dict[int, object] = {}
-_HOLD_KERNEL: dict[int, object] = {}
+_FLUSH_READ: dict[int, _ReadFlush] = {}
+_HOLD_KERNEL: dict[int, Kernel] = {}
 
 _EVICT_BY_READING = r"""
 // Empties L2 of earlier data by reading a buffer of twice its size: the lines it leaves behind are clean, so the
@@ -90,10 +102,18 @@ HOLD_STREAM = KernelSource("tiledsl_hold_stream", _HOLD_STREAM, (1, 1, 1))
 
 HOLD_US = 200.0
 """First hold of ``gpu_only`` timing, microseconds: several times what one call from Python takes the host
-(12–30 µs per call measured, docs/plans.md); a repeat whose enqueue took more than half the hold is timed again
+(12–55 µs per call measured, docs/plans.md); a repeat whose enqueue took more than half the hold is timed again
 with twice the hold."""
 HOLD_MAX_US = 50_000.0
-"""The longest hold: a call that takes the host longer than this to enqueue cannot be timed ``gpu_only``."""
+"""The longest hold, microseconds: a call whose enqueue takes the host more than half of it (or that synchronizes)
+cannot be timed ``gpu_only``."""
+READ_FLUSH_BLOCKS_PER_SM = 8
+"""Blocks of 256 threads per SM of the read flush: 2048 threads, a full SM (its kernel needs few registers)."""
+
+
+def _flush_elements(bytes_per_element: int) -> int:
+    """Elements of the flush buffers: twice the current device's L2 (``Target.l2_bytes``)."""
+    return 2 * Target.current().l2_bytes // bytes_per_element
 
 
 def flush_l2() -> None:
@@ -104,36 +124,42 @@ def flush_l2() -> None:
     dev = cupy.cuda.Device().id
     buf = _FLUSH.get(dev)
     if buf is None:
-        buf = cupy.empty(2 * Target.current().l2_bytes // 4, dtype=cupy.float32)
+        buf = cupy.empty(_flush_elements(4), dtype=cupy.float32)
         _FLUSH[dev] = buf
     buf.fill(1.0)
 
 
 def flush_l2_clean() -> None:
     """Read a zeroed buffer of 2 × the device's L2 size, evicting earlier data from L2 and leaving only clean lines
-    (nothing to write back inside the next timed region)."""
+    (nothing to write back inside the next timed region).
+
+    Raises:
+        CompileError / LaunchError: its kernel (:data:`EVICT_BY_READING`) does not compile or launch.
+    """
     import cupy
 
     dev = cupy.cuda.Device().id
-    held = _FLUSH_READ.get(dev)
-    if held is None:
+    f = _FLUSH_READ.get(dev)
+    if f is None:
         target = Target.current()
-        n = 2 * target.l2_bytes // 16
-        held = (compile_source(EVICT_BY_READING, target.arch), cupy.zeros(n * 4, dtype=cupy.float32),
-                cupy.zeros(1, dtype=cupy.float32), n, 8 * target.sm_count)
-        _FLUSH_READ[dev] = held
-    kernel, buf, sink, n, blocks = held
-    launch(kernel, (blocks, 1, 1), (buf, numpy.uint64(n), sink))
+        n = _flush_elements(16)
+        f = _FLUSH_READ[dev] = _ReadFlush(compile_source(EVICT_BY_READING, target.arch),
+                                          cupy.zeros(4 * n, dtype=cupy.float32), cupy.zeros(1, dtype=cupy.float32),
+                                          n, READ_FLUSH_BLOCKS_PER_SM * target.sm_count)
+    launch(f.kernel, (f.blocks, 1, 1), (f.buf, numpy.uint64(f.n), f.sink))
 
 
-def _hold_kernel():
-    """:data:`HOLD_STREAM` compiled for the current device (once per device)."""
+def _hold_kernel() -> Kernel:
+    """:data:`HOLD_STREAM` compiled for the current device and loaded (a zero-length hold launched once, so that
+    loading its module never falls inside a timed repeat's enqueue)."""
     import cupy
 
     dev = cupy.cuda.Device().id
     kernel = _HOLD_KERNEL.get(dev)
     if kernel is None:
-        kernel = _HOLD_KERNEL[dev] = compile_source(HOLD_STREAM, Target.current().arch)
+        kernel = compile_source(HOLD_STREAM, Target.current().arch)
+        launch(kernel, (1, 1, 1), (numpy.uint64(0),))
+        _HOLD_KERNEL[dev] = kernel
     return kernel
 
 
@@ -145,12 +171,18 @@ def time_gpu(fn: Callable[[], object], *, warmup: int = 3, repeat: int = 20, min
     past ``repeat`` until ``min_time_ms`` of timed work has accumulated or ``max_repeat`` is reached.
 
     With ``gpu_only`` the flush reads instead of writes (:func:`flush_l2_clean`) and the stream is held
-    (:data:`HOLD_STREAM`) while ``fn`` and the end event are enqueued: the GPU's time alone, without the dirty
-    lines of a written flush or the host's launch time (the module's docstring). A repeat whose enqueue took more
-    than half the hold is discarded and timed again with twice the hold.
+    (:data:`HOLD_STREAM`) while ``fn`` and the end event are enqueued: the figure leaves out the dirty lines of a
+    written flush and the host's launch time (the module's docstring). ``fn`` must then only enqueue work on the
+    current CuPy stream, never synchronize. A repeat whose enqueue took more than half the hold is discarded and
+    timed again with twice the hold.
+
+    Returns:
+        :class:`Timing`, milliseconds.
 
     Raises:
-        RuntimeError: with ``gpu_only``, enqueueing ``fn`` took the host longer than :data:`HOLD_MAX_US` / 2.
+        RuntimeError: with ``gpu_only``, ``fn`` took the host more than :data:`HOLD_MAX_US` / 2 to return (it
+            synchronizes, or its launches wait for a full queue).
+        CompileError / LaunchError: with ``gpu_only``, a helper kernel does not compile or launch.
     """
     import cupy
 
@@ -175,8 +207,9 @@ def time_gpu(fn: Callable[[], object], *, warmup: int = 3, repeat: int = 20, min
         if gpu_only and (time.perf_counter() - t0) * 1e6 > hold_us / 2:
             end.synchronize()
             if hold_us >= HOLD_MAX_US:
-                raise RuntimeError(f"time_gpu(gpu_only=True): enqueueing the call took the host more than "
-                                   f"{HOLD_MAX_US / 2:.0f} µs, half the longest hold ({HOLD_MAX_US:.0f} µs)")
+                raise RuntimeError(f"time_gpu(gpu_only=True): the call took the host more than {HOLD_MAX_US / 2:.0f} "
+                                   f"µs to return, half the longest hold ({HOLD_MAX_US:.0f} µs): does it synchronize, "
+                                   "or wait for a full launch queue? gpu_only needs a call that only enqueues")
             hold_us = min(2 * hold_us, HOLD_MAX_US)
             continue
         end.synchronize()
