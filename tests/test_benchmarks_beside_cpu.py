@@ -814,3 +814,20 @@ def test_tune_workloads_recompare_changed_and_retune(tmp_path, monkeypatch, caps
         with pytest.raises(SystemExit):
             run(*bad)
         assert said in capsys.readouterr().err
+
+
+def test_gemv_nt_staged_prototype_compiles_without_spills_and_every_variant_fits_an_sm():
+    """benchmarks/gemv_nt_staged_proto.py (not yet run on a GPU): its kernel compiles with NVRTC for sm_90 at 8 and
+    16 rows without spills, and every variant's shared memory at its deepest slice fits one SM of an H200 (227 KiB
+    per block)."""
+    import gemv_nt_staged_proto as proto
+
+    from tiledsl.compile import KernelSource, compile_source
+
+    for bm in (8, 16):
+        v = proto.V()
+        k = compile_source(KernelSource("nt_staged", proto.SRC, (v["threads"], 1, 1)), "sm_90", proto.options(bm, v))
+        assert k.spill_bytes == 0 and k.registers <= 65536 // (v["threads"] * v["minb"]), (bm, k.registers)
+    for v in proto.VARIANTS:
+        assert proto.smem_bytes(16, v, v["depth"] or v["dcap"]) <= 227 * 1024, v
+    assert proto.smem_bytes(16, proto.V(), 512) == 4 * (512 * 16 + 4 * 3 * 128 * 12)

@@ -1,0 +1,268 @@
+"""Prototype kernel (outside the library) for few rows of x @ W.T (W [N, K] row-major: a column-major B) that reads B
+the way the x @ W kernel does, timed beside tiledsl's ``schedule=None`` and cuBLAS, to decide whether the GEMV
+emitter should take it (session 26, 2026-12-04; not yet run on a GPU).
+
+Why: the column-major-B kernel spreads K across a warp's lanes, so every lane needs its own piece of each of the BM
+rows of A per step: with sixteen rows a warp issues 16 non-broadcast 16-byte loads of A (4 L1 wavefronts each) per 4
+of B, 80 wavefronts per 2 KiB of B, where the x @ W kernel issues 8 (A read as shared-memory broadcasts). Here a
+warp owns 128 columns (lane l: columns l, l + 32, l + 64, l + 96) and copies its columns' next KT elements of K into
+its own ring of shared memory with ``cp.async`` (16-byte pieces, STAGES chunks in flight, no registers held), each
+column a row of KT + 4 floats (the 4 of padding make the lanes' 16-byte reads of one k-quad conflict-free); the
+block's K slice of A is staged once, transposed (At[k][m]), and read as broadcasts. Per k-quad a lane reads 4
+vectors of B and 16 of A for 256 FMAs, as x @ W does; partial sums stay in the lane (no shuffles), and the K slices
+go to a float32 workspace summed by a second kernel. Each variant is checked against a float64 product on a
+NaN-poisoned C and timed with ``tiledsl.timing.time_gpu(gpu_only=True)``, as are tiledsl's pick and cuBLAS.
+
+Run (GPU): ``python benchmarks/gemv_nt_staged_proto.py --out benchmarks/results/gemv_nt_staged_proto_h200.json``.
+``--compile-only`` compiles every variant with NVRTC (no GPU) and prints registers and spills.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+SRC = r"""
+#define WARPS (THREADS / 32)
+#define COLS_W 128               // columns per warp: lane l owns l, l + 32, l + 64, l + 96
+#define ROW (KT + 4)             // floats per staged column: KT of K and 4 of padding
+#define RING (COLS_W * ROW)      // floats per stage of a warp's ring
+
+__device__ __forceinline__ void cp_async16(float* dst, const float* src)
+{
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(s), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+extern "C" __global__ void __launch_bounds__(THREADS, MINB) nt_staged(const float* __restrict__ A,
+    const float* __restrict__ W, float* __restrict__ P, int M, int N, int K, int depth)
+{
+  extern __shared__ __align__(16) float smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int k_begin = blockIdx.y * depth;
+  const int n_k = min(K - k_begin, depth);            // a multiple of KT (K and depth are)
+  const int row0 = blockIdx.z * BM;
+  const int col0 = (blockIdx.x * WARPS + warp) * COLS_W;
+  float* const at = smem;                             // At[k - k_begin][BM]
+  float* const ring = smem + depth * BM + warp * STAGES * RING;  // this warp's [STAGES][COLS_W][ROW]
+  const int chunks = n_k / KT;
+
+  // ---- one chunk of this warp's columns: 128 * KT / 4 pieces of 16 bytes, KT per lane ----
+  auto issue = [&](int c) {
+    float* const dst = ring + (c % STAGES) * RING;
+    const long long k0 = (long long)k_begin + c * KT;
+    #pragma unroll
+    for (int i = 0; i < KT; ++i) {
+      const int p = lane + 32 * i, col = p / (KT / 4), q = p % (KT / 4);
+      const int gn = min(col0 + col, N - 1);          // columns past N: any valid one, never stored
+      cp_async16(dst + col * ROW + 4 * q, W + (long long)gn * K + k0 + 4 * q);
+    }
+  };
+  #pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < chunks) issue(s);
+    cp_async_commit();
+  }
+
+  // ---- stage the block's K slice of A transposed, rows past M as zeros ----
+  for (int i = threadIdx.x; i < BM * (n_k / 4); i += THREADS) {
+    const int m = i % BM, kv = i / BM, gm = row0 + m;
+    const float4 v = gm < M ? *reinterpret_cast<const float4*>(A + (long long)gm * K + k_begin + 4 * kv)
+                            : make_float4(0.f, 0.f, 0.f, 0.f);
+    at[(4 * kv + 0) * BM + m] = v.x;
+    at[(4 * kv + 1) * BM + m] = v.y;
+    at[(4 * kv + 2) * BM + m] = v.z;
+    at[(4 * kv + 3) * BM + m] = v.w;
+  }
+  __syncthreads();
+
+  float acc[BM][4];
+  #pragma unroll
+  for (int m = 0; m < BM; ++m)
+    #pragma unroll
+    for (int g = 0; g < 4; ++g) acc[m][g] = 0.f;
+
+  for (int c = 0; c < chunks; ++c) {
+    if (c + STAGES - 1 < chunks) issue(c + STAGES - 1);  // refills the stage read in iteration c - 1
+    cp_async_commit();
+    cp_async_wait<STAGES - 1>();                          // this lane's pieces of chunk c have landed
+    __syncwarp();                                         // and every lane's
+    const float* const b = ring + (c % STAGES) * RING;
+    #pragma unroll
+    for (int kq = 0; kq < KT / 4; ++kq) {
+      float4 bv[4];
+      #pragma unroll
+      for (int g = 0; g < 4; ++g) bv[g] = *reinterpret_cast<const float4*>(b + (lane + 32 * g) * ROW + 4 * kq);
+      #pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const float4* const a4 = reinterpret_cast<const float4*>(at + (c * KT + 4 * kq + kk) * BM);
+        #pragma unroll
+        for (int q = 0; q < BM / 4; ++q) {
+          const float4 a = a4[q];                          // rows 4q..4q+3 at this k: one broadcast
+          const float ar[4] = {a.x, a.y, a.z, a.w};
+          #pragma unroll
+          for (int r = 0; r < 4; ++r)
+            #pragma unroll
+            for (int g = 0; g < 4; ++g) {
+              const float bk = kk == 0 ? bv[g].x : kk == 1 ? bv[g].y : kk == 2 ? bv[g].z : bv[g].w;
+              acc[4 * q + r][g] = fmaf(ar[r], bk, acc[4 * q + r][g]);
+            }
+        }
+      }
+    }
+    __syncwarp();                                         // all lanes done with this stage before its refill
+  }
+
+  // ---- this slice's partial sums: lane l's columns are consecutive across the warp (coalesced) ----
+  #pragma unroll
+  for (int m = 0; m < BM; ++m) {
+    const int gm = row0 + m;
+    if (gm >= M) break;
+    #pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      const int gn = col0 + lane + 32 * g;
+      if (gn < N) P[((long long)blockIdx.y * M + gm) * N + gn] = acc[m][g];
+    }
+  }
+}
+
+extern "C" __global__ void splitk_sum(const float* __restrict__ P, float* __restrict__ C, int MN, int split)
+{
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= MN) return;
+  float s = 0.f;
+  for (int z = 0; z < split; ++z) s += __ldcs(P + (long long)z * MN + i);
+  C[i] = s;
+}
+"""
+
+KEYS = ("threads", "kt", "stages", "depth", "dcap", "minb", "bps")
+
+
+def V(**kw) -> dict:
+    """A variant: threads per block, KT (K per chunk), STAGES (chunks in a warp's ring), depth (K slice; 0: about
+    ``bps`` blocks per SM, at most ``dcap`` deep), MINB (``__launch_bounds__`` blocks per SM)."""
+    d = dict(threads=128, kt=8, stages=3, depth=0, dcap=512, minb=2, bps=2)
+    d.update(kw)
+    return d
+
+
+VARIANTS = [V(), V(stages=2), V(stages=4), V(kt=16, stages=2), V(kt=16, stages=3, minb=1), V(threads=64, minb=4, bps=4),
+            V(threads=64, stages=4, minb=3, bps=3), V(dcap=256, bps=3, minb=3, stages=2),
+            V(threads=256, stages=2, dcap=256, minb=2), V(threads=256, stages=3, dcap=256, minb=1, bps=1),
+            V(threads=256, stages=2, dcap=128, minb=2, bps=4)]
+
+
+def options(bm: int, v: dict) -> tuple[str, ...]:
+    return ("-std=c++17", f"-DBM={bm}", f"-DTHREADS={v['threads']}", f"-DKT={v['kt']}", f"-DSTAGES={v['stages']}",
+            f"-DMINB={v['minb']}")
+
+
+def smem_bytes(bm: int, v: dict, depth: int) -> int:
+    return 4 * (depth * bm + v["threads"] // 32 * v["stages"] * 128 * (v["kt"] + 4))
+
+
+def compile_only() -> int:
+    from tiledsl.compile import KernelSource, compile_source
+
+    for bm in (8, 16):
+        for v in VARIANTS:
+            k = compile_source(KernelSource("nt_staged", SRC, (v["threads"], 1, 1)), "sm_90", options(bm, v))
+            depth = v["depth"] or v["dcap"]
+            print(f"BM={bm} {' '.join(f'{x}={v[x]}' for x in KEYS)}: {k.registers} registers, spills "
+                  f"{k.spill_bytes} B, smem at depth {depth} {smem_bytes(bm, v, depth)} B")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/gemv_nt_staged_proto_h200.json")
+    ap.add_argument("--compile-only", action="store_true", help="compile every variant with NVRTC (no GPU) and stop")
+    args = ap.parse_args()
+    if args.compile_only:
+        return compile_only()
+    import cupy as cp
+
+    import tiledsl
+    from tiledsl.timing import time_gpu
+
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    mods: dict = {}
+
+    def proto(a, w, c, bm, v):
+        m, k = a.shape
+        n = w.shape[0]
+        key = options(bm, v)
+        if key not in mods:
+            mods[key] = cp.RawModule(code=SRC, options=key)
+        kern, red = mods[key].get_function("nt_staged"), mods[key].get_function("splitk_sum")
+        col_blocks = -(-n // (v["threads"] // 32 * 128))
+        depth = v["depth"] or min(v["dcap"], -(-k // max(1, min(64, -(-v["bps"] * sms // col_blocks), k // 128))))
+        depth = -(-depth // 128) * 128
+        split = -(-k // depth)
+        smem = smem_bytes(bm, v, depth)
+        kern.max_dynamic_shared_size_bytes = smem
+        ws = cp.empty((split, m, n), dtype=cp.float32) if split > 1 else c
+        args = (a, w, ws, np.int32(m), np.int32(n), np.int32(k), np.int32(depth))
+
+        def run():
+            kern((col_blocks, split, -(-m // bm)), (v["threads"],), args, shared_mem=smem)
+            if split > 1:
+                red((-(-(m * n) // 256),), (256,), (ws, c, np.int32(m * n), np.int32(split)))
+        return run, dict(split=split, depth=depth, smem=smem, regs=kern.num_regs, lmem=kern.local_size_bytes)
+
+    def copy_2gib() -> float:  # GB/s of a device-to-device copy of 2 GiB (read + write), the GPU's time alone
+        x = cp.empty(1 << 29, dtype=cp.float32)
+        y = cp.empty_like(x)
+        return 2 * x.nbytes / time_gpu(lambda: cp.copyto(y, x), repeat=10, gpu_only=True).median_ms / 1e6
+
+    copy_gbps = copy_2gib()
+    print(f"copy {copy_gbps:.0f} GB/s (GPU alone)", flush=True)
+    shapes = [(16, 4096, 4096), (16, 14336, 4096), (16, 4096, 14336), (16, 28672, 4096), (16, 128256, 4096),
+              (16, 11008, 4096), (12, 14336, 4096), (8, 14336, 4096), (8, 4096, 14336), (16, 1024, 4096)]
+    rows = []
+    rng = cp.random.default_rng(1)
+    for m, n, k in shapes:
+        a = rng.standard_normal((m, k), dtype=cp.float32)
+        w = rng.standard_normal((n, k), dtype=cp.float32)
+        ref = a.astype(cp.float64) @ w.T.astype(cp.float64)
+        tol = 4e-5 * np.sqrt(k)
+        nbytes = 4 * (m * k + k * n + m * n)
+        c = cp.full((m, n), cp.nan, dtype=cp.float32)
+        tc = time_gpu(lambda a=a, w=w, c=c: cp.matmul(a, w.T, out=c), repeat=15, gpu_only=True).median_ms
+        tiledsl.gemm(a, w.T, c)
+        tt = time_gpu(lambda a=a, w=w, c=c: tiledsl.gemm(a, w.T, c), repeat=15, gpu_only=True).median_ms
+        print(f"{m}x{n}x{k}: cuBLAS {tc * 1e3:.1f} us ({nbytes / tc / 1e6 / copy_gbps:.2f} of the copy), tiledsl "
+              f"{tt * 1e3:.1f} us ({nbytes / tt / 1e6 / copy_gbps:.2f})", flush=True)
+        bm = 16 if m > 8 else 8
+        for v in VARIANTS:
+            tag = " ".join(f"{x}={v[x]}" for x in KEYS)
+            try:
+                fn, info = proto(a, w, c, bm, v)
+                c.fill(cp.nan)
+                fn()
+                cp.cuda.Device().synchronize()
+                err = float(cp.max(cp.abs(c - ref)) / cp.max(cp.abs(ref)))
+                ok = bool(err < tol)  # NaN (an unwritten element) compares False
+                tp = time_gpu(fn, repeat=15, gpu_only=True).median_ms
+            except Exception as e:  # a variant that does not compile or launch is a row, not the end of the run
+                print(f"   {tag}: FAIL {type(e).__name__}: {str(e)[:300]}", flush=True)
+                rows.append(dict(m=m, n=n, k=k, v=v, error=f"{type(e).__name__}: {str(e)[:300]}"))
+                continue
+            frac = nbytes / tp / 1e6 / copy_gbps
+            print(f"   {tag}: {tp * 1e3:.1f} us, {frac:.2f} of the copy, {tt / tp:.2f}x tiledsl, {tc / tp:.2f}x cuBLAS, "
+                  f"{'ok' if ok else f'WRONG (rel. err {err:.1e})'} {info}", flush=True)
+            rows.append(dict(m=m, n=n, k=k, v=v, ms=tp, tiledsl_ms=tt, cublas_ms=tc, fraction=frac, ok=ok, err=err,
+                             **info))
+    with open(args.out, "w") as f:
+        json.dump(dict(command="python benchmarks/gemv_nt_staged_proto.py", gpu=cp.cuda.runtime.getDeviceProperties(0)
+                       ["name"].decode(), copy_gbps=copy_gbps, rows=rows), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
