@@ -831,3 +831,24 @@ def test_gemv_nt_staged_prototype_compiles_without_spills_and_every_variant_fits
     for v in proto.VARIANTS:
         assert proto.smem_bytes(16, v, v["depth"] or v["dcap"]) <= 227 * 1024, v
     assert proto.smem_bytes(16, proto.V(), 512) == 4 * (512 * 16 + 4 * 3 * 128 * 12)
+
+
+def test_gemm_pack_b_sweeps_the_odd_n_products_on_the_tiled_kernels_and_its_copy_kernel_compiles():
+    """benchmarks/gemm_pack_b.py (not yet run on a GPU): the data sets' eight products with an odd N and a row-major B
+    above 16 rows, then the M sweep's 128…4096 rows of 50257 × 768 and 7133 × 2048 not among them (three are); N is
+    padded to a 16-byte pitch; the copy kernel compiles."""
+    import argparse
+
+    import gemm_pack_b as g
+
+    from tiledsl.compile import KernelSource, compile_source
+
+    data = g.products(argparse.Namespace(m_sweep=False))
+    assert (2048, 7133, 2048, "TN") in data and (128, 50257, 768, "NN") in data and (7680, 5481, 2560, "TN") in data
+    assert all(n % 2 == 1 and m > 16 and layout[1] == "N" for m, n, k, layout in data)
+    swept = g.products(argparse.Namespace(m_sweep=True))
+    sweep = {(m, n, k, layout) for n, k, layout in g.SWEEP_NK for m in g.M_SWEEP}
+    assert swept[:len(data)] == data and len(swept) == len(set(swept)) == len(set(data) | sweep) == 17
+    assert [g.padded(n) for n in (7133, 50257, 5481, 7132)] == [7136, 50260, 5484, 7132]
+    k = compile_source(KernelSource("copy_rows", g.PACK_SRC, (256, 1, 1)), "sm_90")
+    assert k.spill_bytes == 0
