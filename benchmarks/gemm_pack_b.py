@@ -14,7 +14,9 @@ where. Per product, in one run: ``schedule=None`` on B as given; the pack alone 
 coalesced loads and stores); ``schedule=None`` on the padded product; pack + padded product; pack + padded product
 + the copy of C, which is what a call that packed B would cost today; cuBLAS (``cupy.matmul``) timed right before
 and right after and averaged. Each product is checked against a float64 reference on a NaN-poisoned C, on B as given
-and through the padded path. ``tiledsl.timing.time_gpu`` (CUDA events, warm-up, L2 flushed, median of 15).
+and through the padded path. ``tiledsl.timing.time_gpu`` (CUDA events, warm-up, L2 flushed, median of 15). Each row
+records the schedule ``schedule=None`` ran on B as given and on the padded product, and whether it was a tuned record
+(some odd-N products have one; their padded products have none, so their gain is measured against a tuned kernel).
 
 Products: every float32 product of the data sets with an odd N (``beside.workload_shapes``), and, with
 ``--m-sweep``, 128…4096 rows of N × K = 50257 × 768 (NN) and 7133 × 2048 (TN) to find the crossover. The choice it
@@ -26,6 +28,7 @@ from __future__ import annotations
 from beside import (
     checked_call,
     device_gemm_operands,
+    gemm_op,
     sweep_main,
     workload_shapes,
 )
@@ -68,6 +71,9 @@ def measure(m: int, n: int, k: int, layout: str, target) -> list[dict]:
     import numpy as np
 
     import tiledsl
+    from tiledsl.gemm.family import GEMM
+    from tiledsl.launch import resolve_schedule
+    from tiledsl.registry import lookup
     from tiledsl.timing import time_gpu
 
     copy_rows = cp.RawKernel(PACK_SRC, "copy_rows")
@@ -104,7 +110,13 @@ def measure(m: int, n: int, k: int, layout: str, target) -> list[dict]:
         padded_product()
 
     err = checked_call(lambda: tiledsl.gemm(a, b, c), c, ref, k, what + " (B as given)")
+    cp_.fill(cp.nan)  # an element the padded product leaves unwritten reaches C as NaN
     err_p = checked_call(whole, c, ref, k, what + " (B packed)")
+    # what schedule=None ran on each: a tuned record (shipped for some odd-N products) or the built-in choice
+    ran = {}
+    for name, op in (("as_given", gemm_op(m, n, k, layout)), ("padded", gemm_op(m, np_, k, layout))):
+        ran[name + "_schedule"] = str(resolve_schedule(GEMM, op, None, target))
+        ran[name + "_tuned_record"] = lookup(GEMM, op, target) is not None
 
     def timer(f) -> float:
         return time_gpu(f, repeat=15).median_ms
@@ -119,11 +131,12 @@ def measure(m: int, n: int, k: int, layout: str, target) -> list[dict]:
     row = dict(m=m, n=n, k=k, layout=layout, n_padded=np_, ms=as_is, pack_ms=pack_ms, padded_ms=padded_ms,
                pack_and_padded_ms=no_take, packed_call_ms=total, cublas_ms=cublas_ms, ratio=cublas_ms / as_is,
                ratio_packed_call=cublas_ms / total, ratio_without_take=cublas_ms / no_take, gain=as_is / total,
-               pack_gbps=4 * k * (n + np_) / pack_ms / 1e6, err=err, err_packed=err_p)
+               pack_gbps=4 * k * (n + np_) / pack_ms / 1e6, err=err, err_packed=err_p, **ran)
     print(f"{what:24s} as given {as_is:.4f} ms ({row['ratio']:.2f}x cuBLAS)  pack {pack_ms * 1e3:6.1f} us "
           f"({row['pack_gbps']:.0f} GB/s)  padded {padded_ms:.4f} ms  all three {total:.4f} ms "
           f"({row['ratio_packed_call']:.2f}x cuBLAS, {row['gain']:.2f}x as given; without taking C back "
-          f"{row['ratio_without_take']:.2f}x)", flush=True)
+          f"{row['ratio_without_take']:.2f}x){'  [as given: a tuned record]' if ran['as_given_tuned_record'] else ''}",
+          flush=True)
     return [row]
 
 
