@@ -16,10 +16,11 @@ flush writes its buffer, and the events bracket the host's call): those figures 
 ``hbm_fraction``, comparable with earlier runs. Then as the GPU's work alone (``time_gpu(gpu_only=True)``: an L2
 flush that leaves no dirty line to write back inside the timed region, and the stream held until the call is
 enqueued): ``gpu_ms`` / ``cublas_gpu_ms`` / ``gpu_hbm_fraction``, against a copy timed the same way. The first way
-charges a product up to the L2's size in write-backs of the flush (about 12 µs at 4 TB/s on an H200) and, where
-the host is slower than the flush, part of the call's launch; on a 64 MiB product (16 µs at copy speed) that is
-most of the gap to the copy. The share of the HBM bandwidth is a property of the kernel, so the summary reports
-both and the target is read on the second.
+is expected to charge a product up to the L2's size in write-backs of the flush (about 12 µs at 4 TB/s on an H200)
+and, where the host is slower than the flush, part of the call's launch; runs 1–6 fit a fixed 13–18 µs, most of
+the gap to the copy on a 64 MiB product (16 µs at copy speed; docs/gemm.md). The share of the HBM bandwidth is a
+property of the kernel, so the summary reports both and the target is read on the second. ``compare_runs.py``
+reads ``ratio``, the first way's, as before.
 
 A product of a few MiB cannot reach the copy's bandwidth: at 4 TB/s 16 MiB take 4 µs, about what a launch costs.
 The summary therefore counts the products of at least ``--min-mib`` (64 MiB: 16 µs or more at HBM speed) apart
