@@ -852,3 +852,19 @@ def test_gemm_pack_b_sweeps_the_odd_n_products_on_the_tiled_kernels_and_its_copy
     assert [g.padded(n) for n in (7133, 50257, 5481, 7132)] == [7136, 50260, 5484, 7132]
     k = compile_source(KernelSource("copy_rows", g.PACK_SRC, (256, 1, 1)), "sm_90")
     assert k.spill_bytes == 0
+
+
+def test_gemv_nn_cluster_prototype_compiles_for_sm_90_without_spills():
+    """benchmarks/gemv_nn_cluster_proto.py (not yet run on a GPU): the kernel compiles with NVRTC for sm_90 with and
+    without the cluster reduction (``__cluster_dims__``, ``mapa``, ``ld.shared::cluster``, cluster barriers) at 8 and
+    16 rows, without spills and within its ``__launch_bounds__``; every cluster variant's SPLIT divides the rows per
+    block and is a portable cluster size (≤ 8)."""
+    import gemv_nn_cluster_proto as proto
+
+    from tiledsl.compile import KernelSource, compile_source
+
+    for bm, v in ((16, proto.V(cluster=1)), (8, proto.V(cluster=1)), (16, proto.V())):
+        k = compile_source(KernelSource("nn_rows", proto.SRC, (v["threads"], 1, 1)), "sm_90", proto.options(bm, v))
+        assert k.spill_bytes == 0 and k.registers <= 65536 // (v["threads"] * v["minb"]), (bm, v, k.registers)
+    assert all(16 % v["split"] == 0 and v["split"] <= 8 for v in proto.VARIANTS if v["cluster"])
+    assert proto.smem_bytes(16, proto.V(cluster=1), 512) == 4 * 512 * 16  # A's slice and the partials: 32 KiB each
