@@ -177,14 +177,20 @@ KEYS = ("threads", "unroll", "minb", "pipe_a", "cluster", "split")
 
 def V(**kw) -> dict:
     """A variant: threads per block, UNROLL (loads of B in flight per thread), MINB (``__launch_bounds__`` blocks per
-    SM), PIPE_A, CLUSTER (module docstring), SPLIT (K slices; with CLUSTER the cluster's size, at most 8)."""
-    d = dict(threads=128, unroll=8, minb=4, pipe_a=0, cluster=0, split=8)
+    SM), PIPE_A, CLUSTER (module docstring), SPLIT (K slices; with CLUSTER the cluster's size, at most 8; 0 without
+    CLUSTER: slices for about four blocks per SM, as the library sizes them)."""
+    d = dict(threads=128, unroll=8, minb=4, pipe_a=0, cluster=0, split=0)
     d.update(kw)
     return d
 
 
-VARIANTS = [V(), V(pipe_a=1, minb=3), V(cluster=1), V(cluster=1, pipe_a=1, minb=3), V(threads=64, cluster=1, minb=6),
-            V(threads=64, cluster=1, split=4, minb=6), V(cluster=1, split=4), V(threads=64, minb=6, split=8)]
+# pairs: PIPE_A against its own occupancy (minb 3), CLUSTER against the workspace at the same SPLIT and threads
+VARIANTS = [V(), V(minb=3), V(pipe_a=1, minb=3), V(split=8), V(cluster=1, split=8), V(cluster=1, split=8, pipe_a=1, minb=3),
+            V(threads=64, minb=6, split=8), V(threads=64, cluster=1, split=8, minb=6), V(split=4), V(cluster=1, split=4)]
+
+
+def ceil_div(x: int, y: int) -> int:
+    return -(-x // y)
 
 
 def options(bm: int, v: dict) -> tuple[str, ...]:
@@ -224,31 +230,38 @@ def main() -> int:
     from tiledsl.timing import time_gpu
 
     mods: dict = {}
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
 
     def proto(a, b, c, bm, v):
         m, k = a.shape
         n = b.shape[1]
-        split = v["split"]
-        if n % 4 or k % (4 * split) or (v["cluster"] and bm % split):
-            raise ValueError(f"{m}x{n}x{k}: the prototype wants N a multiple of 4, K of 4·SPLIT and (with CLUSTER) "
-                             f"BM = {bm} a multiple of SPLIT = {split}")
+        col_blocks = ceil_div(n, v["threads"] * 4)
+        split = v["split"] or max(1, min(64, ceil_div(4 * sms, col_blocks), k // 32))
+        depth = 4 * ceil_div(ceil_div(k, split), 4)  # slices a multiple of 4 deep (A staged 16 bytes at a time)
+        split = ceil_div(k, depth)
+        if n % 4 or k % 4 or (v["cluster"] and (split != v["split"] or bm % split)):
+            raise ValueError(f"{m}x{n}x{k}: the prototype wants N and K multiples of 4 and (with CLUSTER) SPLIT = "
+                             f"{v['split']} slices of K dividing BM = {bm}")
         key = options(bm, v)
         if key not in mods:
             mods[key] = cp.RawModule(code=SRC, options=key)
         kern, red = mods[key].get_function("nn_rows"), mods[key].get_function("splitk_sum")
-        depth = k // split
         smem = smem_bytes(bm, v, depth)
         kern.max_dynamic_shared_size_bytes = smem
-        ws = cp.full((split, m, n), cp.nan, dtype=cp.float32)  # unwritten partials stay NaN (CLUSTER: unused)
-        grid = (-(-n // (v["threads"] * 4)), split, -(-m // bm))
-        args = (a, b, c, ws, np.int32(m), np.int32(n), np.int32(k), np.int32(depth))
+        # the workspace only without CLUSTER, NaN so that an unwritten partial sum fails the check
+        ws = None if v["cluster"] else cp.full((split, m, n), cp.nan, dtype=cp.float32)
+        grid = (col_blocks, split, -(-m // bm))
+        args = (a, b, c, c if ws is None else ws, np.int32(m), np.int32(n), np.int32(k), np.int32(depth))  # P unused
 
         def run():
             kern(grid, (v["threads"],), args, shared_mem=smem)
             if not v["cluster"]:
                 red((-(-(m * n // 4) // 256),), (256,), (ws, c, np.int32(m * n // 4), np.int32(split)))
-        return run, dict(depth=depth, smem=smem, regs=kern.num_regs, lmem=kern.local_size_bytes,
-                         blocks=grid[0] * grid[1] * grid[2])
+        per_sm = max(1, min(228 * 1024 // (smem + 1024), 64 * 32 // v["threads"], 32,
+                            65536 // (max(kern.num_regs, 1) * v["threads"])))
+        blocks = grid[0] * grid[1] * grid[2]
+        return run, dict(split=split, depth=depth, smem=smem, regs=kern.num_regs, lmem=kern.local_size_bytes,
+                         blocks=blocks, blocks_per_sm=per_sm, waves=blocks / (per_sm * sms))
 
     def copy_2gib() -> float:  # GB/s of a device-to-device copy of 2 GiB (read + write), the GPU's time alone
         x = cp.empty(1 << 29, dtype=cp.float32)
