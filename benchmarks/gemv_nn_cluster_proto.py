@@ -13,7 +13,8 @@ at what holds it, each a switch here:
   sm_90) and are summed through distributed shared memory: each block leaves its partial sums in its own shared
   memory, and after a cluster barrier block r adds every block's sums of its share of the rows, in slice order
   (deterministic: the split-K kernel's order), and writes C. No workspace, no second launch. SPLIT ≤ 8 (portable
-  cluster size).
+  cluster size), so a narrow product (N = 4096: 8 blocks of 512 columns per slice) gets well under one wave; each
+  row records its blocks per SM and waves, and such rows say little about CLUSTER itself.
 
 ``CLUSTER=0`` writes the partial sums to a float32 workspace summed by ``splitk_sum`` in slice order, as the library
 does. Each variant is checked against a float64 product on a NaN-poisoned C (and workspace) and timed with
