@@ -27,7 +27,8 @@ Run (GPU): ``python benchmarks/gemv_nn_cluster_proto.py --out benchmarks/results
 from __future__ import annotations
 
 import argparse
-import json
+
+from proto_sweep import sweep
 
 SRC = r"""
 #define VB 4                               // columns per thread: one 16-byte load of B per k
@@ -221,23 +222,19 @@ def main() -> int:
     args = ap.parse_args()
     if args.compile_only:
         return compile_only()
-    from gpu_check import gpu_or_exit
-
-    gpu_or_exit("benchmarks/gemv_nn_cluster_proto.py")
     import cupy as cp
     import numpy as np
 
-    import tiledsl
-    from tiledsl.timing import time_gpu
-
     mods: dict = {}
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+
+    def sms() -> int:  # read when a variant is built, after the sweep's GPU check
+        return cp.cuda.Device().attributes["MultiProcessorCount"]
 
     def proto(a, b, c, bm, v):
         m, k = a.shape
         n = b.shape[1]
         col_blocks = ceil_div(n, v["threads"] * 4)
-        split = v["split"] or max(1, min(64, ceil_div(4 * sms, col_blocks), k // 32))
+        split = v["split"] or max(1, min(64, ceil_div(4 * sms(), col_blocks), k // 32))
         depth = 4 * ceil_div(ceil_div(k, split), 4)  # slices a multiple of 4 deep (A staged 16 bytes at a time)
         split = ceil_div(k, depth)
         if n % 4 or k % 4 or (v["cluster"] and (split != v["split"] or bm % split)):
@@ -262,61 +259,13 @@ def main() -> int:
                             65536 // (max(kern.num_regs, 1) * v["threads"])))
         blocks = grid[0] * grid[1] * grid[2]
         return run, dict(split=split, depth=depth, smem=smem, regs=kern.num_regs, lmem=kern.local_size_bytes,
-                         blocks=blocks, blocks_per_sm=per_sm, waves=blocks / (per_sm * sms))
+                         blocks=blocks, blocks_per_sm=per_sm, waves=blocks / (per_sm * sms()))
 
-    def copy_2gib() -> float:  # GB/s of a device-to-device copy of 2 GiB (read + write), the GPU's time alone
-        x = cp.empty(1 << 29, dtype=cp.float32)
-        y = cp.empty_like(x)
-        return 2 * x.nbytes / time_gpu(lambda: cp.copyto(y, x), repeat=10, gpu_only=True).median_ms / 1e6
-
-    copy_gbps = copy_2gib()
-    print(f"copy {copy_gbps:.0f} GB/s (GPU alone)", flush=True)
     shapes = [(16, 4096, 4096), (16, 11008, 4096), (16, 14336, 4096), (16, 22016, 4096), (16, 28672, 4096),
               (16, 32000, 4096), (16, 128256, 4096), (16, 4096, 11008), (16, 4096, 14336), (12, 14336, 4096),
               (8, 22016, 4096), (8, 4096, 4096)]
-    rows = []
-    gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
-
-    def write() -> None:  # after every shape: a fault later in the run keeps what was measured
-        with open(args.out, "w") as f:
-            json.dump(dict(command="python benchmarks/gemv_nn_cluster_proto.py", gpu=gpu, copy_gbps=copy_gbps,
-                           rows=rows), f, indent=1)
-
-    rng = cp.random.default_rng(1)
-    for m, n, k in shapes:
-        a = rng.standard_normal((m, k), dtype=cp.float32)
-        b = rng.standard_normal((k, n), dtype=cp.float32)
-        ref = a.astype(cp.float64) @ b.astype(cp.float64)
-        tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)  # beside.checked_call's float32 bound
-        nbytes = 4 * (m * k + k * n + m * n)
-        c = cp.full((m, n), cp.nan, dtype=cp.float32)
-        tc = time_gpu(lambda a=a, b=b, c=c: cp.matmul(a, b, out=c), repeat=15, gpu_only=True).median_ms
-        tiledsl.gemm(a, b, c)
-        tt = time_gpu(lambda a=a, b=b, c=c: tiledsl.gemm(a, b, c), repeat=15, gpu_only=True).median_ms
-        print(f"{m}x{n}x{k}: cuBLAS {tc * 1e3:.1f} us ({nbytes / tc / 1e6 / copy_gbps:.2f} of the copy), tiledsl "
-              f"{tt * 1e3:.1f} us ({nbytes / tt / 1e6 / copy_gbps:.2f})", flush=True)
-        bm = 16 if m > 8 else 8
-        for v in VARIANTS:
-            tag = " ".join(f"{x}={v[x]}" for x in KEYS)
-            try:
-                fn, info = proto(a, b, c, bm, v)
-                c.fill(cp.nan)
-                fn()
-                cp.cuda.Device().synchronize()
-                err = float(cp.max(cp.abs(c - ref)) / cp.max(cp.abs(ref)))
-                ok = bool(err < tol)  # NaN (an unwritten element) compares False
-                tp = time_gpu(fn, repeat=15, gpu_only=True).median_ms
-            except Exception as e:  # a variant that does not compile or launch is a row, not the end of the run
-                print(f"   {tag}: FAIL {type(e).__name__}: {str(e)[:300]}", flush=True)
-                rows.append(dict(m=m, n=n, k=k, v=v, error=f"{type(e).__name__}: {str(e)[:300]}"))
-                continue
-            frac = nbytes / tp / 1e6 / copy_gbps
-            print(f"   {tag}: {tp * 1e3:.1f} us, {frac:.2f} of the copy, {tt / tp:.2f}x tiledsl, {tc / tp:.2f}x cuBLAS, "
-                  f"{'ok' if ok else f'WRONG (rel. err {err:.1e})'} {info}", flush=True)
-            rows.append(dict(m=m, n=n, k=k, v=v, ms=tp, tiledsl_ms=tt, cublas_ms=tc, fraction=frac, ok=ok, err=err,
-                             **info))
-        write()
-    return 0
+    return sweep("benchmarks/gemv_nn_cluster_proto.py", args.out, shapes,
+                 lambda rng, n, k: rng.standard_normal((k, n), dtype=cp.float32), VARIANTS, KEYS, proto)
 
 
 if __name__ == "__main__":

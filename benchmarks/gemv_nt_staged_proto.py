@@ -20,9 +20,9 @@ Run (GPU): ``python benchmarks/gemv_nt_staged_proto.py --out benchmarks/results/
 from __future__ import annotations
 
 import argparse
-import json
 
 import numpy as np
+from proto_sweep import sweep
 
 SRC = r"""
 #define WARPS (THREADS / 32)
@@ -186,16 +186,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.compile_only:
         return compile_only()
-    from gpu_check import gpu_or_exit
-
-    gpu_or_exit("benchmarks/gemv_nt_staged_proto.py")
     import cupy as cp
 
-    import tiledsl
-    from tiledsl.timing import time_gpu
-
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     mods: dict = {}
+
+    def sms() -> int:  # read when a variant is built, after the sweep's GPU check
+        return cp.cuda.Device().attributes["MultiProcessorCount"]
 
     def blocks_per_sm(bm: int, v: dict, regs: int) -> int:
         """Blocks of the variant one SM holds at its deepest slice: shared memory (228 KiB per SM, 1 KiB reserved
@@ -203,8 +199,9 @@ def main() -> int:
         by_smem = 228 * 1024 // (smem_bytes(bm, v, v["depth"] or v["dcap"]) + 1024)
         return max(1, min(by_smem, 64 * 32 // v["threads"], 65536 // (max(regs, 1) * v["threads"])))
 
-    def proto(a, w, c, bm, v):
+    def proto(a, b, c, bm, v):
         m, k = a.shape
+        w = b.T  # W [N, K] row-major: B is its transposed view
         n = w.shape[0]
         if k % 128:
             raise ValueError(f"K = {k}: the prototype wants K a multiple of 128 (slices of whole 128-deep steps)")
@@ -214,7 +211,7 @@ def main() -> int:
         kern, red = mods[key].get_function("nt_staged"), mods[key].get_function("splitk_sum")
         col_blocks = -(-n // (v["threads"] // 32 * 128))
         per_sm = blocks_per_sm(bm, v, kern.num_regs)  # the slices fill about one wave of what fits, not bps
-        depth = v["depth"] or min(v["dcap"], -(-k // max(1, min(64, -(-per_sm * sms // col_blocks), k // 128))))
+        depth = v["depth"] or min(v["dcap"], -(-k // max(1, min(64, -(-per_sm * sms() // col_blocks), k // 128))))
         depth = -(-depth // 128) * 128
         split = -(-k // depth)
         smem = smem_bytes(bm, v, depth)
@@ -228,60 +225,12 @@ def main() -> int:
                 red((-(-(m * n) // 256),), (256,), (ws, c, np.int32(m * n), np.int32(split)))
         blocks = col_blocks * split * -(-m // bm)
         return run, dict(split=split, depth=depth, smem=smem, regs=kern.num_regs, lmem=kern.local_size_bytes,
-                         blocks_per_sm=per_sm, waves=blocks / (per_sm * sms))
+                         blocks_per_sm=per_sm, waves=blocks / (per_sm * sms()))
 
-    def copy_2gib() -> float:  # GB/s of a device-to-device copy of 2 GiB (read + write), the GPU's time alone
-        x = cp.empty(1 << 29, dtype=cp.float32)
-        y = cp.empty_like(x)
-        return 2 * x.nbytes / time_gpu(lambda: cp.copyto(y, x), repeat=10, gpu_only=True).median_ms / 1e6
-
-    copy_gbps = copy_2gib()
-    print(f"copy {copy_gbps:.0f} GB/s (GPU alone)", flush=True)
     shapes = [(16, 4096, 4096), (16, 14336, 4096), (16, 4096, 14336), (16, 28672, 4096), (16, 128256, 4096),
               (16, 11008, 4096), (12, 14336, 4096), (8, 14336, 4096), (8, 4096, 14336), (16, 1024, 4096)]
-    rows = []
-    gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
-
-    def write() -> None:  # after every shape: a fault later in the run keeps what was measured
-        with open(args.out, "w") as f:
-            json.dump(dict(command="python benchmarks/gemv_nt_staged_proto.py", gpu=gpu, copy_gbps=copy_gbps,
-                           rows=rows), f, indent=1)
-
-    rng = cp.random.default_rng(1)
-    for m, n, k in shapes:
-        a = rng.standard_normal((m, k), dtype=cp.float32)
-        w = rng.standard_normal((n, k), dtype=cp.float32)
-        ref = a.astype(cp.float64) @ w.T.astype(cp.float64)
-        tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)  # beside.checked_call's float32 bound
-        nbytes = 4 * (m * k + k * n + m * n)
-        c = cp.full((m, n), cp.nan, dtype=cp.float32)
-        tc = time_gpu(lambda a=a, w=w, c=c: cp.matmul(a, w.T, out=c), repeat=15, gpu_only=True).median_ms
-        tiledsl.gemm(a, w.T, c)
-        tt = time_gpu(lambda a=a, w=w, c=c: tiledsl.gemm(a, w.T, c), repeat=15, gpu_only=True).median_ms
-        print(f"{m}x{n}x{k}: cuBLAS {tc * 1e3:.1f} us ({nbytes / tc / 1e6 / copy_gbps:.2f} of the copy), tiledsl "
-              f"{tt * 1e3:.1f} us ({nbytes / tt / 1e6 / copy_gbps:.2f})", flush=True)
-        bm = 16 if m > 8 else 8
-        for v in VARIANTS:
-            tag = " ".join(f"{x}={v[x]}" for x in KEYS)
-            try:
-                fn, info = proto(a, w, c, bm, v)
-                c.fill(cp.nan)
-                fn()
-                cp.cuda.Device().synchronize()
-                err = float(cp.max(cp.abs(c - ref)) / cp.max(cp.abs(ref)))
-                ok = bool(err < tol)  # NaN (an unwritten element) compares False
-                tp = time_gpu(fn, repeat=15, gpu_only=True).median_ms
-            except Exception as e:  # a variant that does not compile or launch is a row, not the end of the run
-                print(f"   {tag}: FAIL {type(e).__name__}: {str(e)[:300]}", flush=True)
-                rows.append(dict(m=m, n=n, k=k, v=v, error=f"{type(e).__name__}: {str(e)[:300]}"))
-                continue
-            frac = nbytes / tp / 1e6 / copy_gbps
-            print(f"   {tag}: {tp * 1e3:.1f} us, {frac:.2f} of the copy, {tt / tp:.2f}x tiledsl, {tc / tp:.2f}x cuBLAS, "
-                  f"{'ok' if ok else f'WRONG (rel. err {err:.1e})'} {info}", flush=True)
-            rows.append(dict(m=m, n=n, k=k, v=v, ms=tp, tiledsl_ms=tt, cublas_ms=tc, fraction=frac, ok=ok, err=err,
-                             **info))
-        write()
-    return 0
+    return sweep("benchmarks/gemv_nt_staged_proto.py", args.out, shapes,
+                 lambda rng, n, k: rng.standard_normal((n, k), dtype=cp.float32).T, VARIANTS, KEYS, proto)
 
 
 if __name__ == "__main__":

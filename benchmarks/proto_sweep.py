@@ -1,0 +1,83 @@
+"""The sweep the GEMV prototypes share: few-row float32 products, each prototype variant checked against float64 and
+timed as the GPU's work alone beside tiledsl's ``schedule=None`` and cuBLAS, the rows written after every product.
+
+Used by ``gemv_nt_staged_proto.py`` and ``gemv_nn_cluster_proto.py``: each gives its products, how to make B and
+how to build a variant's launch; this module does the rest the same way for both. Timing:
+``tiledsl.timing.time_gpu(gpu_only=True)`` (L2 emptied by reading, the stream held until the call is enqueued),
+median of 15; the copy of 2 GiB timed the same way is the HBM bandwidth a row's fraction is of.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+
+def sweep(script: str, out: str, shapes: list[tuple[int, int, int]], make_b: Callable, variants: list[dict],
+          keys: tuple[str, ...], proto: Callable) -> int:
+    """Run ``proto``'s ``variants`` over ``shapes`` (M, N, K) and write ``out`` (JSON) after each product.
+
+    ``make_b(rng, n, k)`` returns B (K × N) as ``cupy.matmul`` and ``tiledsl.gemm`` take it (a view of W [N, K] for
+    x @ W.T); ``proto(a, b, c, bm, v)`` returns (a function that computes C = A·B into ``c``, a dict of facts about
+    the launch) for variant ``v`` with ``bm`` rows per block (16 above 8 rows, else 8). C (and any workspace the
+    prototype keeps) is NaN before each check, so an unwritten element fails it; the bound is
+    ``beside.checked_call``'s, 1e-5·max(1, sqrt(K / 4096)). A variant that fails to compile or launch is a row with
+    its error. Exits with a message where no GPU is present.
+    """
+    from gpu_check import gpu_or_exit
+
+    gpu_or_exit(script)
+    import cupy as cp
+
+    import tiledsl
+    from tiledsl.timing import time_gpu
+
+    def copy_2gib() -> float:  # GB/s of a device-to-device copy of 2 GiB (read + write), the GPU's time alone
+        x = cp.empty(1 << 29, dtype=cp.float32)
+        y = cp.empty_like(x)
+        return 2 * x.nbytes / time_gpu(lambda: cp.copyto(y, x), repeat=10, gpu_only=True).median_ms / 1e6
+
+    copy_gbps = copy_2gib()
+    print(f"copy {copy_gbps:.0f} GB/s (GPU alone)", flush=True)
+    rows: list[dict] = []
+    gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+
+    def write() -> None:  # after every product: a fault later in the run keeps what was measured
+        with open(out, "w") as f:
+            json.dump(dict(command=f"python {script}", gpu=gpu, copy_gbps=copy_gbps, rows=rows), f, indent=1)
+
+    rng = cp.random.default_rng(1)
+    for m, n, k in shapes:
+        a = rng.standard_normal((m, k), dtype=cp.float32)
+        b = make_b(rng, n, k)
+        ref = a.astype(cp.float64) @ b.astype(cp.float64)
+        tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
+        nbytes = 4 * (m * k + k * n + m * n)
+        c = cp.full((m, n), cp.nan, dtype=cp.float32)
+        tc = time_gpu(lambda a=a, b=b, c=c: cp.matmul(a, b, out=c), repeat=15, gpu_only=True).median_ms
+        tiledsl.gemm(a, b, c)
+        tt = time_gpu(lambda a=a, b=b, c=c: tiledsl.gemm(a, b, c), repeat=15, gpu_only=True).median_ms
+        print(f"{m}x{n}x{k}: cuBLAS {tc * 1e3:.1f} us ({nbytes / tc / 1e6 / copy_gbps:.2f} of the copy), tiledsl "
+              f"{tt * 1e3:.1f} us ({nbytes / tt / 1e6 / copy_gbps:.2f})", flush=True)
+        bm = 16 if m > 8 else 8
+        for v in variants:
+            tag = " ".join(f"{x}={v[x]}" for x in keys)
+            try:
+                fn, info = proto(a, b, c, bm, v)
+                c.fill(cp.nan)
+                fn()
+                cp.cuda.Device().synchronize()
+                err = float(cp.max(cp.abs(c - ref)) / cp.max(cp.abs(ref)))
+                ok = bool(err < tol)  # NaN (an unwritten element) compares False
+                tp = time_gpu(fn, repeat=15, gpu_only=True).median_ms
+            except Exception as e:  # a variant that does not compile or launch is a row, not the end of the run
+                print(f"   {tag}: FAIL {type(e).__name__}: {str(e)[:300]}", flush=True)
+                rows.append(dict(m=m, n=n, k=k, v=v, error=f"{type(e).__name__}: {str(e)[:300]}"))
+                continue
+            frac = nbytes / tp / 1e6 / copy_gbps
+            print(f"   {tag}: {tp * 1e3:.1f} us, {frac:.2f} of the copy, {tt / tp:.2f}x tiledsl, {tc / tp:.2f}x cuBLAS, "
+                  f"{'ok' if ok else f'WRONG (rel. err {err:.1e})'} {info}", flush=True)
+            rows.append(dict(m=m, n=n, k=k, v=v, ms=tp, tiledsl_ms=tt, cublas_ms=tc, fraction=frac, ok=ok, err=err,
+                             **info))
+        write()
+    return 0
