@@ -26,11 +26,9 @@ Run (GPU): ``python benchmarks/gemv_nn_cluster_proto.py --out benchmarks/results
 
 from __future__ import annotations
 
-import argparse
+from proto_sweep import STAGE_A_TRANSPOSED, compile_variants, prototype_main, sm_count, sweep
 
-from proto_sweep import sweep
-
-SRC = r"""
+SRC = STAGE_A_TRANSPOSED + r"""
 #define VB 4                               // columns per thread: one 16-byte load of B per k
 #define COLS (THREADS * VB)                // columns per block
 
@@ -75,15 +73,7 @@ nn_rows(const float* __restrict__ A, const float* __restrict__ B, float* __restr
   #pragma unroll
   for (int u = 0; u < UNROLL; ++u)
     ring[u] = u < n_k ? *reinterpret_cast<const float4*>(b_col + (long long)u * N) : make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int i = threadIdx.x; i < BM * (n_k / 4); i += THREADS) {
-    const int m = i % BM, kv = i / BM, gm = row0 + m;
-    const float4 v = gm < M ? *reinterpret_cast<const float4*>(A + (long long)gm * K + k_begin + 4 * kv)
-                            : make_float4(0.f, 0.f, 0.f, 0.f);
-    at[(4 * kv + 0) * BM + m] = v.x;
-    at[(4 * kv + 1) * BM + m] = v.y;
-    at[(4 * kv + 2) * BM + m] = v.z;
-    at[(4 * kv + 3) * BM + m] = v.w;
-  }
+  stage_a_transposed(at, A, M, K, row0, k_begin, n_k);
   __syncthreads();
 
   float acc[BM][VB];
@@ -206,35 +196,25 @@ def smem_bytes(bm: int, v: dict, depth: int) -> int:
 
 
 def compile_only() -> int:
-    from tiledsl.compile import KernelSource, compile_source
-
-    for bm in (8, 16):
-        for v in VARIANTS:
-            k = compile_source(KernelSource("nn_rows", SRC, (v["threads"], 1, 1)), "sm_90", options(bm, v))
-            print(f"BM={bm} {' '.join(f'{x}={v[x]}' for x in KEYS)}: {k.registers} registers, spills {k.spill_bytes} B")
-    return 0
+    return compile_variants("nn_rows", SRC, VARIANTS, KEYS, options)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/gemv_nn_cluster_proto_h200.json")
-    ap.add_argument("--compile-only", action="store_true", help="compile every variant with NVRTC (no GPU) and stop")
-    args = ap.parse_args()
-    if args.compile_only:
-        return compile_only()
+    return prototype_main(__doc__, "benchmarks/results/gemv_nn_cluster_proto_h200.json", compile_only, run)
+
+
+def run(out: str) -> int:
+    """The sweep (:func:`proto_sweep.sweep`) of :data:`VARIANTS` over a few x @ W products, written to ``out``."""
     import cupy as cp
     import numpy as np
 
     mods: dict = {}
 
-    def sms() -> int:  # read when a variant is built, after the sweep's GPU check
-        return cp.cuda.Device().attributes["MultiProcessorCount"]
-
     def proto(a, b, c, bm, v):
         m, k = a.shape
         n = b.shape[1]
         col_blocks = ceil_div(n, v["threads"] * 4)
-        split = v["split"] or max(1, min(64, ceil_div(4 * sms(), col_blocks), k // 32))
+        split = v["split"] or max(1, min(64, ceil_div(4 * sm_count(), col_blocks), k // 32))
         depth = 4 * ceil_div(ceil_div(k, split), 4)  # slices a multiple of 4 deep (A staged 16 bytes at a time)
         split = ceil_div(k, depth)
         if n % 4 or k % 4 or (v["cluster"] and (split != v["split"] or bm % split)):
@@ -259,12 +239,12 @@ def main() -> int:
                             65536 // (max(kern.num_regs, 1) * v["threads"])))
         blocks = grid[0] * grid[1] * grid[2]
         return run, dict(split=split, depth=depth, smem=smem, regs=kern.num_regs, lmem=kern.local_size_bytes,
-                         blocks=blocks, blocks_per_sm=per_sm, waves=blocks / (per_sm * sms()))
+                         blocks=blocks, blocks_per_sm=per_sm, waves=blocks / (per_sm * sm_count()))
 
     shapes = [(16, 4096, 4096), (16, 11008, 4096), (16, 14336, 4096), (16, 22016, 4096), (16, 28672, 4096),
               (16, 32000, 4096), (16, 128256, 4096), (16, 4096, 11008), (16, 4096, 14336), (12, 14336, 4096),
               (8, 22016, 4096), (8, 4096, 4096)]
-    return sweep("benchmarks/gemv_nn_cluster_proto.py", args.out, shapes,
+    return sweep("benchmarks/gemv_nn_cluster_proto.py", out, shapes,
                  lambda rng, n, k: rng.standard_normal((k, n), dtype=cp.float32), VARIANTS, KEYS, proto)
 
 

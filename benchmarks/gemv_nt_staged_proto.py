@@ -19,12 +19,10 @@ Run (GPU): ``python benchmarks/gemv_nt_staged_proto.py --out benchmarks/results/
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
-from proto_sweep import sweep
+from proto_sweep import STAGE_A_TRANSPOSED, compile_variants, prototype_main, sm_count, sweep
 
-SRC = r"""
+SRC = STAGE_A_TRANSPOSED + r"""
 #define WARPS (THREADS / 32)
 #define COLS_W 128               // columns per warp: lane l owns l, l + 32, l + 64, l + 96
 #define ROW (KT + 4)             // floats per staged column: KT of K and 4 of padding
@@ -69,15 +67,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MINB) nt_staged(const floa
   }
 
   // ---- stage the block's K slice of A transposed, rows past M as zeros ----
-  for (int i = threadIdx.x; i < BM * (n_k / 4); i += THREADS) {
-    const int m = i % BM, kv = i / BM, gm = row0 + m;
-    const float4 v = gm < M ? *reinterpret_cast<const float4*>(A + (long long)gm * K + k_begin + 4 * kv)
-                            : make_float4(0.f, 0.f, 0.f, 0.f);
-    at[(4 * kv + 0) * BM + m] = v.x;
-    at[(4 * kv + 1) * BM + m] = v.y;
-    at[(4 * kv + 2) * BM + m] = v.z;
-    at[(4 * kv + 3) * BM + m] = v.w;
-  }
+  stage_a_transposed(at, A, M, K, row0, k_begin, n_k);
   __syncthreads();
 
   float acc[BM][4];
@@ -168,30 +158,19 @@ def smem_bytes(bm: int, v: dict, depth: int) -> int:
 
 
 def compile_only() -> int:
-    from tiledsl.compile import KernelSource, compile_source
-
-    for bm in (8, 16):
-        for v in VARIANTS:
-            k = compile_source(KernelSource("nt_staged", SRC, (v["threads"], 1, 1)), "sm_90", options(bm, v))
-            depth = v["depth"] or v["dcap"]
-            print(f"BM={bm} {' '.join(f'{x}={v[x]}' for x in KEYS)}: {k.registers} registers, spills "
-                  f"{k.spill_bytes} B, smem at depth {depth} {smem_bytes(bm, v, depth)} B")
-    return 0
+    return compile_variants("nt_staged", SRC, VARIANTS, KEYS, options, lambda bm, v: (
+        f", smem at depth {v['depth'] or v['dcap']} {smem_bytes(bm, v, v['depth'] or v['dcap'])} B"))
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/gemv_nt_staged_proto_h200.json")
-    ap.add_argument("--compile-only", action="store_true", help="compile every variant with NVRTC (no GPU) and stop")
-    args = ap.parse_args()
-    if args.compile_only:
-        return compile_only()
+    return prototype_main(__doc__, "benchmarks/results/gemv_nt_staged_proto_h200.json", compile_only, run)
+
+
+def run(out: str) -> int:
+    """The sweep (:func:`proto_sweep.sweep`) of :data:`VARIANTS` over a few x @ W.T products, written to ``out``."""
     import cupy as cp
 
     mods: dict = {}
-
-    def sms() -> int:  # read when a variant is built, after the sweep's GPU check
-        return cp.cuda.Device().attributes["MultiProcessorCount"]
 
     def blocks_per_sm(bm: int, v: dict, regs: int) -> int:
         """Blocks of the variant one SM holds at its deepest slice: shared memory (228 KiB per SM, 1 KiB reserved
@@ -211,7 +190,7 @@ def main() -> int:
         kern, red = mods[key].get_function("nt_staged"), mods[key].get_function("splitk_sum")
         col_blocks = -(-n // (v["threads"] // 32 * 128))
         per_sm = blocks_per_sm(bm, v, kern.num_regs)  # the slices fill about one wave of what fits, not bps
-        depth = v["depth"] or min(v["dcap"], -(-k // max(1, min(64, -(-per_sm * sms() // col_blocks), k // 128))))
+        depth = v["depth"] or min(v["dcap"], -(-k // max(1, min(64, -(-per_sm * sm_count() // col_blocks), k // 128))))
         depth = -(-depth // 128) * 128
         split = -(-k // depth)
         smem = smem_bytes(bm, v, depth)
@@ -225,11 +204,11 @@ def main() -> int:
                 red((-(-(m * n) // 256),), (256,), (ws, c, np.int32(m * n), np.int32(split)))
         blocks = col_blocks * split * -(-m // bm)
         return run, dict(split=split, depth=depth, smem=smem, regs=kern.num_regs, lmem=kern.local_size_bytes,
-                         blocks_per_sm=per_sm, waves=blocks / (per_sm * sms()))
+                         blocks_per_sm=per_sm, waves=blocks / (per_sm * sm_count()))
 
     shapes = [(16, 4096, 4096), (16, 14336, 4096), (16, 4096, 14336), (16, 28672, 4096), (16, 128256, 4096),
               (16, 11008, 4096), (12, 14336, 4096), (8, 14336, 4096), (8, 4096, 14336), (16, 1024, 4096)]
-    return sweep("benchmarks/gemv_nt_staged_proto.py", args.out, shapes,
+    return sweep("benchmarks/gemv_nt_staged_proto.py", out, shapes,
                  lambda rng, n, k: rng.standard_normal((n, k), dtype=cp.float32).T, VARIANTS, KEYS, proto)
 
 

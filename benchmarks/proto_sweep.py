@@ -9,8 +9,58 @@ median of 15; the copy of 2 GiB timed the same way is the HBM bandwidth a row's 
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Callable
+
+STAGE_A_TRANSPOSED = r"""
+// The block's K slice of A (rows row0 .. row0 + BM, K from k_begin, n_k of them, a multiple of 4) staged transposed,
+// At[k - k_begin][m], rows past M as zeros: 16-byte loads along K, scalar stores (2-way bank conflicts at BM = 16).
+__device__ __forceinline__ void stage_a_transposed(float* __restrict__ at, const float* __restrict__ A, int M, int K,
+                                                   int row0, int k_begin, int n_k)
+{
+  for (int i = threadIdx.x; i < BM * (n_k / 4); i += THREADS) {
+    const int m = i % BM, kv = i / BM, gm = row0 + m;
+    const float4 v = gm < M ? *reinterpret_cast<const float4*>(A + (long long)gm * K + k_begin + 4 * kv)
+                            : make_float4(0.f, 0.f, 0.f, 0.f);
+    at[(4 * kv + 0) * BM + m] = v.x;
+    at[(4 * kv + 1) * BM + m] = v.y;
+    at[(4 * kv + 2) * BM + m] = v.z;
+    at[(4 * kv + 3) * BM + m] = v.w;
+  }
+}
+"""
+"""The A staging both prototypes' kernels share (BM and THREADS are their -D macros)."""
+
+
+def prototype_main(doc: str, default_out: str, compile_only: Callable[[], int], run: Callable[[str], int]) -> int:
+    """A prototype's command line: ``--out`` (default ``default_out``) given to ``run``, or ``--compile-only``."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", default=default_out)
+    ap.add_argument("--compile-only", action="store_true", help="compile every variant with NVRTC (no GPU) and stop")
+    args = ap.parse_args()
+    return compile_only() if args.compile_only else run(args.out)
+
+
+def compile_variants(name: str, src: str, variants: list[dict], keys: tuple[str, ...], options: Callable,
+                     note: Callable = lambda bm, v: "") -> int:
+    """Compile ``src``'s kernel ``name`` for sm_90 with NVRTC (no GPU) under every variant at 8 and 16 rows per
+    block (``options(bm, v)``: its -D flags) and print registers, spills and ``note(bm, v)``."""
+    from tiledsl.compile import KernelSource, compile_source
+
+    for bm in (8, 16):
+        for v in variants:
+            k = compile_source(KernelSource(name, src, (v["threads"], 1, 1)), "sm_90", options(bm, v))
+            print(f"BM={bm} {' '.join(f'{x}={v[x]}' for x in keys)}: {k.registers} registers, spills "
+                  f"{k.spill_bytes} B{note(bm, v)}")
+    return 0
+
+
+def sm_count() -> int:
+    """The current GPU's SMs (read when a variant is built, after :func:`sweep`'s GPU check)."""
+    import cupy as cp
+
+    return cp.cuda.Device().attributes["MultiProcessorCount"]
 
 
 def sweep(script: str, out: str, shapes: list[tuple[int, int, int]], make_b: Callable, variants: list[dict],
