@@ -110,6 +110,12 @@ def gemm_as_rows(a, b, c, schedule) -> None:
     _gemm_into(b.T, a.T, c.T, 1.0, 0.0, schedule, "float32", None, True, True, c_col=c.shape[1] > 1)
 
 
+def float32_bound(k: int) -> float:
+    """The largest max |c − ref| / max |ref| a float32 product of depth K passes with: 1e-5·max(1, sqrt(K / 4096))
+    (accumulation error grows like sqrt(K))."""
+    return 1e-5 * max(1.0, (k / 4096) ** 0.5)
+
+
 def checked_call(call, c, ref, k: int, what: str) -> float:
     """Poison ``c`` with NaN, run ``call`` (which writes ``c``), and return max |c − ref| / max |ref|; exit with
     "WRONG RESULT" naming ``what`` when it exceeds the float32 bound 1e-5·max(1, sqrt(K / 4096)) (accumulation
@@ -119,7 +125,7 @@ def checked_call(call, c, ref, k: int, what: str) -> float:
     c.fill(cp.nan)
     call()
     err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
-    if not err < 1e-5 * max(1.0, (k / 4096) ** 0.5):
+    if not err < float32_bound(k):
         raise SystemExit(f"WRONG RESULT: rel err {err} for {what}")
     return err
 

@@ -26,7 +26,7 @@ Run (GPU): ``python benchmarks/gemv_nn_cluster_proto.py --out benchmarks/results
 
 from __future__ import annotations
 
-from proto_sweep import STAGE_A_TRANSPOSED, compile_variants, prototype_main, sm_count, sweep
+from proto_sweep import STAGE_A_TRANSPOSED, blocks_per_sm, compile_variants, prototype_main, sm_count, sweep
 
 SRC = STAGE_A_TRANSPOSED + r"""
 #define VB 4                               // columns per thread: one 16-byte load of B per k
@@ -214,7 +214,8 @@ def run(out: str) -> int:
         m, k = a.shape
         n = b.shape[1]
         col_blocks = ceil_div(n, v["threads"] * 4)
-        split = v["split"] or max(1, min(64, ceil_div(4 * sm_count(), col_blocks), k // 32))
+        sms = sm_count()
+        split = v["split"] or max(1, min(64, ceil_div(4 * sms, col_blocks), k // 32))
         depth = 4 * ceil_div(ceil_div(k, split), 4)  # slices a multiple of 4 deep (A staged 16 bytes at a time)
         split = ceil_div(k, depth)
         if n % 4 or k % 4 or (v["cluster"] and (split != v["split"] or bm % split)):
@@ -235,11 +236,10 @@ def run(out: str) -> int:
             kern(grid, (v["threads"],), args, shared_mem=smem)
             if not v["cluster"]:
                 red((-(-(m * n // 4) // 256),), (256,), (ws, c, np.int32(m * n // 4), np.int32(split)))
-        per_sm = max(1, min(228 * 1024 // (smem + 1024), 64 * 32 // v["threads"], 32,
-                            65536 // (max(kern.num_regs, 1) * v["threads"])))
+        per_sm = blocks_per_sm(v["threads"], kern.num_regs, smem)
         blocks = grid[0] * grid[1] * grid[2]
         return run, dict(split=split, depth=depth, smem=smem, regs=kern.num_regs, lmem=kern.local_size_bytes,
-                         blocks=blocks, blocks_per_sm=per_sm, waves=blocks / (per_sm * sm_count()))
+                         blocks=blocks, blocks_per_sm=per_sm, waves=blocks / (per_sm * sms))
 
     shapes = [(16, 4096, 4096), (16, 11008, 4096), (16, 14336, 4096), (16, 22016, 4096), (16, 28672, 4096),
               (16, 32000, 4096), (16, 128256, 4096), (16, 4096, 11008), (16, 4096, 14336), (12, 14336, 4096),

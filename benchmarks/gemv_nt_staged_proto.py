@@ -20,7 +20,7 @@ Run (GPU): ``python benchmarks/gemv_nt_staged_proto.py --out benchmarks/results/
 from __future__ import annotations
 
 import numpy as np
-from proto_sweep import STAGE_A_TRANSPOSED, compile_variants, prototype_main, sm_count, sweep
+from proto_sweep import STAGE_A_TRANSPOSED, blocks_per_sm, compile_variants, prototype_main, sm_count, sweep
 
 SRC = STAGE_A_TRANSPOSED + r"""
 #define WARPS (THREADS / 32)
@@ -172,12 +172,6 @@ def run(out: str) -> int:
 
     mods: dict = {}
 
-    def blocks_per_sm(bm: int, v: dict, regs: int) -> int:
-        """Blocks of the variant one SM holds at its deepest slice: shared memory (228 KiB per SM, 1 KiB reserved
-        per block), 64 warps and 65536 registers per SM."""
-        by_smem = 228 * 1024 // (smem_bytes(bm, v, v["depth"] or v["dcap"]) + 1024)
-        return max(1, min(by_smem, 64 * 32 // v["threads"], 65536 // (max(regs, 1) * v["threads"])))
-
     def proto(a, b, c, bm, v):
         m, k = a.shape
         w = b.T  # W [N, K] row-major: B is its transposed view
@@ -189,8 +183,9 @@ def run(out: str) -> int:
             mods[key] = cp.RawModule(code=SRC, options=key)
         kern, red = mods[key].get_function("nt_staged"), mods[key].get_function("splitk_sum")
         col_blocks = -(-n // (v["threads"] // 32 * 128))
-        per_sm = blocks_per_sm(bm, v, kern.num_regs)  # the slices fill about one wave of what fits, not bps
-        depth = v["depth"] or min(v["dcap"], -(-k // max(1, min(64, -(-per_sm * sm_count() // col_blocks), k // 128))))
+        # the slices fill about one wave of what fits at the deepest slice, not bps
+        per_sm, sms = blocks_per_sm(v["threads"], kern.num_regs, smem_bytes(bm, v, v["depth"] or v["dcap"])), sm_count()
+        depth = v["depth"] or min(v["dcap"], -(-k // max(1, min(64, -(-per_sm * sms // col_blocks), k // 128))))
         depth = -(-depth // 128) * 128
         split = -(-k // depth)
         smem = smem_bytes(bm, v, depth)
@@ -204,7 +199,7 @@ def run(out: str) -> int:
                 red((-(-(m * n) // 256),), (256,), (ws, c, np.int32(m * n), np.int32(split)))
         blocks = col_blocks * split * -(-m // bm)
         return run, dict(split=split, depth=depth, smem=smem, regs=kern.num_regs, lmem=kern.local_size_bytes,
-                         blocks_per_sm=per_sm, waves=blocks / (per_sm * sm_count()))
+                         blocks_per_sm=per_sm, waves=blocks / (per_sm * sms))
 
     shapes = [(16, 4096, 4096), (16, 14336, 4096), (16, 4096, 14336), (16, 28672, 4096), (16, 128256, 4096),
               (16, 11008, 4096), (12, 14336, 4096), (8, 14336, 4096), (8, 4096, 14336), (16, 1024, 4096)]

@@ -4,7 +4,8 @@ timed as the GPU's work alone beside tiledsl's ``schedule=None`` and cuBLAS, the
 Used by ``gemv_nt_staged_proto.py`` and ``gemv_nn_cluster_proto.py``: each gives its products, how to make B and
 how to build a variant's launch; this module does the rest the same way for both. Timing:
 ``tiledsl.timing.time_gpu(gpu_only=True)`` (L2 emptied by reading, the stream held until the call is enqueued),
-median of 15; the copy of 2 GiB timed the same way is the HBM bandwidth a row's fraction is of.
+median of 15; the copy of 2 GiB timed the same way (``beside.copy_gbps(gpu_only=True)``) is the HBM bandwidth
+a row's fraction is of.
 """
 
 from __future__ import annotations
@@ -57,10 +58,19 @@ def compile_variants(name: str, src: str, variants: list[dict], keys: tuple[str,
 
 
 def sm_count() -> int:
-    """The current GPU's SMs (read when a variant is built, after :func:`sweep`'s GPU check)."""
-    import cupy as cp
+    """The current GPU's SMs (``tiledsl.Target``), read when a variant is built, after :func:`sweep`'s GPU check."""
+    from tiledsl.target import Target
 
-    return cp.cuda.Device().attributes["MultiProcessorCount"]
+    return Target.current().sm_count
+
+
+def blocks_per_sm(threads: int, registers: int, smem_bytes: int) -> int:
+    """Blocks of a variant one SM of the current GPU holds (``tiledsl.occupancy``: threads, registers, shared
+    memory and block limits; at least 1)."""
+    from tiledsl.occupancy import occupancy
+    from tiledsl.target import Target
+
+    return max(1, occupancy(Target.current(), threads, registers, smem_bytes, "ptxas").blocks_per_sm)
 
 
 def sweep(script: str, out: str, shapes: list[tuple[int, int, int]], make_b: Callable, variants: list[dict],
@@ -71,9 +81,11 @@ def sweep(script: str, out: str, shapes: list[tuple[int, int, int]], make_b: Cal
     x @ W.T); ``proto(a, b, c, bm, v)`` returns (a function that computes C = A·B into ``c``, a dict of facts about
     the launch) for variant ``v`` with ``bm`` rows per block (16 above 8 rows, else 8). C (and any workspace the
     prototype keeps) is NaN before each check, so an unwritten element fails it; the bound is
-    ``beside.checked_call``'s, 1e-5·max(1, sqrt(K / 4096)). A variant that fails to compile or launch is a row with
+    ``beside.float32_bound``, as ``beside.checked_call``'s. A variant that fails to compile or launch is a row with
     its error. Exits with a message where no GPU is present.
     """
+    from beside import copy_gbps as copy_gbps_of
+    from beside import float32_bound
     from gpu_check import gpu_or_exit
 
     gpu_or_exit(script)
@@ -82,12 +94,7 @@ def sweep(script: str, out: str, shapes: list[tuple[int, int, int]], make_b: Cal
     import tiledsl
     from tiledsl.timing import time_gpu
 
-    def copy_2gib() -> float:  # GB/s of a device-to-device copy of 2 GiB (read + write), the GPU's time alone
-        x = cp.empty(1 << 29, dtype=cp.float32)
-        y = cp.empty_like(x)
-        return 2 * x.nbytes / time_gpu(lambda: cp.copyto(y, x), repeat=10, gpu_only=True).median_ms / 1e6
-
-    copy_gbps = copy_2gib()
+    copy_gbps = copy_gbps_of(gpu_only=True)
     print(f"copy {copy_gbps:.0f} GB/s (GPU alone)", flush=True)
     rows: list[dict] = []
     gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
@@ -101,7 +108,7 @@ def sweep(script: str, out: str, shapes: list[tuple[int, int, int]], make_b: Cal
         a = rng.standard_normal((m, k), dtype=cp.float32)
         b = make_b(rng, n, k)
         ref = a.astype(cp.float64) @ b.astype(cp.float64)
-        tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
+        tol = float32_bound(k)
         nbytes = 4 * (m * k + k * n + m * n)
         c = cp.full((m, n), cp.nan, dtype=cp.float32)
         tc = time_gpu(lambda a=a, b=b, c=c: cp.matmul(a, b, out=c), repeat=15, gpu_only=True).median_ms
