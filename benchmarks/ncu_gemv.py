@@ -1,0 +1,44 @@
+"""One profiled ``schedule=None`` call of a few-row float32 product, for Nsight Compute.
+
+Run on a GPU (the profile starts at ``cudaProfilerStart``, after a warm-up call that compiles and caches):
+
+    ncu --clock-control none --profile-from-start off -k regex:tiledsl_gemv --section SpeedOfLight \\
+        --section Occupancy --section SchedulerStats --section WarpStateStats python benchmarks/ncu_gemv.py 16 22016 4096 NT
+
+Arguments: M N K LAYOUT, LAYOUT ``NN`` (x @ W, W [K, N] row-major) or ``NT`` (x @ W.T, W [N, K] row-major). Without
+``-k regex:tiledsl_gemv`` a split-K call's profile also holds its split-K sum. Prints the largest error relative to
+CuPy's product, so a profile of a wrong result is seen as one.
+"""
+
+import argparse
+
+import cupy as cp
+
+import tiledsl
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("m", type=int)
+    ap.add_argument("n", type=int)
+    ap.add_argument("k", type=int)
+    ap.add_argument("layout", choices=("NN", "NT"))
+    args = ap.parse_args()
+    a = cp.random.rand(args.m, args.k, dtype=cp.float32)
+    if args.layout == "NN":
+        b = cp.random.rand(args.k, args.n, dtype=cp.float32)
+    else:
+        b = cp.random.rand(args.n, args.k, dtype=cp.float32).T
+    c = cp.empty((args.m, args.n), cp.float32)
+    tiledsl.gemm(a, b, c)  # warm-up: compile, cache the launch
+    cp.cuda.Device().synchronize()
+    cp.cuda.profiler.start()
+    tiledsl.gemm(a, b, c)
+    cp.cuda.Device().synchronize()
+    cp.cuda.profiler.stop()
+    ref = a @ b
+    print(f"max |C - A@B| / max |A@B| = {float(cp.abs(c - ref).max() / cp.abs(ref).max()):.3e}")
+
+
+if __name__ == "__main__":
+    main()
