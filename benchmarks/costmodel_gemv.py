@@ -36,7 +36,16 @@ product's schedules, the chance that the model's first pick (any schedule tied a
 measured best, how often fewer than 3 schedules are predicted strictly faster than the best, and the geomean over products of (mean measured time of
 the model's first picks) / (measured best): what a model-only tune would lose. Models: ``pipeline`` (the tiled kernels' FMA pipeline
 model, which priced GEMV kernels before 2026-12-02) and ``stream`` (``tiledsl/costmodel/gemv.py``) at several
-values of its fitted ``GEMV_EFFECTIVE_LATENCY_S``.
+values of its fitted ``GEMV_EFFECTIVE_LATENCY_S`` (a row-major B's kernels; the column-major-B sweeps are priced at
+``GEMV_COLUMN_B_EFFECTIVE_LATENCY_S`` throughout).
+
+``--column-b`` (2026-12-04) fits the column-major-B kernel's two figures instead (NVRTC compiles, no GPU; about two
+minutes): ``COLUMN_B_REGISTERS``, least squares over ptxas's registers of every distinct column-major-B schedule with
+A in registers in the NT sweeps and ``schedule=None``'s picks for run 7 of ``gemv_hbm.py`` (kernels at the 250-register
+cap left out), and ``GEMV_COLUMN_B_EFFECTIVE_LATENCY_S``, chosen on run 7's absolute times (the GPU-alone times of the
+products of at least 64 MiB, x @ W.T, geomean measured / predicted closest to 1 with ptxas's registers), with the NT
+sweeps' ranking at each latency printed beside it (they were seen, so they are not held out) and run 3 (2026-12-03,
+per call) as an absolute check.
 """
 
 from __future__ import annotations
@@ -148,9 +157,13 @@ def stream_model(target):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="write the figures as JSON here")
+    ap.add_argument("--column-b", action="store_true",
+                    help="fit the column-major-B kernel's register estimate and latency instead (module docstring)")
     args = ap.parse_args()
     target = tiledsl.Target.known("H200")
     data = sweeps(target)
+    if args.column_b:
+        return column_b_fit(target, data, args.out)
     rows = []
     shipped = gv.GEMV_EFFECTIVE_LATENCY_S
     models = [("pipeline", None)] + [(f"stream {lat * 1e6:.1f} us", lat) for lat in LATENCIES]
@@ -173,6 +186,88 @@ def main() -> int:
                     shipped_latency_s=shipped)
         Path(args.out).write_text(json.dumps(dict(meta=meta, rows=rows), indent=1) + "\n")
         print(f"wrote {args.out}")
+    return 0
+
+
+COLUMN_B_SWEEPS = ("fused NT", "colb (held out)", "colb smem_a")
+COLUMN_B_LATENCIES = (1.0e-6, 1.2e-6, 1.3e-6, 1.4e-6, 1.5e-6, 2.0e-6, 3.5e-6)
+REGISTER_CAP = 250  # kernels at or above it are held by the register file, not by their needs
+
+
+def _hbm_rows(run: str, key: str, target) -> list[tuple[tiledsl.GemmOp, object, float, float]]:
+    """(op, schedule=None's pick today, measured ms, MiB) of the x @ W.T rows of ``gemv_hbm_h200_<run>.json``."""
+    from search.families import gemm_op
+
+    d = json.loads((RESULTS / f"gemv_hbm_h200_{run}.json").read_text())
+    out = []
+    for r in d["rows"]:
+        if "kind" in r or r.get("layout") != "NT":
+            continue
+        op = gemm_op(r["m"], r["n"], r["k"], "float32", "NT")
+        out.append((op, tiledsl.plan(op, None, device=target.name).schedule, r[key], r["mib"]))
+    return out
+
+
+def column_b_fit(target, data, out: str | None) -> int:
+    """``--column-b``: the module docstring's fit; prints and (``out``) writes the figures."""
+    from tiledsl.compile import nvrtc_version
+    from tiledsl.gemm.kernel_plan import gemv_widths
+
+    kernels: dict[str, tiledsl.Kernel] = {}
+
+    def kernel(op, s):
+        key = json.dumps([repr(op), s.to_dict()], sort_keys=True)
+        if key not in kernels:
+            kernels[key] = tiledsl.compile(op, s, arch=target.arch)
+        return kernels[key]
+
+    nt = {name: data[name] for name in COLUMN_B_SWEEPS}
+    run7, run3 = _hbm_rows("run7", "gpu_ms", target), _hbm_rows("run3", "ms", target)
+    pairs = [(op, s) for groups in nt.values() for op, rows in groups for s, _ in rows] + \
+            [(op, s) for op, s, _, _ in run7 + run3]
+    x, y = [], []
+    for op, s in pairs:
+        if op.layout_b != "col" or s.smem_a:
+            continue
+        regs = kernel(op, s).registers
+        if regs < REGISTER_CAP:
+            vb = gemv_widths(op, s)[1]
+            x.append([1.0, s.bm * s.rn, s.unroll * vb * (s.bm + s.rn)])
+            y.append(regs)
+    coef, *_ = np.linalg.lstsq(np.array(x), np.array(y, dtype=float), rcond=None)
+    rel = np.abs(np.array(x) @ coef - y) / np.array(y)
+    print(f"registers ~ {coef[0]:.2f} + {coef[1]:.3f}*bm*rn + {coef[2]:.3f}*unroll*vb*(bm+rn) over {len(y)} kernels: "
+          f"median error {np.median(rel):.1%}, largest {rel.max():.1%} (shipped {gv.COLUMN_B_REGISTERS})")
+    rows = []
+    shipped = gv.GEMV_COLUMN_B_EFFECTIVE_LATENCY_S
+    try:
+        for lat in COLUMN_B_LATENCIES:
+            gv.GEMV_COLUMN_B_EFFECTIVE_LATENCY_S = lat
+            for ptxas in (True, False):
+                def predict(op, s, ptxas=ptxas):
+                    return tiledsl.predict(op, s, device=target.name, kernel=kernel(op, s) if ptxas else None)
+                row = dict(latency_s=lat, registers="ptxas" if ptxas else "estimate")
+                for run, hbm in (("run7", run7), ("run3", run3)):
+                    ratio = [ms * 1e-3 / predict(op, s) for op, s, ms, mib in hbm if mib >= 64]
+                    row[run] = dict(products=len(ratio), geomean=math.exp(float(np.mean(np.log(ratio)))),
+                                    lowest=min(ratio), highest=max(ratio),
+                                    within_1_3=float(np.mean([1 / 1.3 <= r <= 1.3 for r in ratio])))
+                row["sweeps"] = {name: quality(groups, predict) for name, groups in nt.items()}
+                rows.append(row)
+                print(f"{lat * 1e6:.1f} us, {row['registers']:8s} run 7 measured/predicted {row['run7']['geomean']:.2f} "
+                      f"[{row['run7']['lowest']:.2f}, {row['run7']['highest']:.2f}], within 1.3x "
+                      f"{row['run7']['within_1_3']:.2f}; run 3 {row['run3']['geomean']:.2f}; " + "; ".join(
+                          f"{n} rho {q['mean_rho']:.3f} pick/best {q['pick_over_best']:.3f}"
+                          for n, q in row["sweeps"].items()), flush=True)
+    finally:
+        gv.GEMV_COLUMN_B_EFFECTIVE_LATENCY_S = shipped
+    if out:
+        meta = dict(command=" ".join(["python", *sys.argv]), registers_fit=dict(
+            coefficients=list(map(float, coef)), kernels=len(y), median_error=float(np.median(rel)),
+            largest_error=float(rel.max()), nvrtc=list(nvrtc_version())),
+            shipped_latency_s=shipped, shipped_registers=list(gv.COLUMN_B_REGISTERS))
+        Path(out).write_text(json.dumps(dict(meta=meta, rows=rows), indent=1) + "\n")
+        print(f"wrote {out}")
     return 0
 
 

@@ -80,7 +80,9 @@ MODEL_BIAS = {"gemm": "median measured/predicted = 0.75-1.25 for float32 GEMM he
               "gemm gemv": "the GEMV kernel's streaming model: absolute bias not fitted; ranking only, its first pick "
                            "2.3-3.4 % slower than the measured best over the four H200 sweeps it was fitted on, 8-18 % "
                            "on three held out (groups of columns, 2-16 rows x torch's Linear, K slice depth): measure "
-                           "rather than trust --model-only here",
+                           "rather than trust --model-only here. A column-major B (x @ W.T) has its own fit of absolute "
+                           "times (2026-12-04): measured/predicted geomean 1.02 over 72 x @ W.T products of 1-16 rows "
+                           "and >= 64 MiB (0.76-1.39)",
               "transpose": "median measured/predicted = 1.01 over 22 transposes of 16384^2 (two constants chosen "
                            "on them, in-sample), 1.00 over the same 22 at 4096^2 (held out), 0.96 over 17 shapes' "
                            "defaults",

@@ -21,7 +21,9 @@ launch, or with ``split_k_fused`` the last block's sum at one SM's share of L2 (
 
 Registers: ptxas's when the kernel is compiled, else the plan's estimate plus one per element of B in flight
 (``unroll`` iterations' loads held in registers; the plan's estimate ignores ``unroll`` but for ``smem_a``, whose
-ring it counts). With ``smem_a`` (A staged in shared memory) an iteration is one k step, and the staged slice's shared
+ring it counts); a column-major B with A in registers: :func:`column_b_registers`, fitted to ptxas (it holds the
+unrolled loads of A's rows too). The round trip is fitted per kind of kernel (a row-major B's loop, its staged ring,
+a column-major B's warp), each on its own measurements. With ``smem_a`` (A staged in shared memory) an iteration is one k step, and the staged slice's shared
 memory counts against the blocks per SM; with a column-major B each block's staged rows of A (bm × its slice, from
 L2, before its loads of B) count with B's bytes (``benchmarks/results/gemv_colb_smem_a_h200.json``: a block of 16
 columns stages as many bytes of A as it reads of B). The model has no FMA term: sixteen rows of A make the kernel FMA-bound
@@ -55,6 +57,33 @@ Fitted on the H200 sweep ``benchmarks/results/gemv_smem_a_h200_run2.json`` (4, 8
 staged; a model-only pick lost 10.4 % at 3.5 µs, 4.6 % at 2.0 µs, 5.2 % at 1.5 µs) and checked on
 ``gemv_smem_a_depth_h200.json``, which it was not fitted on: 16.0 % → 3.4 %, Spearman ρ 0.42 → 0.57
 (``python benchmarks/costmodel_gemv.py``, docs/costmodel.md)."""
+
+
+GEMV_COLUMN_B_EFFECTIVE_LATENCY_S = 1.3e-6
+""":data:`GEMV_EFFECTIVE_LATENCY_S` for a column-major B (x @ W.T, torch's Linear; ``smem_a`` or not). Chosen on
+absolute times, not ranks: run 7 of ``benchmarks/gemv_hbm.py`` (H200, 2026-12-04, ``gemv_hbm_h200_run7.json``, GPU
+alone), the 72 x @ W.T products of 1–16 rows and at least 64 MiB under ``schedule=None``'s picks with ptxas's
+registers: measured / predicted geomean 1.02 (0.76–1.39, 92 % within 1.3×) where the shared 3.5 µs gave 0.49 (0.29–0.84:
+the model had these kernels latency-bound at a third of the rate they reach). Beside it (seen, not held out), the
+three column-major-B sweeps rank better too (ptxas's registers): mean Spearman ρ 0.43 / 0.25 / 0.24 → 0.66 / 0.45 / 0.45, a model-only
+pick 3.4 / 11.6 / 13.4 % → 1.1 / 8.5 / 5.8 % behind the best (``fused NT``, ``colb``, ``colb smem_a``); run 3 (2026-12-03,
+per call, its fixed cost included) 1.18. ``python benchmarks/costmodel_gemv.py --column-b``,
+``benchmarks/results/costmodel_gemv_h200_2026-12-04_column_b.json``, docs/costmodel.md."""
+
+COLUMN_B_REGISTERS = (12.4, 1.64, 1.32)
+"""(c0, per accumulator, per element loaded ahead) of :func:`column_b_registers`: least squares over ptxas's registers
+(NVRTC 12.9, sm_90) of 508 column-major-B kernels with A in registers below the 250-register cap (the NT sweeps'
+schedules and ``schedule=None``'s x @ W.T picks; median error 5.4 %, largest 34 %; ``python
+benchmarks/costmodel_gemv.py --column-b``). The plan's estimate it replaces counted the unrolled loads of B but not
+of A: 132 registers for sixteen rows, four columns per warp and unroll 2, where ptxas allocates 250."""
+
+
+def column_b_registers(bm: int, rn: int, vb: int, unroll: int) -> int:
+    """Registers per thread of the column-major-B GEMV kernel with A in registers (``smem_a=False``), estimated: the
+    ``bm·rn`` accumulators, and the ``unroll`` iterations' VB-wide loads of the ``bm`` rows of A and ``rn`` columns of
+    B that ptxas hoists ahead of their FMAs, at :data:`COLUMN_B_REGISTERS`' fitted weights; at most 255."""
+    c0, acc, loads = COLUMN_B_REGISTERS
+    return min(255, round(c0 + acc * bm * rn + loads * unroll * vb * (bm + rn)))
 
 
 @dataclass(frozen=True)
@@ -107,7 +136,9 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
         per_iteration = s.rn * vb * e * lanes
     in_flight = min(s.unroll, iterations)  # a short slice holds fewer iterations than the unroll allows
     compiled = registers is not None
-    if registers is None:  # smem_a's estimate counts its ring of B (column-major B: its unrolled loads) already
+    if registers is None and op.layout_b == "col" and not s.smem_a:
+        registers = column_b_registers(s.bm, s.rn, vb, s.unroll)
+    elif registers is None:  # smem_a's estimate counts its ring of B (column-major B: its unrolled loads) already
         registers = min(255, p.est_registers + (0 if s.smem_a else int(s.unroll * per_iteration / lanes) // e))
     occ = occupancy(target, s.bn, registers, p.dynamic_smem_bytes, "ptxas" if compiled else "estimate")
     per_sm = occ.blocks_per_sm or 1
@@ -119,7 +150,8 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     per_block = moved / blocks
 
     ring = s.smem_a and op.layout_b == "row"  # a column-major B's smem_a kernel unrolls its loads, as without it
-    latency = GEMV_SMEM_A_EFFECTIVE_LATENCY_S if ring else GEMV_EFFECTIVE_LATENCY_S
+    latency = (GEMV_SMEM_A_EFFECTIVE_LATENCY_S if ring else
+               GEMV_COLUMN_B_EFFECTIVE_LATENCY_S if op.layout_b == "col" else GEMV_EFFECTIVE_LATENCY_S)
 
     def rate(running: int) -> float:
         return min(hbm_bytes_per_s, running * s.bn * in_flight * per_iteration / latency)
