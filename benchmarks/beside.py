@@ -104,10 +104,11 @@ def device_gemm_operands(m: int, n: int, k: int, layout: str):
 def gemm_as_rows(a, b, c, schedule) -> None:
     """C = A·B computed as ``tiledsl.gemm(a, b, c)`` does when ``runs_as_row`` says yes (the rows Cᵀ = Bᵀ·Aᵀ on the
     GEMV kernel, a column-major Cᵀ for more than one column), but with ``schedule`` for that product: the entry
-    point ``tiledsl.gemm`` takes, for sweeps of the GEMV kernel's knobs (float32)."""
-    from tiledsl.gemm.api import _gemm_into
+    point ``tiledsl.gemm`` takes, for sweeps of the GEMV kernel's knobs (float32): the library's
+    :func:`tiledsl.gemm.api.gemm_as_rows`, which ``search.tune --as-rows`` times too."""
+    from tiledsl.gemm.api import gemm_as_rows as library_gemm_as_rows
 
-    _gemm_into(b.T, a.T, c.T, 1.0, 0.0, schedule, "float32", None, True, True, c_col=c.shape[1] > 1)
+    library_gemm_as_rows(a, b, c, schedule)
 
 
 def float32_bound(k: int) -> float:

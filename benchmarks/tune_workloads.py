@@ -10,8 +10,8 @@ user's store that ``schedule=None`` reads; with ``--ship`` the winners are added
 ``--data`` tunes every distinct float32 product of ``benchmarks/data/`` instead of the fixed list (311; the issue's
 "every DeepBench and LLM shape"). A product that ``schedule=None`` runs as the single row yᵀ = xᵀ·Aᵀ
 (``tiledsl.gemm.family.runs_as_row``, one column) is tuned as that row, on the GEMV kernel's space; one run as a few
-rows into a column-major Cᵀ is skipped (``search.tune``'s command line has no column-major C), with the reason in
-its row. A full pass takes hours, so ``--shard I/N`` takes every N-th product from the I-th, ``--budget SECONDS``
+rows into a column-major Cᵀ is tuned as those rows (``search.tune gemm --as-rows``, since 2026-12-04; a row skipped
+before that is tuned by ``--resume``). A full pass takes hours, so ``--shard I/N`` takes every N-th product from the I-th, ``--budget SECONDS``
 stops starting tunes after that long (the table is written after every shape), and ``--resume`` keeps the rows of
 ``DIR/tune_workloads.json`` that finished and tunes the rest: a pass can span several calls and machines.
 ``--recompare`` tunes nothing: it times again, as below, the finished rows of that table (``--only``, ``--shard`` and
@@ -65,6 +65,7 @@ import tiledsl
 from search.families import positive_int, positive_seconds
 from search.interrupt import EXIT_WITH_PARENT_ENV
 from tiledsl.filestore import atomic_write, locked, read_json
+from tiledsl.gemm.api import gemm_as_rows
 
 # DeepBench rows (benchmarks/data/deepbench_gemm.csv; cuBLAS column-major flags mapped to tiledsl's
 # row-major layout tag: a_t=1 -> A row-major "N", a_t=0 -> A column-major "T"), LLM rows
@@ -86,8 +87,9 @@ DEFAULT_WITHIN, VENDOR_FLOOR = 1.10, 0.7
 
 def gemm_tune_args(m: int, n: int, k: int, layout: str, target) -> tuple[list[str] | None, str]:
     """(``search.tune gemm`` shape arguments for the product ``schedule=None`` runs for (M, N, K, layout), or None,
-    and what is tuned): the product itself, or its single row yᵀ = xᵀ·Aᵀ where ``runs_as_row`` says so (N = 1);
-    None for a few columns run as rows into a column-major Cᵀ, which the command line cannot express.
+    and what is tuned): the product itself, or its single row yᵀ = xᵀ·Aᵀ where ``runs_as_row`` says so (N = 1), or
+    for a few columns run as rows its rows Cᵀ = Bᵀ·Aᵀ into a column-major Cᵀ (``--as-rows``). Never None now; the
+    type keeps the pass's skip path for a product no command expresses.
 
     ``tiledsl.gemm`` sees a one-column B, or a one-row A, as row-major whatever its strides, so the layout tag says
     N for it. The single row's A (xᵀ) is one row, row-major; its B is Aᵀ, row-major where A is column-major."""
@@ -97,7 +99,8 @@ def gemm_tune_args(m: int, n: int, k: int, layout: str, target) -> tuple[list[st
     if not runs_as_row(gemm_op(m, n, k, run_layout), target):
         return ["--m", str(m), "--n", str(n), "--k", str(k), "--layout", run_layout], "the product"
     if n > 1:
-        return None, "skipped: run as rows into a column-major Cᵀ, which search.tune cannot express"
+        return (["--m", str(m), "--n", str(n), "--k", str(k), "--layout", run_layout, "--as-rows"],
+                "its rows into a column-major Cᵀ (runs_as_row, --as-rows)")
     return (["--m", "1", "--n", str(m), "--k", str(k), "--layout", "N" + ("N" if run_layout[0] == "T" else "T")],
             "its single row (runs_as_row)")
 
@@ -156,19 +159,21 @@ def compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
 
 def tuned_op(m: int, n: int, k: int, layout: str, target):
     """The float32 ``GemmOp`` (operand alignment included) that the pass tunes for the product (M, N, K, layout):
-    the product itself, or its single row (:func:`gemm_tune_args`); None where the product is skipped."""
+    the product itself, its single row or its rows (:func:`gemm_tune_args`); None where the product is skipped."""
+    from search.families import as_rows_op
     from search.families import gemm_op as aligned_op
 
     shape, _ = gemm_tune_args(m, n, k, layout, target)
     if shape is None:
         return None
-    return aligned_op(int(shape[1]), int(shape[3]), int(shape[5]), "float32", shape[7])
+    op = aligned_op(int(shape[1]), int(shape[3]), int(shape[5]), "float32", shape[7])
+    return as_rows_op(op) if "--as-rows" in shape else op
 
 
 def default_schedule(m: int, n: int, k: int, layout: str, target) -> dict | None:
     """The schedule ``schedule=None`` runs for the product (M, N, K, layout) on ``target`` in this process (the
     built-in choice or a shipped record, with the operands' alignment; the single row's where the product runs as a
-    row, :func:`gemm_tune_args`), as a dict; None for a product run as rows into a column-major Cᵀ. Each row records
+    row or rows where the product runs as them, :func:`gemm_tune_args`), as a dict. Each row records
     it when compared, so ``--recompare --changed`` can tell the rows whose ``schedule=None`` has changed since."""
     op = tuned_op(m, n, k, layout, target)
     return None if op is None else tiledsl.plan(op, device=target).schedule.to_dict()
@@ -180,8 +185,10 @@ def _compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
     def default() -> None:
         tiledsl.gemm(a, b, c)
 
-    def mine() -> None:  # one column as a row: yᵀ = xᵀ·Aᵀ into the contiguous view c.T, as schedule=None runs it
-        if as_row:
+    def mine() -> None:  # one column as a row: yᵀ = xᵀ·Aᵀ into the contiguous view c.T, as schedule=None runs it;
+        if as_row and n > 1:  # a few columns as rows: Cᵀ = Bᵀ·Aᵀ into the column-major view c.T
+            gemm_as_rows(a, b, c, tuned)
+        elif as_row:
             tiledsl.gemm(b.T, a.T, c.T, schedule=tuned)
         else:
             tiledsl.gemm(a, b, c, schedule=tuned)
@@ -322,7 +329,7 @@ def _pass(table: Path, todo: list, only: list[str], args, out: Path, target) -> 
     With ``--resume`` every earlier row is kept until its product is tuned again (a failure outside ``--only`` or
     this shard, or past ``--budget``, keeps its error)."""
     rows = load_rows(table) if args.resume and table.exists() else []
-    done = {r["name"] for r in rows if r.get("skipped") or (r.get("rc") == 0 and "error" not in r)}
+    done = {r["name"] for r in rows if r.get("rc") == 0 and "error" not in r}  # a skipped row: asked again
     redo = set(only) & done if args.retune else set()  # --retune: the finished rows named, tuned again
     todo = [w for w in todo if (w[1] not in done or w[1] in redo) and (not only or w[1] in only)]
     if only:  # in the order given: a list ranked weakest first is tuned weakest first

@@ -20,7 +20,7 @@ from tiledsl.filestore import atomic_write
 from tiledsl.gemm.kernel_plan import gemv_columns_per_block, k_major, tma_box, uses_tma
 
 from .config import TuneConfig
-from .families import get, op_text, rows_instead
+from .families import get, op_text, rows_instead, rows_unused
 from .finalists import Finalist
 from .storage import mask, mask_text
 
@@ -388,6 +388,9 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
             "GEMV-style kernel, which this op's tiled search space cannot express; a stored tiled record would replace "
             "that path untimed")
     elif mode == "measured":
+        unused = rows_unused(cfg.family, op, target)
+        if unused is not None:
+            out(f"note: {unused}")
         figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}
         try:
             path = store(cfg.family, op, target, winner.schedule, **figs)

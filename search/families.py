@@ -162,6 +162,24 @@ def rows_instead(family: str, op, target) -> GemmOp | None:
     return rows_op(op)
 
 
+def rows_unused(family: str, op, target) -> str | None:
+    """Why ``schedule=None`` will not read a record of ``op``, the rows of a few-column product (``--as-rows``:
+    a column-major C), on ``target``: the product it stands for is not run as rows there
+    (``tiledsl.gemm.family.runs_as_row``: too few columns with this layout and K, too small, or a record of the
+    product itself). None where it will, or for any other op."""
+    from dataclasses import replace
+
+    from tiledsl.gemm.family import rows_op, runs_as_row
+
+    if family != "gemm" or op.layout_c != "col":
+        return None
+    product = replace(rows_op(op), layout_c="row")  # transposing twice: the user's product, row-major C
+    if runs_as_row(product, target):
+        return None
+    return (f"schedule=None does not run {op_text(product)} as these rows on {target.name} (runs_as_row): the record "
+            "is stored for the rows product, which no call of that product reads")
+
+
 def _gemm_arguments(g: argparse.ArgumentParser) -> None:
     g.add_argument("--m", type=positive_int, required=True, help="rows of A and C (>= 1)")
     g.add_argument("--n", type=positive_int, required=True, help="columns of B and C (>= 1)")
@@ -176,12 +194,39 @@ def _gemm_arguments(g: argparse.ArgumentParser) -> None:
                         "T = column-major operand (a .T view of a contiguous array). DeepBench's cuBLAS "
                         "column-major flags map as a_t=1 -> A row-major (N), a_t=0 -> A column-major (T), same for "
                         "b_t and B: e.g. a_t=0, b_t=1 is --layout TN")
+    g.add_argument("--as-rows", action="store_true",
+                   help="tune the rows Cᵀ = Bᵀ·Aᵀ (N×M, written into C's column-major view) that schedule=None runs "
+                        "for a few-column product (N < M; tiledsl.gemm.family.runs_as_row) on the GEMV kernel's "
+                        "space: its record is what schedule=None then reads for this product")
 
 
 def _gemm_op(args: argparse.Namespace):
     if args.precision == "tf32" and args.dtype != "float32":
         raise ValueError(f"--precision tf32 applies to --dtype float32, not {args.dtype}")
-    return gemm_op(args.m, args.n, args.k, args.dtype, args.layout, args.precision)
+    op = gemm_op(args.m, args.n, args.k, args.dtype, args.layout, args.precision)
+    if not getattr(args, "as_rows", False):
+        return op
+    return as_rows_op(op)
+
+
+def as_rows_op(op):
+    """``--as-rows``: the op of the rows Cᵀ = Bᵀ·Aᵀ of a few-column product (``tiledsl.gemm.family.rows_op``), whose
+    column-major Cᵀ only the GEMV kernel writes.
+
+    Raises:
+        ValueError: ``op`` has N ≥ M (its rows would be more than its columns), N = 1 (its single row is a row-major
+            product that ``--m 1`` already expresses), or is not IEEE float32 (the only few-column products run
+            as rows).
+    """
+    from tiledsl.gemm.family import rows_op
+
+    if not 1 < op.n < op.m:
+        raise ValueError(f"--as-rows: N={op.n} must be above 1 and below M={op.m} (a few-column product; for N = 1 "
+                         f"tune its single row: --m 1 --n {op.m})")
+    if op.dtype != "float32" or op.precision != "ieee":
+        raise ValueError(f"--as-rows: only IEEE float32 few-column products run as rows, not {op.dtype} "
+                         f"precision={op.precision}")
+    return rows_op(op)
 
 
 # ---------------------------------------------------------------- reduce
@@ -273,7 +318,8 @@ def _transpose_notes(op, s, target) -> list[str]:
 
 
 def _gemm_study(op) -> str:
-    return f"{op.m}x{op.n}x{op.k}-{'tf32' if op.precision == 'tf32' else op.dtype}-{op.layout}"
+    c_col = "-ccol" if op.layout_c == "col" else ""  # the rows of a few-column product (--as-rows)
+    return f"{op.m}x{op.n}x{op.k}-{'tf32' if op.precision == 'tf32' else op.dtype}-{op.layout}{c_col}"
 
 
 def _gemm_text(op) -> str:

@@ -150,6 +150,11 @@ class GemmBench(Bench):
     ``align_c``; with ``read_c`` the call is ``C = A·B + 1·C`` on a random C (else beta = 0 on a
     NaN-poisoned C). The reference is computed in float64 (``cupy.matmul`` of float64 copies, plus the
     float64 C before the call).
+
+    A column-major C (``layout_c="col"``: the rows Cᵀ = Bᵀ·Aᵀ of a few-column product, ``search.tune
+    --as-rows``): C is a column-major view with ``align_c`` along its rows, and the call is the user's product
+    (Aᵀ of this op times its Bᵀ, into C's row-major transpose) as ``tiledsl.gemm`` runs it with ``schedule=None``
+    (:func:`tiledsl.gemm.api.gemm_as_rows`); cuBLAS computes that product too.
     """
 
     def __init__(self, op) -> None:
@@ -168,20 +173,27 @@ class GemmBench(Bench):
         a = _gemm_matrix(op.m, op.k, op.layout_a, op.align_a, dt)
         b = _gemm_matrix(op.k, op.n, op.layout_b, op.align_b, dt)
         if op.read_c:
-            c = _gemm_matrix(op.m, op.n, "row", op.align_c, dt)
+            c = _gemm_matrix(op.m, op.n, op.layout_c, op.align_c, dt)
             return a, b, c, c.astype(cp.float64)
-        return a, b, _gemm_matrix(op.m, op.n, "row", op.align_c, dt, fill=cp.nan), None
+        return a, b, _gemm_matrix(op.m, op.n, op.layout_c, op.align_c, dt, fill=cp.nan), None
 
     def public(self, inputs, schedule) -> None:
         import tiledsl
 
         a, b, c, _ = inputs
+        if self.op.layout_c == "col":  # the user's product C·ᵀ = (this op's B)ᵀ·(its A)ᵀ, run as these rows
+            from tiledsl.gemm.api import gemm_as_rows
+
+            gemm_as_rows(b.T, a.T, c.T, schedule, beta=self.beta)
+            return
         tiledsl.gemm(a, b, c, beta=self.beta, schedule=schedule, precision=self.op.precision)
 
     def vendor(self, inputs) -> None:
         import cupy as cp
 
         a, b, c, _ = inputs
+        if self.op.layout_c == "col":  # cuBLAS on the user's product (C row-major), as cupy.matmul computes it
+            a, b, c = b.T, a.T, c.T
         if self.op.read_c:
             cp.add(c, cp.matmul(a, b), out=c)
         else:

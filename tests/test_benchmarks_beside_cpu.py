@@ -99,6 +99,7 @@ def test_gemm_as_rows_enters_tiledsl_gemm_s_rows_path(monkeypatch):
 
     seen = []
     monkeypatch.setattr(api, "_gemm_into", lambda *args, **kw: seen.append((args, kw)))
+    monkeypatch.setattr(api, "check_no_overlap", lambda *args, **kw: None)  # reads device pointers
     a, b = np.ones((7, 3), np.float32), np.ones((3, 4), np.float32)
     for c in (np.empty((7, 4), np.float32), np.empty((7, 1), np.float32)):
         beside.gemm_as_rows(a, b if c.shape[1] > 1 else b[:, :1], c, "the schedule")
@@ -150,8 +151,13 @@ def test_tune_workloads_tunes_what_schedule_none_runs_and_shards_and_summarises(
         ["--m", "4096", "--n", "1", "--k", "64", "--layout", "TN"], "the product")
     assert tw.gemm_tune_args(512, 1, 512, "TT", h200) == (  # K < 1024 but one launch as its row (row_in_one_launch)
         ["--m", "1", "--n", "512", "--k", "512", "--layout", "NN"], "its single row (runs_as_row)")
-    args, why = tw.gemm_tune_args(7680, 4, 2560, "TT", h200)  # a few columns into a column-major Cᵀ
-    assert args is None and why.startswith("skipped")
+    # a few columns into a column-major Cᵀ: tuned as those rows (search.tune --as-rows), the op tiledsl.gemm builds
+    assert tw.gemm_tune_args(7680, 4, 2560, "TT", h200) == (
+        ["--m", "7680", "--n", "4", "--k", "2560", "--layout", "TT", "--as-rows"],
+        "its rows into a column-major Cᵀ (runs_as_row, --as-rows)")
+    rows = tw.tuned_op(7680, 4, 2560, "TT", h200)
+    assert (rows.m, rows.n, rows.layout_a, rows.layout_b, rows.layout_c) == (4, 7680, "row", "row", "col")
+    assert tw.default_schedule(7680, 4, 2560, "TT", h200)["kernel"] == "gemv"
     work = tw.data_workloads()
     assert len(work) == 311 and len({name for _, name, _ in work}) == 311
     parts = [tw.shard(work, f"{i}/3") for i in range(3)]
@@ -207,11 +213,16 @@ def test_tune_workloads_main_keeps_going_after_a_failure_and_resumes(tmp_path, m
     with pytest.raises(SystemExit, match="exists: pass --resume"):
         tw.main()
     fail.clear()
+    table = json.loads((out / "tune_workloads.json").read_text())  # a row skipped by an older pass (before
+    table["rows"][2] = {"family": "gemm", "name": work[2][1], "skipped": True,  # --as-rows) is asked again
+                        "tuned": "skipped: run as rows into a column-major Cᵀ, which search.tune cannot express"}
+    (out / "tune_workloads.json").write_text(json.dumps(table))
     monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), "--resume"])
     assert tw.main() == 0
     rows = json.loads((out / "tune_workloads.json").read_text())["rows"]
     assert sorted(r["name"] for r in rows) == sorted(w[1] for w in work) and not any("error" in r for r in rows)
-    assert len(seen_env) == 4  # the two finished products were not tuned again
+    assert not any(r.get("skipped") for r in rows)
+    assert len(seen_env) == 5  # the failed and the skipped products tuned again, the finished one not
 
     def slower_default(m, n, k, layout, tuned, as_row):  # --recompare: times again, tunes nothing
         if f"{m}x{n}x{k}_{layout}" == work[2][1]:
@@ -220,7 +231,7 @@ def test_tune_workloads_main_keeps_going_after_a_failure_and_resumes(tmp_path, m
 
     monkeypatch.setattr(tw, "compare", slower_default)
     monkeypatch.setattr(sys, "argv", ["tune_workloads.py", "--data", "--out", str(out), "--recompare"])
-    assert tw.main() == 1 and len(seen_env) == 4
+    assert tw.main() == 1 and len(seen_env) == 5
     rows = {r["name"]: r for r in json.loads((out / "tune_workloads.json").read_text())["rows"]}
     assert [rows[w[1]].get("default_s") for w in work] == [3.0, 3.0, None]  # the failed check lost its old times
     assert "WRONG RESULT" in rows[work[2][1]]["error"] and rows[work[0][1]]["compared"]

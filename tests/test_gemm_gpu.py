@@ -642,6 +642,32 @@ def test_few_columns_run_as_rows_into_the_row_major_output(m, n, k, rng):
         assert _rel_err(wide[:, 1:1 + n], ha @ hb) < 1e-5 and bool(cp.isnan(wide[:, [0, n + 1, n + 2]]).all())
 
 
+@pytest.mark.parametrize("m,n,k,layout", [(7680, 4, 2560, "TT"), (3001, 2, 1025, "TN"), (4097, 8, 70000, "NT")])
+def test_as_rows_times_the_rows_schedule_none_runs(m, n, k, layout, rng):
+    """search.tune --as-rows: the bench of the rows op (a column-major C) runs the user's product through
+    tiledsl.gemm.api.gemm_as_rows under a candidate schedule (schedule=None's pick for the rows, and the same with
+    half the K slices), checked here against float64 on a NaN-poisoned C; cuBLAS computes the user's product into
+    the same C; gemm_as_rows refuses a C without unit stride along N."""
+    from search.families import as_rows_op, gemm_op
+    from search.measure import GemmBench, _verify
+    from tiledsl.gemm.api import gemm_as_rows
+
+    cp = _cp()
+    rows = as_rows_op(gemm_op(m, n, k, layout=layout))
+    bench = GemmBench(rows)
+    pick = tiledsl.plan(rows).schedule
+    assert pick.kernel == "gemv" and rows.layout_c == "col"
+    for s in (pick, replace(pick, split_k=max(1, pick.split_k // 2))):
+        err, _ = _verify(bench, s)
+        assert err <= bench.tolerance(), (s, err)
+    a, b, c, _ = bench.inputs()
+    bench.vendor((a, b, c, None))
+    ref = cp.matmul(a.astype(cp.float64), b.astype(cp.float64))
+    assert float(cp.abs(c - ref).max() / cp.abs(ref).max()) < 1e-5
+    with pytest.raises(tiledsl.SpecError, match="unit stride along N"):
+        gemm_as_rows(b.T, a.T, cp.empty((n, m), cp.float32).T, pick)
+
+
 @pytest.mark.parametrize("la,n", [("col", 4), ("row", 16), ("row", 9)])
 def test_few_columns_long_k_many_slices_and_torch(la, n, rng):
     """A long K (≥ FEW_COLUMNS_LONG_K) runs as rows for up to 16 columns and either layout of A (a row-major A gives

@@ -298,6 +298,39 @@ def test_lookup_says_a_few_column_product_runs_as_rows(tmp_path, cache, capsys):
     assert rows_instead("gemm", families.gemm_op(7680, 32, 2560, layout="TT"), h200) is None
 
 
+def test_as_rows_tunes_the_rows_a_few_column_product_runs_as(tmp_path, cache, capsys, monkeypatch):
+    """--as-rows: the op is the rows Cᵀ = Bᵀ·Aᵀ with a column-major C, exactly the op tiledsl.gemm builds for the
+    product's schedule=None (transposing back gives the product, alignments included), in a study of its own; a
+    product with N = 1, N ≥ M or another dtype is refused naming the flag; the search runs on the GEMV space."""
+    from dataclasses import replace
+
+    from search.families import as_rows_op, rows_unused
+    from tiledsl.gemm.family import rows_op
+
+    product = families.gemm_op(7680, 4, 2560, layout="TT")
+    rows = as_rows_op(product)
+    assert rows.layout_c == "col"
+    assert (rows.m, rows.n, rows.k, rows.layout_a, rows.layout_b) == (4, 7680, 2560, "row", "row")
+    assert replace(rows_op(rows), layout_c="row") == product
+    assert families.get("gemm").study_shape(rows) == "4x7680x2560-float32-NN-ccol"  # not the row-major C op's study
+    assert families.get("gemm").study_shape(replace(rows, layout_c="row")) == "4x7680x2560-float32-NN"
+    assert rows_unused("gemm", rows, H200) is None
+    tiled = as_rows_op(families.gemm_op(7680, 32, 2560, layout="TT"))  # 32 columns stay on the tiled kernels
+    assert "does not run 7680x32x2560 float32 TT as these rows" in rows_unused("gemm", tiled, H200)
+    for m, n, dtype, why in ((7680, 1, "float32", "N=1 must be above 1"), (4, 4, "float32", "below M=4"),
+                             (7680, 4, "float16", "only IEEE float32")):
+        with pytest.raises(ValueError, match=f"--as-rows: .*{why}"):
+            as_rows_op(families.gemm_op(m, n, 2560, dtype=dtype, layout="TT"))
+    monkeypatch.chdir(tmp_path)
+    assert tune.main(["gemm", "--m", "7680", "--n", "4", "--k", "2560", "--layout", "TT", "--as-rows",
+                      "--model-only", "--trials", "6", "--no-progress", "--export", str(tmp_path / "x")]) == 0
+    text = capsys.readouterr().out
+    assert "4x7680x2560 float32 NN, C column-major" in text and "gemv rows 4" in text
+    with pytest.raises(SystemExit):
+        tune.main(["gemm", "--m", "4", "--n", "4", "--k", "64", "--as-rows", "--model-only"])
+    assert "--as-rows: N=4 must be above 1 and below M=4" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------- default_schedule uses the store
 
 

@@ -85,6 +85,39 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
     return _gemm_slow(a, b, c, alpha, beta, schedule, None if key is None else key[0], precision)
 
 
+def gemm_as_rows(a, b, c, schedule: GemmSchedule, *, beta: float = 0.0) -> None:
+    """C = A @ B + beta · C for a few-column product, computed as ``tiledsl.gemm(a, b, c)`` computes it with
+    ``schedule=None`` where ``tiledsl.gemm.family.runs_as_row`` holds: the rows Cᵀ = Bᵀ·Aᵀ on the GEMV-style kernel,
+    written into C's transpose (column-major for more than one column, the contiguous row yᵀ for one), here under the
+    given ``schedule`` for that rows product (``tiledsl.gemm.family.rows_op``). What ``search.tune gemm --as-rows``
+    and the GEMV sweeps time; ``tiledsl.gemm`` with an explicit schedule runs the product as given instead.
+
+    Args:
+        a: (M, K) float32 CuPy array; b: (K, N) float32 CuPy array, 1 ≤ N < M.
+        c: (M, N) float32 CuPy array with unit stride along N (N > 1) or along M (N = 1), updated in place; read only
+            when beta ≠ 0.
+        schedule: a ``kernel="gemv"`` :class:`GemmSchedule` for the rows product (N×M).
+
+    Raises:
+        SpecError: shapes or dtypes that do not form such a product, or ``c`` without that unit stride.
+        ScheduleError / ResourceError: the schedule breaks a rule or exceeds the device.
+    """
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2 or c.shape != (m, n):
+        raise SpecError(f"a.shape={a.shape}, b.shape={b.shape}, c.shape={c.shape} do not form C (M×N) = A (M×K) · "
+                        "B (K×N)")
+    if not 1 <= n < m:
+        raise SpecError(f"N={n} must be at least 1 and below M={m}: only a few-column product runs as rows")
+    if not (a.dtype == b.dtype == c.dtype == "float32"):
+        raise SpecError(f"dtypes a={a.dtype}, b={b.dtype}, c={c.dtype}: only float32 products run as rows")
+    sr, sc = element_strides(c, "c")
+    if (sc if n > 1 else sr) != 1:
+        raise SpecError(f"c.strides={c.strides}: C needs unit stride along {'N' if n > 1 else 'M'} (its transpose "
+                        "is what the rows write)")
+    check_no_overlap(c, "c", a=a, b=b)
+    _gemm_into(b.T, a.T, c.T, 1.0, float(beta), schedule, "float32", None, True, True, c_col=n > 1)
+
+
 def _call_key(a, b, c, beta, schedule, precision) -> tuple | None:
     """(launch-cache key, pointer of a, of b, of c or None) of a call on CuPy arrays or torch CUDA tensors;
     None for other operands (they take the checked, converting path). The key holds the operands' shapes,
