@@ -223,21 +223,37 @@ def column_b_fit(target, data, out: str | None) -> int:
 
     nt = {name: data[name] for name in COLUMN_B_SWEEPS}
     run7, run3 = _hbm_rows("run7", "gpu_ms", target), _hbm_rows("run3", "ms", target)
-    pairs = [(op, s) for groups in nt.values() for op, rows in groups for s, _ in rows] + \
-            [(op, s) for op, s, _, _ in run7 + run3]
-    x, y = [], []
-    for op, s in pairs:
-        if op.layout_b != "col" or s.smem_a:
-            continue
-        regs = kernel(op, s).registers
-        if regs < REGISTER_CAP:
-            vb = gemv_widths(op, s)[1]
-            x.append([1.0, s.bm * s.rn, s.unroll * vb * (s.bm + s.rn)])
-            y.append(regs)
-    coef, *_ = np.linalg.lstsq(np.array(x), np.array(y, dtype=float), rcond=None)
-    rel = np.abs(np.array(x) @ coef - y) / np.array(y)
-    print(f"registers ~ {coef[0]:.2f} + {coef[1]:.3f}*bm*rn + {coef[2]:.3f}*unroll*vb*(bm+rn) over {len(y)} kernels: "
-          f"median error {np.median(rel):.1%}, largest {rel.max():.1%} (shipped {gv.COLUMN_B_REGISTERS})")
+
+    def samples(pairs) -> dict[str, tuple[tuple[int, int, int], int]]:
+        """Distinct column-major-B kernels with A in registers below the cap: key -> (features, ptxas registers)."""
+        out = {}
+        for op, s in pairs:
+            if op.layout_b == "col" and not s.smem_a:
+                k = kernel(op, s)
+                if k.registers < REGISTER_CAP:
+                    feats = gv.column_b_register_features(s.bm, s.rn, gemv_widths(op, s)[1], s.unroll)
+                    out[k.name] = (feats, k.registers)  # the name holds the source's hash
+        return out
+
+    def fit(sample: dict) -> np.ndarray:
+        x = np.array([f for f, _ in sample.values()], dtype=float)
+        return np.linalg.lstsq(x, np.array([r for _, r in sample.values()], dtype=float), rcond=None)[0]
+
+    def errors(coef, sample: dict) -> np.ndarray:
+        return np.array([abs(np.dot(coef, f) - r) / r for f, r in sample.values()])
+
+    swept = samples([(op, s) for groups in nt.values() for op, rows in groups for s, _ in rows])
+    picked = samples([(op, s) for op, s, _, _ in run7 + run3])
+    every = {**swept, **picked}
+    coef = fit(every)
+    rel = errors(coef, every)
+    sweeps_only = fit(swept)
+    unseen = {key: v for key, v in picked.items() if key not in swept}
+    held = errors(sweeps_only, unseen) if unseen else np.array([np.nan])
+    print(f"registers ~ {coef[0]:.2f} + {coef[1]:.3f}*bm*rn + {coef[2]:.3f}*unroll*vb*(bm+rn) over {len(every)} "
+          f"distinct kernels: median error {np.median(rel):.1%}, largest {rel.max():.1%} (shipped "
+          f"{gv.COLUMN_B_REGISTERS}); fitted on the {len(swept)} sweep kernels alone, on the {len(unseen)} picks they "
+          f"lack: median {np.nanmedian(held):.1%}, largest {np.nanmax(held):.1%}")
     rows = []
     shipped = gv.GEMV_COLUMN_B_EFFECTIVE_LATENCY_S
     try:
@@ -252,19 +268,22 @@ def column_b_fit(target, data, out: str | None) -> int:
                     row[run] = dict(products=len(ratio), geomean=math.exp(float(np.mean(np.log(ratio)))),
                                     lowest=min(ratio), highest=max(ratio),
                                     within_1_3=float(np.mean([1 / 1.3 <= r <= 1.3 for r in ratio])))
-                row["sweeps"] = {name: quality(groups, predict) for name, groups in nt.items()}
+                row["sweeps"] = {name.replace(" (held out)", ""): quality(groups, predict) for name, groups in nt.items()}
                 rows.append(row)
                 print(f"{lat * 1e6:.1f} us, {row['registers']:8s} run 7 measured/predicted {row['run7']['geomean']:.2f} "
                       f"[{row['run7']['lowest']:.2f}, {row['run7']['highest']:.2f}], within 1.3x "
                       f"{row['run7']['within_1_3']:.2f}; run 3 {row['run3']['geomean']:.2f}; " + "; ".join(
-                          f"{n} rho {q['mean_rho']:.3f} pick/best {q['pick_over_best']:.3f}"
+                          f"{n.replace(' (held out)', '')} rho {q['mean_rho']:.3f} pick/best {q['pick_over_best']:.3f}"
                           for n, q in row["sweeps"].items()), flush=True)
     finally:
         gv.GEMV_COLUMN_B_EFFECTIVE_LATENCY_S = shipped
     if out:
         meta = dict(command=" ".join(["python", *sys.argv]), registers_fit=dict(
-            coefficients=list(map(float, coef)), kernels=len(y), median_error=float(np.median(rel)),
-            largest_error=float(rel.max()), nvrtc=list(nvrtc_version())),
+            coefficients=list(map(float, coef)), kernels=len(every), median_error=float(np.median(rel)),
+            largest_error=float(rel.max()), nvrtc=list(nvrtc_version()),
+            held_out=dict(fitted_on_sweep_kernels=len(swept), coefficients=list(map(float, sweeps_only)),
+                          tested_on_picks=len(unseen), median_error=float(np.nanmedian(held)),
+                          largest_error=float(np.nanmax(held)))),
             shipped_latency_s=shipped, shipped_registers=list(gv.COLUMN_B_REGISTERS))
         Path(out).write_text(json.dumps(dict(meta=meta, rows=rows), indent=1) + "\n")
         print(f"wrote {out}")

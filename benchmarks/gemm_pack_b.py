@@ -21,7 +21,8 @@ records the schedule ``schedule=None`` ran on B as given and on the padded produ
 Products: every float32 product of the data sets with an odd N (``beside.workload_shapes``), and, with
 ``--m-sweep``, 128…4096 rows of N × K = 50257 × 768 (NN) and 7133 × 2048 (TN) to find the crossover. The choice it
 informs: whether ``tiledsl.gemm`` should pack B itself, and from which M. Measured 2026-12-04: pack + padded product
-+ copy of C 0.75–1.07× B as given, above 1.0 only from 1024 rows of 50257 columns; not built (docs/gemm.md).
++ copy of C 0.75–1.07× B as given: 1.04–1.07× at 1024–4096 rows of 50257 columns, 1.02–1.03× on three of the other
+eleven, losses elsewhere; not built (docs/gemm.md).
 """
 
 from __future__ import annotations

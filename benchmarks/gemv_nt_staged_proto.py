@@ -1,7 +1,7 @@
 """Prototype kernel (outside the library) for few rows of x @ W.T (W [N, K] row-major: a column-major B) that reads B
 the way the x @ W kernel does, timed beside tiledsl's ``schedule=None`` and cuBLAS, to decide whether the GEMV
 emitter should take it (session 26, 2026-12-04). Measured the same day: the best variant per product 0.82× tiledsl
-(geomean over ten products), not taken (docs/gemm.md, "Why twelve and sixteen rows fall short").
+(geomean over ten products), not taken (docs/gemm.md, "Three prototypes measured, none taken").
 
 Why: the column-major-B kernel spreads K across a warp's lanes, so every lane needs its own piece of each of the BM
 rows of A per step: with sixteen rows a warp issues 16 non-broadcast 16-byte loads of A (4 L1 wavefronts each) per 4

@@ -77,12 +77,12 @@ def fmt_pct(x: float | None) -> str:
 MODEL_BIAS = {"gemm": "median measured/predicted = 0.75-1.25 for float32 GEMM held out (three 200-trial H200 studies "
                       "and 110 random 4096^3 schedules): the fastest kernels are predicted up to 1.34x too slow, "
                       "skinny shapes about 1.25x too fast",
-              "gemm gemv": "the GEMV kernel's streaming model: absolute bias not fitted; ranking only, its first pick "
-                           "2.3-3.4 % slower than the measured best over the four H200 sweeps it was fitted on, 8-18 % "
-                           "on three held out (groups of columns, 2-16 rows x torch's Linear, K slice depth): measure "
-                           "rather than trust --model-only here. A column-major B (x @ W.T) has its own fit of absolute "
-                           "times (2026-12-04): measured/predicted geomean 1.02 over 72 x @ W.T products of 1-16 rows "
-                           "and >= 64 MiB (0.76-1.39)",
+              "gemm gemv": "the GEMV kernel's streaming model: a row-major B's absolute bias not fitted (ranking "
+                           "only), its first pick 1.1-2.8 % slower than the measured best over the four H200 sweeps it "
+                           "was fitted on, 8-18 % on three others (groups of columns, K slice depth, 2-16 rows x "
+                           "torch's Linear): measure rather than trust --model-only here. A column-major B (x @ W.T) "
+                           "has absolute times fitted (2026-12-04, in-sample): measured/predicted 1.02 over 72 products "
+                           "of 1-16 rows and >= 64 MiB (0.76-1.39), 0.88-0.96 at 1-8 rows, 1.24-1.26 at 12-16",
               "transpose": "median measured/predicted = 1.01 over 22 transposes of 16384^2 (two constants chosen "
                            "on them, in-sample), 1.00 over the same 22 at 4096^2 (held out), 0.96 over 17 shapes' "
                            "defaults",

@@ -13,7 +13,8 @@ at most the grid), the bytes in flight are R·threads·unroll·(bytes per iterat
     rate = min(HBM bandwidth, bytes in flight / GEMV_EFFECTIVE_LATENCY_S)
 
 (``GEMV_SMEM_A_EFFECTIVE_LATENCY_S`` for ``smem_a`` kernels of a row-major B, whose ring of loads of B stays full;
-a column-major B's ``smem_a`` kernel unrolls its loads as without it and takes ``GEMV_EFFECTIVE_LATENCY_S``.)
+a column-major B's kernels, ``smem_a`` or not, take ``GEMV_COLUMN_B_EFFECTIVE_LATENCY_S``: its ``smem_a`` kernel
+unrolls its loads as without it.)
 
 B is read once per group of ``bm`` rows. A grid of more blocks than fit at once runs in waves: each full wave at the
 rate of its bytes in flight, the partial last wave at the (lower) rate of its own. Split-K adds its float32 workspace (written and read once, at HBM rate) and a second
@@ -60,30 +61,41 @@ staged; a model-only pick lost 10.4 % at 3.5 µs, 4.6 % at 2.0 µs, 5.2 % at 1.5
 
 
 GEMV_COLUMN_B_EFFECTIVE_LATENCY_S = 1.3e-6
-""":data:`GEMV_EFFECTIVE_LATENCY_S` for a column-major B (x @ W.T, torch's Linear; ``smem_a`` or not). Chosen on
-absolute times, not ranks: run 7 of ``benchmarks/gemv_hbm.py`` (H200, 2026-12-04, ``gemv_hbm_h200_run7.json``, GPU
-alone), the 72 x @ W.T products of 1–16 rows and at least 64 MiB under ``schedule=None``'s picks with ptxas's
-registers: measured / predicted geomean 1.02 (0.76–1.39, 92 % within 1.3×) where the shared 3.5 µs gave 0.49 (0.29–0.84:
-the model had these kernels latency-bound at a third of the rate they reach). Beside it (seen, not held out), the
-three column-major-B sweeps rank better too (ptxas's registers): mean Spearman ρ 0.43 / 0.25 / 0.24 → 0.66 / 0.45 / 0.45, a model-only
-pick 3.4 / 11.6 / 13.4 % → 1.1 / 8.5 / 5.8 % behind the best (``fused NT``, ``colb``, ``colb smem_a``); run 3 (2026-12-03,
-per call, its fixed cost included) 1.18. ``python benchmarks/costmodel_gemv.py --column-b``,
-``benchmarks/results/costmodel_gemv_h200_2026-12-04_column_b.json``, docs/costmodel.md."""
+""":data:`GEMV_EFFECTIVE_LATENCY_S` for a column-major B (x @ W.T, torch's Linear). Chosen on absolute times, not
+ranks: run 7 of ``benchmarks/gemv_hbm.py`` (H200, 2026-12-04, ``gemv_hbm_h200_run7.json``, GPU alone), the 72 x @ W.T
+products of 1–16 rows and at least 64 MiB under ``schedule=None``'s picks, with ptxas's registers: measured /
+predicted geomean 1.02 (0.76–1.39, 92 % within 1.3×; 1.4 µs gives 0.98 and 94 %, a tie), where the shared 3.5 µs gave
+0.49 (0.29–0.84; with the old register estimate 0.57, 0.23–0.95): the model had these kernels latency-bound at a third
+of the rate they reach. Its bias is not flat: 0.88 / 0.90 / 0.94 / 0.96 at 1 / 2 / 4 / 8 rows, 1.24 / 1.26 at 12 / 16
+(the model has no FMA term, and the latency absorbs part of it). Run 7 holds no ``smem_a`` kernel of a column-major
+B: those take this constant unfitted. The three column-major-B sweeps, printed beside the choice (so not held out),
+rank better with it: mean Spearman ρ 0.40 / 0.41 / 0.28 → 0.66 / 0.45 / 0.45 and a model-only pick 4.5 / 11.0 / 23.3 %
+→ 1.1 / 8.5 / 5.8 % behind the best with ptxas's registers (``fused NT``, ``colb``, ``colb smem_a``); with the
+estimates, old against new, 0.43 / 0.25 / 0.24 → 0.66 / 0.37 / 0.46 and 3.4 / 11.6 / 13.4 → 1.1 / 9.2 / 7.2 %.
+``python benchmarks/costmodel_gemv.py --column-b``, ``benchmarks/results/costmodel_gemv_h200_2026-12-04_column_b.json``,
+docs/costmodel.md."""
 
-COLUMN_B_REGISTERS = (12.4, 1.64, 1.32)
-"""(c0, per accumulator, per element loaded ahead) of :func:`column_b_registers`: least squares over ptxas's registers
-(NVRTC 12.9, sm_90) of 508 column-major-B kernels with A in registers below the 250-register cap (the NT sweeps'
-schedules and ``schedule=None``'s x @ W.T picks; median error 5.4 %, largest 34 %; ``python
-benchmarks/costmodel_gemv.py --column-b``). The plan's estimate it replaces counted the unrolled loads of B but not
-of A: 132 registers for sixteen rows, four columns per warp and unroll 2, where ptxas allocates 250."""
+COLUMN_B_REGISTERS = (14.6, 1.75, 1.28)
+"""Weights of :func:`column_b_register_features`: least squares over ptxas's registers (NVRTC 12.9, sm_90) of the 194
+distinct column-major-B kernels with A in registers below the 250-register cap among the NT sweeps' schedules and
+``schedule=None``'s x @ W.T picks of runs 3 and 7 (median error 4.5 %, largest 33 %); fitted on the 184 sweep kernels
+alone, the 10 picks they lack come within 3.6 % (median), 12 % at most. ``python benchmarks/costmodel_gemv.py
+--column-b``. The plan's estimate it replaces counted the unrolled loads of B but not of A: 132 registers for sixteen
+rows, four columns per warp and unroll 2, where ptxas allocates 250."""
+
+
+def column_b_register_features(bm: int, rn: int, vb: int, unroll: int) -> tuple[int, int, int]:
+    """(1, accumulators, elements loaded ahead) of the column-major-B GEMV kernel with A in registers: the ``bm·rn``
+    accumulators, and the ``unroll`` iterations' VB-wide loads of the ``bm`` rows of A and ``rn`` columns of B that
+    ptxas hoists ahead of their FMAs. :data:`COLUMN_B_REGISTERS` weighs them."""
+    return 1, bm * rn, unroll * vb * (bm + rn)
 
 
 def column_b_registers(bm: int, rn: int, vb: int, unroll: int) -> int:
-    """Registers per thread of the column-major-B GEMV kernel with A in registers (``smem_a=False``), estimated: the
-    ``bm·rn`` accumulators, and the ``unroll`` iterations' VB-wide loads of the ``bm`` rows of A and ``rn`` columns of
-    B that ptxas hoists ahead of their FMAs, at :data:`COLUMN_B_REGISTERS`' fitted weights; at most 255."""
-    c0, acc, loads = COLUMN_B_REGISTERS
-    return min(255, round(c0 + acc * bm * rn + loads * unroll * vb * (bm + rn)))
+    """Registers per thread of the column-major-B GEMV kernel with A in registers (``smem_a=False``), estimated:
+    :func:`column_b_register_features` at :data:`COLUMN_B_REGISTERS`' fitted weights; at most 255."""
+    return min(255, round(sum(w * f for w, f in zip(COLUMN_B_REGISTERS, column_b_register_features(bm, rn, vb, unroll),
+                                                    strict=True))))
 
 
 @dataclass(frozen=True)
@@ -99,7 +111,8 @@ class GemvTime:
         resident_blocks: blocks running at once in the first wave.
         bound: "hbm" when that rate is HBM's, else "latency" (too few bytes in flight).
         latency_s: the fitted round trip the rate divides by (:data:`GEMV_SMEM_A_EFFECTIVE_LATENCY_S` for ``smem_a``
-            with a row-major B, else :data:`GEMV_EFFECTIVE_LATENCY_S`).
+            with a row-major B, :data:`GEMV_COLUMN_B_EFFECTIVE_LATENCY_S` with a column-major B, else
+            :data:`GEMV_EFFECTIVE_LATENCY_S`).
         occupancy: blocks per SM (registers: ptxas's, or the estimate with the unroll's loads).
         waves: the grid over those slots.
     """
