@@ -9,6 +9,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from tiledsl.gemm.api import gemm_as_rows  # noqa: F401  (the sweeps' rows path: schedule=None's, any schedule)
+
 DATA = Path(__file__).resolve().parent / "data"  # workload shapes; provenance in data/SOURCES.md
 
 
@@ -99,16 +101,6 @@ def device_gemm_operands(m: int, n: int, k: int, layout: str):
     a = cp.asfortranarray(a) if layout[0] == "T" else a
     b = cp.asfortranarray(b) if layout[1] == "T" else b
     return a, b, a.astype(cp.float64) @ b.astype(cp.float64), cp.empty((m, n), cp.float32)
-
-
-def gemm_as_rows(a, b, c, schedule) -> None:
-    """C = A·B computed as ``tiledsl.gemm(a, b, c)`` does when ``runs_as_row`` says yes (the rows Cᵀ = Bᵀ·Aᵀ on the
-    GEMV kernel, a column-major Cᵀ for more than one column), but with ``schedule`` for that product: the entry
-    point ``tiledsl.gemm`` takes, for sweeps of the GEMV kernel's knobs (float32): the library's
-    :func:`tiledsl.gemm.api.gemm_as_rows`, which ``search.tune --as-rows`` times too."""
-    from tiledsl.gemm.api import gemm_as_rows as library_gemm_as_rows
-
-    library_gemm_as_rows(a, b, c, schedule)
 
 
 def float32_bound(k: int) -> float:

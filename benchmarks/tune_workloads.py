@@ -88,8 +88,8 @@ DEFAULT_WITHIN, VENDOR_FLOOR = 1.10, 0.7
 def gemm_tune_args(m: int, n: int, k: int, layout: str, target) -> tuple[list[str] | None, str]:
     """(``search.tune gemm`` shape arguments for the product ``schedule=None`` runs for (M, N, K, layout), or None,
     and what is tuned): the product itself, or its single row yᵀ = xᵀ·Aᵀ where ``runs_as_row`` says so (N = 1), or
-    for a few columns run as rows its rows Cᵀ = Bᵀ·Aᵀ into a column-major Cᵀ (``--as-rows``). Never None now; the
-    type keeps the pass's skip path for a product no command expresses.
+    for a few columns run as rows its rows Cᵀ = Bᵀ·Aᵀ into a column-major Cᵀ (``--as-rows``). Since ``--as-rows``
+    it returns None for no product; the pass keeps its path for skipped rows (tables written before it hold some).
 
     ``tiledsl.gemm`` sees a one-column B, or a one-row A, as row-major whatever its strides, so the layout tag says
     N for it. The single row's A (xᵀ) is one row, row-major; its B is Aᵀ, row-major where A is column-major."""
@@ -146,9 +146,10 @@ def summary(rows: list[dict]) -> dict:
 
 
 def compare(m: int, n: int, k: int, layout: str, tuned, as_row: bool) -> dict:
-    """Seconds of ``schedule=None``, of ``tuned`` (with ``as_row``, a one-column product's schedule for its row,
-    called on the row's operands through ``tiledsl.gemm`` as ``schedule=None`` does) and of cuBLAS, in this process,
-    each result checked first (module docstring); CuPy's memory pool is emptied afterwards."""
+    """Seconds of ``schedule=None``, of ``tuned`` (with ``as_row``, the schedule of the product's single row, called
+    on the row's operands through ``tiledsl.gemm`` as ``schedule=None`` does, or of its rows, N > 1, called through
+    ``tiledsl.gemm.api.gemm_as_rows``, the same path) and of cuBLAS, in this process, each result checked first (module
+    docstring); CuPy's memory pool is emptied afterwards."""
     import cupy as cp
 
     try:
@@ -476,8 +477,8 @@ def _ship_winners(table: Path, args, target, only: list[str]) -> int:
 
 def _checked_winner(row: dict, rec: object, spec: tuple, target) -> tuple | str:
     """The (op, schedule) of the exported record ``rec`` if it may be shipped for ``row`` (product ``spec``), else why
-    not: it must be the row's winner for the op the row's tune ran (:func:`gemm_tune_args`: the product, or its single
-    row) on this arch, with today's kernel source (SHA-256) and this process's NVRTC, and the row's recompare must be
+    not: it must be the row's winner for the op the row's tune ran (:func:`gemm_tune_args`: the product, its single
+    row or its rows) on this arch, with today's kernel source (SHA-256) and this process's NVRTC, and the row's recompare must be
     of today."""
     from tiledsl.registry import make_record
 
@@ -497,7 +498,8 @@ def _checked_winner(row: dict, rec: object, spec: tuple, target) -> tuple | str:
         return "the product was not tuned (skipped)"
     if op != ran:
         tag = "".join("N" if layout == "row" else "T" for layout in (ran.layout_a, ran.layout_b))
-        return f"its op is not the one the row's tune ran ({ran.m}x{ran.n}x{ran.k} {tag})"
+        c_col = ", C column-major" if ran.layout_c == "col" else ""
+        return f"its op is not the one the row's tune ran ({ran.m}x{ran.n}x{ran.k} {tag}{c_col})"
     if sched != winner:
         return "its schedule is not the row's winner"
     if rec.get("arch") != target.arch:

@@ -387,10 +387,9 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
         out(f"not stored for schedule=None: it runs this product as the rows Cᵀ = Bᵀ·Aᵀ ({op_text(rows)}) on the "
             "GEMV-style kernel, which this op's tiled search space cannot express; a stored tiled record would replace "
             "that path untimed")
+    elif mode == "measured" and rows_unused(cfg.family, op, target) is not None:
+        out(f"not stored for schedule=None: {rows_unused(cfg.family, op, target)}")
     elif mode == "measured":
-        unused = rows_unused(cfg.family, op, target)
-        if unused is not None:
-            out(f"note: {unused}")
         figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}
         try:
             path = store(cfg.family, op, target, winner.schedule, **figs)

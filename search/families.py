@@ -171,7 +171,7 @@ def rows_unused(family: str, op, target) -> str | None:
 
     from tiledsl.gemm.family import rows_op, runs_as_row
 
-    if family != "gemm" or op.layout_c != "col":
+    if family != "gemm" or op.layout_c != "col":  # (an N = 1 product's single row is an ordinary row-major op)
         return None
     product = replace(rows_op(op), layout_c="row")  # transposing twice: the user's product, row-major C
     if runs_as_row(product, target):
@@ -210,22 +210,20 @@ def _gemm_op(args: argparse.Namespace):
 
 
 def as_rows_op(op):
-    """``--as-rows``: the op of the rows Cᵀ = Bᵀ·Aᵀ of a few-column product (``tiledsl.gemm.family.rows_op``), whose
-    column-major Cᵀ only the GEMV kernel writes.
+    """``--as-rows``: the op of the rows Cᵀ = Bᵀ·Aᵀ of a few-column product (``tiledsl.gemm.family.rows_op``): a
+    column-major Cᵀ, which only the GEMV kernel writes, or for N = 1 the single row yᵀ = xᵀ·Aᵀ (a row-major C).
 
     Raises:
-        ValueError: ``op`` has N ≥ M (its rows would be more than its columns), N = 1 (its single row is a row-major
-            product that ``--m 1`` already expresses), or is not IEEE float32 (the only few-column products run
-            as rows).
+        ValueError: ``op`` has N ≥ M (its rows would be more than its columns), or is not IEEE float32 (``--dtype``
+            float32 without ``--precision tf32``: the only products run as rows).
     """
     from tiledsl.gemm.family import rows_op
 
-    if not 1 < op.n < op.m:
-        raise ValueError(f"--as-rows: N={op.n} must be above 1 and below M={op.m} (a few-column product; for N = 1 "
-                         f"tune its single row: --m 1 --n {op.m})")
+    if not 1 <= op.n < op.m:
+        raise ValueError(f"--as-rows: N={op.n} must be below M={op.m} (a few-column product)")
     if op.dtype != "float32" or op.precision != "ieee":
-        raise ValueError(f"--as-rows: only IEEE float32 few-column products run as rows, not {op.dtype} "
-                         f"precision={op.precision}")
+        raise ValueError(f"--as-rows: only IEEE float32 few-column products run as rows, not --dtype {op.dtype} "
+                         f"--precision {op.precision}")
     return rows_op(op)
 
 

@@ -125,13 +125,17 @@ def _gemm_matrix(rows: int, cols: int, layout: str, align: int, dtype, fill=None
     """A (rows, cols) CuPy matrix stored ``layout``-major ("col": a ``.T`` view of a contiguous array)
     whose vector alignment, as ``tiledsl.gemm`` computes it (base address, leading dimension and
     contiguous extent), is ``align`` elements: the leading dimension is the contiguous extent rounded up
-    to ``align`` and, for ``align`` < 4, the data starts ``align`` elements into its allocation (CuPy
-    allocations are 256-byte aligned). Uniform in [-1, 1), or ``fill``."""
+    to ``align`` and, for ``align`` < 4 where the leading dimension and extent alone allow more, the data
+    starts ``align`` elements into its allocation (CuPy allocations are 256-byte aligned); where they already
+    hold it to ``align`` (an odd K, N = 2) the data starts at the allocation, as a user's fresh array does.
+    Uniform in [-1, 1), or ``fill``."""
     import cupy as cp
+
+    from tiledsl.spec import widest_dividing
 
     ext, other = (cols, rows) if layout == "row" else (rows, cols)
     ld = -(-ext // align) * align
-    off = 0 if align >= 4 else align
+    off = 0 if align >= 4 or widest_dividing(4, ld, ext) == align else align
     size = off + other * ld
     if fill is None:
         flat = (cp.random.random(size, dtype=cp.float32) * 2 - 1).astype(dtype)
@@ -153,7 +157,7 @@ class GemmBench(Bench):
 
     A column-major C (``layout_c="col"``: the rows Cᵀ = Bᵀ·Aᵀ of a few-column product, ``search.tune
     --as-rows``): C is a column-major view with ``align_c`` along its rows, and the call is the user's product
-    (Aᵀ of this op times its Bᵀ, into C's row-major transpose) as ``tiledsl.gemm`` runs it with ``schedule=None``
+    (this op's Bᵀ times its Aᵀ, into C's row-major transpose) as ``tiledsl.gemm`` runs it with ``schedule=None``
     (:func:`tiledsl.gemm.api.gemm_as_rows`); cuBLAS computes that product too.
     """
 
@@ -181,7 +185,7 @@ class GemmBench(Bench):
         import tiledsl
 
         a, b, c, _ = inputs
-        if self.op.layout_c == "col":  # the user's product C·ᵀ = (this op's B)ᵀ·(its A)ᵀ, run as these rows
+        if self.op.layout_c == "col":  # the user's product (this op's C)ᵀ = (its B)ᵀ·(its A)ᵀ, run as these rows
             from tiledsl.gemm.api import gemm_as_rows
 
             gemm_as_rows(b.T, a.T, c.T, schedule, beta=self.beta)

@@ -60,6 +60,7 @@ from .families import (
     positive_int,
     positive_seconds,
     rows_instead,
+    rows_unused,
     vendor_name,
 )
 from .families import get as get_family
@@ -222,6 +223,9 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     target, calibration = _target(cfg, out)
     mode = "model-only" if cfg.model_only else "measured"
     _check_devices(cfg, target)
+    unused = rows_unused(cfg.family, op, target)
+    if unused is not None:  # --as-rows on a product schedule=None computes as given: say it before the search
+        out(f"warning: {unused}; tuning it anyway (its record will not be stored for schedule=None)")
     model = load_model()
     name = cfg.study_name or default_study_name(cfg.family, op, device_tag(target.name), cfg.model_only)
     storage = make_storage(cfg.storage, cfg.stale_after_s)
@@ -537,6 +541,9 @@ def _lookup(cfg: TuneConfig) -> int:
     if hit is not None:
         print(f"  -> hit: {describe(hit.schedule)}, from {hit.provenance()}")
         return 0
+    unused = rows_unused(cfg.family, cfg.op, target)
+    if unused is not None:
+        print(f"  note: {unused}")
     fam = library_family(cfg.family)
     rows = rows_instead(cfg.family, cfg.op, target)
     if rows is not None:

@@ -90,23 +90,114 @@ def test_device_operands_follow_the_layout_and_the_check_catches_wrong_and_unwri
         beside.checked_call(lambda: None, c, ref, 300, "unwritten")
 
 
+class _DeviceArray:
+    """A stand-in for a 2-D float32 CuPy array on a CPU machine: shape, strides in bytes, a device pointer."""
+
+    ndim, itemsize, dtype = 2, 4, "float32"
+
+    def __init__(self, shape, strides, ptr=0x10000) -> None:
+        from types import SimpleNamespace
+
+        self.shape, self.strides, self.data = tuple(shape), tuple(strides), SimpleNamespace(ptr=ptr)
+
+    @property
+    def T(self):
+        return _DeviceArray(self.shape[::-1], self.strides[::-1], self.data.ptr)
+
+
+def _row_major(rows, cols, ptr=0x10000):
+    return _DeviceArray((rows, cols), (4 * cols, 4), ptr)
+
+
 def test_gemm_as_rows_enters_tiledsl_gemm_s_rows_path(monkeypatch):
     """The transposed operands, C's transpose (column-major for more than one column) and the given schedule reach
-    the entry tiledsl.gemm takes for runs_as_row products."""
+    the entry tiledsl.gemm takes for runs_as_row products (beside.gemm_as_rows is the library's); a host array, a
+    C with the wrong unit stride and N ≥ M are refused naming the argument."""
     import numpy as np
 
+    import tiledsl
     from tiledsl.gemm import api
 
     seen = []
     monkeypatch.setattr(api, "_gemm_into", lambda *args, **kw: seen.append((args, kw)))
     monkeypatch.setattr(api, "check_no_overlap", lambda *args, **kw: None)  # reads device pointers
-    a, b = np.ones((7, 3), np.float32), np.ones((3, 4), np.float32)
-    for c in (np.empty((7, 4), np.float32), np.empty((7, 1), np.float32)):
-        beside.gemm_as_rows(a, b if c.shape[1] > 1 else b[:, :1], c, "the schedule")
+    assert beside.gemm_as_rows is api.gemm_as_rows
+    a, b = _row_major(7, 3), _row_major(3, 4, 0x20000)
+    for c in (_row_major(7, 4, 0x30000), _row_major(7, 1, 0x30000)):
+        beside.gemm_as_rows(a, b if c.shape[1] > 1 else _row_major(3, 1, 0x20000), c, "the schedule")
     (args4, kw4), (args1, kw1) = seen
     assert args4[0].shape == (4, 3) and args4[1].shape == (3, 7) and args4[2].shape == (4, 7)
-    assert args4[2].flags.f_contiguous and not args4[2].flags.c_contiguous  # the row-major C seen transposed
+    assert args4[2].strides == (4, 16)  # the row-major C seen transposed: column-major
     assert args4[5] == "the schedule" and args4[9] is True and kw4 == {"c_col": True} and kw1 == {"c_col": False}
+    with pytest.raises(tiledsl.SpecTypeError, match="c is a numpy.ndarray"):
+        api.gemm_as_rows(a, b, np.empty((7, 4), np.float32), "s")
+    with pytest.raises(tiledsl.SpecError, match="unit stride along N"):
+        api.gemm_as_rows(a, b, _row_major(4, 7).T, "s")
+    with pytest.raises(tiledsl.SpecError, match="N=7 must be at least 1 and below M=7"):
+        api.gemm_as_rows(_row_major(7, 3), _row_major(3, 7), _row_major(7, 7), "s")
+
+
+def test_as_rows_bench_builds_the_op_schedule_none_runs(monkeypatch):
+    """What search.tune --as-rows relies on: for products that schedule=None runs as rows (every layout, N = 2…16,
+    odd M and K, alignments 1/2/4, K past 65536), the op tiledsl.gemm builds for the user's contiguous arrays, the
+    rows op as_rows_op names (the record's key), and the op the bench's call builds from its own inputs
+    (search.measure._gemm_matrix, a column-major C) are one op. The launch is stopped at the schedule's resolution."""
+    import itertools
+    from types import SimpleNamespace
+
+    import tiledsl
+    from search.families import as_rows_op, gemm_op
+    from search.measure import GemmBench
+    from tiledsl.gemm import api
+    from tiledsl.gemm.family import runs_as_row
+
+    h200 = tiledsl.Target.known("H200")
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def resolved(family, op, schedule, target):
+        seen.append(op)
+        raise Stop
+
+    monkeypatch.setattr(api, "resolve_schedule", resolved)
+    monkeypatch.setattr(api, "Target", SimpleNamespace(current=lambda: h200))
+    monkeypatch.setattr(api, "check_no_overlap", lambda *args, **kw: None)
+
+    def contiguous(rows, cols, layout, ptr):
+        return _row_major(rows, cols, ptr) if layout == "row" else _row_major(cols, rows, ptr).T
+
+    def bench_matrix(rows, cols, layout, align, ptr):  # search.measure._gemm_matrix's strides and offset
+        ext, other = (cols, rows) if layout == "row" else (rows, cols)
+        ld = -(-ext // align) * align
+        off = 0 if align >= 4 or tiledsl.spec.widest_dividing(4, ld, ext) == align else align
+        store = _DeviceArray((other, ext), (4 * ld, 4), ptr + 4 * off)
+        return store if layout == "row" else store.T
+
+    def built(call, *args):
+        seen.clear()
+        with pytest.raises(Stop):
+            call(*args)
+        return seen[-1]
+
+    checked = 0
+    for m, n, k, layout in itertools.product((7680, 3001, 4098), (2, 3, 4, 6, 8, 12, 16), (2560, 1025, 65538),
+                                             ("NN", "NT", "TN", "TT")):
+        product = gemm_op(m, n, k, "float32", layout)
+        if not runs_as_row(product, h200):
+            continue
+        rows = as_rows_op(product)
+        la, lb = ("row" if t == "N" else "col" for t in layout)
+        user = built(api._gemm_into, contiguous(m, k, la, 0x10000), contiguous(k, n, lb, 0x20000),
+                     _row_major(m, n, 0x30000), 1.0, 0.0, None, "float32", None, True)
+        inputs = (bench_matrix(rows.m, rows.k, rows.layout_a, rows.align_a, 0x40000),
+                  bench_matrix(rows.k, rows.n, rows.layout_b, rows.align_b, 0x50000),
+                  bench_matrix(rows.m, rows.n, rows.layout_c, rows.align_c, 0x60000), None)
+        bench = built(GemmBench(rows).public, inputs, "the trial's schedule")
+        assert user == rows == bench, (m, n, k, layout)
+        checked += 1
+    assert checked > 40
 
 
 def test_costmodel_gemv_quality_figures_on_a_known_ranking():

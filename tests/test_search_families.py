@@ -317,8 +317,9 @@ def test_as_rows_tunes_the_rows_a_few_column_product_runs_as(tmp_path, cache, ca
     assert rows_unused("gemm", rows, H200) is None
     tiled = as_rows_op(families.gemm_op(7680, 32, 2560, layout="TT"))  # 32 columns stay on the tiled kernels
     assert "does not run 7680x32x2560 float32 TT as these rows" in rows_unused("gemm", tiled, H200)
-    for m, n, dtype, why in ((7680, 1, "float32", "N=1 must be above 1"), (4, 4, "float32", "below M=4"),
-                             (7680, 4, "float16", "only IEEE float32")):
+    one = as_rows_op(families.gemm_op(512, 1, 512, layout="TT"))  # N = 1: the single row, a row-major C
+    assert (one.m, one.n, one.layout_c) == (1, 512, "row") and rows_unused("gemm", one, H200) is None
+    for m, n, dtype, why in ((4, 4, "float32", "N=4 must be below M=4"), (7680, 4, "float16", "--dtype float16")):
         with pytest.raises(ValueError, match=f"--as-rows: .*{why}"):
             as_rows_op(families.gemm_op(m, n, 2560, dtype=dtype, layout="TT"))
     monkeypatch.chdir(tmp_path)
@@ -328,7 +329,13 @@ def test_as_rows_tunes_the_rows_a_few_column_product_runs_as(tmp_path, cache, ca
     assert "4x7680x2560 float32 NN, C column-major" in text and "gemv rows 4" in text
     with pytest.raises(SystemExit):
         tune.main(["gemm", "--m", "4", "--n", "4", "--k", "64", "--as-rows", "--model-only"])
-    assert "--as-rows: N=4 must be above 1 and below M=4" in capsys.readouterr().err
+    assert "--as-rows: N=4 must be below M=4" in capsys.readouterr().err
+    assert tune.main(["gemm", "--m", "7680", "--n", "32", "--k", "2560", "--layout", "TT", "--as-rows", "--model-only",
+                      "--trials", "3", "--no-progress", "--export", str(tmp_path / "y")]) == 0
+    assert "warning: schedule=None does not run 7680x32x2560 float32 TT as these rows" in capsys.readouterr().out
+    assert tune.main(["gemm", "--m", "7680", "--n", "32", "--k", "2560", "--layout", "TT", "--as-rows",
+                      "--lookup"]) == 0
+    assert "note: schedule=None does not run 7680x32x2560" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- default_schedule uses the store

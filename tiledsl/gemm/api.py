@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import cache, runtime, tma
-from ..errors import SpecError
+from ..errors import SpecError, SpecTypeError
 from ..launch import Built, Launcher, WorkspaceSet, build, resolve_schedule, workspace_ptr
 from ..lru import LRU
 from ..planning import Workspace
@@ -90,7 +90,8 @@ def gemm_as_rows(a, b, c, schedule: GemmSchedule, *, beta: float = 0.0) -> None:
     ``schedule=None`` where ``tiledsl.gemm.family.runs_as_row`` holds: the rows Cᵀ = Bᵀ·Aᵀ on the GEMV-style kernel,
     written into C's transpose (column-major for more than one column, the contiguous row yᵀ for one), here under the
     given ``schedule`` for that rows product (``tiledsl.gemm.family.rows_op``). What ``search.tune gemm --as-rows``
-    and the GEMV sweeps time; ``tiledsl.gemm`` with an explicit schedule runs the product as given instead.
+    and the GEMV sweeps time; ``tiledsl.gemm`` with an explicit schedule runs the product as given instead. A repeat
+    with the same arrays' shapes, strides and alignment replays the cached launch, as ``tiledsl.gemm`` does.
 
     Args:
         a: (M, K) float32 CuPy array; b: (K, N) float32 CuPy array, 1 ≤ N < M.
@@ -99,9 +100,15 @@ def gemm_as_rows(a, b, c, schedule: GemmSchedule, *, beta: float = 0.0) -> None:
         schedule: a ``kernel="gemv"`` :class:`GemmSchedule` for the rows product (N×M).
 
     Raises:
+        SpecTypeError: an argument is not a CuPy array.
         SpecError: shapes or dtypes that do not form such a product, or ``c`` without that unit stride.
         ScheduleError / ResourceError: the schedule breaks a rule or exceeds the device.
     """
+    for name, x in (("a", a), ("b", b), ("c", c)):
+        if not hasattr(getattr(x, "data", None), "ptr"):  # a CuPy array (NumPy's data is a host buffer, torch's a tensor)
+            raise SpecTypeError(f"{name} is a {type(x).__module__}.{type(x).__name__}: gemm_as_rows takes CuPy arrays")
+        if x.ndim != 2:
+            raise SpecError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2 or c.shape != (m, n):
         raise SpecError(f"a.shape={a.shape}, b.shape={b.shape}, c.shape={c.shape} do not form C (M×N) = A (M×K) · "
@@ -114,8 +121,14 @@ def gemm_as_rows(a, b, c, schedule: GemmSchedule, *, beta: float = 0.0) -> None:
     if (sc if n > 1 else sr) != 1:
         raise SpecError(f"c.strides={c.strides}: C needs unit stride along {'N' if n > 1 else 'M'} (its transpose "
                         "is what the rows write)")
+    key = _call_key(a, b, c, beta, ("as_rows", schedule), "ieee")  # never a tiledsl.gemm call's key
+    if key is not None:
+        call = cache.LAUNCHES.get(key[0])
+        if call is not None and call.run(key[1], key[2], key[3], c, 1.0, float(beta)) is not None:
+            return
     check_no_overlap(c, "c", a=a, b=b)
-    _gemm_into(b.T, a.T, c.T, 1.0, float(beta), schedule, "float32", None, True, True, c_col=n > 1)
+    _gemm_into(b.T, a.T, c.T, 1.0, float(beta), schedule, "float32", None if key is None else key[0], True, True,
+               c_col=n > 1)
 
 
 def _call_key(a, b, c, beta, schedule, precision) -> tuple | None:
