@@ -281,6 +281,23 @@ def _align_of(x: np.ndarray) -> tuple[str, int]:
     return layout, vec
 
 
+def test_gemm_bench_of_the_rows_of_a_few_column_product(numpy_as_cupy):
+    """search.tune --as-rows: the bench of the rows op (a column-major C) builds operands of exactly its layouts and
+    alignments, each starting at its allocation where the leading dimension already sets the alignment (N = 2, an odd
+    M), as a user's fresh arrays do; the vendor call computes the user's product into the same C."""
+    from search.families import as_rows_op
+
+    rows = as_rows_op(families.gemm_op(3001, 2, 1025, layout="TN"))
+    assert (rows.m, rows.n, rows.layout_c, rows.align_a, rows.align_b, rows.align_c) == (2, 3001, "col", 2, 1, 2)
+    bench = measure.GemmBench(rows)
+    a, b, c, _ = bench.inputs()
+    assert a.shape == (2, 1025) and b.shape == (1025, 3001) and c.shape == (2, 3001)
+    assert _align_of(a) == (rows.layout_a, 2) and _align_of(b) == (rows.layout_b, 1) and _align_of(c) == ("col", 2)
+    assert all(x.ctypes.data % 16 == 0 for x in (a, b, c))  # no offset: ld = 2 or 3001 holds the alignment already
+    bench.vendor((a, b, c, None))
+    assert np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("layout, aligns, read_c", [("NN", (4, 4, 4), False), ("TN", (2, 4, 1), True),
                                                      ("NT", (1, 2, 2), True), ("TT", (4, 4, 4), False)])
 def test_gemm_bench_inputs_are_the_op(layout, aligns, read_c, numpy_as_cupy):
