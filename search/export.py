@@ -387,8 +387,8 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
         out(f"not stored for schedule=None: it runs this product as the rows Cᵀ = Bᵀ·Aᵀ ({op_text(rows)}) on the "
             "GEMV-style kernel, which this op's tiled search space cannot express; a stored tiled record would replace "
             "that path untimed")
-    elif mode == "measured" and rows_unused(cfg.family, op, target) is not None:
-        out(f"not stored for schedule=None: {rows_unused(cfg.family, op, target)}")
+    elif mode == "measured" and (unused := rows_unused(cfg.family, op, target)) is not None:
+        out(f"not stored for schedule=None: {unused}")
     elif mode == "measured":
         figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}
         try:

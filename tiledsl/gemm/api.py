@@ -72,16 +72,9 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
     """
     if precision not in PRECISIONS:
         raise SpecError(f"precision={precision!r} must be one of {PRECISIONS}")
-    key = _call_key(a, b, c, beta, schedule, precision)
-    if key is not None:
-        try:
-            call = cache.LAUNCHES.get(key[0])
-        except TypeError:  # an unhashable schedule or scalar: the checked path says what is wrong
-            call = key = None
-        if call is not None:
-            out = call.run(key[1], key[2], key[3], c, alpha, beta)
-            if out is not None:
-                return out
+    out, key = _cached_run(_call_key(a, b, c, beta, schedule, precision), c, alpha, beta)
+    if out is not None:
+        return out
     return _gemm_slow(a, b, c, alpha, beta, schedule, None if key is None else key[0], precision)
 
 
@@ -121,14 +114,25 @@ def gemm_as_rows(a, b, c, schedule: GemmSchedule, *, beta: float = 0.0) -> None:
     if (sc if n > 1 else sr) != 1:
         raise SpecError(f"c.strides={c.strides}: C needs unit stride along {'N' if n > 1 else 'M'} (its transpose "
                         "is what the rows write)")
-    key = _call_key(a, b, c, beta, ("as_rows", schedule), "ieee")  # never a tiledsl.gemm call's key
-    if key is not None:
-        call = cache.LAUNCHES.get(key[0])
-        if call is not None and call.run(key[1], key[2], key[3], c, 1.0, float(beta)) is not None:
-            return
+    done, key = _cached_run(_call_key(a, b, c, beta, ("as_rows", schedule), "ieee"), c, 1.0, float(beta))
+    if done is not None:  # (the key is never a tiledsl.gemm call's)
+        return
     check_no_overlap(c, "c", a=a, b=b)
     _gemm_into(b.T, a.T, c.T, 1.0, float(beta), schedule, "float32", None if key is None else key[0], True, True,
                c_col=n > 1)
+
+
+def _cached_run(key: tuple | None, c, alpha, beta) -> tuple:
+    """(C from the launch cached under ``key`` (:func:`_call_key`), or None where none is cached or it may overlap
+    its inputs; ``key``, or None where it cannot be hashed: an unhashable schedule or scalar, which the checked path
+    then names)."""
+    if key is None:
+        return None, None
+    try:
+        call = cache.LAUNCHES.get(key[0])
+    except TypeError:
+        return None, None
+    return (None if call is None else call.run(key[1], key[2], key[3], c, alpha, beta)), key
 
 
 def _call_key(a, b, c, beta, schedule, precision) -> tuple | None:
