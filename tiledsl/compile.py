@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cubin import cubin_resources
+from .cubin import cubin_resources, elf_complete
 from .errors import CompileError, LaunchError, ToolchainError
 from .filestore import atomic_write, locked, read_json, warn_bad
 from .lru import LRU
@@ -216,6 +216,7 @@ def compile_source(ks: KernelSource, arch: str, extra_options: tuple[str, ...] =
             _disk_put(key, ks.name, *hit)
         _MEM_CACHE.put(key, hit)
     cubin, log = hit
+    cubin = elf_complete(cubin)  # a disk entry written before _nvrtc completed the image
     report = resource_report(log, cubin, ks.name)
     if report is None:
         raise CompileError(f"{ks.name}: neither ptxas's -v log nor the cubin reports its registers",
@@ -246,7 +247,7 @@ def _nvrtc(ks: KernelSource, options: tuple[str, ...]) -> tuple[bytes, str]:
         except nvrtc.NVRTCError as exc:
             log = nvrtc.getProgramLog(prog)
             raise CompileError(f"NVRTC failed to compile {ks.name}: {exc}", ks.source, options, log) from None
-        return nvrtc.getCUBIN(prog), nvrtc.getProgramLog(prog)
+        return elf_complete(nvrtc.getCUBIN(prog)), nvrtc.getProgramLog(prog)  # whole: CuPy drops the last byte
     finally:
         nvrtc.destroyProgram(prog)
 

@@ -19,7 +19,7 @@ import struct
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-__all__ = ["cubin_resources"]
+__all__ = ["cubin_resources", "elf_complete"]
 
 EIFMT_SVAL = 0x04  # record format: attribute with a sized payload
 EIATTR_FRAME_SIZE = 0x11
@@ -39,6 +39,40 @@ def _records(data: bytes):
         else:
             yield attr, None
             i += 4
+
+
+def elf_extent(cubin: bytes) -> int | None:
+    """Bytes a 64-bit little-endian ELF image spans by its own header: the end of its section header table, of its
+    program header table and of every section with file contents; None for what is not such an ELF."""
+    if len(cubin) < 64 or not cubin.startswith(b"\x7fELF\x02\x01"):
+        return None
+    phoff, shoff = struct.unpack_from("<QQ", cubin, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", cubin, 0x36)
+    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    for i in range(shnum):
+        at = shoff + i * shentsize
+        if at + 64 > len(cubin):
+            break
+        sh_type = struct.unpack_from("<I", cubin, at + 4)[0]
+        offset, size = struct.unpack_from("<QQ", cubin, at + 0x18)
+        if sh_type != 8:  # SHT_NOBITS has no bytes in the file
+            end = max(end, offset + size)
+    return end
+
+
+def elf_complete(cubin: bytes) -> bytes:
+    """``cubin`` padded with zero bytes to the extent its ELF header declares (:func:`elf_extent`).
+
+    CuPy's ``nvrtc.getCUBIN`` (CuPy 14.2, NVRTC 12.9 and 13.0) returns one byte fewer than ``nvrtcGetCUBINSize``
+    reports, as if the size counted a string's terminator: the image ends inside its last program header (whose
+    last byte is zero). The driver loads it (a Python ``bytes`` object is followed by a zero byte in memory), but
+    ``nvdisasm`` and ``cuobjdump`` reject the file ("invalid ELF file", "does not contain device code"). Anything
+    that is not such an ELF, or is already whole, is returned as it is.
+    """
+    end = elf_extent(cubin)
+    if end is None or end <= len(cubin) or end - len(cubin) > 64:  # a short tail only: never invent a body
+        return cubin
+    return cubin + bytes(end - len(cubin))
 
 
 def cubin_resources(cubin: bytes, name: str) -> dict | None:

@@ -1,0 +1,77 @@
+"""The SASS instruction mix of ``schedule=None``'s kernel for float32 products, read on the CPU (no GPU).
+
+For each product: the kernel ``tiledsl.gemm`` would run on an H200 (``default_schedule``; a few-row product's GEMV
+kernel), compiled with NVRTC for ``--arch``; ptxas's registers and spills; and the hottest loop of its SASS
+(``tiledsl.sass``: nvdisasm on the cubin): instructions per pass, FFMAs, and the other instructions issued per 64
+FFMAs, with the most frequent opcodes. The share of FFMAs in the loop bounds the FMA pipe's share of the issue slots.
+
+Run: ``python benchmarks/sass_mix.py`` (the default set: 1–16 rows × 22016 × 4096, x @ W and x @ W.T), or
+``python benchmarks/sass_mix.py --products 16x22016x4096:NN 8x4096x4096:NT --json OUT.json``. Needs nvdisasm
+(``pip install nvidia-cuda-nvdisasm``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+DEFAULT = [f"{m}x22016x4096:{lay}" for lay in ("NN", "NT") for m in (1, 2, 4, 8, 12, 16)]
+
+
+def parse(spec: str) -> tuple[int, int, int, str]:
+    """``MxNxK:LAYOUT`` (LAYOUT NN, NT, TN or TT; A's letter first, T = column-major) → (M, N, K, LAYOUT)."""
+    dims, _, layout = spec.partition(":")
+    layout = layout or "NN"
+    try:
+        m, n, k = (int(x) for x in dims.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"--products {spec!r}: expected MxNxK[:LAYOUT], e.g. 16x22016x4096:NN") from None
+    if layout not in ("NN", "NT", "TN", "TT") or min(m, n, k) < 1:
+        raise SystemExit(f"--products {spec!r}: sizes must be >= 1 and LAYOUT one of NN, NT, TN, TT")
+    return m, n, k, layout
+
+
+def mix_row(m: int, n: int, k: int, layout: str, arch: str) -> dict:
+    """One product's row: its schedule, registers, spills and hottest loop's mix."""
+    import tiledsl
+    from tiledsl.gemm import default_schedule
+    from tiledsl.sass import loop_mix
+
+    op = tiledsl.GemmOp(m, n, k, layout_a="row" if layout[0] == "N" else "col",
+                        layout_b="row" if layout[1] == "N" else "col")
+    schedule = default_schedule(op, tiledsl.Target.known("H200"))
+    kernel = tiledsl.compile(op, schedule, arch=arch)
+    loop = loop_mix(kernel)
+    row = {"m": m, "n": n, "k": k, "layout": layout, "kernel": kernel.name, "registers": kernel.registers,
+           "spill_bytes": kernel.spill_bytes, "schedule": schedule.to_dict()}
+    if loop is not None:
+        row.update(loop_instructions=loop.instructions, ffma=loop.counts.get("FFMA", 0),
+                   other_per_64_ffma=round(loop.other_per("FFMA"), 1), counts=loop.counts)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--products", nargs="+", default=DEFAULT, help="MxNxK[:LAYOUT] (default: %(default)s)")
+    ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args()
+    rows = [mix_row(*parse(p), args.arch) for p in args.products]
+    print("| product | kernel | registers | loop instructions | FFMA | other per 64 FFMA | most frequent others |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+    for r in rows:
+        others = ", ".join(f"{op} {c}" for op, c in sorted(r.get("counts", {}).items(), key=lambda x: -x[1])
+                           if op != "FFMA")
+        print(f"| {r['m']}×{r['n']}×{r['k']} {r['layout']} | {r['kernel'].split('_nobeta')[0].removeprefix('tiledsl_')} "
+              f"| {r['registers']}{' (spills)' if r['spill_bytes'] else ''} | {r.get('loop_instructions', '—')} "
+              f"| {r.get('ffma', '—')} | {r.get('other_per_64_ffma', '—')} | {', '.join(others.split(', ')[:6])} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"command": "python benchmarks/sass_mix.py " + " ".join(sys.argv[1:]), "arch": args.arch,
+                       "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

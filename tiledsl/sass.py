@@ -1,0 +1,135 @@
+"""The machine code (SASS) of a compiled kernel, read on the CPU, and the instruction mix of its hottest loop.
+
+``nvdisasm`` (CUDA's disassembler; the pip package ``nvidia-cuda-nvdisasm`` ships it, found through
+``cuda.pathfinder``) prints the kernel's cubin (:attr:`tiledsl.Kernel.cubin`). No GPU is needed: a cubin compiled
+for sm_90 on a CPU machine is what the H200 runs. The loop summary answers what a profile's "issue slots busy"
+needs: how many instructions the kernel issues per useful FMA. An FMA-bound loop that issues 818 instructions for
+512 FFMAs (the staged-A GEMV kernel at sixteen rows, docs/gemm.md) can run its FMA pipe at 63 % of the issue rate
+at best, whatever its occupancy.
+
+Loops are read from the control flow nvdisasm prints: a branch to a label above it closes a loop whose body runs
+from that label to the branch. The hottest loop is the one with the most floating-point math instructions
+(:data:`MATH`); ties go to the longer.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ToolchainError
+
+__all__ = ["MATH", "LoopMix", "disassemble", "hottest_loop", "loop_mix", "loops"]
+
+MATH = frozenset({"FFMA", "FADD", "FMUL", "HFMA2", "HADD2", "HMUL2", "HMMA", "HGMMA", "DFMA", "IMMA"})
+"""Opcodes counted as floating-point math when choosing the hottest loop (FP32, packed FP16, tensor cores)."""
+
+_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
+_INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s+(.*?)\s*;")
+_BRANCH = re.compile(r"\bBRA\b[^`]*`\((\.L_x_\d+)\)")
+_PREDICATE = re.compile(r"^@!?U?P[T\d]+\s+")
+
+
+@dataclass(frozen=True)
+class LoopMix:
+    """The instructions of one loop body of a kernel's SASS.
+
+    Attributes:
+        start, end: byte offsets of its first instruction and of its closing backward branch.
+        instructions: instructions in the body, the branch included (each issues once per pass).
+        counts: per opcode (``FFMA``, ``LDS``, ...: the mnemonic without its modifiers).
+    """
+
+    start: int
+    end: int
+    instructions: int
+    counts: dict[str, int]
+
+    @property
+    def math(self) -> int:
+        """Floating-point math instructions (:data:`MATH`) in the body."""
+        return sum(n for op, n in self.counts.items() if op in MATH)
+
+    def other_per(self, opcode: str = "FFMA", per: int = 64) -> float:
+        """Instructions that are not ``opcode`` issued per ``per`` of it (inf where the loop has none)."""
+        n = self.counts.get(opcode, 0)
+        return float("inf") if n == 0 else per * (self.instructions - n) / n
+
+
+def _nvdisasm() -> str:
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+    except ImportError:
+        find_nvidia_binary_utility = None
+    path = find_nvidia_binary_utility("nvdisasm") if find_nvidia_binary_utility is not None else None
+    if path is None:
+        raise ToolchainError("nvdisasm was not found: install the pip package nvidia-cuda-nvdisasm (with "
+                             "cuda-pathfinder, which the CUDA Python bindings bring) or put CUDA's bin/ on PATH")
+    return path
+
+
+def disassemble(cubin: bytes) -> list[tuple[int, str] | str]:
+    """The SASS of ``cubin`` in order: ``(byte offset, instruction)`` per instruction (predicate and operands kept,
+    the final ``;`` dropped) and each label (``".L_x_7"``) as a string where it stands.
+
+    Raises:
+        ToolchainError: nvdisasm is missing, or it rejected the cubin (its message is kept).
+    """
+    tool = _nvdisasm()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        run = subprocess.run([tool, "-c", str(path)], capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        raise ToolchainError(f"nvdisasm failed ({run.returncode}): {run.stderr.strip()[:400]}")
+    out: list[tuple[int, str] | str] = []
+    for line in run.stdout.splitlines():
+        label = _LABEL.match(line)
+        if label:
+            out.append(label.group(1))
+            continue
+        ins = _INSTRUCTION.match(line)
+        if ins:
+            out.append((int(ins.group(1), 16), ins.group(2)))
+    return out
+
+
+def _opcode(instruction: str) -> str:
+    return _PREDICATE.sub("", instruction).split()[0].split(".")[0]
+
+
+def loops(sass: list[tuple[int, str] | str]) -> list[LoopMix]:
+    """Every loop of a disassembly (:func:`disassemble`): a branch to a label above it, the body from the label."""
+    seen: dict[str, int] = {}
+    code: list[tuple[int, str]] = []
+    found = []
+    for item in sass:
+        if isinstance(item, str):
+            seen[item] = len(code)
+            continue
+        code.append(item)
+        target = _BRANCH.search(item[1])
+        if target and target.group(1) in seen:
+            body = code[seen[target.group(1)]:]
+            found.append(LoopMix(start=body[0][0], end=item[0], instructions=len(body),
+                                 counts=dict(Counter(_opcode(t) for _, t in body))))
+    return found
+
+
+def hottest_loop(sass: list[tuple[int, str] | str]) -> LoopMix | None:
+    """The loop with the most floating-point math instructions (ties: the longer), or None without a loop."""
+    found = loops(sass)
+    return max(found, key=lambda lp: (lp.math, lp.instructions)) if found else None
+
+
+def loop_mix(kernel) -> LoopMix | None:
+    """:func:`hottest_loop` of a compiled :class:`tiledsl.Kernel` (its ``cubin``).
+
+    Raises:
+        ToolchainError: nvdisasm is missing or failed.
+    """
+    return hottest_loop(disassemble(kernel.cubin))
