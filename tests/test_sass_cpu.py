@@ -62,6 +62,10 @@ def test_loops_read_from_a_listing():
     assert outer.counts == {"FFMA": 2, "BRA": 2, "LDS": 1, "IADD3": 1} and outer.math == 2
     assert outer.other_per("FFMA") == 128.0 and found[1].other_per("FFMA") == float("inf")
     assert hottest_loop([(0, "EXIT")]) is None
+    # a main loop and its guarded remainder with as much math: the main loop (first in the code) is the hottest
+    tail = [".L_x_1", (0x00, "FFMA R1, R2, R3, R1"), (0x10, "BRA `(.L_x_1)"), ".L_x_2", (0x20, "ISETP.GE.AND P0, PT, R4, R5, PT"),
+            (0x30, "@P0 FFMA R1, R2, R3, R1"), (0x40, "@!P0 BRA `(.L_x_2)")]
+    assert (hottest_loop(tail).start, hottest_loop(tail).instructions) == (0x00, 2)
 
 
 @pytest.mark.parametrize("m, layout_b, ffma, ldg, lds", [

@@ -9,7 +9,8 @@ at best, whatever its occupancy.
 
 Loops are read from the control flow nvdisasm prints: a branch to a label above it closes a loop whose body runs
 from that label to the branch. The hottest loop is the one with the most floating-point math instructions
-(:data:`MATH`); ties go to the longer.
+(:data:`MATH`); of loops with as many, the first in the code: a main loop precedes the remainder loop a compiler or an
+emitter puts after it, which repeats its math under guards and runs once or twice. Trip counts are not in the code.
 """
 
 from __future__ import annotations
@@ -121,9 +122,10 @@ def loops(sass: list[tuple[int, str] | str]) -> list[LoopMix]:
 
 
 def hottest_loop(sass: list[tuple[int, str] | str]) -> LoopMix | None:
-    """The loop with the most floating-point math instructions (ties: the longer), or None without a loop."""
+    """The loop with the most floating-point math instructions (of equals, the first in the code: the module's
+    docstring), or None without a loop."""
     found = loops(sass)
-    return max(found, key=lambda lp: (lp.math, lp.instructions)) if found else None
+    return max(found, key=lambda lp: (lp.math, -lp.start)) if found else None
 
 
 def loop_mix(kernel) -> LoopMix | None:
