@@ -1,9 +1,11 @@
 """The SASS instruction mix of ``schedule=None``'s kernel for float32 products, read on the CPU (no GPU).
 
-For each product: the kernel ``tiledsl.gemm`` would run on an H200 (``default_schedule``; a few-row product's GEMV
-kernel), compiled with NVRTC for ``--arch``; ptxas's registers and spills; and the hottest loop of its SASS
-(``tiledsl.sass``: nvdisasm on the cubin): instructions per pass, FFMAs, and the other instructions issued per 64
-FFMAs, with the most frequent opcodes. The share of FFMAs in the loop bounds the FMA pipe's share of the issue slots.
+For each product: the kernel ``tiledsl.gemm`` would run on an H200 (``default_schedule`` for the H200; a few-row
+product's GEMV kernel), compiled with NVRTC for ``--arch``; ptxas's registers and spills; and the hottest loop of its
+SASS (``tiledsl.sass``: nvdisasm on the cubin; the innermost loop with the most math): instructions per pass, FFMAs,
+and the other instructions issued per 64 FFMAs, with the most frequent opcodes. The FFMAs' share of the loop bounds
+the FMA pipe's share of the issue slots. The SASS is NVRTC's of this machine: the GPU's NVRTC may choose other
+instructions (compare the registers with ptxas's on the GPU).
 
 Run: ``python benchmarks/sass_mix.py`` (the default set: 1–16 rows × 22016 × 4096, x @ W and x @ W.T), or
 ``python benchmarks/sass_mix.py --products 16x22016x4096:NN 8x4096x4096:NT --json OUT.json``. Needs nvdisasm
@@ -14,15 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 DEFAULT = [f"{m}x22016x4096:{lay}" for lay in ("NN", "NT") for m in (1, 2, 4, 8, 12, 16)]
+ARCHES = ("sm_80", "sm_90")
 
 
 def parse(spec: str) -> tuple[int, int, int, str]:
-    """``MxNxK:LAYOUT`` (LAYOUT NN, NT, TN or TT; A's letter first, T = column-major) → (M, N, K, LAYOUT)."""
+    """``MxNxK[:LAYOUT]`` (LAYOUT NN, NT, TN or TT, any case; A's letter first, T = column-major) → (M, N, K,
+    LAYOUT); SystemExit naming the argument otherwise."""
     dims, _, layout = spec.partition(":")
-    layout = layout or "NN"
+    layout = (layout or "NN").upper()
     try:
         m, n, k = (int(x) for x in dims.lower().split("x"))
     except ValueError:
@@ -32,8 +37,23 @@ def parse(spec: str) -> tuple[int, int, int, str]:
     return m, n, k, layout
 
 
+def describe(schedule) -> str:
+    """The schedule's kernel in a few words: kind, tile (GEMV: rows × threads), split-K, unroll, staged A."""
+    s = schedule
+    if s.kernel == "gemv":
+        parts = [f"GEMV {s.bm} rows × {s.bn} threads", f"unroll {s.unroll}"]
+        parts += [f"split-K {s.split_k}"] if s.split_k > 1 else []
+        parts += ["A staged"] if s.smem_a else ["A in registers"]
+    else:
+        parts = [f"{s.bm}×{s.bn}×{s.bk} tile", f"thread {s.rm}×{s.rn}"]
+        parts += [f"split-K {s.split_k}"] if s.split_k > 1 else []
+        parts += ["stream-K"] if s.stream_k else []
+    return ", ".join(parts)
+
+
 def mix_row(m: int, n: int, k: int, layout: str, arch: str) -> dict:
-    """One product's row: its schedule, registers, spills and hottest loop's mix."""
+    """One product's row: its schedule, registers, spills and hottest loop's mix (``other_per_64_ffma`` None where
+    the loop has no FFMA)."""
     import tiledsl
     from tiledsl.gemm import default_schedule
     from tiledsl.sass import loop_mix
@@ -43,29 +63,38 @@ def mix_row(m: int, n: int, k: int, layout: str, arch: str) -> dict:
     schedule = default_schedule(op, tiledsl.Target.known("H200"))
     kernel = tiledsl.compile(op, schedule, arch=arch)
     loop = loop_mix(kernel)
-    row = {"m": m, "n": n, "k": k, "layout": layout, "kernel": kernel.name, "registers": kernel.registers,
-           "spill_bytes": kernel.spill_bytes, "schedule": schedule.to_dict()}
+    row = {"m": m, "n": n, "k": k, "layout": layout, "kernel": kernel.name, "describe": describe(schedule),
+           "registers": kernel.registers, "spill_bytes": kernel.spill_bytes, "schedule": schedule.to_dict()}
     if loop is not None:
+        other = loop.other_per("FFMA")
         row.update(loop_instructions=loop.instructions, ffma=loop.counts.get("FFMA", 0),
-                   other_per_64_ffma=round(loop.other_per("FFMA"), 1), counts=loop.counts)
+                   other_per_64_ffma=round(other, 1) if math.isfinite(other) else None, counts=loop.counts)
     return row
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--products", nargs="+", default=DEFAULT, help="MxNxK[:LAYOUT] (default: %(default)s)")
-    ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--arch", default="sm_90", choices=ARCHES, help="compile for (default %(default)s)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
-    rows = [mix_row(*parse(p), args.arch) for p in args.products]
+    products = [parse(p) for p in args.products]  # every argument checked before the first compile
+    from tiledsl.errors import ToolchainError
+    from tiledsl.sass import _nvdisasm
+
+    try:
+        _nvdisasm()
+        rows = [mix_row(*p, args.arch) for p in products]
+    except ToolchainError as exc:
+        raise SystemExit(f"sass_mix: {exc}") from None
     print("| product | kernel | registers | loop instructions | FFMA | other per 64 FFMA | most frequent others |")
     print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
-        others = ", ".join(f"{op} {c}" for op, c in sorted(r.get("counts", {}).items(), key=lambda x: -x[1])
-                           if op != "FFMA")
-        print(f"| {r['m']}×{r['n']}×{r['k']} {r['layout']} | {r['kernel'].split('_nobeta')[0].removeprefix('tiledsl_')} "
+        others = sorted(((c, op) for op, c in r.get("counts", {}).items() if op != "FFMA"), reverse=True)[:6]
+        per = r.get("other_per_64_ffma")
+        print(f"| {r['m']}×{r['n']}×{r['k']} {r['layout']} | {r['describe']} "
               f"| {r['registers']}{' (spills)' if r['spill_bytes'] else ''} | {r.get('loop_instructions', '—')} "
-              f"| {r.get('ffma', '—')} | {r.get('other_per_64_ffma', '—')} | {', '.join(others.split(', ')[:6])} |")
+              f"| {r.get('ffma', '—')} | {'—' if per is None else per} | {', '.join(f'{op} {c}' for c, op in others)} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"command": "python benchmarks/sass_mix.py " + " ".join(sys.argv[1:]), "arch": args.arch,

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import io
+import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
@@ -12,6 +16,8 @@ from tiledsl.cubin import elf_complete, elf_extent
 from tiledsl.errors import ToolchainError
 from tiledsl.gemm import default_schedule
 from tiledsl.sass import disassemble, hottest_loop, loops
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _nvdisasm_or_skip() -> None:
@@ -40,13 +46,40 @@ def test_compiled_cubin_spans_its_elf_headers(arch):
     assert elf_complete(kernel.cubin) == kernel.cubin  # already whole: unchanged
 
 
-def test_elf_complete_pads_only_a_short_tail():
+def test_elf_complete_puts_back_only_the_byte_cupy_drops():
     kernel = _compiled(8, 4096, 4096)
     whole = kernel.cubin
     assert elf_complete(whole[:-1]) == whole  # the byte CuPy drops comes back (zero)
-    assert elf_complete(whole[:-200]) == whole[:-200]  # a truncated body is not invented
+    assert elf_complete(whole[:-2]) == whole[:-2]  # shorter still: truncated, left as it is
+    assert elf_complete(whole[:-200]) == whole[:-200]
     assert elf_complete(b"not an ELF") == b"not an ELF"
     assert elf_extent(b"\x7fELF") is None
+
+
+def _elf(sections: list[tuple[int, int, int]], tail: int = 0) -> bytes:
+    """A minimal 64-bit little-endian ELF: the 64-byte header, no program headers, the section header table at 64,
+    one 64-byte header per (sh_type, sh_offset, sh_size), then ``tail`` zero bytes."""
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<QQ", header, 0x20, 0, 64)  # e_phoff, e_shoff
+    struct.pack_into("<HHHH", header, 0x36, 56, 0, 64, len(sections))
+    table = bytearray()
+    for sh_type, offset, size in sections:
+        entry = bytearray(64)
+        struct.pack_into("<I", entry, 4, sh_type)
+        struct.pack_into("<QQ", entry, 0x18, offset, size)
+        table += entry
+    return bytes(header + table) + bytes(tail)
+
+
+def test_elf_extent_reads_section_ends_past_the_tables():
+    """A section whose bytes lie past the header tables sets the extent; a NOBITS section (sh_type 8: no bytes in
+    the file) does not."""
+    tables_end = 64 + 2 * 64
+    assert elf_extent(_elf([(1, tables_end, 100), (8, tables_end + 100, 5000)])) == tables_end + 100
+    assert elf_extent(_elf([(1, 0, 10)])) == 64 + 64
+    image = _elf([(1, tables_end, 100), (8, 0, 0)], tail=99)
+    assert elf_complete(image) == image + b"\x00" and elf_complete(image + b"\x00") == image + b"\x00"
 
 
 def test_loops_read_from_a_listing():
@@ -66,6 +99,51 @@ def test_loops_read_from_a_listing():
     tail = [".L_x_1", (0x00, "FFMA R1, R2, R3, R1"), (0x10, "BRA `(.L_x_1)"), ".L_x_2", (0x20, "ISETP.GE.AND P0, PT, R4, R5, PT"),
             (0x30, "@P0 FFMA R1, R2, R3, R1"), (0x40, "@!P0 BRA `(.L_x_2)")]
     assert (hottest_loop(tail).start, hottest_loop(tail).instructions) == (0x00, 2)
+    # nested: the inner loop is the hottest although the outer one holds its math and more
+    nested = [".L_x_1", (0x00, "FADD R9, R9, 1"), ".L_x_2", (0x10, "FFMA R1, R2, R3, R1"), (0x20, "FFMA R4, R2, R3, R4"),
+              (0x30, "@P0 BRA `(.L_x_2)"), (0x40, "FMUL R9, R9, R1"), (0x50, "@P1 BRA `(.L_x_1)")]
+    assert [(lp.start, lp.math) for lp in loops(nested)] == [(0x10, 2), (0x00, 4)]
+    assert (hottest_loop(nested).start, hottest_loop(nested).instructions) == (0x10, 3)
+    # the trap at a kernel's end branches to itself: not a loop; loops without math give no hottest loop
+    trap = [(0x00, "EXIT"), ".L_x_9", (0x10, "BRA `(.L_x_9)")]
+    assert loops(trap) == [] and hottest_loop(trap) is None
+    assert hottest_loop([".L_x_1", (0, "IADD3 R1, R1, 0x1, RZ"), (0x10, "@P0 BRA `(.L_x_1)")]) is None
+
+
+LISTING = """\t.headerflags\t@"EF_CUDA_TEXMODE_UNIFIED EF_CUDA_64BIT_ADDRESS EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+\t.section\t.text.k,"ax",@progbits
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                         /* 0x00000a00ff017b82 */
+                                                                                  /* 0x000fe40000000800 */
+.L_x_3:
+        /*0010*/                   FFMA R73, R44, R48.reuse, R73 ;                /* 0x000000302c497223 */
+        /*0020*/               @!P0 LDG.E.128.CONSTANT R4, desc[UR12][R6.64] ;  /* 0x0000000c06048981 */
+        /*0030*/              @!UP1 BRA `(.L_x_3) ;                           /* 0xfffffffc00f07947 */
+.L_x_4:
+        /*0040*/                   BRA `(.L_x_4);                                 /* 0xfffffffc00fc7947 */
+"""
+
+
+def test_disassemble_parses_nvdisasms_listing(monkeypatch):
+    """disassemble on a listing in nvdisasm 13.5's format (encoding comments, predicates, modifiers), with the tool
+    and its run replaced: instructions, labels and the loop come out as printed; a failed run and an empty listing
+    raise ToolchainError."""
+    import tiledsl.sass as sass
+
+    monkeypatch.setattr(sass, "_nvdisasm", lambda: "nvdisasm")
+    out = {"stdout": LISTING, "code": 0}
+    monkeypatch.setattr(sass.subprocess, "run", lambda *a, **kw: subprocess.CompletedProcess(
+        a[0], out["code"], stdout=out["stdout"], stderr="nvdisasm fatal   : bad"))
+    listing = disassemble(b"\x7fELF")
+    assert listing == [(0x0, "LDC R1, c[0x0][0x28]"), ".L_x_3", (0x10, "FFMA R73, R44, R48.reuse, R73"),
+                       (0x20, "@!P0 LDG.E.128.CONSTANT R4, desc[UR12][R6.64]"), (0x30, "@!UP1 BRA `(.L_x_3)"),
+                       ".L_x_4", (0x40, "BRA `(.L_x_4)")]
+    assert hottest_loop(listing).counts == {"FFMA": 1, "LDG": 1, "BRA": 1}
+    out["code"] = 1
+    with pytest.raises(ToolchainError, match="nvdisasm failed .1.: nvdisasm fatal"):
+        disassemble(b"\x7fELF")
+    out.update(code=0, stdout="\t.headerflags\t@\"EF_CUDA_SM90\"\n")
+    with pytest.raises(ToolchainError, match="printed no instruction"):
+        disassemble(b"\x7fELF")
 
 
 @pytest.mark.parametrize("m, layout_b, ffma, ldg, lds", [
@@ -87,19 +165,28 @@ def test_gemv_hottest_loop_holds_the_products_fmas(m, layout_b, ffma, ldg, lds):
         loop.counts
 
 
+def _sass_mix(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "benchmarks/sass_mix.py", *args], capture_output=True, text=True,
+                          check=False, cwd=ROOT)
+
+
 def test_sass_mix_script_prints_the_table(tmp_path):
     _nvdisasm_or_skip()
     import json
-    import subprocess
-    import sys
 
     out = tmp_path / "mix.json"
-    run = subprocess.run([sys.executable, "benchmarks/sass_mix.py", "--products", "8x4096x4096:NN",
-                          "4x4096x4096:NT", "--json", str(out)], capture_output=True, text=True, check=False)
+    run = _sass_mix("--products", "8x4096x4096:NN", "4x4096x4096:nt", "--json", str(out))
     assert run.returncode == 0, run.stderr
-    assert "| 8×4096×4096 NN |" in run.stdout and "| 4×4096×4096 NT |" in run.stdout
+    assert "| 8×4096×4096 NN | GEMV 8 rows" in run.stdout and "| 4×4096×4096 NT |" in run.stdout
     rows = json.loads(out.read_text())["rows"]
     assert [r["ffma"] > 0 and r["loop_instructions"] > r["ffma"] for r in rows] == [True, True]
-    bad = subprocess.run([sys.executable, "benchmarks/sass_mix.py", "--products", "8x0x4096"], capture_output=True,
-                         text=True, check=False)
-    assert bad.returncode != 0 and "sizes must be >= 1" in bad.stderr
+
+
+@pytest.mark.parametrize("args, says", [(("--products", "8x0x4096"), "sizes must be >= 1"),
+                                        (("--products", "8x4096"), "expected MxNxK"),
+                                        (("--products", "8x8x8:NX"), "LAYOUT one of"),
+                                        (("--arch", "sm_70"), "invalid choice: 'sm_70'")])
+def test_sass_mix_script_names_a_bad_argument(args, says):
+    """Checked before anything compiles (no nvdisasm needed)."""
+    run = _sass_mix(*args)
+    assert run.returncode != 0 and says in run.stderr, run.stderr

@@ -61,18 +61,17 @@ def elf_extent(cubin: bytes) -> int | None:
 
 
 def elf_complete(cubin: bytes) -> bytes:
-    """``cubin`` padded with zero bytes to the extent its ELF header declares (:func:`elf_extent`).
+    """``cubin`` with the zero byte CuPy drops put back where its ELF header declares one more (:func:`elf_extent`).
 
-    CuPy's ``nvrtc.getCUBIN`` (CuPy 14.2, NVRTC 12.9 and 13.0) returns one byte fewer than ``nvrtcGetCUBINSize``
-    reports, as if the size counted a string's terminator: the image ends inside its last program header (whose
-    last byte is zero). The driver loads it (a Python ``bytes`` object is followed by a zero byte in memory), but
-    ``nvdisasm`` and ``cuobjdump`` reject the file ("invalid ELF file", "does not contain device code"). Anything
-    that is not such an ELF, or is already whole, is returned as it is.
+    CuPy's ``nvrtc.getCUBIN`` (CuPy 14.2; seen with NVRTC 12.9) returns one byte fewer than ``nvrtcGetCUBINSize``
+    reports (it strips a trailing NUL, as for PTX text): the image ends inside its last program header, whose last
+    byte is zero. The driver loads it (a Python ``bytes`` object is followed by a zero byte in memory), but
+    ``nvdisasm`` and ``cuobjdump`` reject the file ("invalid ELF file", "does not contain device code"). Only that
+    one missing byte is put back; anything else (not such an ELF, already whole, or shorter still: a truncated
+    image) is returned as it is.
     """
     end = elf_extent(cubin)
-    if end is None or end <= len(cubin) or end - len(cubin) > 64:  # a short tail only: never invent a body
-        return cubin
-    return cubin + bytes(end - len(cubin))
+    return cubin + b"\x00" if end is not None and end - len(cubin) == 1 else cubin
 
 
 def cubin_resources(cubin: bytes, name: str) -> dict | None:

@@ -1,33 +1,42 @@
 """The machine code (SASS) of a compiled kernel, read on the CPU, and the instruction mix of its hottest loop.
 
 ``nvdisasm`` (CUDA's disassembler; the pip package ``nvidia-cuda-nvdisasm`` ships it, found through
-``cuda.pathfinder``) prints the kernel's cubin (:attr:`tiledsl.Kernel.cubin`). No GPU is needed: a cubin compiled
-for sm_90 on a CPU machine is what the H200 runs. The loop summary answers what a profile's "issue slots busy"
-needs: how many instructions the kernel issues per useful FMA. An FMA-bound loop that issues 818 instructions for
-512 FFMAs (the staged-A GEMV kernel at sixteen rows, docs/gemm.md) can run its FMA pipe at 63 % of the issue rate
-at best, whatever its occupancy.
+``cuda.pathfinder``, else on ``PATH``) prints the kernel's cubin (:attr:`tiledsl.Kernel.cubin`). No GPU is needed:
+a cubin compiled for sm_90 on a CPU machine is what an H200 runs when both compile with the same NVRTC (ptxas inside
+NVRTC chooses the instructions). The loop summary answers what a profile's "issue slots busy" needs: how many
+instructions the kernel issues per useful FMA. An FMA-bound loop that issues 818 instructions for 512 FFMAs (the
+staged-A GEMV kernel at sixteen rows, docs/gemm.md) can run its FMA pipe at 63 % of the issue rate at best,
+whatever its occupancy.
 
 Loops are read from the control flow nvdisasm prints: a branch to a label above it closes a loop whose body runs
-from that label to the branch. The hottest loop is the one with the most floating-point math instructions
-(:data:`MATH`); of loops with as many, the first in the code: a main loop precedes the remainder loop a compiler or an
-emitter puts after it, which repeats its math under guards and runs once or twice. Trip counts are not in the code.
+from that label to the branch (a branch to itself, the trap at a kernel's end, is not a loop). The hottest loop is an
+innermost one (no other loop inside its range) with the most math instructions (:data:`MATH`); of loops with as
+many, the first in the code: a main loop precedes the remainder loop a compiler or an emitter puts after it, which
+repeats its math under guards and runs once or twice. Trip counts are not in the code, and the counts are static:
+an instruction inside the body under a forward branch counts once although a pass may skip it.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import tempfile
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ToolchainError
 
 __all__ = ["MATH", "LoopMix", "disassemble", "hottest_loop", "loop_mix", "loops"]
 
-MATH = frozenset({"FFMA", "FADD", "FMUL", "HFMA2", "HADD2", "HMUL2", "HMMA", "HGMMA", "DFMA", "IMMA"})
-"""Opcodes counted as floating-point math when choosing the hottest loop (FP32, packed FP16, tensor cores)."""
+MATH = frozenset({"FFMA", "FADD", "FMUL", "FFMA32I", "FADD32I", "FMUL32I", "HFMA2", "HADD2", "HMUL2", "DFMA",
+                  "DADD", "DMUL", "HMMA", "HGMMA", "IMMA"})
+"""Opcodes counted as math when choosing the hottest loop: FP32 (with the immediate forms), packed FP16, FP64, and
+the tensor cores' MMAs (floating-point and integer)."""
+
+NVDISASM_TIMEOUT_S = 120.0
+"""The longest nvdisasm may take on one cubin (a few hundred KB take under a second)."""
 
 _LABEL = re.compile(r"^\s*(\.L_x_\d+):")
 _INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s+(.*?)\s*;")
@@ -37,22 +46,22 @@ _PREDICATE = re.compile(r"^@!?U?P[T\d]+\s+")
 
 @dataclass(frozen=True)
 class LoopMix:
-    """The instructions of one loop body of a kernel's SASS.
+    """The instructions of one loop body of a kernel's SASS (a static count: each instruction once).
 
     Attributes:
         start, end: byte offsets of its first instruction and of its closing backward branch.
-        instructions: instructions in the body, the branch included (each issues once per pass).
-        counts: per opcode (``FFMA``, ``LDS``, ...: the mnemonic without its modifiers).
+        instructions: instructions in the body, the branch included.
+        counts: per opcode (``FFMA``, ``LDS``, ...: the mnemonic without its modifiers); not part of the hash.
     """
 
     start: int
     end: int
     instructions: int
-    counts: dict[str, int]
+    counts: dict[str, int] = field(hash=False)
 
     @property
     def math(self) -> int:
-        """Floating-point math instructions (:data:`MATH`) in the body."""
+        """Math instructions (:data:`MATH`) in the body."""
         return sum(n for op, n in self.counts.items() if op in MATH)
 
     def other_per(self, opcode: str = "FFMA", per: int = 64) -> float:
@@ -62,14 +71,18 @@ class LoopMix:
 
 
 def _nvdisasm() -> str:
+    """The nvdisasm executable: cuda.pathfinder's (a pip wheel, CONDA_PREFIX, CUDA_HOME / CUDA_PATH), else PATH's."""
+    path = None
     try:
         from cuda.pathfinder import find_nvidia_binary_utility
     except ImportError:
-        find_nvidia_binary_utility = None
-    path = find_nvidia_binary_utility("nvdisasm") if find_nvidia_binary_utility is not None else None
+        pass
+    else:
+        path = find_nvidia_binary_utility("nvdisasm")
+    path = path or shutil.which("nvdisasm")
     if path is None:
-        raise ToolchainError("nvdisasm was not found: install the pip package nvidia-cuda-nvdisasm (with "
-                             "cuda-pathfinder, which the CUDA Python bindings bring) or put CUDA's bin/ on PATH")
+        raise ToolchainError("nvdisasm was not found: pip install nvidia-cuda-nvdisasm (tiledsl's 'sass' extra), or "
+                             "set CUDA_HOME to a CUDA toolkit, or put its bin/ on PATH")
     return path
 
 
@@ -78,17 +91,30 @@ def disassemble(cubin: bytes) -> list[tuple[int, str] | str]:
     the final ``;`` dropped) and each label (``".L_x_7"``) as a string where it stands.
 
     Raises:
-        ToolchainError: nvdisasm is missing, or it rejected the cubin (its message is kept).
+        ToolchainError: nvdisasm is missing, cannot run, takes over :data:`NVDISASM_TIMEOUT_S`, rejects the cubin
+            (its message is kept) or prints no instruction.
     """
     tool = _nvdisasm()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
-        run = subprocess.run([tool, "-c", str(path)], capture_output=True, text=True, check=False)
+        try:
+            run = subprocess.run([tool, "-c", str(path)], capture_output=True, text=True, check=False,
+                                 timeout=NVDISASM_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ToolchainError(f"nvdisasm ({tool}) did not run: {exc}") from None
     if run.returncode != 0:
         raise ToolchainError(f"nvdisasm failed ({run.returncode}): {run.stderr.strip()[:400]}")
+    out = _parse(run.stdout)
+    if not any(isinstance(item, tuple) for item in out):
+        raise ToolchainError(f"nvdisasm printed no instruction for a {len(cubin)}-byte cubin: "
+                             f"{run.stdout.strip()[:200]!r}")
+    return out
+
+
+def _parse(listing: str) -> list[tuple[int, str] | str]:
     out: list[tuple[int, str] | str] = []
-    for line in run.stdout.splitlines():
+    for line in listing.splitlines():
         label = _LABEL.match(line)
         if label:
             out.append(label.group(1))
@@ -104,7 +130,8 @@ def _opcode(instruction: str) -> str:
 
 
 def loops(sass: list[tuple[int, str] | str]) -> list[LoopMix]:
-    """Every loop of a disassembly (:func:`disassemble`): a branch to a label above it, the body from the label."""
+    """Every loop of a disassembly (:func:`disassemble`), in the order their branches stand: a branch to a label above
+    it, the body from the label (a branch to itself is not a loop)."""
     seen: dict[str, int] = {}
     code: list[tuple[int, str]] = []
     found = []
@@ -114,7 +141,7 @@ def loops(sass: list[tuple[int, str] | str]) -> list[LoopMix]:
             continue
         code.append(item)
         target = _BRANCH.search(item[1])
-        if target and target.group(1) in seen:
+        if target and target.group(1) in seen and seen[target.group(1)] < len(code) - 1:
             body = code[seen[target.group(1)]:]
             found.append(LoopMix(start=body[0][0], end=item[0], instructions=len(body),
                                  counts=dict(Counter(_opcode(t) for _, t in body))))
@@ -122,10 +149,13 @@ def loops(sass: list[tuple[int, str] | str]) -> list[LoopMix]:
 
 
 def hottest_loop(sass: list[tuple[int, str] | str]) -> LoopMix | None:
-    """The loop with the most floating-point math instructions (of equals, the first in the code: the module's
-    docstring), or None without a loop."""
+    """The innermost loop with the most math instructions (of equals, the first in the code: the module's docstring),
+    or None where no innermost loop holds math."""
     found = loops(sass)
-    return max(found, key=lambda lp: (lp.math, -lp.start)) if found else None
+    inner = [lp for lp in found
+             if not any(o is not lp and lp.start <= o.start and o.end <= lp.end for o in found)]
+    best = max(inner, key=lambda lp: (lp.math, -lp.start), default=None)
+    return best if best is not None and best.math > 0 else None
 
 
 def loop_mix(kernel) -> LoopMix | None:
