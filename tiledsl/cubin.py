@@ -19,7 +19,7 @@ import struct
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-__all__ = ["cubin_resources", "elf_complete"]
+__all__ = ["cubin_resources", "elf_complete", "elf_extent"]
 
 EIFMT_SVAL = 0x04  # record format: attribute with a sized payload
 EIATTR_FRAME_SIZE = 0x11
@@ -51,7 +51,7 @@ def elf_extent(cubin: bytes) -> int | None:
     end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
     for i in range(shnum):
         at = shoff + i * shentsize
-        if at + 64 > len(cubin):
+        if at + 0x28 > len(cubin):  # sh_type at +4, sh_offset and sh_size at +0x18 and +0x20
             break
         sh_type = struct.unpack_from("<I", cubin, at + 4)[0]
         offset, size = struct.unpack_from("<QQ", cubin, at + 0x18)
