@@ -80,10 +80,10 @@ def main() -> int:
     args = ap.parse_args()
     products = [parse(p) for p in args.products]  # every argument checked before the first compile
     from tiledsl.errors import ToolchainError
-    from tiledsl.sass import _nvdisasm
+    from tiledsl.sass import find_nvdisasm
 
     try:
-        _nvdisasm()
+        find_nvdisasm()
         rows = [mix_row(*p, args.arch) for p in products]
     except ToolchainError as exc:
         raise SystemExit(f"sass_mix: {exc}") from None

@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _nvdisasm_or_skip() -> None:
-    from tiledsl.sass import _nvdisasm
+    from tiledsl.sass import find_nvdisasm
 
     try:
-        _nvdisasm()
+        find_nvdisasm()
     except ToolchainError as exc:
         pytest.skip(f"no nvdisasm here: {exc}")
 
@@ -129,7 +129,7 @@ def test_disassemble_parses_nvdisasms_listing(monkeypatch):
     raise ToolchainError."""
     import tiledsl.sass as sass
 
-    monkeypatch.setattr(sass, "_nvdisasm", lambda: "nvdisasm")
+    monkeypatch.setattr(sass, "find_nvdisasm", lambda: "nvdisasm")
     out = {"stdout": LISTING, "code": 0}
     monkeypatch.setattr(sass.subprocess, "run", lambda *a, **kw: subprocess.CompletedProcess(
         a[0], out["code"], stdout=out["stdout"], stderr="nvdisasm fatal   : bad"))

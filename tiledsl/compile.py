@@ -216,7 +216,6 @@ def compile_source(ks: KernelSource, arch: str, extra_options: tuple[str, ...] =
             _disk_put(key, ks.name, *hit)
         _MEM_CACHE.put(key, hit)
     cubin, log = hit
-    cubin = elf_complete(cubin)  # a disk entry written before _nvrtc completed the image
     report = resource_report(log, cubin, ks.name)
     if report is None:
         raise CompileError(f"{ks.name}: neither ptxas's -v log nor the cubin reports its registers",
@@ -294,15 +293,14 @@ def _disk_get(key: str, name: str) -> tuple[bytes, str] | None:
     """The verified (cubin, log) of ``key``, or None (a miss, or a bad entry: warned, then recompiled)."""
     d = cache_dir()
     hit, problem = _disk_read(d, key, name)
-    if problem is None:
-        return hit
-    try:  # perhaps another process is writing this entry right now: look again once it is done
-        with locked(d / ".entries"):
-            hit, problem = _disk_read(d, key, name)
-    except Exception:
-        pass
-    if problem is None:
-        return hit
+    if problem is not None:
+        try:  # perhaps another process is writing this entry right now: look again once it is done
+            with locked(d / ".entries"):
+                hit, problem = _disk_read(d, key, name)
+        except Exception:
+            pass
+    if problem is None:  # a miss (None), or the entry; one written before _nvrtc completed its image gets its byte
+        return None if hit is None else (elf_complete(hit[0]), hit[1])
     warn_bad(d / f"{key}.cubin", f"bad kernel-cache entry: {problem}", "recompiling it")
     return None
 

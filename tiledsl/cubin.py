@@ -42,22 +42,19 @@ def _records(data: bytes):
 
 
 def elf_extent(cubin: bytes) -> int | None:
-    """Bytes a 64-bit little-endian ELF image spans by its own header: the end of its section header table, of its
-    program header table and of every section with file contents; None for what is not such an ELF."""
-    if len(cubin) < 64 or not cubin.startswith(b"\x7fELF\x02\x01"):
+    """Bytes a 64-bit little-endian ELF image spans by its own header (read with pyelftools): the end of its section
+    header table, of its program header table and of every section with file contents; None for what is not such an
+    ELF."""
+    try:
+        elf = ELFFile(io.BytesIO(cubin))
+        if elf.elfclass != 64 or not elf.little_endian:
+            return None
+        h = elf.header
+        end = max(h.e_phoff + h.e_phentsize * h.e_phnum, h.e_shoff + h.e_shentsize * h.e_shnum)
+        return max([end] + [sec["sh_offset"] + sec["sh_size"] for sec in elf.iter_sections()
+                            if sec["sh_type"] != "SHT_NOBITS"])  # NOBITS: no bytes in the file
+    except (ELFError, struct.error, ValueError):
         return None
-    phoff, shoff = struct.unpack_from("<QQ", cubin, 0x20)
-    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", cubin, 0x36)
-    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
-    for i in range(shnum):
-        at = shoff + i * shentsize
-        if at + 0x28 > len(cubin):  # sh_type at +4, sh_offset and sh_size at +0x18 and +0x20
-            break
-        sh_type = struct.unpack_from("<I", cubin, at + 4)[0]
-        offset, size = struct.unpack_from("<QQ", cubin, at + 0x18)
-        if sh_type != 8:  # SHT_NOBITS has no bytes in the file
-            end = max(end, offset + size)
-    return end
 
 
 def elf_complete(cubin: bytes) -> bytes:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .errors import ToolchainError
 
-__all__ = ["MATH", "LoopMix", "disassemble", "hottest_loop", "loop_mix", "loops"]
+__all__ = ["MATH", "LoopMix", "disassemble", "find_nvdisasm", "hottest_loop", "loop_mix", "loops"]
 
 MATH = frozenset({"FFMA", "FADD", "FMUL", "FFMA32I", "FADD32I", "FMUL32I", "HFMA2", "HADD2", "HMUL2", "DFMA",
                   "DADD", "DMUL", "HMMA", "HGMMA", "IMMA"})
@@ -70,8 +70,12 @@ class LoopMix:
         return float("inf") if n == 0 else per * (self.instructions - n) / n
 
 
-def _nvdisasm() -> str:
-    """The nvdisasm executable: cuda.pathfinder's (a pip wheel, CONDA_PREFIX, CUDA_HOME / CUDA_PATH), else PATH's."""
+def find_nvdisasm() -> str:
+    """The nvdisasm executable: cuda.pathfinder's (a pip wheel, CONDA_PREFIX, CUDA_HOME / CUDA_PATH), else PATH's.
+
+    Raises:
+        ToolchainError: none is found (the message names the pip package).
+    """
     path = None
     try:
         from cuda.pathfinder import find_nvidia_binary_utility
@@ -94,7 +98,7 @@ def disassemble(cubin: bytes) -> list[tuple[int, str] | str]:
         ToolchainError: nvdisasm is missing, cannot run, takes over :data:`NVDISASM_TIMEOUT_S`, rejects the cubin
             (its message is kept) or prints no instruction.
     """
-    tool = _nvdisasm()
+    tool = find_nvdisasm()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
