@@ -100,6 +100,8 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
         *([("COL_GROUPS", s.col_groups, "col_groups: groups of VB columns per thread")]
           if s.col_groups != 1 or s.smem_a else []),  # smem_a: rule smem_a_on_gemv's static_assert names it
         *([("SMEM_A", 1, "smem_a: the K slice of A staged in shared memory")] if s.smem_a else []),
+        *([("SPARE_SLOT", 1, "spare_slot: a ring of UNROLL + 1 loads of B, a running pointer into B")]
+          if s.spare_slot else []),
         # fields of the tiled kernels, unused here; the rule table's static_asserts name them
         ("RM", s.rm, "rm (unused)"), ("RN", s.rn, "rn: columns per warp (column-major B)"), ("WM", s.wm, "wm (unused)"),
         ("WN", s.wn, "wn (unused)"), ("STAGES", s.stages, "stages (unused)"),
@@ -150,7 +152,7 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
                   "const int gn = (blockIdx.x * THREADS + threadIdx.x) * VB;  // N is a multiple of VB (alignment)",
                   "float acc[BM][VB] = {};")
             if s.smem_a:
-                _row_b_smem_a_loop(w, op, dt, va, vb, a_at)
+                _row_b_smem_a_loop(w, op, dt, va, vb, a_at, s.spare_slot)
             else:
                 with w.block("if (gn0 < N)" if grouped else "if (gn < N)"):
                     _row_b_k_loop(w, dt, va, vb, a_at, grouped)
@@ -248,11 +250,14 @@ def _row_b_k_loop(w: Writer, dt: dtypes.DType, va: int, vb: int, a_at: str, grou
                   "  for (int j = 0; j < VB; ++j) acc[m][g * VB + j] += a[m][kk] * b[j];")
 
 
-def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int, a_at: str) -> None:
+def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int, a_at: str,
+                       spare_slot: bool = False) -> None:
     """Emit ``smem_a``'s main loop (row-major B): the ring's first UNROLL loads of B, the block's K slice of A staged
     transposed in shared memory (At[k][m], float32; rows past M zero), one barrier, then per k one VB-wide vector of
     B from the ring (refilled UNROLL rows ahead) times BM/4 16-byte broadcasts of At. Columns past N read the last VB
-    columns of B and are never stored; a slice past K (n_k = 0) leaves acc zero."""
+    columns of B and are never stored; a slice past K (n_k = 0) leaves acc zero. ``spare_slot``
+    (``GemmSchedule.spare_slot``): a ring of UNROLL + 1 slots and a running pointer into B
+    (:func:`_ring_spare_slot`)."""
     raw = VEC_TYPES[(dt.c_type, vb)] if vb > 1 else dt.c_type  # B as loaded; converted to float at its use
     w("// ---- smem_a: per k, BM/4 16-byte broadcasts of A from shared memory and one VB-wide vector of B, which a ring",
       "// keeps UNROLL rows ahead (its first UNROLL loads are issued before A is staged) ----",
@@ -262,14 +267,20 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
       f"const {dt.c_type}* const b_col = B + (long long)k_begin * ldb + (gn < N ? gn : N - VB);  // columns past N: "
       "the last VB (never stored)")
     with w.block("if (n_k > 0)"):  # the same for every thread of the block: the barrier inside is reached by all
-        w(f"{raw} ring[UNROLL] = {{}};  // zero: a slice shorter than UNROLL reads slots it never loads (never used)",
-          "#pragma unroll",
+        if spare_slot:
+            w(f"{raw} ring[UNROLL + 1];  // slot s: row k0 + s at a pass's start (s < UNROLL), slot UNROLL free")
+        else:
+            w(f"{raw} ring[UNROLL] = {{}};  // zero: a slice shorter than UNROLL reads slots it never loads (never used)")
+        w("#pragma unroll",
           f"for (int u = 0; u < UNROLL; ++u) if (u < n_k) ring[u] = *reinterpret_cast<const {raw}*>(b_col + "
           "(long long)u * ldb);")
         w("// stage A: consecutive threads take consecutive rows at the same k, VA k per load (with VA > 1 the warp's",
           "// 32 / BM groups of rows may store to the same banks: 2-way at BM = 16, 4-way at 8; once per slice)")
         _stage_a(w, dt, va, a_at, "const int m = i % BM, kv = i / BM, gm = row0 + m;", "at[(kv * VA + j) * BM + m]")
         w("__syncthreads();")
+        if spare_slot:
+            _ring_spare_slot(w, dt, vb, raw)
+            return
         with w.block("for (int k0 = 0; k0 < n_k; k0 += UNROLL)"):
             w("#pragma unroll")
             with w.block("for (int u = 0; u < UNROLL; ++u)"):
@@ -279,16 +290,41 @@ def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
                   f"if (k0 + u + UNROLL < n_k) ring[u] = *reinterpret_cast<const {raw}*>(b_col + "
                   "(long long)(k0 + u + UNROLL) * ldb);  // UNROLL rows ahead")
                 with w.block("if (k0 + u < n_k)"):
-                    conv = [dt.to_acc("b_raw")] if vb == 1 else [dt.to_acc(f"b_raw.{c}") for c in COMPONENTS[:vb]]
-                    w(f"const float b[VB] = {{{', '.join(conv)}}};",
-                      "#pragma unroll")
-                    with w.block("for (int q = 0; q < BM / 4; ++q)"):
-                        w("const float4 a = at4[(k0 + u) * (BM / 4) + q];  // rows 4q..4q+3 at this k: one broadcast",
-                          "const float a4[4] = {a.x, a.y, a.z, a.w};",
-                          "#pragma unroll",
-                          "for (int r = 0; r < 4; ++r)",
-                          "  #pragma unroll",
-                          "  for (int j = 0; j < VB; ++j) acc[4 * q + r][j] += a4[r] * b[j];")
+                    _ring_step(w, dt, vb, "b_raw")
+
+
+def _ring_spare_slot(w: Writer, dt: dtypes.DType, vb: int, raw: str) -> None:
+    """Emit ``spare_slot``'s loop over the slice (see :func:`_row_b_smem_a_loop`): a ring of UNROLL + 1 slots walked in
+    passes of UNROLL + 1 steps, step u loading the row UNROLL steps ahead into the slot step u - 1 emptied (at u = 0
+    the spare one) and then multiplying slot u: every slot index a constant, no slot copied, UNROLL loads in flight at
+    each step's FMAs; ``b_next`` walks B one row per step instead of each load's address being rebuilt. Both guards
+    stay: each step's FMAs under their own branch keep ptxas from moving the step's load past them (without a branch
+    it moves every load of a pass to the pass's end, so the first rows of the next pass wait on memory)."""
+    w("// ---- the ring has a spare slot: at a pass's start slot s holds row k0 + s (s < UNROLL) and slot UNROLL is free;",
+      "// step u loads the row UNROLL steps ahead into the slot step u - 1 emptied, then multiplies slot u ----",
+      f"const {dt.c_type}* b_next = b_col + (long long)UNROLL * ldb;  // the row the next step loads: k0 + u + UNROLL")
+    with w.block("for (int k0 = 0; k0 < n_k; k0 += UNROLL + 1)"):
+        w("#pragma unroll")
+        with w.block("for (int u = 0; u <= UNROLL; ++u)"):
+            w(f"if (k0 + u + UNROLL < n_k) ring[(u + UNROLL) % (UNROLL + 1)] = *reinterpret_cast<const {raw}*>(b_next);",
+              "b_next += ldb;")
+            with w.block("if (k0 + u < n_k)"):  # a branch per step: it keeps the load above before the FMAs
+                _ring_step(w, dt, vb, "ring[u]")
+
+
+def _ring_step(w: Writer, dt: dtypes.DType, vb: int, src: str) -> None:
+    """Emit one step k0 + u of the staged-A loop: the VB elements of B in ``src`` (the ring's vector, as loaded)
+    converted to float, times BM/4 16-byte broadcasts of At: BM·VB FMAs."""
+    conv = [dt.to_acc(src)] if vb == 1 else [dt.to_acc(f"{src}.{c}") for c in COMPONENTS[:vb]]
+    w(f"const float b[VB] = {{{', '.join(conv)}}};",
+      "#pragma unroll")
+    with w.block("for (int q = 0; q < BM / 4; ++q)"):
+        w("const float4 a = at4[(k0 + u) * (BM / 4) + q];  // rows 4q..4q+3 at this k: one broadcast",
+          "const float a4[4] = {a.x, a.y, a.z, a.w};",
+          "#pragma unroll",
+          "for (int r = 0; r < 4; ++r)",
+          "  #pragma unroll",
+          "  for (int j = 0; j < VB; ++j) acc[4 * q + r][j] += a4[r] * b[j];")
 
 
 def _stage_a(w: Writer, dt: dtypes.DType, va: int, a_at: str, index: str, dst: str,

@@ -1,0 +1,143 @@
+"""The emitted kernels' own CUDA source run on the CPU (tests/host_cuda.py: a std::thread per CUDA thread, g++),
+checked against a float64 product on a NaN-poisoned C: the control flow a compile check cannot see — which row of B a
+ring slot holds, which K slice a block owns, which lane stores which sum — on shapes with every remainder (rows past
+M, columns past N, slices shorter than the ring, K not a multiple of anything). The GPU tests (test_gemm_gpu.py) check
+the same kernels on the device; these run in CI."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import host_cuda
+import numpy as np
+import pytest
+
+import tiledsl
+from tiledsl.gemm import default_schedule
+from tiledsl.gemm.family import GEMM
+
+pytestmark = pytest.mark.skipif(host_cuda.compiler() is None,
+                                reason="no g++ on PATH: the host runs of emitted kernels need a C++20 compiler")
+
+H200 = tiledsl.Target.known("H200")
+
+
+def _operands(rng, m, n, k, layout_b="row"):
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    return a, b, (b if layout_b == "row" else np.ascontiguousarray(b.T))
+
+
+def _op(m, n, k, layout_b="row", read_c=False):
+    along = n if layout_b == "row" else k  # B's contiguous extent
+    al = 4 if along % 4 == 0 else 2 if along % 2 == 0 else 1
+    return tiledsl.GemmOp(m, n, k, layout_b=layout_b, align_a=4 if k % 4 == 0 else 1, align_b=al,
+                          align_c=4 if n % 4 == 0 else 1, read_c=read_c)
+
+
+def _run(op, s, a, b_storage, alpha=1.0, beta=0.0, c0=None):
+    c = np.full((op.m, op.n), np.nan, np.float32) if c0 is None else c0.copy()
+    host_cuda.gemm(op, s, a, b_storage, c, alpha=alpha, beta=beta)
+    return c
+
+
+def _tol(k):
+    return 1e-5 * max(1.0, (k / 4096) ** 0.5)
+
+
+def _rel_err(got, ref):
+    return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+@pytest.mark.parametrize("m,n,k", [(16, 132, 200), (12, 68, 611), (9, 4, 37), (5, 260, 7), (4, 8, 129)])
+def test_staged_a_ring_with_a_spare_slot_sums_what_the_copied_ring_sums(m, n, k, rng):
+    """smem_a (A staged, a ring of B loads, row-major B) with spare_slot (unroll + 1 slots, a running pointer into B)
+    against the ring as it was (each slot copied before its refill): unroll 1, 2 and 8 (rings longer than a slice),
+    one slice and three (the split-K kernel; the fused sum), 4, 8, 12 and 16 rows per block (rows past M): both within
+    the float64 tolerance and bit for bit the same (the same products added in the same order)."""
+    a, b, _ = _operands(rng, m, n, k)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    op = _op(m, n, k)
+    for bm, unroll, (split, fused) in itertools.product(sorted({-(-m // 4) * 4, 16}), (1, 2, 8),
+                                                        ((1, False), (3, False), (3, True))):
+        copied = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64, vec=4, unroll=unroll, split_k=split,
+                                      split_k_fused=fused, smem_a=True)
+        spare = replace(copied, spare_slot=True)
+        got = _run(op, spare, a, b)
+        assert _rel_err(got, ref) < _tol(k), spare
+        assert np.array_equal(got, _run(op, copied, a, b), equal_nan=False), spare
+
+
+def test_a_wrong_ring_fails_here():
+    """The host run has teeth: the spare-slot ring refilling one row short (``k0 + u + UNROLL - 1``) reads the wrong
+    rows of B, and the product it computes is wrong."""
+    rng = np.random.default_rng(7)
+    m, n, k = 16, 64, 40
+    a, b, _ = _operands(rng, m, n, k)
+    op = _op(m, n, k)
+    s = tiledsl.GemmSchedule(kernel="gemv", bm=16, bn=64, vec=4, unroll=4, smem_a=True, spare_slot=True)
+    ks = GEMM.emit(op, s)
+    plan = GEMM.plan(op, s, H200)
+    good = ks.source
+    bad = good.replace("if (k0 + u + UNROLL < n_k) ring[(u + UNROLL) % (UNROLL + 1)] = *reinterpret_cast<const "
+                       "float4*>(b_next);\n        b_next += ldb;",
+                       "if (k0 + u + UNROLL < n_k) ring[(u + UNROLL) % (UNROLL + 1)] = *reinterpret_cast<const "
+                       "float4*>(b_next - ldb);\n        b_next += ldb;")
+    assert bad != good
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for source, right in ((good, True), (bad, False)):
+        c = np.full((m, n), np.nan, np.float32)
+        args = {"a": a, "b": b, "c": c, "alpha": 1.0, "m": m, "n": n, "k": k, "lda": k, "ldb": n, "ldc": n}
+        host_cuda.launch(source, ks.name, plan.grid, ks.block, ks.dynamic_smem_bytes,
+                         [args[p.source] for p in plan.params])
+        assert (_rel_err(c, ref) < _tol(k)) == right
+
+
+@pytest.mark.parametrize("layout_b", ["row", "col"])
+@pytest.mark.parametrize("m", [9, 11, 12])
+def test_twelve_rows_per_block(layout_b, m, rng):
+    """bm = 12 (three 16-byte broadcasts of the staged A per k; with a column-major B 12·rn sums per warp, the
+    per-value shuffles where they do not fill the warp's lanes) for 9-12 rows: schedule=None's pick with 12 rows per
+    block, staged and not, then alpha and beta on a C holding values."""
+    n, k = (132, 300) if layout_b == "row" else (77, 516)
+    a, b, bs = _operands(rng, m, n, k, layout_b)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    op = _op(m, n, k, layout_b)
+    pick = replace(default_schedule(op, H200), bm=12)
+    variants = [pick, replace(pick, smem_a=not pick.smem_a, spare_slot=False, min_blocks=0)]
+    if layout_b == "col":
+        variants += [replace(pick, rn=rn, split_k=3) for rn in (1, 2)]  # 12·rn sums: never a multiple of 32
+    else:
+        variants += [replace(pick, smem_a=True, spare_slot=True, min_blocks=0)]
+    for s in variants:
+        assert _rel_err(_run(op, s, a, bs), ref) < _tol(k), s
+    c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    op_c = replace(op, read_c=True)
+    got = _run(op_c, pick, a, bs, alpha=1.5, beta=-0.5, c0=c0)
+    assert _rel_err(got, 1.5 * ref - 0.5 * c0) < 2 * _tol(k), pick
+
+
+@pytest.mark.parametrize("m,n,k", [(130, 70, 33), (7, 129, 127), (1, 1, 1)])
+def test_schedule_none_on_the_host(m, n, k, rng):
+    """schedule=None's kernels (tiled FMA, or the GEMV kernel for a few rows) for edge shapes: 129, 127, 7, 1."""
+    a, b, _ = _operands(rng, m, n, k)
+    op = _op(m, n, k)
+    s = default_schedule(op, H200)
+    assert _rel_err(_run(op, s, a, b), a.astype(np.float64) @ b.astype(np.float64)) < _tol(k), s
+
+
+def test_lanes_that_skip_a_shuffle_end_the_run_with_an_error():
+    """Half a warp at a full-mask shuffle never completes on a GPU; here the run stops and says why, instead of
+    waiting for the time limit. The same kernel with every lane at the shuffle swaps neighbours' values."""
+    import subprocess
+
+    source = ('extern "C" __global__ void swap_pairs(float* __restrict__ x, int lanes) {\n'
+              "  if ((int)threadIdx.x < lanes) x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, x[threadIdx.x], 1);\n"
+              "}\n")
+    x = np.arange(32, dtype=np.float32)
+    host_cuda.launch(source, "swap_pairs", (1, 1, 1), (32, 1, 1), 0, [x, 32])
+    assert np.array_equal(x, np.arange(32, dtype=np.float32).reshape(16, 2)[:, ::-1].ravel())
+    with pytest.raises(subprocess.CalledProcessError) as err:
+        host_cuda.launch(source, "swap_pairs", (1, 1, 1), (32, 1, 1), 0, [x, 16])
+    assert "deadlock" in err.value.stderr
