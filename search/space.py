@@ -433,6 +433,8 @@ GEMM_TC16_NO_TMA_SPACE = _tc_space(64, (0, 1))
 # ---- the GEMV-style kernel: few rows of C (kernel="gemv") ----
 _GEMV_KNOBS = (
     Knob("rows_log2", 0, 4, doc="rows of C per block bm = 2^x (1..16; pinned to the op's rows rounded up to 2^x)"),
+    Knob("rows_three_quarters", 0, 1, doc="1: bm = 3·2^(x-2) rows in place of 2^x (12 in place of 16; pinned to 0 "
+                                          "but for 9-12 rows)"),
     Knob("threads_log2", 5, 8, doc="threads per block bn = 2^x (32..256): vec·col_groups·bn columns (row-major B) or "
                                    "a warp per rn columns (column-major B) per block"),
     Knob("vec_log2", 0, 2, doc="elements per load of B = 2^x (1, 2, 4; lowered to the op's alignment)"),
@@ -446,6 +448,8 @@ _GEMV_KNOBS = (
                                     "each column group does (split_k > 1)"),
     Knob("smem_a", 0, 1, doc="1: the block's K slice of A staged in shared memory (bm ≥ 4, col_groups 1, "
                              "a slice of at most 48 KiB; pinned to 0 elsewhere)"),
+    Knob("spare_slot", 0, 1, doc="1: with smem_a, a ring of unroll + 1 loads of B walked by a running pointer "
+                                 "(row-major B; pinned to 0 elsewhere, and ignored without smem_a)"),
 )
 
 
@@ -453,19 +457,24 @@ GEMV_SPLIT_KNOB_MAX = 512  # == _GEMV_KNOBS' split_k high; the space for an op c
 
 
 def _gemv_fields(p: dict) -> dict:
-    return dict(kernel="gemv", bm=_p2(p["rows_log2"]), bn=_p2(p["threads_log2"]), vec=_p2(p["vec_log2"]),
+    rows = 3 * _p2(p["rows_log2"] - 2) if p.get("rows_three_quarters", 0) and p["rows_log2"] >= 2 \
+        else _p2(p["rows_log2"])
+    smem_a = bool(p.get("smem_a", 0))
+    return dict(kernel="gemv", bm=rows, bn=_p2(p["threads_log2"]), vec=_p2(p["vec_log2"]),
                 unroll=_p2(p["unroll_log2"]), rn=_p2(p["rn_log2"]), split_k=int(p["split_k"]),
                 split_k_fused=bool(p["split_k_fused"]), col_groups=_p2(p.get("col_groups_log2", 0)),
-                smem_a=bool(p.get("smem_a", 0)))
+                smem_a=smem_a, spare_slot=smem_a and bool(p.get("spare_slot", 0)))
 
 
 def _gemv_params(s) -> dict | None:
     if getattr(s, "kernel", "tiled") != "gemv":
         return None
-    params = {"rows_log2": _log2(s.bm), "threads_log2": _log2(s.bn), "vec_log2": _log2(s.vec),
+    three_quarters = s.bm % 3 == 0 and _log2(s.bm // 3) is not None
+    params = {"rows_log2": _log2(s.bm // 3 * 4) if three_quarters else _log2(s.bm),
+              "rows_three_quarters": int(three_quarters), "threads_log2": _log2(s.bn), "vec_log2": _log2(s.vec),
               "unroll_log2": _log2(s.unroll), "rn_log2": _log2(s.rn), "split_k": s.split_k,
               "split_k_fused": int(s.split_k_fused), "col_groups_log2": _log2(s.col_groups),
-              "smem_a": int(s.smem_a)}
+              "smem_a": int(s.smem_a), "spare_slot": int(s.spare_slot)}
     return _params_of(_GEMV_KNOBS, _gemv_fields, s, params)
 
 
@@ -476,7 +485,8 @@ def _gemv_seeds(op, target) -> list:
     with a row-major B, also 2 and 4 groups of columns per thread (``col_groups``) at B's load width, and for 4–16 rows
     A staged in shared memory (``smem_a``) at 128 and 256 threads, unroll 8 and 4, slices for 4 and 8 blocks per SM
     at most 512 and 256 deep; with a column-major B and 4–16 rows, A staged at 128 and 256 threads, unroll 1,
-    slices for about four blocks per SM at most 512 and 256 deep."""
+    slices for about four blocks per SM at most 512 and 256 deep. With a row-major B every staged seed again with a
+    spare slot in its ring (``spare_slot``); for 9–12 rows every seed of 16 rows per block again with 12."""
     from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule, gemv_split
 
     pick = gemv_schedule(op, target)
@@ -508,6 +518,10 @@ def _gemv_seeds(op, target) -> list:
             one = replace(plain, bn=bn, unroll=unroll, smem_a=True, min_blocks=0, split_k=1, split_k_fused=False)
             split = max(gemv_split(op, one, target), -(-op.k // deepest))
             cands.append(replace(one, split_k=min(split, GEMV_SPLIT_KNOB_MAX)))
+    if op.layout_b == "row":  # the staged seeds again with a spare slot in their ring of B
+        cands += [replace(c, spare_slot=True) for c in cands if c.smem_a]
+    if 9 <= op.m <= 12:  # every seed of 16 rows per block again with 12
+        cands += [replace(c, bm=12) for c in cands if c.bm == 16]
     return _valid_seeds("gemm", cands, op, target, _gemv_params)
 
 
@@ -516,7 +530,8 @@ GEMM_GEMV_SPACE = Space("gemm", _GEMV_KNOBS, _gemv_fields, _gemv_params, _gemv_s
 """Few rows of C where ``schedule=None`` runs the GEMV-style kernel (``tiledsl.gemm.family.GEMV_MAX_M``: one row
 of any dtype and layout, up to 16 float32 rows with either layout of B): its block width, load width, unroll, columns
 per warp or groups of columns per thread, K slices and how they are summed, and whether A is staged in shared memory.
-``rows_log2`` is pinned to the op's rows,
+``rows_log2`` is pinned to the op's rows (``rows_three_quarters`` chooses 12 in place of 16 for 9–12 rows, and is
+pinned to 0 elsewhere), ``spare_slot`` to 0 for a column-major B and below 4 rows,
 ``rn_log2`` to 0 (rn = 1) for a row-major B (it reads one column per thread lane) and ``col_groups_log2`` to 0 for a
 column-major B (a warp per column), ``split_k`` capped at ceil(K / 8)."""
 
@@ -533,8 +548,12 @@ def _gemm_specialize(space: Space, op) -> Space:
     if runs_gemv(op):  # exactly where builtin_choice picks the GEMV kernel
         pins = {"rows_log2": _log2(gemv_block_rows(op.m))}
         pins["rn_log2" if op.layout_b == "row" else "col_groups_log2"] = 0
+        if not 9 <= op.m <= 12:  # 12 rows per block in place of 16: for 9-12 rows only
+            pins["rows_three_quarters"] = 0
         if gemv_block_rows(op.m) < 4:  # rule smem_a_on_gemv
             pins["smem_a"] = 0
+        if gemv_block_rows(op.m) < 4 or op.layout_b == "col":  # rules spare_slot_on_staged_a, ..._needs_row_major_b
+            pins["spare_slot"] = 0
         pinned = _pin(GEMM_GEMV_SPACE, pins)
         # no slice shorter than one BK step: more slices than K/8 leave blocks with nothing to do
         most = max(1, min(GEMV_SPLIT_KNOB_MAX, -(-op.k // 8)))

@@ -37,7 +37,9 @@ def cache(tmp_path, monkeypatch):
 
 
 def _slow(s) -> bool:
-    return zlib.crc32(json.dumps(s.to_dict(), sort_keys=True).encode()) % 2 == 1
+    """Half the schedules, by a hash of the knobs the kernel's source names (a knob added later, at its default, leaves
+    the split as it was)."""
+    return zlib.crc32(json.dumps(s.header_dict(), sort_keys=True).encode()) % 2 == 1
 
 
 @pytest.fixture

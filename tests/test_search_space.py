@@ -143,6 +143,31 @@ def test_few_rows_search_the_gemv_kernel_the_default_runs(op, rows_log2, rn_pinn
     assert split.high == min(512, -(-op.k // 8))  # no K slice shorter than one BK step
 
 
+@pytest.mark.parametrize("op,twelve,spare", [
+    (tiledsl.GemmOp(12, 14336, 4096), True, True),                 # 9-12 rows: 12 or 16 rows per block
+    (tiledsl.GemmOp(9, 4096, 4096, layout_b="col"), True, False),  # ... of either layout; no ring with W.T
+    (tiledsl.GemmOp(16, 4096, 4096), False, True),                 # 16: the spare slot of staged A's ring
+    (tiledsl.GemmOp(8, 4096, 4096), False, True),
+    (tiledsl.GemmOp(2, 4096, 4096), False, False),                 # < 4 rows: A never staged, no ring
+])
+def test_gemv_space_searches_twelve_rows_and_the_spare_slot(op, twelve, spare):
+    """``rows_three_quarters`` (12 rows per block in place of 16) is free for 9-12 rows only, ``spare_slot`` (a ring
+    of unroll + 1 loads of B) for a row-major B with A staged; the seeds hold both, each round-tripping through its
+    point, and a point with the spare slot but A in registers builds the schedule without it (one kernel)."""
+    target = tiledsl.Target.known("H200")
+    space = GEMM_SPACE.for_op(op)
+    free = {k.name for k in space.knobs if k.low < k.high}
+    assert ("rows_three_quarters" in free) == twelve and ("spare_slot" in free) == spare, free
+    seeds = space.seeds(op, target)
+    assert any(s.bm == 12 for s in seeds) == twelve and any(s.spare_slot for s in seeds) == spare
+    for s in seeds:
+        assert space.build(space.from_schedule(s), target, op) == s
+    if spare:
+        staged = next(s for s in seeds if s.smem_a)
+        point = {**space.from_schedule(staged), "smem_a": 0, "spare_slot": 1}
+        assert not space.build(point, target, op).spare_slot
+
+
 def test_gemv_vec_above_the_alignment_of_b_is_one_kernel():
     """B is read min(vec, align_b) wide: for an odd N every vec is the same kernel, one key (no re-measuring)."""
     op = tiledsl.GemmOp(1, 4095, 4095, align_a=1, align_b=1, align_c=1)  # what tiledsl.gemm sees for N = 4095
