@@ -56,26 +56,52 @@ def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, in
     return [(m, n, k, layout) for n, k in llm_weights() for layout in ("NN", "NT") for m in ms]
 
 
-def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float, gpu_hbm_gbps: float) -> list[dict]:
-    """One row for one product: ``schedule=None`` checked, timed beside cuBLAS both ways (the module's docstring),
-    GB/s and its share of the copy timed the same way."""
+VARIANTS = ("none", "spare", "twelve", "twelve_spare")
+"""``--variant``: ``schedule=None`` as it is, or its pick with a spare slot in staged A's ring of B (``spare``:
+``GemmSchedule.spare_slot``, where the pick stages A with a row-major B), with 12 rows per block for 9-12 rows
+(``twelve``), or both (``twelve_spare``); where a variant does not apply the product runs ``schedule=None``."""
+
+
+def variant_schedule(op, target, variant: str):
+    """``schedule=None``'s pick for ``op`` on ``target`` changed as ``variant`` says (:data:`VARIANTS`), or None
+    where nothing changes (the call then passes ``schedule=None``)."""
+    from dataclasses import replace
+
+    from tiledsl.gemm import default_schedule
+
+    pick = default_schedule(op, target)
+    s = pick
+    if pick.kernel == "gemv" and variant in ("twelve", "twelve_spare") and 9 <= op.m <= 12:
+        s = replace(s, bm=12)
+    if s.kernel == "gemv" and variant in ("spare", "twelve_spare") and s.smem_a and op.layout_b == "row":
+        s = replace(s, spare_slot=True)
+    return None if s == pick else s
+
+
+def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float, gpu_hbm_gbps: float,
+            variant: str = "none") -> list[dict]:
+    """One row for one product: ``schedule=None`` (or its ``variant``, :func:`variant_schedule`) checked, timed beside
+    cuBLAS both ways (the module's docstring), GB/s and its share of the copy timed the same way."""
     import cupy as cp
 
     from tiledsl.timing import time_gpu
 
     a, b, ref, c = device_gemm_operands(m, n, k, layout)
+    s = variant_schedule(gemm_op(m, n, k, layout), tiledsl.Target.current(), variant)
 
     def call():
-        return tiledsl.gemm(a, b, c)
+        return tiledsl.gemm(a, b, c, schedule=s)
 
-    err, ms, cublas_ms = checked_beside_cublas(call, a, b, c, ref, k, f"{m}x{n}x{k} {layout} schedule=None")
+    err, ms, cublas_ms = checked_beside_cublas(call, a, b, c, ref, k,
+                                               f"{m}x{n}x{k} {layout} {'schedule=None' if s is None else variant}")
     gpu_ms, cublas_gpu_ms = bracketed(call, lambda: cp.matmul(a, b),
                                       lambda f: time_gpu(f, repeat=15, gpu_only=True).median_ms)
     nbytes = gemm_op(m, n, k, layout).compulsory_bytes  # float32 A, B and C, each moved once
     row = dict(m=m, n=n, k=k, layout=layout, mib=nbytes / 2**20, ms=ms, cublas_ms=cublas_ms, ratio=cublas_ms / ms,
                gbps=nbytes / ms / 1e6, cublas_gbps=nbytes / cublas_ms / 1e6, hbm_fraction=nbytes / ms / 1e6 / hbm_gbps,
                gpu_ms=gpu_ms, cublas_gpu_ms=cublas_gpu_ms, gpu_ratio=cublas_gpu_ms / gpu_ms,
-               gpu_hbm_fraction=nbytes / gpu_ms / 1e6 / gpu_hbm_gbps, err=err)
+               gpu_hbm_fraction=nbytes / gpu_ms / 1e6 / gpu_hbm_gbps, err=err,
+               variant="none" if s is None else variant, schedule=None if s is None else s.to_dict())
     print(f"{m:2d}x{n:<6d}x{k:<6d} {layout} {row['mib']:8.1f} MiB  {ms * 1e3:8.1f} us ({row['hbm_fraction']:.2f} of "
           f"the copy, {row['ratio']:.2f}x cuBLAS)  GPU alone {gpu_ms * 1e3:8.1f} us ({row['gpu_hbm_fraction']:.2f}, "
           f"{row['gpu_ratio']:.2f}x)", flush=True)
@@ -106,6 +132,9 @@ def main() -> int:
     ap.add_argument("--m", type=int, nargs="+", default=list(range(1, 17)), help="rows M (default 1…16)")
     ap.add_argument("--min-mib", type=float, default=64.0,
                     help="products of at least this many MiB (A, B, C) are summarised apart from smaller ones")
+    ap.add_argument("--variant", choices=VARIANTS, default="none",
+                    help="schedule=None's pick as it is (none), with a spare slot in staged A's ring of B (spare), "
+                         "with 12 rows per block for 9-12 rows (twelve), or both (twelve_spare)")
     args = ap.parse_args()
     if bad := [m for m in args.m if not 1 <= m <= 16]:
         ap.error(f"--m {bad}: few-row products have 1 to 16 rows")
@@ -114,7 +143,7 @@ def main() -> int:
     gpu_or_exit("benchmarks/gemv_hbm.py")
     hbm, gpu_hbm = copy_gbps(), copy_gbps(gpu_only=True)
     print(f"device-to-device copy: {hbm:.0f} GB/s (the GPU alone: {gpu_hbm:.0f} GB/s)", flush=True)
-    rows = measure_each([(*shape, hbm, gpu_hbm) for shape in shapes(tuple(args.m))], measure)
+    rows = measure_each([(*shape, hbm, gpu_hbm, args.variant) for shape in shapes(tuple(args.m))], measure)
     result = {how: summary(rows, args.min_mib, *keys) for how, keys in
               (("call", ("hbm_fraction", "ratio")), ("gpu_only", ("gpu_hbm_fraction", "gpu_ratio")))}
     for how, groups in result.items():

@@ -861,6 +861,67 @@ def test_gemv_smem_a_against_float64(dtype, la, m, n, k, rng):
     assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
 
 
+@pytest.mark.parametrize("dtype,la,m,n,k", [("float32", "row", 12, 4096, 4096), ("float32", "col", 9, 132, 3000),
+                                             ("float32", "row", 16, 4098, 300), ("float16", "row", 5, 1000, 999),
+                                             ("float32", "row", 12, 8, 13), ("float16", "col", 16, 14336, 4096)])
+def test_gemv_spare_slot_sums_what_the_copied_ring_sums(dtype, la, m, n, k, rng):
+    """spare_slot (smem_a's ring of B with unroll + 1 slots and a running pointer into B; row-major B): unroll 1, 2
+    and 8 (rings longer than a slice at K = 13), one slice, the split-K kernel and the fused sum, 12 and 16 rows per
+    block for 9-12 rows: within the float64 tolerance on a NaN-poisoned C and bit for bit what the copied ring
+    computes (the same products added in the same order); then alpha and beta."""
+    cp = _cp()
+    from tiledsl.gemm.schedule import gemv_smem_a_bytes
+
+    tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
+    a, _ = _rand((m, k), rng, dtype, la)
+    b, _ = _rand((k, n), rng, dtype)
+    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)
+    for bm in sorted({-(-m // 4) * 4, 16}):
+        for unroll, split, fused in itertools.product((1, 2, 8), (1, 3, 16), (False, True)):  # ≤ 30 kernels
+            copied = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64 if n < 1000 else 128, vec=4, unroll=unroll,
+                                          split_k=split, split_k_fused=fused and split > 1, smem_a=True)
+            if (fused and split == 1) or gemv_smem_a_bytes(k, copied) > 49152 - 128:
+                continue
+            spare = replace(copied, spare_slot=True)
+            got = _gemm_nan_out(a, b, schedule=spare)
+            assert _rel_err(got, ha @ hb) < tol, spare
+            assert bool((got == _gemm_nan_out(a, b, schedule=copied)).all()), spare
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(dtype))
+    tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=spare)
+    ref = 1.5 * (ha @ hb) - 0.5 * cp.asnumpy(cp.asarray(c0.astype(dtype))).astype(np.float64)
+    assert _rel_err(c, ref) < tol * 2
+
+
+@pytest.mark.parametrize("lb", ["row", "col"])
+@pytest.mark.parametrize("m,n,k", [(9, 4096, 4096), (12, 22016, 4096), (11, 133, 3000), (12, 1, 64), (10, 7, 13)])
+def test_gemv_twelve_rows_per_block_against_float64(lb, m, n, k, rng):
+    """bm = 12 for 9-12 rows (the search's rows_three_quarters): schedule=None's pick with 12 rows per block, A staged
+    and in registers, the spare slot (row-major B), 1, 2 and 4 columns per warp (column-major B: 12·rn sums never fill
+    the warp's 32 lanes, the per-value shuffles), on a NaN-poisoned C; then alpha and beta."""
+    cp = _cp()
+    from tiledsl.gemm.family import default_schedule
+
+    tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
+    a, ha = _rand((m, k), rng)
+    b, hb = _rand((k, n), rng, layout=lb)
+    along = n if lb == "row" else k
+    op = tiledsl.GemmOp(m, n, k, layout_b=lb, align_a=4 if k % 4 == 0 else 1,
+                        align_b=4 if along % 4 == 0 else 2 if along % 2 == 0 else 1, align_c=4 if n % 4 == 0 else 1)
+    pick = replace(default_schedule(op, tiledsl.Target.current()), bm=12, min_blocks=0)
+    variants = [pick, replace(pick, smem_a=False, spare_slot=False, split_k=min(3, k))]
+    if lb == "row" and op.align_b == 4:
+        variants += [replace(pick, smem_a=True, spare_slot=spare, unroll=8, split_k=min(3, k)) for spare in (False, True)]
+    if lb == "col":
+        variants += [replace(pick, smem_a=False, rn=rn, unroll=2, split_k=min(3, k)) for rn in (1, 2, 4)]
+    for s in variants:
+        assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < tol, s
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(np.float32))
+    tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=pick)
+    assert _rel_err(c, 1.5 * (ha @ hb) - 0.5 * c0) < tol * 2, pick
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("la", ["row", "col"])
 @pytest.mark.parametrize("m,n,k", [(3, 7, 13), (4, 127, 129), (9, 4098, 300), (16, 4096, 4096), (12, 133, 3000),
