@@ -9,7 +9,9 @@ through a barrier of the warp's lanes, ``__shared__`` variables function-static,
 none can pass (lanes that skip a shuffle) ends the run with an error. Floating-point results follow the host's rounding (x86-64 SSE: no contraction into FMAs at -O1 with
 ``-ffp-contract=off``), not the GPU's fused multiply-adds: compare with a tolerance, not bit for bit, except between
 two kernels run here that add the same products in the same order. Kernels with inline PTX (cp.async, mma, cvt) do
-not compile here.
+not compile here. A block's threads run one after another up to each barrier, so a thread that reads shared memory
+another thread writes later, with no barrier between, reads the fill and the result is wrong; a thread overwriting
+what another has yet to read (no barrier before the write) is not caught.
 """
 
 from __future__ import annotations
@@ -143,33 +145,44 @@ def launch(source: str, name: str, grid: tuple[int, int, int], block: tuple[int,
             a[...] = np.frombuffer(p.read_bytes(), dtype=a.dtype).reshape(a.shape)
 
 
-_WORKSPACE_INIT = {"none": lambda ws: np.full(ws.count, np.nan if ws.dtype.startswith("float") else 0xFFFFFFFF,
-                                              dtype=ws.dtype),
+_WORKSPACE_INIT = {"none": lambda ws: np.full(ws.count, np.nan if ws.dtype.startswith("float") else -1, dtype=ws.dtype),
                    "zero": lambda ws: np.zeros(ws.count, dtype=ws.dtype),
                    "counters": lambda ws: np.zeros(ws.count, dtype=ws.dtype),
                    "identity": lambda ws: np.full(ws.count, ws.fill, dtype=ws.dtype)}
+"""A plan's scratch buffer as a launch makes it: "none" poisoned (NaN, or all bits set), the rest as its init says."""
+
+
+def run(family, op, schedule, values: dict, target=None) -> dict:
+    """``schedule``'s kernels for ``op`` (a :class:`tiledsl.family.Family`'s: its main kernel, then the followup
+    where the plan has one), run here on the host. ``values`` binds each parameter's source (``Param.source``: "a",
+    "x", "lda", "alpha", ...) to a NumPy array (written in place) or a number; "const" parameters take the plan's
+    value, a workspace the plan names is made here (:data:`_WORKSPACE_INIT`), and a pointer bound to nothing is a
+    nullptr. Returns the workspaces by name, as the kernels leave them."""
+    import tiledsl
+
+    target = target or tiledsl.Target.known("H200")
+    plan = family.plan(op, schedule, target)
+    wss = {ws.name: _WORKSPACE_INIT[ws.init](ws) for ws in plan.workspace}
+    bound = {**values, **wss}
+    kernels = [(family.emit(op, schedule), plan)]
+    if plan.followup is not None:
+        kernels.append((family.emit_followup(op, schedule), plan.followup))
+    for ks, p in kernels:
+        args = [q.value if q.source == "const" else bound.get(q.source) for q in p.params]
+        missing = [q.name for q, a in zip(p.params, args, strict=True) if a is None and "*" not in q.c_type]
+        if missing:
+            raise ValueError(f"{ks.name}: no value for {missing}")
+        launch(ks.source, ks.name, p.grid, ks.block, ks.dynamic_smem_bytes, args)
+    return wss
 
 
 def gemm(op, schedule, a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0, beta: float = 0.0,
-         lda: int | None = None, ldb: int | None = None, ldc: int | None = None, target=None) -> dict:
-    """C = alpha·A@B + beta·C by ``schedule``'s kernels for ``op`` (its main kernel, then the split-K kernel where the
-    plan has one), run here on the host: ``a``, ``b`` and ``c`` are the operands' storage (row-major M×K / K×N / M×N
-    arrays or, for a column-major layout, the transposed ones), ``c`` written in place. The leading dimensions default
-    to the storage's row length. Workspaces are made as the plan says (a scratch buffer NaN-filled where its init is
-    "none"). Returns the workspaces by name (tickets left as the kernels leave them)."""
-    import tiledsl
+         target=None) -> dict:
+    """C = alpha·A@B + beta·C by ``schedule``'s kernels for ``op`` (:func:`run`): ``a``, ``b`` and ``c`` are the
+    operands' storage (row-major M×K / K×N / M×N arrays or, for a column-major layout, the transposed ones; leading
+    dimensions their row lengths), ``c`` written in place."""
     from tiledsl.gemm.family import GEMM
 
-    target = target or tiledsl.Target.known("H200")
-    plan = GEMM.plan(op, schedule, target)
-    wss = {ws.name: _WORKSPACE_INIT[ws.init](ws) for ws in plan.workspace}
-    values = {"a": a, "b": b, "c": c, "alpha": alpha, "beta": beta, "one": 1.0, "m": op.m, "n": op.n, "k": op.k,
-              "lda": a.shape[1] if lda is None else lda, "ldb": b.shape[1] if ldb is None else ldb,
-              "ldc": c.shape[1] if ldc is None else ldc, **wss}
-    kernels = [(GEMM.emit(op, schedule), plan)]
-    if plan.followup is not None:
-        kernels.append((GEMM.emit_followup(op, schedule), plan.followup))
-    for ks, p in kernels:
-        args = [p_.value if p_.source == "const" else values[p_.source] for p_ in p.params]
-        launch(ks.source, ks.name, p.grid, ks.block, ks.dynamic_smem_bytes, args)
-    return wss
+    return run(GEMM, op, schedule, {"a": a, "b": b, "c": c, "alpha": alpha, "beta": beta, "one": 1.0, "m": op.m,
+                                    "n": op.n, "k": op.k, "lda": a.shape[1], "ldb": b.shape[1], "ldc": c.shape[1]},
+               target)

@@ -1,8 +1,9 @@
-"""The emitted kernels' own CUDA source run on the CPU (tests/host_cuda.py: a std::thread per CUDA thread, g++),
-checked against a float64 product on a NaN-poisoned C: the control flow a compile check cannot see — which row of B a
-ring slot holds, which K slice a block owns, which lane stores which sum — on shapes with every remainder (rows past
-M, columns past N, slices shorter than the ring, K not a multiple of anything). The GPU tests (test_gemm_gpu.py) check
-the same kernels on the device; these run in CI."""
+"""The emitted kernels' own CUDA source run on the CPU (tests/host_cuda.py: g++, a fiber per CUDA thread), checked
+against float64 on a poisoned output: the control flow a compile check cannot see — which row of B a ring slot holds,
+which K slice a block owns, which lane stores which sum, which block finishes a reduction — on shapes with every
+remainder (rows past M, columns past N, slices shorter than the ring, K not a multiple of anything). GEMM (the GEMV
+and FMA tiled kernels without cp.async), every reduction strategy and every transpose variant. The GPU tests check the
+same kernels on the device; these run in CI, where there is none."""
 
 from __future__ import annotations
 
@@ -141,3 +142,86 @@ def test_lanes_that_skip_a_shuffle_end_the_run_with_an_error():
     with pytest.raises(subprocess.CalledProcessError) as err:
         host_cuda.launch(source, "swap_pairs", (1, 1, 1), (32, 1, 1), 0, [x, 16])
     assert "deadlock" in err.value.stderr
+
+
+# ---- reductions and transposes: every strategy and variant of the emitted source, on the host ----
+
+_NUMPY_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "mean": np.mean,
+                 "norm2": lambda x, axis: np.sqrt(np.sum(x * x, axis=axis))}
+
+
+@pytest.mark.parametrize("shape,axis,dtype", [((100003,), None, "float32"), ((1000, 37), 1, "float32"),
+                                              ((33, 70, 5), 1, "float32"), ((7, 129), 0, "float64"),
+                                              ((1,), None, "int32"), ((300, 17), None, "int32")])
+def test_reductions_on_the_host(shape, axis, dtype, rng):
+    """Each of the six strategies (the reduction ladder; the strided ones where the axis is not the last) with two-pass
+    and atomic combines on a sum, then max / mean / norm2 (integers: max) on schedule=None's, on shapes with
+    remainders of every tile and a poisoned output, against NumPy in float64; a two-pass sum the same bits twice."""
+    from tiledsl.reduce.family import REDUCE
+    from tiledsl.reduce.schedule import STRATEGIES
+
+    x = (rng.uniform(-1, 1, shape) if dtype != "int32" else rng.integers(-50, 50, shape)).astype(dtype)
+    cases = [("sum", dict(block=128, vec=4, items_per_thread=2, strategy=strategy, combine=combine))
+             for strategy, combine in itertools.product(STRATEGIES, ("two_pass", "atomic"))]
+    for name in ("max",) if dtype == "int32" else ("max", "mean", "norm2"):
+        cases.append((name, None))
+    ran = set()
+    for name, s in cases:
+        op = tiledsl.ReduceOp(shape, op=name, axis=axis, dtype=dtype)
+        try:
+            s = tiledsl.ReduceSchedule(**s) if s else REDUCE.default_schedule(op, H200)
+            s.validate(H200)
+            REDUCE.plan(op, s, H200)
+        except tiledsl.ScheduleError:
+            continue  # a strategy the op's axis or the combine rules out
+        ref = np.asarray(_NUMPY_REDUCE[name](x.astype(np.float64), axis=axis))
+        outs = []
+        for _ in range(2 if s.combine == "two_pass" and name == "sum" else 1):
+            out = np.full(op.out_shape, np.nan if np.dtype(op.out_dtype).kind == "f" else -1, op.out_dtype)
+            host_cuda.run(REDUCE, op, s, {"x": x, "out": out})
+            outs.append(out)
+        tol = (1e-5 if dtype != "float64" else 1e-12) * max(1.0, np.abs(ref).max()) * max(1.0, x.size ** 0.5)
+        assert np.abs(outs[0].astype(np.float64) - ref).max() <= tol, (name, s)
+        assert all(np.array_equal(o, outs[0]) for o in outs), (name, s)
+        ran.add(s.strategy)
+    assert {"grid_stride", "warp_shuffle"} <= ran and (axis not in (None, len(shape) - 1) or ran == set(STRATEGIES))
+
+
+@pytest.mark.parametrize("shape", [(130, 77), (64, 64), (3, 129, 33), (1, 1)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_transposes_on_the_host(shape, dtype, rng):
+    """The naive variants (reads or writes coalesced) and the shared-memory one, 32 and 64 tiles, 1-4 wide chunks and rows per thread, padded and not,
+    on batched and ragged shapes: every element where it belongs, none left poisoned."""
+    from tiledsl.transpose.family import TRANSPOSE
+
+    x = rng.uniform(-1e3, 1e3, shape).astype(dtype)
+    want = np.swapaxes(x, -1, -2)
+    op = tiledsl.TransposeOp(shape, dtype=dtype)
+    schedules = [TRANSPOSE.default_schedule(op, H200), tiledsl.TransposeSchedule(variant="naive_read", tile=32, vec=1,
+                                                                                 smem_pad=0, rows_per_thread=4),
+                 tiledsl.TransposeSchedule(variant="naive_write", tile=32, vec=1, smem_pad=0, rows_per_thread=4)]
+    schedules += [tiledsl.TransposeSchedule(variant="shared", tile=tile, vec=vec, smem_pad=pad, rows_per_thread=rows)
+                  for tile, vec, pad, rows in ((32, 1, 1, 8), (32, 2, 0, 4), (64, 4, 1, 8), (64, 2, 1, 16))]
+    for s in schedules:
+        y = np.full(want.shape, -1, dtype=dtype)
+        host_cuda.run(TRANSPOSE, op, s, {"x": x, "y": y})
+        assert np.array_equal(y, want), s
+
+
+def test_a_missing_barrier_fails_here():
+    """The host runs a block's threads one after another up to each barrier, so a thread reading shared memory that a
+    later thread writes before the barrier reads the 0xff fill: the shared-memory transpose without its barrier
+    between the tile's writes and reads leaves Y wrong (with it, right)."""
+    from tiledsl.transpose.family import TRANSPOSE
+
+    op = tiledsl.TransposeOp((130, 77))
+    s = TRANSPOSE.default_schedule(op, H200)
+    assert s.variant == "shared"
+    ks, plan = TRANSPOSE.emit(op, s), TRANSPOSE.plan(op, s, H200)
+    x = np.random.default_rng(3).uniform(-1, 1, (130, 77)).astype(np.float32)
+    for source, right in ((ks.source, True), (ks.source.replace("__syncthreads();", "", 1), False)):
+        y = np.full((77, 130), -1, np.float32)
+        values = {"x": x, "y": y}
+        host_cuda.launch(source, ks.name, plan.grid, ks.block, ks.dynamic_smem_bytes,
+                         [p.value if p.source == "const" else values[p.source] for p in plan.params])
+        assert np.array_equal(y, x.T) == right
