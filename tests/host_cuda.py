@@ -50,9 +50,37 @@ def _signature(source: str, name: str) -> list[str]:
     return types
 
 
+HOST_ASYNC_COPY = r"""// ---- host stand-ins for the cp.async helpers: each copy lands at once (a valid order of the real ones) ----
+template <int BYTES>
+inline void tdsl_cp_async(void* smem, const void* gmem, bool in_range) {
+  if (in_range) std::memcpy(smem, gmem, BYTES); else std::memset(smem, 0, BYTES);
+}
+inline void tdsl_cp_async_commit() {}
+template <int PENDING>
+inline void tdsl_cp_async_wait() {}
+"""
+
+HOST_HALF = r"""// ---- host stand-ins for the float16 conversions (the bfloat16 ones are plain C++ and stay) ----
+inline float tdsl_h2f(unsigned short h) { _Float16 v; std::memcpy(&v, &h, 2); return (float)v; }
+inline unsigned short tdsl_f2h(float f) { const _Float16 v = (_Float16)f; unsigned short h; std::memcpy(&h, &v, 2); return h; }
+"""
+
+
+def _host_helpers(source: str) -> str:
+    """``source`` with the prelude's inline-PTX helpers (tiledsl.codegen.prelude) replaced by host versions: cp.async
+    copies as immediate copies, the float16 conversions through ``_Float16`` (round to nearest even, as PTX's cvt.rn)."""
+    from tiledsl.codegen import prelude
+
+    source = source.replace(prelude.ASYNC_COPY_HELPERS, HOST_ASYNC_COPY)
+    half_asm = prelude.HALF_HELPERS[:prelude.HALF_HELPERS.index("__device__ __forceinline__ float tdsl_bf2f")]
+    return source.replace(half_asm, HOST_HALF)
+
+
 def host_source(source: str, name: str, header: Path = HEADER) -> str:
-    """The kernel ``name``'s ``source`` as host C++: the header, dynamic shared memory as the block's buffer, and a
-    ``main`` that reads the arguments from a manifest, launches and writes the buffers back."""
+    """The kernel ``name``'s ``source`` as host C++: the header, the prelude's inline-PTX helpers as host code,
+    dynamic shared memory as the block's buffer, and a ``main`` that reads the arguments from a manifest, launches and
+    writes the buffers back."""
+    source = _host_helpers(source)
     body = re.sub(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?(\w+)\s+(\w+)\[\];",
                   r"\1* const \2 = reinterpret_cast<\1*>(host_cuda::this_block->dynamic_smem());", source)
     types = _signature(source, name)

@@ -225,3 +225,56 @@ def test_a_missing_barrier_fails_here():
         host_cuda.launch(source, ks.name, plan.grid, ks.block, ks.dynamic_smem_bytes,
                          [p.value if p.source == "const" else values[p.source] for p in plan.params])
         assert np.array_equal(y, x.T) == right
+
+
+@pytest.mark.parametrize("m,n,k", [(130, 70, 36), (257, 129, 67)])
+def test_fma_tiled_kernels_on_the_host(m, n, k, rng):
+    """The FMA tiled kernel's pipelines and K splits: one stage, the register-prefetch double buffer (with fragment
+    prefetch), cp.async rings of 3 and 4 stages (each copy landing at once here: a thread that overwrote a stage
+    others still read would show), split-K with its reduction kernel, stream-K; tiles past M, N and K."""
+    a, b, _ = _operands(rng, m, n, k)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    op = tiledsl.GemmOp(m, n, k, align_a=1, align_b=1, align_c=1)
+    base = tiledsl.GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=4, vec=1, unroll=16, swizzle=2)
+    ran = 0
+    for kw in (dict(stages=1), dict(stages=2), dict(stages=2, fragment_prefetch=True), dict(stages=3),
+               dict(stages=4, bk=8, unroll=8), dict(stages=2, split_k=3), dict(stages=2, stream_k=True),
+               dict(stages=3, swizzle=1, bm=32, rm=2, wm=0, wn=0)):
+        s = replace(base, **kw, min_blocks=0)
+        assert _rel_err(_run(op, s, a, b), ref) < _tol(k), s
+        ran += 1
+    assert ran == 8
+
+
+def _to_16(x: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 values as the 16-bit patterns of ``dtype`` (round to nearest even), uint16."""
+    if dtype == "float16":
+        return x.astype(np.float16).view(np.uint16)
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _from_16(bits: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "float16":
+        return bits.view(np.float16).astype(np.float64)
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k", [(1, 76, 129), (9, 132, 300)])
+def test_sixteen_bit_gemv_on_the_host(dtype, m, n, k, rng):
+    """The GEMV kernel on float16 and bfloat16 inputs and output (float32 accumulation; the prelude's conversions,
+    float16's as host code here): A in registers and staged, with and without a spare slot, one slice and three;
+    within the output's 16-bit rounding of the float64 product of the rounded inputs."""
+    a16, b16 = _to_16(rng.uniform(-1, 1, (m, k)), dtype), _to_16(rng.uniform(-1, 1, (k, n)), dtype)
+    ref = _from_16(a16, dtype) @ _from_16(b16, dtype)
+    op = tiledsl.GemmOp(m, n, k, dtype=dtype, align_a=1, align_b=4, align_c=4)
+    bm = max(4, -(-m // 4) * 4)
+    for smem_a, spare, split in ((False, False, 1), (False, False, 3), (True, False, 3), (True, True, 1)):
+        s = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64, vec=4, unroll=4, split_k=split, smem_a=smem_a,
+                                 spare_slot=spare)
+        c = np.full((m, n), 0xFFFF, np.uint16)  # NaN in both formats
+        host_cuda.gemm(op, s, a16, b16, c)
+        got = _from_16(c, dtype)
+        eps = 2.0 ** (-11 if dtype == "float16" else -8)
+        assert np.all(np.abs(got - ref) <= eps * np.abs(ref) + 1e-5 * k ** 0.5), s
