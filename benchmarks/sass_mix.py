@@ -28,30 +28,17 @@ ARCHES = ("sm_80", "sm_90")
 def parse(spec: str) -> tuple[int, int, int, str]:
     """``MxNxK[:LAYOUT]`` (LAYOUT NN, NT, TN or TT, any case; A's letter first, T = column-major) → (M, N, K,
     LAYOUT); SystemExit naming the argument otherwise."""
+    from search.families import parse_shape
+
     dims, _, layout = spec.partition(":")
     layout = (layout or "NN").upper()
     try:
-        m, n, k = (int(x) for x in dims.lower().split("x"))
-    except ValueError:
+        m, n, k = parse_shape(dims)
+    except (argparse.ArgumentTypeError, ValueError):
         raise SystemExit(f"--products {spec!r}: expected MxNxK[:LAYOUT], e.g. 16x22016x4096:NN") from None
     if layout not in ("NN", "NT", "TN", "TT") or min(m, n, k) < 1:
         raise SystemExit(f"--products {spec!r}: sizes must be >= 1 and LAYOUT one of NN, NT, TN, TT")
     return m, n, k, layout
-
-
-def describe(schedule) -> str:
-    """The schedule's kernel in a few words: kind, tile (GEMV: rows × threads), split-K, unroll, staged A."""
-    s = schedule
-    if s.kernel == "gemv":
-        parts = [f"GEMV {s.bm} rows × {s.bn} threads", f"unroll {s.unroll}"]
-        parts += [f"split-K {s.split_k}"] if s.split_k > 1 else []
-        parts += ["A staged"] if s.smem_a else ["A in registers"]
-        parts += ["spare slot"] if s.spare_slot else []
-    else:
-        parts = [f"{s.bm}×{s.bn}×{s.bk} tile", f"thread {s.rm}×{s.rn}"]
-        parts += [f"split-K {s.split_k}"] if s.split_k > 1 else []
-        parts += ["stream-K"] if s.stream_k else []
-    return ", ".join(parts)
 
 
 def mix_row(m: int, n: int, k: int, layout: str, arch: str, variant: str = "none") -> dict:
@@ -60,6 +47,7 @@ def mix_row(m: int, n: int, k: int, layout: str, arch: str, variant: str = "none
     from gemv_hbm import variant_schedule
 
     import tiledsl
+    from search.space import describe
     from tiledsl.gemm import default_schedule
     from tiledsl.sass import loop_mix
 

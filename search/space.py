@@ -192,6 +192,7 @@ def describe(schedule) -> str:
         text = f"gemv rows {d['bm']} threads {d['bn']} v{d['vec']} rn{d['rn']} u{d['unroll']}"
         text += f" g{d['col_groups']}" if d.get("col_groups", 1) > 1 else ""
         text += " smem_a" if d.get("smem_a") else ""
+        text += " spare" if d.get("spare_slot") else ""
         return text + (f" sk{d['split_k']}{' fused' if d.get('split_k_fused') else ''}" if d.get("split_k", 1) > 1
                        else "")
     if {"bm", "bn", "bk", "rm", "rn"} <= set(d):

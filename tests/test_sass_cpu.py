@@ -177,7 +177,7 @@ def test_sass_mix_script_prints_the_table(tmp_path):
     out = tmp_path / "mix.json"
     run = _sass_mix("--products", "8x4096x4096:NN", "4x4096x4096:nt", "--json", str(out))
     assert run.returncode == 0, run.stderr
-    assert "| 8×4096×4096 NN | GEMV 8 rows" in run.stdout and "| 4×4096×4096 NT |" in run.stdout
+    assert "| 8×4096×4096 NN | gemv rows 8 " in run.stdout and "| 4×4096×4096 NT |" in run.stdout
     rows = json.loads(out.read_text())["rows"]
     assert [r["ffma"] > 0 and r["loop_instructions"] > r["ffma"] for r in rows] == [True, True]
 
