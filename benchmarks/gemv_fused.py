@@ -49,10 +49,12 @@ benchmarks/results/gemv_waves_h200.json``): x @ W with 1, 2 and 4 rows (A in reg
 ``gemv_register_waves`` changes the slices: ``two`` (the base pick: slices for four blocks per SM, where ptxas's
 180-221 registers fit two), ``schedule=None`` (whole waves), ``whole waves u16`` and ``half the slices``.
 
-With ``--family spare``: x @ W with 8, 12 and 16 rows (:data:`SPARE_ROWS`; N a multiple of 4, where ``schedule=None``
-stages A) and x @ W.T with 12 rows, ``schedule=None``'s own pick (``gemv_schedule``, not the base pick) as ``spare
-slot`` (``spare_slot``: a ring of unroll + 1 loads of B, a running pointer into B), ``12 rows`` (12 rows per block in
-place of 16, for 9-12 rows) and ``12 rows spare slot``; no ``two``.
+With ``--family few_rows``: x @ W (N a multiple of 4, where ``schedule=None`` stages A) and x @ W.T with 8, 12 and 16
+rows (:data:`FEW_ROWS`), ``schedule=None``'s own pick (``gemv_schedule``, not the base pick) as ``spare slot``
+(``spare_slot``: a ring of unroll + 1 loads of B, a running pointer into B), ``12 rows`` (12 rows per block in place
+of 16, for 9-12 rows), ``12 rows spare slot``, and for x @ W.T with A in registers ``cap 168`` (``min_blocks`` 3:
+three blocks of 128 threads per SM instead of two), ``u1 cap 128`` (unroll 1, four blocks) and ``12 rows cap 168``;
+no ``two``.
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -103,8 +105,9 @@ SMEM_A_ROWS = (4, 8, 16)
 COLB_SMEM_A_ROWS = (8, 12, 16)
 """``--family colb_smem_a``: rows of x @ W.T (every LLM (N, K) with K a multiple of 4)."""
 
-SPARE_ROWS = (8, 12, 16)
-"""``--family spare``: rows of x @ W (every LLM (N, K) with N a multiple of 4, where schedule=None stages A)."""
+FEW_ROWS = (8, 12, 16)
+"""``--family few_rows``: rows of x @ W (every LLM (N, K) with N a multiple of 4, where schedule=None stages A) and of
+x @ W.T (every LLM (N, K))."""
 
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
 """``--family groups``: products with N a multiple of 4 (B read 4 wide), beside the odd-N ones."""
@@ -123,7 +126,7 @@ def variants(base, op, target, family: str) -> dict:
     kernel."""
     from tiledsl.gemm.family import gemv_split
 
-    if family == "spare":  # schedule=None's pick with a spare slot in staged A's ring, and 12 rows per block
+    if family == "few_rows":  # schedule=None's pick: a spare slot in staged A's ring, 12 rows, registers capped
         from tiledsl.gemm.family import gemv_schedule
 
         pick, out = gemv_schedule(op, target), {}
@@ -134,6 +137,11 @@ def variants(base, op, target, family: str) -> dict:
             out["12 rows"] = twelve = replace(pick, bm=12)
             if twelve.smem_a and ring:
                 out["12 rows spare slot"] = replace(twelve, spare_slot=True)
+        if not ring and not pick.smem_a and op.m >= 8:  # A in registers: 168 registers (3 blocks of 128 per SM), 128
+            out["cap 168"] = replace(pick, min_blocks=3)
+            out["u1 cap 128"] = replace(pick, unroll=1, min_blocks=4)
+            if 9 <= op.m <= 12:
+                out["12 rows cap 168"] = replace(pick, bm=12, min_blocks=3)
         return out
     out = {"two": replace(base, split_k_fused=False)}
     if family == "waves":  # A in registers: the base pick's slices (four blocks per SM) against whole waves
@@ -264,7 +272,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
     ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups", "colb", "colb_smem_a", "smem_a",
-                                                 "smem_a_depth", "waves", "spare"),
+                                                 "smem_a_depth", "waves", "few_rows"),
                     default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
                          "kernel at several slice counts and block widths (row-major x and W only); depth: the "
@@ -278,9 +286,10 @@ def main() -> int:
                          "most 256, 512 or 768 deep; colb_smem_a: 8, 12 and 16 rows times a column-major B (torch's "
                          "Linear) with A staged in shared memory against the pick; waves: 1, 2 and 4 rows of x @ W "
                          "where gemv_register_waves changes the K slices: the base pick (slices for four blocks per "
-                         "SM), whole waves (schedule=None), the same at unroll 16, and half the slices; spare: "
-                         "8, 12 and 16 rows of x @ W and 12 of x @ W.T, schedule=None's pick with a spare slot in "
-                         "staged A's ring (spare_slot) and with 12 rows per block")
+                         "SM), whole waves (schedule=None), the same at unroll 16, and half the slices; few_rows: "
+                         "8, 12 and 16 rows of x @ W and x @ W.T, schedule=None's pick with a spare slot in staged "
+                         "A's ring (spare_slot), with 12 rows per block, and (x @ W.T, A in registers) with its "
+                         "registers capped at 168 or 128 (min_blocks 3, or 4 at unroll 1)")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
@@ -304,9 +313,9 @@ def main() -> int:
         todo = [(m, n, k, "NN", False) for m in (1, 2, 4) for n, k in llm_weights()
                 if gemv_register_waves(gemm_op(m, n, k, "NN"), gemv_base_schedule(gemm_op(m, n, k, "NN"), target),
                                        target) is not None]
-    if args.family == "spare":  # x @ W with A staged (N a multiple of 4), and 12 rows of x @ W.T
-        todo = ([(m, n, k, "NN", False) for m in SPARE_ROWS for n, k in llm_weights() if n % 4 == 0]
-                + [(12, n, k, "NT", False) for n, k in llm_weights()])
+    if args.family == "few_rows":  # x @ W with A staged (N a multiple of 4), and x @ W.T
+        todo = [(m, n, k, layout, False) for layout in ("NN", "NT") for m in FEW_ROWS for n, k in llm_weights()
+                if layout == "NT" or n % 4 == 0]
     if args.family == "launch":  # where a launch is a large share of the time: A, B and C of a few MiB
         todo = [t for t in todo if 4 * (t[0] * t[2] + t[2] * t[1] + t[0] * t[1]) <= LAUNCH_BOUND_BYTES]
     if args.quick:

@@ -56,44 +56,50 @@ def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, in
     return [(m, n, k, layout) for n, k in llm_weights() for layout in ("NN", "NT") for m in ms]
 
 
-VARIANTS = ("none", "spare", "twelve", "twelve_spare")
-"""``--variant``: ``schedule=None`` as it is, or its pick with a spare slot in staged A's ring of B (``spare``:
-``GemmSchedule.spare_slot``, where the pick stages A with a row-major B), with 12 rows per block for 9-12 rows
-(``twelve``), or both (``twelve_spare``); where a variant does not apply the product runs ``schedule=None``."""
+VARIANTS = ("spare", "twelve", "cap168")
+"""``--variant`` (any of them; none: ``schedule=None`` as it is), each applied to ``schedule=None``'s GEMV pick where
+it applies: ``spare`` a spare slot in staged A's ring of B (``GemmSchedule.spare_slot``; the pick stages A with a
+row-major B), ``twelve`` 12 rows per block for 9-12 rows, ``cap168`` registers capped at 168 (``min_blocks`` 3) where
+the pick keeps A in registers with a column-major B from 8 rows. Where none applies the product runs
+``schedule=None``."""
 
 
-def variant_schedule(op, target, variant: str):
-    """``schedule=None``'s pick for ``op`` on ``target`` changed as ``variant`` says (:data:`VARIANTS`), or None
+def variant_schedule(op, target, variants=()):
+    """``schedule=None``'s pick for ``op`` on ``target`` changed as ``variants`` say (:data:`VARIANTS`), or None
     where nothing changes (the call then passes ``schedule=None``)."""
     from dataclasses import replace
 
     from tiledsl.gemm import default_schedule
 
     pick = default_schedule(op, target)
+    if pick.kernel != "gemv":
+        return None
     s = pick
-    if pick.kernel == "gemv" and variant in ("twelve", "twelve_spare") and 9 <= op.m <= 12:
+    if "twelve" in variants and 9 <= op.m <= 12:
         s = replace(s, bm=12)
-    if s.kernel == "gemv" and variant in ("spare", "twelve_spare") and s.smem_a and op.layout_b == "row":
+    if "spare" in variants and s.smem_a and op.layout_b == "row":
         s = replace(s, spare_slot=True)
+    if "cap168" in variants and not s.smem_a and op.layout_b == "col" and op.m >= 8:
+        s = replace(s, min_blocks=3)
     return None if s == pick else s
 
 
 def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float, gpu_hbm_gbps: float,
-            variant: str = "none") -> list[dict]:
-    """One row for one product: ``schedule=None`` (or its ``variant``, :func:`variant_schedule`) checked, timed beside
+            variants: tuple[str, ...] = ()) -> list[dict]:
+    """One row for one product: ``schedule=None`` (or its ``variants``, :func:`variant_schedule`) checked, timed beside
     cuBLAS both ways (the module's docstring), GB/s and its share of the copy timed the same way."""
     import cupy as cp
 
     from tiledsl.timing import time_gpu
 
     a, b, ref, c = device_gemm_operands(m, n, k, layout)
-    s = variant_schedule(gemm_op(m, n, k, layout), tiledsl.Target.current(), variant)
+    s = variant_schedule(gemm_op(m, n, k, layout), tiledsl.Target.current(), variants)
+    label = "schedule=None" if s is None else "+".join(variants)
 
     def call():
         return tiledsl.gemm(a, b, c, schedule=s)
 
-    err, ms, cublas_ms = checked_beside_cublas(call, a, b, c, ref, k,
-                                               f"{m}x{n}x{k} {layout} {'schedule=None' if s is None else variant}")
+    err, ms, cublas_ms = checked_beside_cublas(call, a, b, c, ref, k, f"{m}x{n}x{k} {layout} {label}")
     gpu_ms, cublas_gpu_ms = bracketed(call, lambda: cp.matmul(a, b),
                                       lambda f: time_gpu(f, repeat=15, gpu_only=True).median_ms)
     nbytes = gemm_op(m, n, k, layout).compulsory_bytes  # float32 A, B and C, each moved once
@@ -101,7 +107,7 @@ def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float, gpu_hbm_gbps: 
                gbps=nbytes / ms / 1e6, cublas_gbps=nbytes / cublas_ms / 1e6, hbm_fraction=nbytes / ms / 1e6 / hbm_gbps,
                gpu_ms=gpu_ms, cublas_gpu_ms=cublas_gpu_ms, gpu_ratio=cublas_gpu_ms / gpu_ms,
                gpu_hbm_fraction=nbytes / gpu_ms / 1e6 / gpu_hbm_gbps, err=err,
-               variant="none" if s is None else variant, schedule=None if s is None else s.to_dict())
+               variant="none" if s is None else "+".join(variants), schedule=None if s is None else s.to_dict())
     print(f"{m:2d}x{n:<6d}x{k:<6d} {layout} {row['mib']:8.1f} MiB  {ms * 1e3:8.1f} us ({row['hbm_fraction']:.2f} of "
           f"the copy, {row['ratio']:.2f}x cuBLAS)  GPU alone {gpu_ms * 1e3:8.1f} us ({row['gpu_hbm_fraction']:.2f}, "
           f"{row['gpu_ratio']:.2f}x)", flush=True)
@@ -132,9 +138,10 @@ def main() -> int:
     ap.add_argument("--m", type=int, nargs="+", default=list(range(1, 17)), help="rows M (default 1…16)")
     ap.add_argument("--min-mib", type=float, default=64.0,
                     help="products of at least this many MiB (A, B, C) are summarised apart from smaller ones")
-    ap.add_argument("--variant", choices=VARIANTS, default="none",
-                    help="schedule=None's pick as it is (none), with a spare slot in staged A's ring of B (spare), "
-                         "with 12 rows per block for 9-12 rows (twelve), or both (twelve_spare)")
+    ap.add_argument("--variant", nargs="*", choices=VARIANTS, default=[],
+                    help="schedule=None's GEMV pick with a spare slot in staged A's ring of B (spare), 12 rows per "
+                         "block for 9-12 rows (twelve), registers capped at 168 for x @ W.T with A in registers "
+                         "(cap168), each where it applies (default: none, schedule=None as it is)")
     args = ap.parse_args()
     if bad := [m for m in args.m if not 1 <= m <= 16]:
         ap.error(f"--m {bad}: few-row products have 1 to 16 rows")
@@ -143,7 +150,7 @@ def main() -> int:
     gpu_or_exit("benchmarks/gemv_hbm.py")
     hbm, gpu_hbm = copy_gbps(), copy_gbps(gpu_only=True)
     print(f"device-to-device copy: {hbm:.0f} GB/s (the GPU alone: {gpu_hbm:.0f} GB/s)", flush=True)
-    rows = measure_each([(*shape, hbm, gpu_hbm, args.variant) for shape in shapes(tuple(args.m))], measure)
+    rows = measure_each([(*shape, hbm, gpu_hbm, tuple(args.variant)) for shape in shapes(tuple(args.m))], measure)
     result = {how: summary(rows, args.min_mib, *keys) for how, keys in
               (("call", ("hbm_fraction", "ratio")), ("gpu_only", ("gpu_hbm_fraction", "gpu_ratio")))}
     for how, groups in result.items():

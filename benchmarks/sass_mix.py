@@ -8,9 +8,9 @@ the FMA pipe's share of the issue slots. The SASS is NVRTC's of this machine: th
 instructions (compare the registers with ptxas's on the GPU).
 
 Run: ``python benchmarks/sass_mix.py`` (the default set: 1–16 rows × 22016 × 4096, x @ W and x @ W.T), or
-``python benchmarks/sass_mix.py --products 16x22016x4096:NN 8x4096x4096:NT --json OUT.json``; ``--variant spare``
-(``twelve``, ``twelve_spare``) reads schedule=None's pick with a spare slot in staged A's ring (12 rows per block for
-9-12 rows), as ``benchmarks/gemv_hbm.py --variant`` times it. Needs nvdisasm
+``python benchmarks/sass_mix.py --products 16x22016x4096:NN 8x4096x4096:NT --json OUT.json``; ``--variant spare
+twelve cap168`` (any of them) reads schedule=None's GEMV pick with a spare slot in staged A's ring, 12 rows per block
+for 9-12 rows, x @ W.T's registers capped at 168, as ``benchmarks/gemv_hbm.py --variant`` times it. Needs nvdisasm
 (``pip install nvidia-cuda-nvdisasm``).
 """
 
@@ -20,6 +20,8 @@ import argparse
 import json
 import math
 import sys
+
+from gemv_hbm import VARIANTS
 
 DEFAULT = [f"{m}x22016x4096:{lay}" for lay in ("NN", "NT") for m in (1, 2, 4, 8, 12, 16)]
 ARCHES = ("sm_80", "sm_90")
@@ -41,8 +43,8 @@ def parse(spec: str) -> tuple[int, int, int, str]:
     return m, n, k, layout
 
 
-def mix_row(m: int, n: int, k: int, layout: str, arch: str, variant: str = "none") -> dict:
-    """One product's row: its schedule (``schedule=None``'s, or its ``variant``: ``gemv_hbm.variant_schedule``),
+def mix_row(m: int, n: int, k: int, layout: str, arch: str, variants: tuple[str, ...] = ()) -> dict:
+    """One product's row: its schedule (``schedule=None``'s, or its ``variants``: ``gemv_hbm.variant_schedule``),
     registers, spills and hottest loop's mix (``other_per_64_ffma`` None where the loop has no FFMA)."""
     from gemv_hbm import variant_schedule
 
@@ -54,7 +56,7 @@ def mix_row(m: int, n: int, k: int, layout: str, arch: str, variant: str = "none
     op = tiledsl.GemmOp(m, n, k, layout_a="row" if layout[0] == "N" else "col",
                         layout_b="row" if layout[1] == "N" else "col")
     h200 = tiledsl.Target.known("H200")
-    schedule = variant_schedule(op, h200, variant) or default_schedule(op, h200)
+    schedule = variant_schedule(op, h200, variants) or default_schedule(op, h200)
     kernel = tiledsl.compile(op, schedule, arch=arch)
     loop = loop_mix(kernel)
     row = {"m": m, "n": n, "k": k, "layout": layout, "kernel": kernel.name, "describe": describe(schedule),
@@ -71,9 +73,10 @@ def main() -> int:
     ap.add_argument("--products", nargs="+", default=DEFAULT, help="MxNxK[:LAYOUT] (default: %(default)s)")
     ap.add_argument("--arch", default="sm_90", choices=ARCHES, help="compile for (default %(default)s)")
     ap.add_argument("--json", help="write the rows here")
-    ap.add_argument("--variant", choices=("none", "spare", "twelve", "twelve_spare"), default="none",
-                    help="schedule=None's pick as it is, or with a spare slot in staged A's ring and/or 12 rows per "
-                         "block for 9-12 rows (as benchmarks/gemv_hbm.py --variant)")
+    ap.add_argument("--variant", nargs="*", choices=VARIANTS, default=[],
+                    help="schedule=None's GEMV pick with a spare slot in staged A's ring (spare), 12 rows per block "
+                         "for 9-12 rows (twelve), x @ W.T's registers capped at 168 (cap168), as benchmarks/gemv_hbm.py "
+                         "--variant times them (default: none)")
     args = ap.parse_args()
     products = [parse(p) for p in args.products]  # every argument checked before the first compile
     from tiledsl.errors import ToolchainError
@@ -81,7 +84,7 @@ def main() -> int:
 
     try:
         find_nvdisasm()
-        rows = [mix_row(*p, args.arch, args.variant) for p in products]
+        rows = [mix_row(*p, args.arch, tuple(args.variant)) for p in products]
     except ToolchainError as exc:
         raise SystemExit(f"sass_mix: {exc}") from None
     print("| product | kernel | registers | loop instructions | FFMA | other per 64 FFMA | most frequent others |")
@@ -95,7 +98,7 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"command": "python benchmarks/sass_mix.py " + " ".join(sys.argv[1:]), "arch": args.arch,
-                       "variant": args.variant, "rows": rows}, f, indent=1)
+                       "variants": args.variant, "rows": rows}, f, indent=1)
     return 0
 
 

@@ -192,7 +192,11 @@ def describe(schedule) -> str:
         text = f"gemv rows {d['bm']} threads {d['bn']} v{d['vec']} rn{d['rn']} u{d['unroll']}"
         text += f" g{d['col_groups']}" if d.get("col_groups", 1) > 1 else ""
         text += " smem_a" if d.get("smem_a") else ""
+        from tiledsl.gemm.schedule import gemv_auto_min_blocks
+
         text += " spare" if d.get("spare_slot") else ""
+        auto = gemv_auto_min_blocks(d["bn"], d.get("smem_a", False), d.get("split_k_fused", False))
+        text += f" mb{d['min_blocks']}" if d.get("min_blocks", auto) not in (0, auto) else ""
         return text + (f" sk{d['split_k']}{' fused' if d.get('split_k_fused') else ''}" if d.get("split_k", 1) > 1
                        else "")
     if {"bm", "bn", "bk", "rm", "rn"} <= set(d):
@@ -451,6 +455,9 @@ _GEMV_KNOBS = (
                              "a slice of at most 48 KiB; pinned to 0 elsewhere)"),
     Knob("spare_slot", 0, 1, doc="1: with smem_a, a ring of unroll + 1 loads of B walked by a running pointer "
                                  "(row-major B; pinned to 0 elsewhere, and ignored without smem_a)"),
+    Knob("min_blocks", 0, 4, doc="blocks per SM the register allocation must allow (__launch_bounds__): 0 = the "
+                                 "schedule's automatic value (1, or 512 / bn with A staged); 3 caps 128 threads at "
+                                 "168 registers, 4 at 128"),
 )
 
 
@@ -464,10 +471,12 @@ def _gemv_fields(p: dict) -> dict:
     return dict(kernel="gemv", bm=rows, bn=_p2(p["threads_log2"]), vec=_p2(p["vec_log2"]),
                 unroll=_p2(p["unroll_log2"]), rn=_p2(p["rn_log2"]), split_k=int(p["split_k"]),
                 split_k_fused=bool(p["split_k_fused"]), col_groups=_p2(p.get("col_groups_log2", 0)),
-                smem_a=smem_a, spare_slot=smem_a and bool(p.get("spare_slot", 0)))
+                smem_a=smem_a, spare_slot=smem_a and bool(p.get("spare_slot", 0)), min_blocks=int(p.get("min_blocks", 0)))
 
 
 def _gemv_params(s) -> dict | None:
+    from tiledsl.gemm.schedule import gemv_auto_min_blocks
+
     if getattr(s, "kernel", "tiled") != "gemv":
         return None
     three_quarters = s.bm % 3 == 0 and _log2(s.bm // 3) is not None
@@ -475,7 +484,9 @@ def _gemv_params(s) -> dict | None:
               "rows_three_quarters": int(three_quarters), "threads_log2": _log2(s.bn), "vec_log2": _log2(s.vec),
               "unroll_log2": _log2(s.unroll), "rn_log2": _log2(s.rn), "split_k": s.split_k,
               "split_k_fused": int(s.split_k_fused), "col_groups_log2": _log2(s.col_groups),
-              "smem_a": int(s.smem_a), "spare_slot": int(s.spare_slot)}
+              "smem_a": int(s.smem_a), "spare_slot": int(s.spare_slot),
+              "min_blocks": 0 if s.min_blocks == gemv_auto_min_blocks(s.bn, s.smem_a, s.split_k_fused)
+              else s.min_blocks}
     return _params_of(_GEMV_KNOBS, _gemv_fields, s, params)
 
 
@@ -487,7 +498,9 @@ def _gemv_seeds(op, target) -> list:
     A staged in shared memory (``smem_a``) at 128 and 256 threads, unroll 8 and 4, slices for 4 and 8 blocks per SM
     at most 512 and 256 deep; with a column-major B and 4–16 rows, A staged at 128 and 256 threads, unroll 1,
     slices for about four blocks per SM at most 512 and 256 deep. With a row-major B every staged seed again with a
-    spare slot in its ring (``spare_slot``); for 9–12 rows every seed of 16 rows per block again with 12."""
+    spare slot in its ring (``spare_slot``); with a column-major B and A in registers from 8 rows, the pick with its
+    registers capped at 168 (``min_blocks`` 3) and at 128 with unroll 1 (4); for 9–12 rows every seed of 16 rows per
+    block again with 12."""
     from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule, gemv_split
 
     pick = gemv_schedule(op, target)
@@ -521,6 +534,8 @@ def _gemv_seeds(op, target) -> list:
             cands.append(replace(one, split_k=min(split, GEMV_SPLIT_KNOB_MAX)))
     if op.layout_b == "row":  # the staged seeds again with a spare slot in their ring of B
         cands += [replace(c, spare_slot=True) for c in cands if c.smem_a]
+    elif pick.bm >= 8 and not pick.smem_a:  # A in registers (up to 255 of them): capped at 168 and 128 registers
+        cands += [replace(pick, min_blocks=3), replace(pick, unroll=1, min_blocks=4)]
     if 9 <= op.m <= 12:  # every seed of 16 rows per block again with 12
         cands += [replace(c, bm=12) for c in cands if c.bm == 16]
     return _valid_seeds("gemm", cands, op, target, _gemv_params)
@@ -532,7 +547,8 @@ GEMM_GEMV_SPACE = Space("gemm", _GEMV_KNOBS, _gemv_fields, _gemv_params, _gemv_s
 of any dtype and layout, up to 16 float32 rows with either layout of B): its block width, load width, unroll, columns
 per warp or groups of columns per thread, K slices and how they are summed, and whether A is staged in shared memory.
 ``rows_log2`` is pinned to the op's rows (``rows_three_quarters`` chooses 12 in place of 16 for 9–12 rows, and is
-pinned to 0 elsewhere), ``spare_slot`` to 0 for a column-major B and below 4 rows,
+pinned to 0 elsewhere), ``spare_slot`` to 0 for a column-major B and below 4 rows, ``min_blocks`` free (0: the
+schedule's automatic value),
 ``rn_log2`` to 0 (rn = 1) for a row-major B (it reads one column per thread lane) and ``col_groups_log2`` to 0 for a
 column-major B (a warp per column), ``split_k`` capped at ceil(K / 8)."""
 

@@ -629,10 +629,11 @@ def test_gemv_hbm_sweeps_every_llm_product_at_1_to_16_rows_and_summarises_by_siz
     assert "no GPU" in str(exc.value) and "nothing was measured" in str(exc.value)
 
 
-def test_gemv_hbm_and_gemv_fused_time_the_spare_slot_and_twelve_rows_where_they_apply():
-    """gemv_hbm.py --variant and gemv_fused.py --family spare: schedule=None's own pick with a spare slot in staged
-    A's ring (x @ W, where it stages A) and with 12 rows per block (9-12 rows, either layout); where neither applies
-    the product runs schedule=None as it is (gemv_hbm) or has no variant (gemv_fused)."""
+def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
+    """gemv_hbm.py --variant and gemv_fused.py --family few_rows: schedule=None's own pick with a spare slot in staged
+    A's ring (x @ W, where it stages A), 12 rows per block (9-12 rows, either layout) and, for x @ W.T with A in
+    registers from 8 rows, its registers capped at 168 (min_blocks 3); where none applies the product runs
+    schedule=None as it is (gemv_hbm) or has no variant (gemv_fused)."""
     from dataclasses import replace
 
     import gemv_fused
@@ -643,21 +644,27 @@ def test_gemv_hbm_and_gemv_fused_time_the_spare_slot_and_twelve_rows_where_they_
     from tiledsl.gemm.family import gemv_base_schedule
 
     h200 = tiledsl.Target.known("H200")
-    for (m, layout), variant, want in [((12, "NN"), "spare", (16, True)), ((12, "NN"), "twelve", (12, False)),
-                                       ((12, "NN"), "twelve_spare", (12, True)), ((12, "NT"), "twelve", (12, False)),
-                                       ((12, "NT"), "spare", None), ((16, "NN"), "twelve", None),
-                                       ((16, "NN"), "twelve_spare", (16, True)), ((4, "NN"), "spare", None),
-                                       ((12, "NN"), "none", None)]:
+    for (m, layout), variants, want in [
+            ((12, "NN"), ("spare",), (16, True, 4)), ((12, "NN"), ("twelve",), (12, False, 4)),
+            ((12, "NN"), ("twelve", "spare"), (12, True, 4)), ((12, "NT"), ("twelve",), (12, False, 1)),
+            ((12, "NT"), ("spare",), None), ((16, "NN"), ("twelve",), None), ((16, "NT"), ("cap168",), (16, False, 3)),
+            ((12, "NT"), ("twelve", "cap168"), (12, False, 3)), ((4, "NT"), ("cap168",), None),
+            ((16, "NN"), ("twelve", "spare", "cap168"), (16, True, 4)), ((4, "NN"), ("spare",), None),
+            ((12, "NN"), (), None)]:
         op = gemv_hbm.gemm_op(m, 14336, 4096, layout)
-        s = gemv_hbm.variant_schedule(op, h200, variant)
-        assert (None if s is None else (s.bm, s.spare_slot)) == want, (m, layout, variant)
+        s = gemv_hbm.variant_schedule(op, h200, variants)
+        assert (None if s is None else (s.bm, s.spare_slot, s.min_blocks)) == want, (m, layout, variants)
         if s is not None:  # the rest of schedule=None's pick as it is
-            assert replace(s, bm=16, spare_slot=False) == replace(default_schedule(op, h200), bm=16)
-        got = gemv_fused.variants(gemv_base_schedule(op, h200), op, h200, "spare")
+            pick = default_schedule(op, h200)
+            assert replace(s, bm=16, spare_slot=False, min_blocks=0) == replace(pick, bm=16, min_blocks=0)
+        got = gemv_fused.variants(gemv_base_schedule(op, h200), op, h200, "few_rows")
         staged, twelve = layout == "NN" and m >= 5, 9 <= m <= 12  # schedule=None stages A for 5-16 rows of x @ W
-        want_names = {"spare slot"} if staged else set()
-        want_names |= ({"12 rows", "12 rows spare slot"} if staged else {"12 rows"}) if twelve else set()
-        assert set(got) == want_names, (m, layout, set(got))
+        names = ({"spare slot"} | ({"12 rows", "12 rows spare slot"} if twelve else set())) if staged else set()
+        if layout == "NT" and m >= 8:  # 64 MiB of W: A in registers
+            names |= {"cap 168", "u1 cap 128"} | ({"12 rows", "12 rows cap 168"} if twelve else set())
+        elif layout == "NT" and twelve:
+            names |= {"12 rows"}
+        assert set(got) == names, (m, layout, set(got))
 
 
 def test_tune_workloads_ships_only_recompared_current_winners(tmp_path, monkeypatch, capsys):

@@ -153,7 +153,9 @@ def test_few_rows_search_the_gemv_kernel_the_default_runs(op, rows_log2, rn_pinn
 def test_gemv_space_searches_twelve_rows_and_the_spare_slot(op, twelve, spare):
     """``rows_three_quarters`` (12 rows per block in place of 16) is free for 9-12 rows only, ``spare_slot`` (a ring
     of unroll + 1 loads of B) for a row-major B with A staged; the seeds hold both, each round-tripping through its
-    point, and a point with the spare slot but A in registers builds the schedule without it (one kernel)."""
+    point, and a point with the spare slot but A in registers builds the schedule without it (one kernel); x @ W.T's
+    pick with A in registers is seeded with its registers capped (``min_blocks`` 3 and 4), and ``min_blocks`` 0 is
+    the schedule's own value."""
     target = tiledsl.Target.known("H200")
     space = GEMM_SPACE.for_op(op)
     free = {k.name for k in space.knobs if k.low < k.high}
@@ -166,6 +168,11 @@ def test_gemv_space_searches_twelve_rows_and_the_spare_slot(op, twelve, spare):
         staged = next(s for s in seeds if s.smem_a)
         point = {**space.from_schedule(staged), "smem_a": 0, "spare_slot": 1}
         assert not space.build(point, target, op).spare_slot
+    # x @ W.T with A in registers (250 of them at 16 rows, 8 warps per SM): the pick capped at 168 and 128 registers
+    capped = {(s.unroll, s.min_blocks) for s in seeds if not s.smem_a and s.bm == seeds[0].bm}
+    assert ({(seeds[0].unroll, 3), (1, 4)} <= capped) == (op.layout_b == "col" and not seeds[0].smem_a), capped
+    auto = space.from_schedule(seeds[0])["min_blocks"]
+    assert auto == 0 and space.build({**space.from_schedule(seeds[0]), "min_blocks": 3}, target, op).min_blocks == 3
 
 
 def test_gemv_vec_above_the_alignment_of_b_is_one_kernel():

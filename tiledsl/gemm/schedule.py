@@ -244,6 +244,13 @@ def _auto_warp_lanes_n(bm: int, bn: int, rm: int, rn: int) -> int:
     return min(tn, 32)
 
 
+def gemv_auto_min_blocks(bn: int, smem_a: bool, split_k_fused: bool) -> int:
+    """``min_blocks`` of a GEMV schedule that leaves it 0 (automatic): with ``smem_a`` 512 threads per SM (128 registers
+    each), unless the slices are summed in the kernel (its loads of the slices' partial sums take more registers);
+    else 1 (one block per SM: ptxas may take up to 255 registers)."""
+    return max(1, 512 // bn) if smem_a and not split_k_fused else 1
+
+
 def gemv_slice_depth(k: int, s: GemmSchedule, split: int | None = None) -> int:
     """Elements of K in one split-K slice of the GEMV-style kernel: ⌈K / (split_k·bk)⌉·bk (the emitter's
     ``k_per_split``), or K without split-K; ``split`` in place of ``s.split_k`` when given."""
@@ -440,10 +447,8 @@ class GemmSchedule(ScheduleRecord):
         if self.kernel == "gemv":  # no warp tiles, no shared memory, one block per SM unless asked
             object.__setattr__(self, "wm", self.wm or 1)
             object.__setattr__(self, "wn", self.wn or 1)
-            # smem_a: 512 threads per SM (128 registers each) unless asked or summing its slices in the kernel (whose
-            # loads of the slices' partial sums take more); else one block per SM
-            packed = self.smem_a and not self.split_k_fused
-            object.__setattr__(self, "min_blocks", self.min_blocks or (max(1, 512 // self.bn) if packed else 1))
+            object.__setattr__(self, "min_blocks", self.min_blocks or gemv_auto_min_blocks(self.bn, self.smem_a,
+                                                                                          self.split_k_fused))
         if self.mma == "wgmma" and self.wm == 0 and self.wn == 0:  # warpgroup tile: 64 rows × bn
             object.__setattr__(self, "wm", 64)
             object.__setattr__(self, "wn", self.bn)
