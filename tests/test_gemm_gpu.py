@@ -898,7 +898,8 @@ def test_gemv_spare_slot_sums_what_the_copied_ring_sums(dtype, la, m, n, k, rng)
 def test_gemv_twelve_rows_per_block_against_float64(lb, m, n, k, rng):
     """bm = 12 for 9-12 rows (the search's rows_three_quarters): schedule=None's pick with 12 rows per block, A staged
     and in registers, the spare slot (row-major B), 1, 2 and 4 columns per warp (column-major B: 12·rn sums never fill
-    the warp's 32 lanes, the per-value shuffles), on a NaN-poisoned C; then alpha and beta."""
+    the warp's 32 lanes, the per-value shuffles) and registers capped at 168 and 128 (min_blocks 3 and 4; 96 bytes
+    spill at 168), on a NaN-poisoned C; then alpha and beta."""
     cp = _cp()
     from tiledsl.gemm.family import default_schedule
 
@@ -914,6 +915,7 @@ def test_gemv_twelve_rows_per_block_against_float64(lb, m, n, k, rng):
         variants += [replace(pick, smem_a=True, spare_slot=spare, unroll=8, split_k=min(3, k)) for spare in (False, True)]
     if lb == "col":
         variants += [replace(pick, smem_a=False, rn=rn, unroll=2, split_k=min(3, k)) for rn in (1, 2, 4)]
+        variants += [replace(pick, smem_a=False, min_blocks=3), replace(pick, smem_a=False, unroll=1, min_blocks=4)]
     for s in variants:
         assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < tol, s
     c0 = rng.uniform(-1, 1, (m, n))
