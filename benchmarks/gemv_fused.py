@@ -127,22 +127,16 @@ def variants(base, op, target, family: str) -> dict:
     from tiledsl.gemm.family import gemv_split
 
     if family == "few_rows":  # schedule=None's pick: a spare slot in staged A's ring, 12 rows, registers capped
-        from tiledsl.gemm.family import gemv_schedule
+        from gemv_hbm import variant_schedule
 
-        pick, out = gemv_schedule(op, target), {}
-        ring = op.layout_b == "row"
-        if pick.smem_a and ring:
-            out["spare slot"] = replace(pick, spare_slot=True)
-        if 9 <= op.m <= 12:
-            out["12 rows"] = twelve = replace(pick, bm=12)
-            if twelve.smem_a and ring:
-                out["12 rows spare slot"] = replace(twelve, spare_slot=True)
-        if not ring and not pick.smem_a and op.m >= 8:  # A in registers: 168 registers (3 blocks of 128 per SM), 128
-            out["cap 168"] = replace(pick, min_blocks=3)
-            out["u1 cap 128"] = replace(pick, unroll=1, min_blocks=4)
-            if 9 <= op.m <= 12:
-                out["12 rows cap 168"] = replace(pick, bm=12, min_blocks=3)
-        return out
+        out = {name: variant_schedule(op, target, flags) for name, flags in (
+            ("spare slot", ("spare",)), ("12 rows", ("twelve",)), ("12 rows spare slot", ("twelve", "spare")),
+            ("cap 168", ("cap168",)), ("12 rows cap 168", ("twelve", "cap168")))}
+        out = {name: s for name, s in out.items() if s is not None}
+        if "cap 168" in out:  # and at 128 registers (four blocks of 128 threads per SM) with one step in flight
+            out["u1 cap 128"] = replace(out["cap 168"], unroll=1, min_blocks=4)
+        # a name whose flags do not all apply is the same schedule as a shorter one's: keep each schedule once
+        return {name: s for i, (name, s) in enumerate(out.items()) if s not in list(out.values())[:i]}
     out = {"two": replace(base, split_k_fused=False)}
     if family == "waves":  # A in registers: the base pick's slices (four blocks per SM) against whole waves
         from tiledsl.gemm.family import gemv_register_waves

@@ -70,12 +70,13 @@ def variant_schedule(op, target, variants=()):
     from dataclasses import replace
 
     from tiledsl.gemm import default_schedule
+    from tiledsl.gemm.family import gemv_twelve_rows_fit
 
     pick = default_schedule(op, target)
     if pick.kernel != "gemv":
         return None
     s = pick
-    if "twelve" in variants and 9 <= op.m <= 12:
+    if "twelve" in variants and gemv_twelve_rows_fit(op.m):
         s = replace(s, bm=12)
     if "spare" in variants and s.smem_a and op.layout_b == "row":
         s = replace(s, spare_slot=True)

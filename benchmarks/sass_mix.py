@@ -56,7 +56,7 @@ def mix_row(m: int, n: int, k: int, layout: str, arch: str, variants: tuple[str,
     op = tiledsl.GemmOp(m, n, k, layout_a="row" if layout[0] == "N" else "col",
                         layout_b="row" if layout[1] == "N" else "col")
     h200 = tiledsl.Target.known("H200")
-    schedule = variant_schedule(op, h200, variants) or default_schedule(op, h200)
+    schedule = (variant_schedule(op, h200, variants) if variants else None) or default_schedule(op, h200)
     kernel = tiledsl.compile(op, schedule, arch=arch)
     loop = loop_mix(kernel)
     row = {"m": m, "n": n, "k": k, "layout": layout, "kernel": kernel.name, "describe": describe(schedule),

@@ -501,7 +501,7 @@ def _gemv_seeds(op, target) -> list:
     spare slot in its ring (``spare_slot``); with a column-major B and A in registers from 8 rows, the pick with its
     registers capped at 168 (``min_blocks`` 3) and at 128 with unroll 1 (4); for 9–12 rows every seed of 16 rows per
     block again with 12."""
-    from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule, gemv_split
+    from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule, gemv_split, gemv_twelve_rows_fit
 
     pick = gemv_schedule(op, target)
     plain = gemv_base_schedule(op, target)  # the pick before its one-launch, column-groups or staged-A form
@@ -536,7 +536,7 @@ def _gemv_seeds(op, target) -> list:
         cands += [replace(c, spare_slot=True) for c in cands if c.smem_a]
     elif pick.bm >= 8 and not pick.smem_a:  # A in registers (up to 255 of them): capped at 168 and 128 registers
         cands += [replace(pick, min_blocks=3), replace(pick, unroll=1, min_blocks=4)]
-    if 9 <= op.m <= 12:  # every seed of 16 rows per block again with 12
+    if gemv_twelve_rows_fit(op.m):  # every seed of 16 rows per block again with 12
         cands += [replace(c, bm=12) for c in cands if c.bm == 16]
     return _valid_seeds("gemm", cands, op, target, _gemv_params)
 
@@ -560,12 +560,12 @@ def _gemm_specialize(space: Space, op) -> Space:
     import dataclasses
 
     from tiledsl import tma
-    from tiledsl.gemm.family import gemv_block_rows, runs_gemv
+    from tiledsl.gemm.family import gemv_block_rows, gemv_twelve_rows_fit, runs_gemv
 
     if runs_gemv(op):  # exactly where builtin_choice picks the GEMV kernel
         pins = {"rows_log2": _log2(gemv_block_rows(op.m))}
         pins["rn_log2" if op.layout_b == "row" else "col_groups_log2"] = 0
-        if not 9 <= op.m <= 12:  # 12 rows per block in place of 16: for 9-12 rows only
+        if not gemv_twelve_rows_fit(op.m):  # 12 rows per block in place of 16: for 9-12 rows only
             pins["rows_three_quarters"] = 0
         if gemv_block_rows(op.m) < 4:  # rule smem_a_on_gemv
             pins["smem_a"] = 0

@@ -1,9 +1,10 @@
 // Host (CPU) stand-ins for the CUDA built-ins tiledsl's FMA kernels use, so that an emitted kernel's own source runs
 // on a CPU in the tests (tests/host_cuda.py): every CUDA thread of a block is a fiber of one OS thread, the blocks run
 // one after another, __syncthreads is a barrier of the block's threads and a warp's shuffles exchange values through
-// a barrier of its lanes. Shared memory: a __shared__ variable becomes a function-static one (one block runs at a time), the
-// dynamic shared memory a buffer filled with 0xff bytes (NaN as float32) before each block. Inline PTX (cp.async, mma,
-// cvt) has no stand-in: a kernel that uses it does not compile here.
+// a barrier of its lanes. Shared memory (static and dynamic) is per block and filled with 0xff bytes (NaN as float32)
+// before the block runs; tests/host_cuda.py rewrites each __shared__ declaration into host_cuda::shared_var. Global
+// buffers end against an unmapped guard region, so a read or write past an array's end stops the run. The prelude's
+// cp.async helpers are replaced (tests/host_cuda.py) by queued copies landing at the matching wait.
 #pragma once
 
 #include <algorithm>
@@ -14,11 +15,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 struct uint3 { unsigned x = 0, y = 0, z = 0; };
 using dim3 = uint3;
@@ -38,31 +43,66 @@ inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z,
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
-#define __shared__ static
 #define __align__(n) alignas(n)
 
 namespace host_cuda {
 
+[[noreturn]] inline void die(const char* what) { std::fprintf(stderr, "host_cuda: %s\n", what); std::exit(2); }
+
+// `bytes` of memory ending (16-byte aligned) against kGuardBytes of unmapped address space: an access past the end
+// faults (SIGSEGV) instead of reading a neighbour.
+constexpr std::size_t kGuardBytes = 1 << 20;
+
+class Guarded {
+ public:
+  explicit Guarded(std::size_t bytes, int fill) {  // fill < 0: leave the fresh pages as mmap gives them (zero)
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const std::size_t used = (bytes + 15) / 16 * 16;
+    mapped_ = (used + page - 1) / page * page + kGuardBytes;
+    base_ = static_cast<unsigned char*>(mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base_ == MAP_FAILED) die("mmap failed");
+    if (mprotect(base_ + mapped_ - kGuardBytes, kGuardBytes, PROT_NONE) != 0) die("mprotect failed");
+    data_ = base_ + mapped_ - kGuardBytes - used;
+    if (fill >= 0) std::memset(data_, fill, used);
+  }
+  ~Guarded() { munmap(base_, mapped_); }
+  Guarded(const Guarded&) = delete;
+  Guarded& operator=(const Guarded&) = delete;
+  unsigned char* data() { return data_; }
+
+ private:
+  unsigned char* base_ = nullptr;
+  unsigned char* data_ = nullptr;
+  std::size_t mapped_ = 0;
+};
+
 // Every CUDA thread of the running block is a fiber (ucontext) of this one OS thread: a fiber runs until it waits at
-// a barrier or returns, then the next runnable one resumes. No two run at once, so a shuffle's or an atomic's
-// exchange needs no locking, and a barrier no fiber can pass is reported, not waited on forever.
+// a barrier or returns, then the next runnable one resumes, in index order or (every other block, or always) in
+// reverse. No two run at once, so a shuffle's or an atomic's exchange needs no locking, and a barrier no fiber can
+// pass is reported, not waited on forever.
+struct Copy {  // one queued cp.async: lands at the wait that covers its group
+  void* dst;
+  const void* src;
+  int bytes;
+  bool in_range;
+};
+
 struct Fiber {
   ucontext_t ctx;
   uint3 tid;
   bool done = false, waiting = false;
+  std::vector<std::vector<Copy>> groups{1};  // committed groups, oldest first; the last one is open
 };
+
+constexpr std::size_t kStackBytes = 256 << 10;
 
 struct Scheduler {
   ucontext_t main;
   std::vector<Fiber> fibers;
-  std::vector<std::unique_ptr<char[]>> stacks;
+  std::vector<std::unique_ptr<Guarded>> stacks;  // a fiber's stack overflowing runs into the guard
   int current = -1;
 };
 inline Scheduler sched;
-
-constexpr std::size_t kStackBytes = 256 << 10;
-
-[[noreturn]] inline void die(const char* what) { std::fprintf(stderr, "host_cuda: %s\n", what); std::exit(2); }
 
 struct Barrier {
   explicit Barrier(int n) : expected(n) {}
@@ -89,21 +129,28 @@ struct Warp {
 };
 
 struct Block {
-  Block(int threads, std::size_t smem_bytes) : bar(threads), smem(smem_bytes + 256, static_cast<unsigned char>(0xff)) {
+  Block(int threads, std::size_t smem_bytes) : bar(threads), smem(smem_bytes, 0xff) {
     for (int w = 0; w < threads; w += 32) warps.push_back(std::make_unique<Warp>(std::min(32, threads - w)));
   }
   Barrier bar;
   std::vector<std::unique_ptr<Warp>> warps;
-  std::vector<unsigned char> smem;
-  void* dynamic_smem() {  // 256-byte aligned, as CUDA's
-    auto p = reinterpret_cast<std::uintptr_t>(smem.data());
-    return reinterpret_cast<void*>((p + 255) & ~std::uintptr_t(255));
-  }
+  Guarded smem;  // the dynamic shared memory
+  std::map<int, std::unique_ptr<Guarded>> statics;  // each __shared__ declaration's storage, by its site
+  void* dynamic_smem() { return smem.data(); }
 };
 
 inline Block* this_block = nullptr;
 
 inline Warp& this_warp(unsigned tid) { return *this_block->warps[tid / 32]; }
+
+// The block's storage of the __shared__ declaration at `site` (one per declaration: every thread of the block gets
+// the same object), 0xff-filled when the block's first thread reaches it.
+template <class T>
+T& shared_var(int site) {
+  auto& slot = this_block->statics[site];
+  if (!slot) slot = std::make_unique<Guarded>(sizeof(T), 0xff);
+  return *reinterpret_cast<T*>(slot->data());
+}
 
 }  // namespace host_cuda
 
@@ -137,6 +184,25 @@ T exchange(T v, F src) {
   T out;
   std::memcpy(&out, &got, sizeof(T));
   return out;
+}
+
+// cp.async, queued: the destination is poisoned when the copy is issued and written when a wait covers its group
+inline void cp_async(void* dst, const void* src, int bytes, bool in_range) {
+  std::memset(dst, 0xff, bytes);
+  sched.fibers[sched.current].groups.back().push_back({dst, src, bytes, in_range});
+}
+inline void land(std::vector<Copy>& group) {
+  for (const Copy& c : group) {
+    if (c.in_range) std::memcpy(c.dst, c.src, c.bytes); else std::memset(c.dst, 0, c.bytes);
+  }
+  group.clear();
+}
+inline void cp_async_commit() { sched.fibers[sched.current].groups.emplace_back(); }
+inline void cp_async_wait(int pending) {  // all but the newest `pending` committed groups have landed
+  auto& groups = sched.fibers[sched.current].groups;
+  const int committed = static_cast<int>(groups.size()) - 1;
+  for (int g = 0; g < committed - pending; ++g) land(groups[g]);
+  if (committed > pending) groups.erase(groups.begin(), groups.begin() + (committed - pending));
 }
 }  // namespace host_cuda
 
@@ -188,63 +254,75 @@ inline long long __double_as_longlong(double d) { long long i; std::memcpy(&i, &
 namespace host_cuda {
 
 // Run `kernel` (a callable taking no arguments: the kernel with its arguments bound) over the grid, one block at a
-// time, each of its threads a fiber; a block whose fibers all wait at barriers that none can pass ends the run.
+// time (`reverse_blocks`: the last first), each of its threads a fiber, resumed in index order or in reverse
+// (`fiber_order` 'f' always forward, 'r' always reverse, 'a' alternating by the block's position in the run); a block
+// whose fibers all wait at barriers that none can pass ends the run.
 inline const std::function<void()>* running_kernel = nullptr;
 
 inline void fiber_entry() {
   (*running_kernel)();
-  sched.fibers[sched.current].done = true;
+  Fiber& f = sched.fibers[sched.current];
+  for (auto& g : f.groups) land(g);  // copies still queued land when their thread ends
+  f.done = true;
 }  // returns to uc_link: the scheduler
 
-inline void launch(uint3 grid, uint3 block, std::size_t smem_bytes, const std::function<void()>& kernel) {
+inline void launch(uint3 grid, uint3 block, std::size_t smem_bytes, const std::function<void()>& kernel,
+                   char fiber_order, bool reverse_blocks) {
   gridDim = grid;
   blockDim = block;
   running_kernel = &kernel;
   const int threads = static_cast<int>(block.x * block.y * block.z);
-  sched.fibers.assign(threads, Fiber{});
-  while (static_cast<int>(sched.stacks.size()) < threads) sched.stacks.emplace_back(new char[kStackBytes]);
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        Block b(threads, smem_bytes);
-        this_block = &b;
-        blockIdx = {bx, by, bz};
-        for (int t = 0; t < threads; ++t) {
-          Fiber& f = sched.fibers[t];
-          f = Fiber{};
-          f.tid = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-          getcontext(&f.ctx);
-          f.ctx.uc_stack.ss_sp = sched.stacks[t].get();
-          f.ctx.uc_stack.ss_size = kStackBytes;
-          f.ctx.uc_link = &sched.main;
-          makecontext(&f.ctx, fiber_entry, 0);
+  while (static_cast<int>(sched.stacks.size()) < threads) sched.stacks.push_back(std::make_unique<Guarded>(kStackBytes, -1));
+  const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
+  for (long long n = 0; n < blocks; ++n) {
+    const long long b = reverse_blocks ? blocks - 1 - n : n;
+    const bool backward = fiber_order == 'r' || (fiber_order == 'a' && n % 2 == 1);
+    Block blk(threads, smem_bytes);
+    this_block = &blk;
+    blockIdx = {static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
+                static_cast<unsigned>(b / (static_cast<long long>(grid.x) * grid.y))};
+    sched.fibers.assign(threads, Fiber{});
+    for (int t = 0; t < threads; ++t) {
+      Fiber& f = sched.fibers[t];
+      f.tid = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+      getcontext(&f.ctx);
+      f.ctx.uc_stack.ss_sp = sched.stacks[t]->data();
+      f.ctx.uc_stack.ss_size = kStackBytes;
+      f.ctx.uc_link = &sched.main;
+      makecontext(&f.ctx, fiber_entry, 0);
+    }
+    for (int finished = 0; finished < threads;) {
+      bool ran = false;
+      finished = 0;
+      for (int i = 0; i < threads; ++i) {
+        const int t = backward ? threads - 1 - i : i;
+        Fiber& f = sched.fibers[t];
+        if (!f.done && !f.waiting) {
+          sched.current = t;
+          threadIdx = f.tid;
+          swapcontext(&sched.main, &f.ctx);
+          ran = true;
         }
-        for (int finished = 0; finished < threads;) {
-          bool ran = false;
-          finished = 0;
-          for (int t = 0; t < threads; ++t) {
-            Fiber& f = sched.fibers[t];
-            if (!f.done && !f.waiting) {
-              sched.current = t;
-              threadIdx = f.tid;
-              swapcontext(&sched.main, &f.ctx);
-              ran = true;
-            }
-            finished += f.done;
-          }
-          if (!ran && finished < threads) die("deadlock: every live thread waits at a barrier the others never reach");
-        }
+        finished += f.done;
       }
+      if (!ran && finished < threads) die("deadlock: every live thread waits at a barrier the others never reach");
+    }
+  }
 }
 
-// The run's arguments and buffers: argv[1] names a manifest of whitespace-separated tokens,
-//   grid gx gy gz block bx by bz smem BYTES buffers N (PATH BYTES)*N args (p INDEX | i VALUE | f HEXBITS32 | d HEXBITS64)*
-// Buffers are read from their files before the launch and written back after it.
+// The run's arguments and buffers: argv[1] names a manifest of whitespace-separated tokens (names without spaces,
+// relative to the working directory),
+//   grid gx gy gz block bx by bz smem BYTES order F|R|A BLOCKS buffers N (NAME BYTES)*N args (p INDEX | i VALUE |
+//   f HEXBITS32 | d HEXBITS64)*
+// Buffers are read from their files before the launch and written back after it, each in guarded memory.
 struct Manifest {
   uint3 grid, block;
   std::size_t smem = 0;
+  char fiber_order = 'a';
+  bool reverse_blocks = false;
   std::vector<std::string> paths;
-  std::vector<std::vector<unsigned char>> buffers;
+  std::vector<std::size_t> sizes;
+  std::vector<std::unique_ptr<Guarded>> buffers;
   FILE* f = nullptr;
 
   explicit Manifest(const char* path) {
@@ -253,17 +331,16 @@ struct Manifest {
     expect("grid"); grid = {unum(), unum(), unum()};
     expect("block"); block = {unum(), unum(), unum()};
     expect("smem"); smem = unum();
+    expect("order"); fiber_order = word()[0]; reverse_blocks = word() == "reverse";
     expect("buffers");
     const unsigned n = unum();
     for (unsigned i = 0; i < n; ++i) {
       paths.push_back(word());
-      const std::size_t bytes = unum();
-      std::vector<unsigned char> data(bytes + 64);
+      sizes.push_back(unum());
+      buffers.push_back(std::make_unique<Guarded>(sizes.back(), -1));
       FILE* b = std::fopen(paths.back().c_str(), "rb");
-      if (!b || std::fread(data.data(), 1, bytes, b) != bytes) die("cannot read a buffer");
+      if (!b || std::fread(buffers.back()->data(), 1, sizes.back(), b) != sizes.back()) die("cannot read a buffer");
       std::fclose(b);
-      data.resize(bytes + 64);
-      buffers.push_back(std::move(data));
     }
     expect("args");
   }
@@ -283,16 +360,15 @@ struct Manifest {
       if (kind != "p") die("a pointer parameter needs 'p INDEX'");
       const unsigned long long i = unum();
       if (i == 0) return nullptr;  // index 0: nullptr; buffers count from 1
-      return reinterpret_cast<T>(buffers.at(i - 1).data());
-    } else if constexpr (std::is_same_v<T, float>) {
+      return reinterpret_cast<T>(buffers.at(i - 1)->data());
+    } else if constexpr (std::is_same_v<std::remove_cv_t<T>, float>) {
       if (kind != "f") die("a float parameter needs 'f HEXBITS'");
-      const unsigned u = static_cast<unsigned>(std::strtoull(word().c_str(), nullptr, 16));
-      return __uint_as_float(u);
-    } else if constexpr (std::is_same_v<T, double>) {
+      return __uint_as_float(static_cast<unsigned>(std::strtoull(word().c_str(), nullptr, 16)));
+    } else if constexpr (std::is_same_v<std::remove_cv_t<T>, double>) {
       if (kind != "d") die("a double parameter needs 'd HEXBITS'");
-      const unsigned long long u = std::strtoull(word().c_str(), nullptr, 16);
-      double d; std::memcpy(&d, &u, 8); return d;
+      return __longlong_as_double(static_cast<long long>(std::strtoull(word().c_str(), nullptr, 16)));
     } else {
+      static_assert(std::is_integral_v<T>, "a kernel parameter the host runner cannot pass");
       if (kind != "i") die("an integer parameter needs 'i VALUE'");
       return static_cast<T>(std::strtoll(word().c_str(), nullptr, 10));
     }
@@ -301,8 +377,7 @@ struct Manifest {
   void write_back() {
     for (std::size_t i = 0; i < paths.size(); ++i) {
       FILE* b = std::fopen(paths[i].c_str(), "wb");
-      const std::size_t bytes = buffers[i].size() - 64;
-      if (!b || std::fwrite(buffers[i].data(), 1, bytes, b) != bytes) die("cannot write a buffer");
+      if (!b || std::fwrite(buffers[i]->data(), 1, sizes[i], b) != sizes[i]) die("cannot write a buffer");
       std::fclose(b);
     }
   }

@@ -4,19 +4,26 @@ cannot see.
 
 The source is compiled by the host C++ compiler (g++, C++20) against ``host_cuda.h``: each CUDA thread of a block a
 fiber (ucontext) of one OS thread, blocks one after another, ``__syncthreads`` a barrier, warp shuffles exchanged
-through a barrier of the warp's lanes, ``__shared__`` variables function-static, dynamic shared memory a buffer of
-0xff bytes (NaN as float32). It runs in a subprocess with a time limit; a block whose threads all wait at barriers
-none can pass (lanes that skip a shuffle) ends the run with an error. Floating-point results follow the host's rounding (x86-64 SSE: no contraction into FMAs at -O1 with
-``-ffp-contract=off``), not the GPU's fused multiply-adds: compare with a tolerance, not bit for bit, except between
-two kernels run here that add the same products in the same order. Kernels with inline PTX (cp.async, mma, cvt) do
-not compile here. A block's threads run one after another up to each barrier, so a thread that reads shared memory
-another thread writes later, with no barrier between, reads the fill and the result is wrong; a thread overwriting
-what another has yet to read (no barrier before the write) is not caught.
+through a barrier of the warp's lanes. Shared memory, static and dynamic, is the block's own and filled with 0xff
+bytes (NaN as float32) before it runs; every global buffer ends against unmapped memory, so an access past its end
+stops the run (an access before its start, or a few bytes past a size that is not a multiple of 16, is not caught).
+The prelude's inline-PTX helpers become host code: cp.async copies are queued, their destination poisoned, and land
+at the wait that covers their group; float16 conversions go through ``_Float16`` (round to nearest even, as PTX's
+``cvt.rn``). Other inline PTX (mma.sync, ldmatrix, wgmma, TMA) does not compile here.
+
+A block's fibers run one at a time up to each barrier: in index order in even blocks of the run and in reverse in odd
+ones (``order``), so a thread that reads shared memory another writes before a barrier it skipped reads the fill in
+one order or the other; the blocks run in grid order or reversed (``reverse_blocks``: which block of a split-K group
+arrives last). A block whose fibers all wait at barriers none can pass (lanes that skip a full-mask shuffle) ends the
+run with "deadlock". It runs in a subprocess with a time limit. Floating-point results follow the host's rounding
+(no contraction into FMAs: ``-ffp-contract=off``), not the GPU's fused multiply-adds: compare with a tolerance, or bit
+for bit only between two kernels run here that add the same products in the same order.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import re
 import shutil
@@ -28,14 +35,72 @@ import numpy as np
 
 HEADER = Path(__file__).with_name("host_cuda.h")
 TIMEOUT_S = 300.0
+FLAGS = ("-std=c++20", "-O1", "-ffp-contract=off", "-w")
+ORDERS = {"alternate": "a", "forward": "f", "reverse": "r"}
 _BUILT: dict[str, Path] = {}
 _DIR = Path(tempfile.mkdtemp(prefix="tiledsl_host_cuda_"))
 atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
 
 
+class HostRunError(RuntimeError):
+    """The host compile or run of a kernel failed; ``stderr`` holds what the compiler or the run said."""
+
+    def __init__(self, what: str, stderr: str) -> None:
+        super().__init__(f"{what}: {stderr.strip()[-2000:]}")
+        self.stderr = stderr
+
+
+@functools.cache
 def compiler() -> str | None:
-    """The host C++ compiler (g++ on PATH), or None."""
-    return shutil.which("g++")
+    """The host C++ compiler (g++ on PATH) if it compiles what the header needs (C++20, ``_Float16``), else None."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        return None
+    probe = _DIR / "probe.cpp"
+    probe.write_text("#include <atomic>\nint main() { _Float16 h = (_Float16)1.5f; float f = 0;"
+                     " std::atomic_ref<float>(f).fetch_add((float)h); return f == 1.5f ? 0 : 1; }\n")
+    run = subprocess.run([gxx, *FLAGS, "-o", str(_DIR / "probe"), str(probe)], capture_output=True, timeout=TIMEOUT_S)
+    return gxx if run.returncode == 0 and subprocess.run([str(_DIR / "probe")]).returncode == 0 else None
+
+
+HOST_ASYNC_COPY = r"""// ---- host stand-ins for the cp.async helpers: queued, landing at the wait that covers their group ----
+template <int BYTES>
+inline void tdsl_cp_async(void* smem, const void* gmem, bool in_range) { host_cuda::cp_async(smem, gmem, BYTES, in_range); }
+inline void tdsl_cp_async_commit() { host_cuda::cp_async_commit(); }
+template <int PENDING>
+inline void tdsl_cp_async_wait() { host_cuda::cp_async_wait(PENDING); }
+"""
+
+HOST_HALF = r"""// ---- host stand-ins for the float16 conversions (the bfloat16 ones are plain C++ and stay) ----
+inline float tdsl_h2f(unsigned short h) { _Float16 v; std::memcpy(&v, &h, 2); return (float)v; }
+inline unsigned short tdsl_f2h(float f) { const _Float16 v = (_Float16)f; unsigned short h; std::memcpy(&h, &v, 2); return h; }
+"""
+
+_EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?(\w+)\s+(\w+)\[\];")
+_SHARED = re.compile(r"__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][\w ]*?)\s+(\w+)((?:\[[^\]]+\])*)\s*;")
+
+
+def _host_helpers(source: str) -> str:
+    """``source`` with the prelude's inline-PTX helpers (tiledsl.codegen.prelude) replaced by host versions."""
+    from tiledsl.codegen import prelude
+
+    source = source.replace(prelude.ASYNC_COPY_HELPERS, HOST_ASYNC_COPY)
+    half_asm = prelude.HALF_HELPERS[:prelude.HALF_HELPERS.index("__device__ __forceinline__ float tdsl_bf2f")]
+    return source.replace(half_asm, HOST_HALF)
+
+
+def _shared_memory(source: str) -> str:
+    """Each ``__shared__`` declaration as the block's own poisoned storage (``host_cuda::shared_var``, one per site);
+    dynamic shared memory as the block's buffer. ValueError for a declaration neither pattern reads."""
+    source = _EXTERN_SHARED.sub(r"\1* const \2 = reinterpret_cast<\1*>(host_cuda::this_block->dynamic_smem());",
+                                source)
+    sites = iter(range(1 << 30))
+    source = _SHARED.sub(lambda m: f"{m[1]} (&{m[2]}){m[3]} = host_cuda::shared_var<{m[1]}{m[3]}>({next(sites)});",
+                         source)
+    if "__shared__" in source:
+        line = next(ln for ln in source.splitlines() if "__shared__" in ln)
+        raise ValueError(f"a __shared__ declaration the host runner cannot read: {line.strip()}")
+    return source
 
 
 def _signature(source: str, name: str) -> list[str]:
@@ -50,39 +115,10 @@ def _signature(source: str, name: str) -> list[str]:
     return types
 
 
-HOST_ASYNC_COPY = r"""// ---- host stand-ins for the cp.async helpers: each copy lands at once (a valid order of the real ones) ----
-template <int BYTES>
-inline void tdsl_cp_async(void* smem, const void* gmem, bool in_range) {
-  if (in_range) std::memcpy(smem, gmem, BYTES); else std::memset(smem, 0, BYTES);
-}
-inline void tdsl_cp_async_commit() {}
-template <int PENDING>
-inline void tdsl_cp_async_wait() {}
-"""
-
-HOST_HALF = r"""// ---- host stand-ins for the float16 conversions (the bfloat16 ones are plain C++ and stay) ----
-inline float tdsl_h2f(unsigned short h) { _Float16 v; std::memcpy(&v, &h, 2); return (float)v; }
-inline unsigned short tdsl_f2h(float f) { const _Float16 v = (_Float16)f; unsigned short h; std::memcpy(&h, &v, 2); return h; }
-"""
-
-
-def _host_helpers(source: str) -> str:
-    """``source`` with the prelude's inline-PTX helpers (tiledsl.codegen.prelude) replaced by host versions: cp.async
-    copies as immediate copies, the float16 conversions through ``_Float16`` (round to nearest even, as PTX's cvt.rn)."""
-    from tiledsl.codegen import prelude
-
-    source = source.replace(prelude.ASYNC_COPY_HELPERS, HOST_ASYNC_COPY)
-    half_asm = prelude.HALF_HELPERS[:prelude.HALF_HELPERS.index("__device__ __forceinline__ float tdsl_bf2f")]
-    return source.replace(half_asm, HOST_HALF)
-
-
 def host_source(source: str, name: str, header: Path = HEADER) -> str:
-    """The kernel ``name``'s ``source`` as host C++: the header, the prelude's inline-PTX helpers as host code,
-    dynamic shared memory as the block's buffer, and a ``main`` that reads the arguments from a manifest, launches and
-    writes the buffers back."""
-    source = _host_helpers(source)
-    body = re.sub(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?(\w+)\s+(\w+)\[\];",
-                  r"\1* const \2 = reinterpret_cast<\1*>(host_cuda::this_block->dynamic_smem());", source)
+    """The kernel ``name``'s ``source`` as host C++: the header, the prelude's inline-PTX helpers as host code, shared
+    memory per block, and a ``main`` that reads the arguments from a manifest, launches and writes the buffers back."""
+    body = _shared_memory(_host_helpers(source))
     types = _signature(source, name)
     args = ", ".join(f"a{i}" for i in range(len(types)))
     fetch = "\n".join(f"  const auto a{i} = m.next<{t}>();" for i, t in enumerate(types))
@@ -91,13 +127,10 @@ def host_source(source: str, name: str, header: Path = HEADER) -> str:
             "  if (argc != 2) return 2;\n"
             "  host_cuda::Manifest m(argv[1]);\n"
             f"{fetch}\n"
-            f"  host_cuda::launch(m.grid, m.block, m.smem, [&] {{ {name}({args}); }});\n"
+            f"  host_cuda::launch(m.grid, m.block, m.smem, [&] {{ {name}({args}); }}, m.fiber_order, m.reverse_blocks);\n"
             "  m.write_back();\n"
             "  return 0;\n"
             "}\n")
-
-
-FLAGS = ("-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w")
 
 
 def _header() -> Path:
@@ -105,92 +138,108 @@ def _header() -> Path:
     copy = _DIR / HEADER.name
     if not copy.exists():
         copy.write_text(HEADER.read_text())
-        subprocess.run([compiler() or "g++", *FLAGS, "-x", "c++-header", str(copy), "-o", f"{copy}.gch"],
-                       check=True, capture_output=True, text=True, timeout=TIMEOUT_S)
+        _compile([*FLAGS, "-x", "c++-header", str(copy), "-o", f"{copy}.gch"], "the header")
     return copy
 
 
+def _compile(args: list[str], what: str) -> None:
+    run = subprocess.run([compiler() or "g++", *args], capture_output=True, text=True, timeout=TIMEOUT_S)
+    if run.returncode != 0:
+        raise HostRunError(f"g++ could not compile {what}", run.stderr)
+
+
 def build(source: str, name: str) -> Path:
-    """Compile kernel ``name`` of ``source`` into an executable (cached by the text); CalledProcessError on failure."""
+    """Compile kernel ``name`` of ``source`` into an executable (cached by the text); HostRunError on failure."""
     text = host_source(source, name, _header())
     key = hashlib.sha256(text.encode()).hexdigest()[:24]
     if key not in _BUILT:
         cpp, exe = _DIR / f"{key}.cpp", _DIR / f"{key}.exe"
         cpp.write_text(text)
-        subprocess.run([compiler() or "g++", *FLAGS, "-o", str(exe), str(cpp)], check=True, capture_output=True,
-                       text=True, timeout=TIMEOUT_S)
+        _compile([*FLAGS, "-o", str(exe), str(cpp)], name)
         _BUILT[key] = exe
     return _BUILT[key]
 
 
 def _token(c_type: str, value) -> str:
-    if "*" in c_type:
-        raise TypeError(f"a pointer parameter ({c_type}) takes an array or None")
-    if c_type == "float":
+    base = c_type.replace("const ", "").strip()
+    if base == "float":
         return f"f {np.float32(value).view(np.uint32):x}"
-    if c_type == "double":
+    if base == "double":
         return f"d {np.float64(value).view(np.uint64):x}"
-    return f"i {int(value)}"
+    if base in ("int", "unsigned int", "unsigned", "long long", "unsigned long long", "long", "size_t"):
+        if int(value) != value:
+            raise TypeError(f"{c_type} parameter given {value!r}, not an integer")
+        return f"i {int(value)}"
+    raise TypeError(f"a {c_type} parameter: the host runner passes pointers, integers, float and double")
 
 
 def launch(source: str, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], smem_bytes: int,
-           args: list) -> None:
+           args: list, order: str = "alternate", reverse_blocks: bool = False) -> None:
     """Run kernel ``name`` of ``source`` over ``grid`` × ``block`` with ``smem_bytes`` of dynamic shared memory on
-    ``args`` (one per parameter: a NumPy array for a pointer, written back in place, None for a nullptr; a number
-    otherwise).
+    ``args`` (one per parameter: a C-contiguous NumPy array for a pointer, written back in place, None for a nullptr;
+    a number otherwise). ``order``: the fibers of a block resumed "forward", "reverse" or "alternate" (reversed in
+    every other block); ``reverse_blocks``: the last block of the grid first.
 
     Raises:
-        subprocess.CalledProcessError: the host compile or the run failed (a crash, an out-of-range access the
-            host catches); subprocess.TimeoutExpired: the run took over :data:`TIMEOUT_S`.
+        HostRunError: the host compile or the run failed (a crash, an access past a buffer, a deadlock).
+        subprocess.TimeoutExpired: the run took over :data:`TIMEOUT_S`.
+        ValueError / TypeError: arguments that do not fit the kernel's parameters.
     """
     exe = build(source, name)
     types = _signature(source, name)
     if len(args) != len(types):
         raise ValueError(f"{name} takes {len(types)} arguments, got {len(args)}")
+    arrays = list({id(a): a for a in args if isinstance(a, np.ndarray)}.values())  # each buffer once
+    for i, a in enumerate(arrays):
+        if not a.flags.c_contiguous:
+            raise ValueError("arrays passed to a host launch must be C-contiguous")
+        if any(np.shares_memory(a, b) for b in arrays[:i]):
+            raise ValueError("two arguments share memory: the host runner copies each array on its own")
     with tempfile.TemporaryDirectory(dir=_DIR) as tmp:
-        arrays = list({id(a): a for a in args if isinstance(a, np.ndarray)}.values())  # each buffer once
-        paths = []
-        for i, a in enumerate(arrays):
-            if not a.flags.c_contiguous:
-                raise ValueError("arrays passed to a host launch must be C-contiguous")
-            paths.append(Path(tmp) / f"buf{i}.bin")
-            paths[-1].write_bytes(a.tobytes())
+        names = [f"buf{i}.bin" for i in range(len(arrays))]
+        for nm, a in zip(names, arrays, strict=True):
+            (Path(tmp) / nm).write_bytes(a.tobytes())
         tokens = [f"grid {grid[0]} {grid[1]} {grid[2]}", f"block {block[0]} {block[1]} {block[2]}",
-                  f"smem {smem_bytes}", f"buffers {len(arrays)}"]
-        tokens += [f"{p} {a.nbytes}" for p, a in zip(paths, arrays, strict=True)]
-        tokens.append("args")
+                  f"smem {smem_bytes}", f"order {ORDERS[order]} {'reverse' if reverse_blocks else 'forward'}",
+                  f"buffers {len(arrays)}", *(f"{nm} {a.nbytes}" for nm, a in zip(names, arrays, strict=True)),
+                  "args"]
         for t, a in zip(types, args, strict=True):
             if isinstance(a, np.ndarray):
                 tokens.append(f"p {next(i for i, b in enumerate(arrays) if b is a) + 1}")
             elif a is None:
                 tokens.append("p 0")
+            elif "*" in t:
+                raise TypeError(f"{name}: a pointer parameter ({t}) takes an array or None, not {a!r}")
             else:
                 tokens.append(_token(t, a))
-        manifest = Path(tmp) / "manifest.txt"
-        manifest.write_text("\n".join(tokens) + "\n")
-        subprocess.run([str(exe), str(manifest)], check=True, capture_output=True, text=True, timeout=TIMEOUT_S)
-        for p, a in zip(paths, arrays, strict=True):
-            a[...] = np.frombuffer(p.read_bytes(), dtype=a.dtype).reshape(a.shape)
+        (Path(tmp) / "manifest.txt").write_text("\n".join(tokens) + "\n")
+        run = subprocess.run([str(exe), "manifest.txt"], cwd=tmp, capture_output=True, text=True, timeout=TIMEOUT_S)
+        if run.returncode != 0:
+            raise HostRunError(f"{name} failed on the host (exit status {run.returncode})", run.stderr)
+        for nm, a in zip(names, arrays, strict=True):
+            a[...] = np.frombuffer((Path(tmp) / nm).read_bytes(), dtype=a.dtype).reshape(a.shape)
 
 
-_WORKSPACE_INIT = {"none": lambda ws: np.full(ws.count, np.nan if ws.dtype.startswith("float") else -1, dtype=ws.dtype),
-                   "zero": lambda ws: np.zeros(ws.count, dtype=ws.dtype),
-                   "counters": lambda ws: np.zeros(ws.count, dtype=ws.dtype),
-                   "identity": lambda ws: np.full(ws.count, ws.fill, dtype=ws.dtype)}
-"""A plan's scratch buffer as a launch makes it: "none" poisoned (NaN, or all bits set), the rest as its init says."""
+def _poisoned(ws) -> np.ndarray:
+    """A plan's scratch buffer as a launch makes it: "none" poisoned (NaN, or the dtype's largest value), the rest as
+    its init says ("zero" and "counters" zero, "identity" its fill)."""
+    dt = np.dtype(ws.dtype)
+    if ws.init == "none":
+        return np.full(ws.count, np.nan if dt.kind == "f" else np.iinfo(dt).max, dtype=dt)
+    return np.full(ws.count, ws.fill if ws.init == "identity" else 0, dtype=dt)
 
 
-def run(family, op, schedule, values: dict, target=None) -> dict:
+def run(family, op, schedule, values: dict, target=None, order: str = "alternate", reverse_blocks: bool = False) -> dict:
     """``schedule``'s kernels for ``op`` (a :class:`tiledsl.family.Family`'s: its main kernel, then the followup
-    where the plan has one), run here on the host. ``values`` binds each parameter's source (``Param.source``: "a",
-    "x", "lda", "alpha", ...) to a NumPy array (written in place) or a number; "const" parameters take the plan's
-    value, a workspace the plan names is made here (:data:`_WORKSPACE_INIT`), and a pointer bound to nothing is a
-    nullptr. Returns the workspaces by name, as the kernels leave them."""
+    where the plan has one), run here on the host (``order``, ``reverse_blocks``: :func:`launch`). ``values`` binds
+    each parameter's source (``Param.source``: "a", "x", "lda", "alpha", ...) to a NumPy array (written in place) or a
+    number; "const" parameters take the plan's value, a workspace the plan names is made here (:func:`_poisoned`), and
+    a pointer bound to nothing is a nullptr. Returns the workspaces by name, as the kernels leave them."""
     import tiledsl
 
     target = target or tiledsl.Target.known("H200")
     plan = family.plan(op, schedule, target)
-    wss = {ws.name: _WORKSPACE_INIT[ws.init](ws) for ws in plan.workspace}
+    wss = {ws.name: _poisoned(ws) for ws in plan.workspace}
     bound = {**values, **wss}
     kernels = [(family.emit(op, schedule), plan)]
     if plan.followup is not None:
@@ -200,12 +249,12 @@ def run(family, op, schedule, values: dict, target=None) -> dict:
         missing = [q.name for q, a in zip(p.params, args, strict=True) if a is None and "*" not in q.c_type]
         if missing:
             raise ValueError(f"{ks.name}: no value for {missing}")
-        launch(ks.source, ks.name, p.grid, ks.block, ks.dynamic_smem_bytes, args)
+        launch(ks.source, ks.name, p.grid, ks.block, ks.dynamic_smem_bytes, args, order, reverse_blocks)
     return wss
 
 
 def gemm(op, schedule, a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0, beta: float = 0.0,
-         target=None) -> dict:
+         target=None, order: str = "alternate", reverse_blocks: bool = False) -> dict:
     """C = alpha·A@B + beta·C by ``schedule``'s kernels for ``op`` (:func:`run`): ``a``, ``b`` and ``c`` are the
     operands' storage (row-major M×K / K×N / M×N arrays or, for a column-major layout, the transposed ones; leading
     dimensions their row lengths), ``c`` written in place."""
@@ -213,4 +262,4 @@ def gemm(op, schedule, a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float
 
     return run(GEMM, op, schedule, {"a": a, "b": b, "c": c, "alpha": alpha, "beta": beta, "one": 1.0, "m": op.m,
                                     "n": op.n, "k": op.k, "lda": a.shape[1], "ldb": b.shape[1], "ldc": c.shape[1]},
-               target)
+               target, order, reverse_blocks)

@@ -911,8 +911,9 @@ def test_gemv_twelve_rows_per_block_against_float64(lb, m, n, k, rng):
                         align_b=4 if along % 4 == 0 else 2 if along % 2 == 0 else 1, align_c=4 if n % 4 == 0 else 1)
     pick = replace(default_schedule(op, tiledsl.Target.current()), bm=12, min_blocks=0)
     variants = [pick, replace(pick, smem_a=False, spare_slot=False, split_k=min(3, k))]
-    if lb == "row" and op.align_b == 4:
-        variants += [replace(pick, smem_a=True, spare_slot=spare, unroll=8, split_k=min(3, k)) for spare in (False, True)]
+    if lb == "row" and op.align_b == 4:  # staged: slices of A within 48 KiB (rule smem_a_slice_fits)
+        split = max(min(3, k), -(-k // 512))
+        variants += [replace(pick, smem_a=True, spare_slot=spare, unroll=8, split_k=split) for spare in (False, True)]
     if lb == "col":
         variants += [replace(pick, smem_a=False, rn=rn, unroll=2, split_k=min(3, k)) for rn in (1, 2, 4)]
         variants += [replace(pick, smem_a=False, min_blocks=3), replace(pick, smem_a=False, unroll=1, min_blocks=4)]

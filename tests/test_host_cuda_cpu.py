@@ -2,8 +2,9 @@
 against float64 on a poisoned output: the control flow a compile check cannot see — which row of B a ring slot holds,
 which K slice a block owns, which lane stores which sum, which block finishes a reduction — on shapes with every
 remainder (rows past M, columns past N, slices shorter than the ring, K not a multiple of anything). GEMM (the GEMV
-and FMA tiled kernels without cp.async), every reduction strategy and every transpose variant. The GPU tests check the
-same kernels on the device; these run in CI, where there is none."""
+kernels in every dtype, the FMA tiled kernel's pipelines, cp.async's included), every reduction strategy and every
+transpose variant; each in both orders of a block's threads and of the blocks. The GPU tests check the same kernels on
+the device; these run in CI, where there is none."""
 
 from __future__ import annotations
 
@@ -38,9 +39,16 @@ def _op(m, n, k, layout_b="row", read_c=False):
 
 
 def _run(op, s, a, b_storage, alpha=1.0, beta=0.0, c0=None):
-    c = np.full((op.m, op.n), np.nan, np.float32) if c0 is None else c0.copy()
-    host_cuda.gemm(op, s, a, b_storage, c, alpha=alpha, beta=beta)
-    return c
+    """C by ``s``'s kernels on the host, twice: each block's threads in index order with the blocks in grid order, then
+    both reversed (another thread reads a value first, another block of a split-K group arrives last); the two must
+    agree bit for bit."""
+    out = []
+    for order, reverse_blocks in (("forward", False), ("reverse", True)):
+        c = np.full((op.m, op.n), np.nan, np.float32) if c0 is None else c0.copy()
+        host_cuda.gemm(op, s, a, b_storage, c, alpha=alpha, beta=beta, order=order, reverse_blocks=reverse_blocks)
+        out.append(c)
+    assert np.array_equal(out[0], out[1], equal_nan=True), s
+    return out[0]
 
 
 def _tol(k):
@@ -51,16 +59,20 @@ def _rel_err(got, ref):
     return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
 
 
-@pytest.mark.parametrize("m,n,k", [(16, 132, 200), (12, 68, 611), (9, 4, 37), (5, 260, 7), (4, 8, 129)])
-def test_staged_a_ring_with_a_spare_slot_sums_what_the_copied_ring_sums(m, n, k, rng):
+@pytest.mark.parametrize("m,n,k,unrolls", [(16, 132, 200, (1, 2, 8)), (12, 68, 611, (1, 2, 8)), (9, 4, 37, (1, 2, 8)),
+                                           (5, 260, 7, (1, 2, 8)), (4, 8, 129, (1, 2, 8)), (4, 67, 1, (4, 16)),
+                                           (4, 66, 9, (4, 8)), (8, 64, 17, (16,)), (8, 64, 33, (16,))])
+def test_staged_a_ring_with_a_spare_slot_sums_what_the_copied_ring_sums(m, n, k, unrolls, rng):
     """smem_a (A staged, a ring of B loads, row-major B) with spare_slot (unroll + 1 slots, a running pointer into B)
-    against the ring as it was (each slot copied before its refill): unroll 1, 2 and 8 (rings longer than a slice),
-    one slice and three (the split-K kernel; the fused sum), 4, 8, 12 and 16 rows per block (rows past M): both within
-    the float64 tolerance and bit for bit the same (the same products added in the same order)."""
+    against the ring as it was (each slot copied before its refill): unroll 1, 2, 4, 8 and 16 with slices of 1, U, U + 1
+    and 2U + 1 rows and rings longer than a slice, B read 1, 2 and 4 wide (N odd, 2 mod 4, 0 mod 4), one slice and
+    three (the split-K kernel; the fused sum), 4, 8, 12 and 16 rows per block (rows past M): both within the float64
+    tolerance and bit for bit the same (the same products added in the same order); every load inside B (an access
+    past its end stops the host run)."""
     a, b, _ = _operands(rng, m, n, k)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     op = _op(m, n, k)
-    for bm, unroll, (split, fused) in itertools.product(sorted({-(-m // 4) * 4, 16}), (1, 2, 8),
+    for bm, unroll, (split, fused) in itertools.product(sorted({-(-m // 4) * 4, 16}), unrolls,
                                                         ((1, False), (3, False), (3, True))):
         copied = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64, vec=4, unroll=unroll, split_k=split,
                                       split_k_fused=fused, smem_a=True)
@@ -70,29 +82,34 @@ def test_staged_a_ring_with_a_spare_slot_sums_what_the_copied_ring_sums(m, n, k,
         assert np.array_equal(got, _run(op, copied, a, b), equal_nan=False), spare
 
 
+def _launch_variant(op, s, source, a, b, c):
+    """Kernel ``source`` (``s``'s main kernel, edited) on the host with ``s``'s plan: one slice, so no followup."""
+    ks, plan = GEMM.emit(op, s), GEMM.plan(op, s, H200)
+    values = {"a": a, "b": b, "c": c, "alpha": 1.0, "m": op.m, "n": op.n, "k": op.k, "lda": op.k, "ldb": op.n,
+              "ldc": op.n}
+    host_cuda.launch(source, ks.name, plan.grid, ks.block, ks.dynamic_smem_bytes, [values[p.source] for p in plan.params])
+
+
 def test_a_wrong_ring_fails_here():
-    """The host run has teeth: the spare-slot ring refilling one row short (``k0 + u + UNROLL - 1``) reads the wrong
-    rows of B, and the product it computes is wrong."""
+    """The host run has teeth: the spare-slot ring loading one row short (``b_next - ldb``) computes a wrong product,
+    and the ring without its refill guard reads past the end of B and stops the run."""
     rng = np.random.default_rng(7)
     m, n, k = 16, 64, 40
     a, b, _ = _operands(rng, m, n, k)
     op = _op(m, n, k)
     s = tiledsl.GemmSchedule(kernel="gemv", bm=16, bn=64, vec=4, unroll=4, smem_a=True, spare_slot=True)
-    ks = GEMM.emit(op, s)
-    plan = GEMM.plan(op, s, H200)
-    good = ks.source
-    bad = good.replace("if (k0 + u + UNROLL < n_k) ring[(u + UNROLL) % (UNROLL + 1)] = *reinterpret_cast<const "
-                       "float4*>(b_next);\n        b_next += ldb;",
-                       "if (k0 + u + UNROLL < n_k) ring[(u + UNROLL) % (UNROLL + 1)] = *reinterpret_cast<const "
-                       "float4*>(b_next - ldb);\n        b_next += ldb;")
-    assert bad != good
+    good = GEMM.emit(op, s).source
+    load = "ring[(u + UNROLL) % (UNROLL + 1)] = *reinterpret_cast<const float4*>(b_next);"
+    assert good.count(f"if (k0 + u + UNROLL < n_k) {load}") == 1
+    short = good.replace(load, load.replace("(b_next)", "(b_next - ldb)"))
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    for source, right in ((good, True), (bad, False)):
+    for source, right in ((good, True), (short, False)):
         c = np.full((m, n), np.nan, np.float32)
-        args = {"a": a, "b": b, "c": c, "alpha": 1.0, "m": m, "n": n, "k": k, "lda": k, "ldb": n, "ldc": n}
-        host_cuda.launch(source, ks.name, plan.grid, ks.block, ks.dynamic_smem_bytes,
-                         [args[p.source] for p in plan.params])
+        _launch_variant(op, s, source, a, b, c)
         assert (_rel_err(c, ref) < _tol(k)) == right
+    with pytest.raises(host_cuda.HostRunError, match=r"exit status -11"):  # SIGSEGV at the guard past B
+        _launch_variant(op, s, good.replace(f"if (k0 + u + UNROLL < n_k) {load}", load), a, b,
+                        np.full((m, n), np.nan, np.float32))
 
 
 @pytest.mark.parametrize("layout_b", ["row", "col"])
@@ -131,15 +148,13 @@ def test_schedule_none_on_the_host(m, n, k, rng):
 def test_lanes_that_skip_a_shuffle_end_the_run_with_an_error():
     """Half a warp at a full-mask shuffle never completes on a GPU; here the run stops and says why, instead of
     waiting for the time limit. The same kernel with every lane at the shuffle swaps neighbours' values."""
-    import subprocess
-
     source = ('extern "C" __global__ void swap_pairs(float* __restrict__ x, int lanes) {\n'
               "  if ((int)threadIdx.x < lanes) x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, x[threadIdx.x], 1);\n"
               "}\n")
     x = np.arange(32, dtype=np.float32)
     host_cuda.launch(source, "swap_pairs", (1, 1, 1), (32, 1, 1), 0, [x, 32])
     assert np.array_equal(x, np.arange(32, dtype=np.float32).reshape(16, 2)[:, ::-1].ravel())
-    with pytest.raises(subprocess.CalledProcessError) as err:
+    with pytest.raises(host_cuda.HostRunError) as err:
         host_cuda.launch(source, "swap_pairs", (1, 1, 1), (32, 1, 1), 0, [x, 16])
     assert "deadlock" in err.value.stderr
 
@@ -155,16 +170,17 @@ _NUMPY_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "
                                               ((1,), None, "int32"), ((300, 17), None, "int32")])
 def test_reductions_on_the_host(shape, axis, dtype, rng):
     """Each of the six strategies (the reduction ladder; the strided ones where the axis is not the last) with two-pass
-    and atomic combines on a sum, then max / mean / norm2 (integers: max) on schedule=None's, on shapes with
-    remainders of every tile and a poisoned output, against NumPy in float64; a two-pass sum the same bits twice."""
+    and atomic combines on a sum, then max / mean / norm2 (integers: max) on schedule=None's, on shapes with remainders
+    of every tile and a poisoned output, each run with the threads and blocks in both orders. The data are integers
+    (as floats too), so every sum and max is exact in any order of adding: one element dropped or counted twice is
+    caught; mean within 4 ulps of float64, norm2 (whose squares' sum rounds) within 64."""
     from tiledsl.reduce.family import REDUCE
     from tiledsl.reduce.schedule import STRATEGIES
 
-    x = (rng.uniform(-1, 1, shape) if dtype != "int32" else rng.integers(-50, 50, shape)).astype(dtype)
+    x = rng.integers(-50, 51, shape).astype(dtype)  # |sum| < 2^24: exact in float32
     cases = [("sum", dict(block=128, vec=4, items_per_thread=2, strategy=strategy, combine=combine))
              for strategy, combine in itertools.product(STRATEGIES, ("two_pass", "atomic"))]
-    for name in ("max",) if dtype == "int32" else ("max", "mean", "norm2"):
-        cases.append((name, None))
+    cases += [(name, None) for name in (("max",) if dtype == "int32" else ("max", "mean", "norm2"))]
     ran = set()
     for name, s in cases:
         op = tiledsl.ReduceOp(shape, op=name, axis=axis, dtype=dtype)
@@ -176,13 +192,17 @@ def test_reductions_on_the_host(shape, axis, dtype, rng):
             continue  # a strategy the op's axis or the combine rules out
         ref = np.asarray(_NUMPY_REDUCE[name](x.astype(np.float64), axis=axis))
         outs = []
-        for _ in range(2 if s.combine == "two_pass" and name == "sum" else 1):
-            out = np.full(op.out_shape, np.nan if np.dtype(op.out_dtype).kind == "f" else -1, op.out_dtype)
-            host_cuda.run(REDUCE, op, s, {"x": x, "out": out})
-            outs.append(out)
-        tol = (1e-5 if dtype != "float64" else 1e-12) * max(1.0, np.abs(ref).max()) * max(1.0, x.size ** 0.5)
-        assert np.abs(outs[0].astype(np.float64) - ref).max() <= tol, (name, s)
-        assert all(np.array_equal(o, outs[0]) for o in outs), (name, s)
+        for order, reverse_blocks in (("forward", False), ("reverse", True)):
+            out = np.full(op.out_shape, np.nan if np.dtype(op.out_dtype).kind == "f" else -(2**31), op.out_dtype)
+            host_cuda.run(REDUCE, op, s, {"x": x, "out": out}, order=order, reverse_blocks=reverse_blocks)
+            outs.append(out.astype(np.float64))
+        for out in outs:
+            if name in ("sum", "max"):
+                assert np.array_equal(out, ref), (name, s)
+            else:
+                # mean: an exact sum divided once; norm2: the squares' sum rounds (it passes 2^24 in float32)
+                rtol = (4 if name == "mean" else 64) * np.finfo(dtype).eps
+                assert np.allclose(out, ref, rtol=rtol, atol=0), (name, s)
         ran.add(s.strategy)
     assert {"grid_stride", "warp_shuffle"} <= ran and (axis not in (None, len(shape) - 1) or ran == set(STRATEGIES))
 
@@ -203,9 +223,10 @@ def test_transposes_on_the_host(shape, dtype, rng):
     schedules += [tiledsl.TransposeSchedule(variant="shared", tile=tile, vec=vec, smem_pad=pad, rows_per_thread=rows)
                   for tile, vec, pad, rows in ((32, 1, 1, 8), (32, 2, 0, 4), (64, 4, 1, 8), (64, 2, 1, 16))]
     for s in schedules:
-        y = np.full(want.shape, -1, dtype=dtype)
-        host_cuda.run(TRANSPOSE, op, s, {"x": x, "y": y})
-        assert np.array_equal(y, want), s
+        for order in ("forward", "reverse"):
+            y = np.full(want.shape, -5000, dtype=dtype)  # outside the data's range
+            host_cuda.run(TRANSPOSE, op, s, {"x": x, "y": y}, order=order, reverse_blocks=order == "reverse")
+            assert np.array_equal(y, want), (s, order)
 
 
 def test_a_missing_barrier_fails_here():
@@ -264,17 +285,57 @@ def _from_16(bits: np.ndarray, dtype: str) -> np.ndarray:
 @pytest.mark.parametrize("m,n,k", [(1, 76, 129), (9, 132, 300)])
 def test_sixteen_bit_gemv_on_the_host(dtype, m, n, k, rng):
     """The GEMV kernel on float16 and bfloat16 inputs and output (float32 accumulation; the prelude's conversions,
-    float16's as host code here): A in registers and staged, with and without a spare slot, one slice and three;
-    within the output's 16-bit rounding of the float64 product of the rounded inputs."""
+    float16's as host code here): A in registers and staged, one slice and three, the spare slot bit for bit what the
+    copied ring gives; within the output's 16-bit rounding of the float64 product of the rounded inputs."""
     a16, b16 = _to_16(rng.uniform(-1, 1, (m, k)), dtype), _to_16(rng.uniform(-1, 1, (k, n)), dtype)
     ref = _from_16(a16, dtype) @ _from_16(b16, dtype)
     op = tiledsl.GemmOp(m, n, k, dtype=dtype, align_a=1, align_b=4, align_c=4)
     bm = max(4, -(-m // 4) * 4)
-    for smem_a, spare, split in ((False, False, 1), (False, False, 3), (True, False, 3), (True, True, 1)):
-        s = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64, vec=4, unroll=4, split_k=split, smem_a=smem_a,
-                                 spare_slot=spare)
+    eps = 2.0 ** (-11 if dtype == "float16" else -8)
+
+    def run(s):
         c = np.full((m, n), 0xFFFF, np.uint16)  # NaN in both formats
         host_cuda.gemm(op, s, a16, b16, c)
         got = _from_16(c, dtype)
-        eps = 2.0 ** (-11 if dtype == "float16" else -8)
         assert np.all(np.abs(got - ref) <= eps * np.abs(ref) + 1e-5 * k ** 0.5), s
+        return c
+
+    for smem_a, split in ((False, 1), (False, 3), (True, 1), (True, 3)):
+        s = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64, vec=4, unroll=4, split_k=split, smem_a=smem_a)
+        c = run(s)
+        if smem_a:
+            assert np.array_equal(run(replace(s, spare_slot=True)), c), s
+
+
+def test_a_broadcast_without_its_barrier_fails_in_one_order():
+    """Thread 0 writes a shared value the others read, with no barrier between: in index order thread 0 runs first and
+    the bug hides; in reverse order the others read the 0xff fill first. The tests run both orders."""
+    source = ('extern "C" __global__ void broadcast(const float* __restrict__ x, float* __restrict__ y, int sync) {\n'
+              "  __shared__ float v;\n"
+              "  if (threadIdx.x == 0) v = x[0];\n"
+              "  if (sync) __syncthreads();\n"
+              "  y[threadIdx.x] = v;\n"
+              "}\n")
+    x = np.array([2.5], np.float32)
+    for order, sync, right in (("forward", 0, True), ("reverse", 0, False), ("reverse", 1, True)):
+        y = np.zeros(64, np.float32)
+        host_cuda.launch(source, "broadcast", (1, 1, 1), (64, 1, 1), 0, [x, y, sync], order=order)
+        assert bool((y == 2.5).all()) == right, (order, sync)
+
+
+def test_a_missing_cp_async_wait_fails_here():
+    """The FMA kernel's cp.async pipeline (3 stages): each copy's destination is poisoned when it is issued and written
+    at the wait that covers its group, so the kernel without its wait multiplies NaN."""
+    rng = np.random.default_rng(5)
+    m, n, k = 64, 64, 64
+    a, b, _ = _operands(rng, m, n, k)
+    op = tiledsl.GemmOp(m, n, k, align_a=1, align_b=1, align_c=1)
+    s = tiledsl.GemmSchedule(bm=64, bn=64, bk=16, rm=4, rn=4, vec=1, unroll=16, stages=3)
+    good = GEMM.emit(op, s).source
+    wait = "tdsl_cp_async_wait<STAGES - 2>();"
+    assert good.count(wait) >= 1
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for source, right in ((good, True), (good.replace(wait, ""), False)):
+        c = np.full((m, n), np.nan, np.float32)
+        _launch_variant(op, s, source, a, b, c)
+        assert (_rel_err(c, ref) < _tol(k)) == right

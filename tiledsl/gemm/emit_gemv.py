@@ -251,7 +251,7 @@ def _row_b_k_loop(w: Writer, dt: dtypes.DType, va: int, vb: int, a_at: str, grou
 
 
 def _row_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int, a_at: str,
-                       spare_slot: bool = False) -> None:
+                       spare_slot: bool) -> None:
     """Emit ``smem_a``'s main loop (row-major B): the ring's first UNROLL loads of B, the block's K slice of A staged
     transposed in shared memory (At[k][m], float32; rows past M zero), one barrier, then per k one VB-wide vector of
     B from the ring (refilled UNROLL rows ahead) times BM/4 16-byte broadcasts of At. Columns past N read the last VB

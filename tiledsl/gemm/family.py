@@ -886,6 +886,13 @@ def gemv_block_rows(m: int) -> int:
     return min(16, 1 << max(m - 1, 0).bit_length())
 
 
+def gemv_twelve_rows_fit(m: int) -> bool:
+    """Whether 12 rows per block (``bm=12``) cover ``m`` rows with fewer rows of zeros than :func:`gemv_block_rows`'s
+    16: 9–12 rows. The search offers it there (``rows_three_quarters``); ``schedule=None`` does not take it until a
+    GPU run has timed it (docs/gemm.md, "A spare slot in the ring, twelve rows per block")."""
+    return 9 <= m <= 12
+
+
 def gemv_split(op: GemmOp, s: GemmSchedule, target: Target, blocks_per_sm: int = 4,
                min_depth: int | None = None) -> int:
     """The K slices :func:`gemv_schedule` gives the GEMV schedule ``s`` (its block width and rows as they are):

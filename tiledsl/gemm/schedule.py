@@ -385,8 +385,9 @@ class GemmSchedule(ScheduleRecord):
             slots: each step loads the row ``unroll`` steps ahead into the slot the step before emptied, through a
             pointer that walks B one row per step, then multiplies its own slot. False: ``unroll`` slots, each copied
             before its refill, the row's address rebuilt from the slice's start every step. The same loads in flight
-            and the same sums, bit for bit; fewer instructions per FMA (the loop's SASS, sm_90, NVRTC 12.9: 636 per
-            512 FFMAs instead of 818 at sixteen rows, unroll 8; 357 per 256 instead of 450 at eight).
+            and the same sums, bit for bit; fewer instructions per FMA (the loop's SASS, sm_90, NVRTC 12.9: a pass
+            of 716 instructions for 576 FFMAs instead of 818 for 512 at sixteen rows, unroll 8; 402 for 288 instead
+            of 450 for 256 at eight).
 
     Raises:
         ScheduleError: a rule of :data:`GEMM_RULES` does not hold; the message names the field,
