@@ -3,7 +3,8 @@
 // one after another, __syncthreads is a barrier of the block's threads and a warp's shuffles exchange values through
 // a barrier of its lanes. Shared memory (static and dynamic) is per block and filled with 0xff bytes (NaN as float32)
 // before the block runs; tests/host_cuda.py rewrites each __shared__ declaration into host_cuda::shared_var. Global
-// buffers end against an unmapped guard region, so a read or write past an array's end stops the run. The prelude's
+// buffers end against an unmapped guard region (an access past an array's end stops the run) and sit among 0xff
+// bytes that must still be 0xff after it. The prelude's
 // cp.async helpers are replaced (tests/host_cuda.py) by queued copies landing at the matching wait.
 #pragma once
 
@@ -47,33 +48,49 @@ inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z,
 
 namespace host_cuda {
 
-[[noreturn]] inline void die(const char* what) { std::fprintf(stderr, "host_cuda: %s\n", what); std::exit(2); }
+[[noreturn]] inline void die(const char* what) {  // _exit: no destructor unmaps the fiber stack it may run on
+  std::fprintf(stderr, "host_cuda: %s\n", what);
+  std::fflush(stderr);
+  _exit(2);
+}
 
 // `bytes` of memory ending (16-byte aligned) against kGuardBytes of unmapped address space: an access past the end
-// faults (SIGSEGV) instead of reading a neighbour.
+// faults (SIGSEGV) instead of reading a neighbour. `fill` >= 0: the bytes are set to it; `poison_around`: the rest of
+// the writable pages (the rounding past the end, the page before the start) hold 0xff, and intact() says whether
+// they still do; `guard_below`: one more unmapped page below the start (a fiber stack grows down into it).
 constexpr std::size_t kGuardBytes = 1 << 20;
 
 class Guarded {
  public:
-  explicit Guarded(std::size_t bytes, int fill) {  // fill < 0: leave the fresh pages as mmap gives them (zero)
+  Guarded(std::size_t bytes, int fill, bool poison_around = false, bool guard_below = false) {
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    const std::size_t used = (bytes + 15) / 16 * 16;
-    mapped_ = (used + page - 1) / page * page + kGuardBytes;
+    used_ = (bytes + 15) / 16 * 16;
+    bytes_ = bytes;
+    below_ = guard_below ? page : 0;
+    writable_ = (used_ + page - 1) / page * page;
+    mapped_ = below_ + writable_ + kGuardBytes;
     base_ = static_cast<unsigned char*>(mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (base_ == MAP_FAILED) die("mmap failed");
-    if (mprotect(base_ + mapped_ - kGuardBytes, kGuardBytes, PROT_NONE) != 0) die("mprotect failed");
-    data_ = base_ + mapped_ - kGuardBytes - used;
-    if (fill >= 0) std::memset(data_, fill, used);
+    if (mprotect(base_ + below_ + writable_, kGuardBytes, PROT_NONE) != 0) die("mprotect failed");
+    if (below_ && mprotect(base_, below_, PROT_NONE) != 0) die("mprotect failed");
+    data_ = base_ + below_ + writable_ - used_;
+    if (poison_around) std::memset(base_ + below_, 0xff, writable_);
+    if (fill >= 0) std::memset(data_, fill, used_);
   }
   ~Guarded() { munmap(base_, mapped_); }
   Guarded(const Guarded&) = delete;
   Guarded& operator=(const Guarded&) = delete;
   unsigned char* data() { return data_; }
+  bool intact() const {  // the writable bytes outside [data, data + bytes) still 0xff
+    for (const unsigned char* p = base_ + below_; p < data_; ++p) if (*p != 0xff) return false;
+    for (const unsigned char* p = data_ + bytes_; p < base_ + below_ + writable_; ++p) if (*p != 0xff) return false;
+    return true;
+  }
 
  private:
   unsigned char* base_ = nullptr;
   unsigned char* data_ = nullptr;
-  std::size_t mapped_ = 0;
+  std::size_t mapped_ = 0, writable_ = 0, below_ = 0, used_ = 0, bytes_ = 0;
 };
 
 // Every CUDA thread of the running block is a fiber (ucontext) of this one OS thread: a fiber runs until it waits at
@@ -99,7 +116,7 @@ constexpr std::size_t kStackBytes = 256 << 10;
 struct Scheduler {
   ucontext_t main;
   std::vector<Fiber> fibers;
-  std::vector<std::unique_ptr<Guarded>> stacks;  // a fiber's stack overflowing runs into the guard
+  std::vector<std::unique_ptr<Guarded>> stacks;  // a fiber's stack overflowing runs into the page below it
   int current = -1;
 };
 inline Scheduler sched;
@@ -109,13 +126,14 @@ struct Barrier {
   int expected, arrived = 0;
   std::vector<int> waiters;
   void arrive_and_wait() {
-    if (++arrived == expected) {  // the last to arrive releases the others and runs on
+    const int me = sched.current;
+    if (++arrived == expected) {  // the last to arrive releases the others and yields: all resume in the run's order
       arrived = 0;
       for (int w : waiters) sched.fibers[w].waiting = false;
       waiters.clear();
+      swapcontext(&sched.fibers[me].ctx, &sched.main);
       return;
     }
-    const int me = sched.current;
     sched.fibers[me].waiting = true;
     waiters.push_back(me);
     swapcontext(&sched.fibers[me].ctx, &sched.main);
@@ -129,7 +147,7 @@ struct Warp {
 };
 
 struct Block {
-  Block(int threads, std::size_t smem_bytes) : bar(threads), smem(smem_bytes, 0xff) {
+  Block(int threads, std::size_t smem_bytes) : bar(threads), smem(smem_bytes, 0xff, true) {
     for (int w = 0; w < threads; w += 32) warps.push_back(std::make_unique<Warp>(std::min(32, threads - w)));
   }
   Barrier bar;
@@ -148,7 +166,7 @@ inline Warp& this_warp(unsigned tid) { return *this_block->warps[tid / 32]; }
 template <class T>
 T& shared_var(int site) {
   auto& slot = this_block->statics[site];
-  if (!slot) slot = std::make_unique<Guarded>(sizeof(T), 0xff);
+  if (!slot) slot = std::make_unique<Guarded>(sizeof(T), 0xff, true);
   return *reinterpret_cast<T*>(slot->data());
 }
 
@@ -262,7 +280,8 @@ inline const std::function<void()>* running_kernel = nullptr;
 inline void fiber_entry() {
   (*running_kernel)();
   Fiber& f = sched.fibers[sched.current];
-  for (auto& g : f.groups) land(g);  // copies still queued land when their thread ends
+  for (const auto& g : f.groups)
+    if (!g.empty()) die("a thread ended with cp.async copies no wait covered");
   f.done = true;
 }  // returns to uc_link: the scheduler
 
@@ -272,7 +291,7 @@ inline void launch(uint3 grid, uint3 block, std::size_t smem_bytes, const std::f
   blockDim = block;
   running_kernel = &kernel;
   const int threads = static_cast<int>(block.x * block.y * block.z);
-  while (static_cast<int>(sched.stacks.size()) < threads) sched.stacks.push_back(std::make_unique<Guarded>(kStackBytes, -1));
+  while (static_cast<int>(sched.stacks.size()) < threads) sched.stacks.push_back(std::make_unique<Guarded>(kStackBytes, -1, false, true));
   const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
   for (long long n = 0; n < blocks; ++n) {
     const long long b = reverse_blocks ? blocks - 1 - n : n;
@@ -337,7 +356,7 @@ struct Manifest {
     for (unsigned i = 0; i < n; ++i) {
       paths.push_back(word());
       sizes.push_back(unum());
-      buffers.push_back(std::make_unique<Guarded>(sizes.back(), -1));
+      buffers.push_back(std::make_unique<Guarded>(sizes.back(), -1, true));
       FILE* b = std::fopen(paths.back().c_str(), "rb");
       if (!b || std::fread(buffers.back()->data(), 1, sizes.back(), b) != sizes.back()) die("cannot read a buffer");
       std::fclose(b);
@@ -376,6 +395,7 @@ struct Manifest {
 
   void write_back() {
     for (std::size_t i = 0; i < paths.size(); ++i) {
+      if (!buffers[i]->intact()) die("a write landed next to a buffer, outside it");
       FILE* b = std::fopen(paths[i].c_str(), "wb");
       if (!b || std::fwrite(buffers[i]->data(), 1, sizes[i], b) != sizes[i]) die("cannot write a buffer");
       std::fclose(b);

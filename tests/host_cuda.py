@@ -6,15 +6,17 @@ The source is compiled by the host C++ compiler (g++, C++20) against ``host_cuda
 fiber (ucontext) of one OS thread, blocks one after another, ``__syncthreads`` a barrier, warp shuffles exchanged
 through a barrier of the warp's lanes. Shared memory, static and dynamic, is the block's own and filled with 0xff
 bytes (NaN as float32) before it runs; every global buffer ends against unmapped memory, so an access past its end
-stops the run (an access before its start, or a few bytes past a size that is not a multiple of 16, is not caught).
-The prelude's inline-PTX helpers become host code: cp.async copies are queued, their destination poisoned, and land
-at the wait that covers their group; float16 conversions go through ``_Float16`` (round to nearest even, as PTX's
+stops the run, and sits among 0xff bytes (the rounding to 16 bytes past its end, the page before it): a read there
+gives NaN or -1, a write there ends the run with an error. The prelude's inline-PTX helpers become host code: cp.async
+copies are queued, their destination poisoned, and land at the wait that covers their group (a thread ending with
+copies no wait covered ends the run); float16 conversions go through ``_Float16`` (round to nearest even, as PTX's
 ``cvt.rn``). Other inline PTX (mma.sync, ldmatrix, wgmma, TMA) does not compile here.
 
-A block's fibers run one at a time up to each barrier: in index order in even blocks of the run and in reverse in odd
-ones (``order``), so a thread that reads shared memory another writes before a barrier it skipped reads the fill in
-one order or the other; the blocks run in grid order or reversed (``reverse_blocks``: which block of a split-K group
-arrives last). A block whose fibers all wait at barriers none can pass (lanes that skip a full-mask shuffle) ends the
+A block's fibers run one at a time from barrier to barrier, each stretch in index order or in reverse (``order``:
+"forward", "reverse", or "alternate" between the blocks of a run; the last to reach a barrier yields too, so the next
+stretch starts from the first in that order), so a thread that reads shared memory another writes, with no barrier
+between, reads the fill in one order or the other; the blocks run in grid order or reversed (``reverse_blocks``: which
+block of a split-K group arrives last). A block whose fibers all wait at barriers none can pass (lanes that skip a full-mask shuffle) ends the
 run with "deadlock". It runs in a subprocess with a time limit. Floating-point results follow the host's rounding
 (no contraction into FMAs: ``-ffp-contract=off``), not the GPU's fused multiply-adds: compare with a tolerance, or bit
 for bit only between two kernels run here that add the same products in the same order.
@@ -60,7 +62,8 @@ def compiler() -> str | None:
     probe.write_text("#include <atomic>\nint main() { _Float16 h = (_Float16)1.5f; float f = 0;"
                      " std::atomic_ref<float>(f).fetch_add((float)h); return f == 1.5f ? 0 : 1; }\n")
     run = subprocess.run([gxx, *FLAGS, "-o", str(_DIR / "probe"), str(probe)], capture_output=True, timeout=TIMEOUT_S)
-    return gxx if run.returncode == 0 and subprocess.run([str(_DIR / "probe")]).returncode == 0 else None
+    return gxx if run.returncode == 0 and subprocess.run([str(_DIR / "probe")], capture_output=True,
+                                                         timeout=60).returncode == 0 else None
 
 
 HOST_ASYNC_COPY = r"""// ---- host stand-ins for the cp.async helpers: queued, landing at the wait that covers their group ----

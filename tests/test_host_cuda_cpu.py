@@ -251,8 +251,8 @@ def test_a_missing_barrier_fails_here():
 @pytest.mark.parametrize("m,n,k", [(130, 70, 36), (257, 129, 67)])
 def test_fma_tiled_kernels_on_the_host(m, n, k, rng):
     """The FMA tiled kernel's pipelines and K splits: one stage, the register-prefetch double buffer (with fragment
-    prefetch), cp.async rings of 3 and 4 stages (each copy landing at once here: a thread that overwrote a stage
-    others still read would show), split-K with its reduction kernel, stream-K; tiles past M, N and K."""
+    prefetch), cp.async rings of 3 and 4 stages (each copy's destination poisoned when issued and written at the wait
+    that covers it), split-K with its reduction kernel, stream-K; tiles past M, N and K."""
     a, b, _ = _operands(rng, m, n, k)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     op = tiledsl.GemmOp(m, n, k, align_a=1, align_b=1, align_c=1)
@@ -325,7 +325,8 @@ def test_a_broadcast_without_its_barrier_fails_in_one_order():
 
 def test_a_missing_cp_async_wait_fails_here():
     """The FMA kernel's cp.async pipeline (3 stages): each copy's destination is poisoned when it is issued and written
-    at the wait that covers its group, so the kernel without its wait multiplies NaN."""
+    at the wait that covers its group, so the kernel without its wait, or waiting for one group fewer than it needs
+    (``wait<STAGES - 1>``), multiplies NaN or ends with copies no wait covered (an error)."""
     rng = np.random.default_rng(5)
     m, n, k = 64, 64, 64
     a, b, _ = _operands(rng, m, n, k)
@@ -335,7 +336,41 @@ def test_a_missing_cp_async_wait_fails_here():
     wait = "tdsl_cp_async_wait<STAGES - 2>();"
     assert good.count(wait) >= 1
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    for source, right in ((good, True), (good.replace(wait, ""), False)):
+    c = np.full((m, n), np.nan, np.float32)
+    _launch_variant(op, s, good, a, b, c)
+    assert _rel_err(c, ref) < _tol(k)
+    for broken in (good.replace(wait, ""), good.replace(wait, "tdsl_cp_async_wait<STAGES - 1>();")):
         c = np.full((m, n), np.nan, np.float32)
-        _launch_variant(op, s, source, a, b, c)
-        assert (_rel_err(c, ref) < _tol(k)) == right
+        try:
+            _launch_variant(op, s, broken, a, b, c)
+        except host_cuda.HostRunError as exc:  # or its threads end with copies no wait covered
+            assert "no wait covered" in str(exc)
+        else:
+            assert not _rel_err(c, ref) < _tol(k)
+
+
+def test_after_a_barrier_the_next_stretch_starts_from_the_first_thread_of_the_order():
+    """Thread 0 writes a shared value after a barrier and thread 1 reads it with no barrier between: in reverse order
+    thread 1 runs first and reads the fill (the thread that reached the barrier last does not run on ahead of the
+    others)."""
+    source = ('extern "C" __global__ void after_barrier(const float* __restrict__ x, float* __restrict__ y) {\n'
+              "  __shared__ float v;\n"
+              "  __syncthreads();\n"
+              "  if (threadIdx.x == 0) v = x[0];\n"
+              "  if (threadIdx.x == 1) y[0] = v;\n"
+              "}\n")
+    x = np.array([2.5], np.float32)
+    for order, right in (("forward", True), ("reverse", False)):
+        y = np.zeros(1, np.float32)
+        host_cuda.launch(source, "after_barrier", (1, 1, 1), (32, 1, 1), 0, [x, y], order=order)
+        assert (y[0] == 2.5) == right, order
+
+
+def test_a_write_next_to_a_buffer_ends_the_run():
+    """A store one element past a 3-element array lands in the rounding to 16 bytes (no fault there): the poison
+    around the buffer shows it, and the run ends with an error."""
+    source = ('extern "C" __global__ void one_past(float* __restrict__ y, int n) {\n'
+              "  if (threadIdx.x <= n) y[threadIdx.x] = 1.f;  // one too many\n"
+              "}\n")
+    with pytest.raises(host_cuda.HostRunError, match="outside it"):
+        host_cuda.launch(source, "one_past", (1, 1, 1), (32, 1, 1), 0, [np.zeros(3, np.float32), 3])
