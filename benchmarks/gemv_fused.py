@@ -50,11 +50,12 @@ benchmarks/results/gemv_waves_h200.json``): x @ W with 1, 2 and 4 rows (A in reg
 180-221 registers fit two), ``schedule=None`` (whole waves), ``whole waves u16`` and ``half the slices``.
 
 With ``--family few_rows``: x @ W (N a multiple of 4, where ``schedule=None`` stages A) and x @ W.T with 8, 12 and 16
-rows (:data:`FEW_ROWS`), ``schedule=None``'s own pick (``gemv_schedule``, not the base pick) as ``spare slot``
-(``spare_slot``: a ring of unroll + 1 loads of B, a running pointer into B), ``12 rows`` (12 rows per block in place
-of 16, for 9-12 rows), ``12 rows spare slot``, and for x @ W.T with A in registers ``cap 168`` (``min_blocks`` 3:
-three blocks of 128 threads per SM instead of two), ``u1 cap 128`` (unroll 1, four blocks) and ``12 rows cap 168``;
-no ``two``.
+rows (:data:`FEW_ROWS`), ``schedule=None``'s own pick (``default_schedule``: a shipped record where one applies,
+else ``gemv_schedule``; not the base pick, through ``gemv_hbm.variant_schedule``) as ``spare slot`` (``spare_slot``: a
+ring of unroll + 1 loads of B, a running pointer into B), ``12 rows`` (12 rows per block in place of 16, for 9-12
+rows), ``12 rows spare slot``, and for x @ W.T with A in registers ``cap 168`` (``min_blocks`` 3: three blocks of 128
+threads per SM instead of two), ``u1 cap 128`` (unroll 1, four blocks) and ``12 rows cap 168``; each schedule once
+(a name whose changes do not all apply is left out); no ``two``.
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
