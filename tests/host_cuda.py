@@ -25,6 +25,7 @@ for bit only between two kernels run here that add the same products in the same
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import hashlib
 import re
@@ -232,9 +233,11 @@ def _poisoned(ws) -> np.ndarray:
     return np.full(ws.count, ws.fill if ws.init == "identity" else 0, dtype=dt)
 
 
-def run(family, op, schedule, values: dict, target=None, order: str = "alternate", reverse_blocks: bool = False) -> dict:
+def run(family, op, schedule, values: dict, target=None, order: str = "alternate", reverse_blocks: bool = False,
+        edit=None) -> dict:
     """``schedule``'s kernels for ``op`` (a :class:`tiledsl.family.Family`'s: its main kernel, then the followup
-    where the plan has one), run here on the host (``order``, ``reverse_blocks``: :func:`launch`). ``values`` binds
+    where the plan has one), run here on the host (``order``, ``reverse_blocks``: :func:`launch`; ``edit``: a function
+    of the main kernel's source returning the source to run instead, e.g. one broken on purpose). ``values`` binds
     each parameter's source (``Param.source``: "a", "x", "lda", "alpha", ...) to a NumPy array (written in place) or a
     number; "const" parameters take the plan's value, a workspace the plan names is made here (:func:`_poisoned`), and
     a pointer bound to nothing is a nullptr. Returns the workspaces by name, as the kernels leave them."""
@@ -244,7 +247,10 @@ def run(family, op, schedule, values: dict, target=None, order: str = "alternate
     plan = family.plan(op, schedule, target)
     wss = {ws.name: _poisoned(ws) for ws in plan.workspace}
     bound = {**values, **wss}
-    kernels = [(family.emit(op, schedule), plan)]
+    main = family.emit(op, schedule)
+    if edit is not None:
+        main = dataclasses.replace(main, source=edit(main.source))
+    kernels = [(main, plan)]
     if plan.followup is not None:
         kernels.append((family.emit_followup(op, schedule), plan.followup))
     for ks, p in kernels:
@@ -257,7 +263,7 @@ def run(family, op, schedule, values: dict, target=None, order: str = "alternate
 
 
 def gemm(op, schedule, a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0, beta: float = 0.0,
-         target=None, order: str = "alternate", reverse_blocks: bool = False) -> dict:
+         target=None, order: str = "alternate", reverse_blocks: bool = False, edit=None) -> dict:
     """C = alpha·A@B + beta·C by ``schedule``'s kernels for ``op`` (:func:`run`): ``a``, ``b`` and ``c`` are the
     operands' storage (row-major M×K / K×N / M×N arrays or, for a column-major layout, the transposed ones; leading
     dimensions their row lengths), ``c`` written in place."""
@@ -265,4 +271,4 @@ def gemm(op, schedule, a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float
 
     return run(GEMM, op, schedule, {"a": a, "b": b, "c": c, "alpha": alpha, "beta": beta, "one": 1.0, "m": op.m,
                                     "n": op.n, "k": op.k, "lda": a.shape[1], "ldb": b.shape[1], "ldc": c.shape[1]},
-               target, order, reverse_blocks)
+               target, order, reverse_blocks, edit)

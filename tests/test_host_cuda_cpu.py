@@ -83,11 +83,8 @@ def test_staged_a_ring_with_a_spare_slot_sums_what_the_copied_ring_sums(m, n, k,
 
 
 def _launch_variant(op, s, source, a, b, c):
-    """Kernel ``source`` (``s``'s main kernel, edited) on the host with ``s``'s plan: one slice, so no followup."""
-    ks, plan = GEMM.emit(op, s), GEMM.plan(op, s, H200)
-    values = {"a": a, "b": b, "c": c, "alpha": 1.0, "m": op.m, "n": op.n, "k": op.k, "lda": op.k, "ldb": op.n,
-              "ldc": op.n}
-    host_cuda.launch(source, ks.name, plan.grid, ks.block, ks.dynamic_smem_bytes, [values[p.source] for p in plan.params])
+    """Kernel ``source`` (``s``'s main kernel, edited) on the host in ``s``'s place."""
+    host_cuda.gemm(op, s, a, b, c, edit=lambda _: source)
 
 
 def test_a_wrong_ring_fails_here():
@@ -238,13 +235,10 @@ def test_a_missing_barrier_fails_here():
     op = tiledsl.TransposeOp((130, 77))
     s = TRANSPOSE.default_schedule(op, H200)
     assert s.variant == "shared"
-    ks, plan = TRANSPOSE.emit(op, s), TRANSPOSE.plan(op, s, H200)
     x = np.random.default_rng(3).uniform(-1, 1, (130, 77)).astype(np.float32)
-    for source, right in ((ks.source, True), (ks.source.replace("__syncthreads();", "", 1), False)):
+    for edit, right in ((None, True), (lambda source: source.replace("__syncthreads();", "", 1), False)):
         y = np.full((77, 130), -1, np.float32)
-        values = {"x": x, "y": y}
-        host_cuda.launch(source, ks.name, plan.grid, ks.block, ks.dynamic_smem_bytes,
-                         [p.value if p.source == "const" else values[p.source] for p in plan.params])
+        host_cuda.run(TRANSPOSE, op, s, {"x": x, "y": y}, edit=edit)
         assert np.array_equal(y, x.T) == right
 
 
