@@ -54,8 +54,10 @@ rows (:data:`FEW_ROWS`), ``schedule=None``'s own pick (``default_schedule``: a s
 else ``gemv_schedule``; not the base pick, through ``gemv_hbm.variant_schedule``) as ``spare slot`` (``spare_slot``: a
 ring of unroll + 1 loads of B, a running pointer into B), ``12 rows`` (12 rows per block in place of 16, for 9-12
 rows), ``12 rows spare slot``, and for x @ W.T with A in registers ``cap 168`` (``min_blocks`` 3: three blocks of 128
-threads per SM instead of two), ``u1 cap 128`` (unroll 1, four blocks) and ``12 rows cap 168``; each schedule once
-(a name whose changes do not all apply is left out); no ``two``.
+threads per SM instead of two), ``u1 cap 128`` (unroll 1, four blocks) and ``12 rows cap 168``, and for x @ W.T
+from 8 rows the kernel with a ring and its lanes in groups along K (``gemv_ring_column_b``) as ``ring``, ``12 rows
+ring``, ``ring rn4 u2 cap 168`` (four columns per group, two steps ahead, three blocks per SM) and ``ring rn4 u1`` (one
+step ahead, four blocks); each schedule once (a name whose changes do not all apply is left out); no ``two``.
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -132,10 +134,14 @@ def variants(base, op, target, family: str) -> dict:
 
         out = {name: variant_schedule(op, target, flags) for name, flags in (
             ("spare slot", ("spare",)), ("12 rows", ("twelve",)), ("12 rows spare slot", ("twelve", "spare")),
-            ("cap 168", ("cap168",)), ("12 rows cap 168", ("twelve", "cap168")))}
+            ("cap 168", ("cap168",)), ("12 rows cap 168", ("twelve", "cap168")), ("ring", ("ring",)),
+            ("12 rows ring", ("twelve", "ring")))}
         out = {name: s for name, s in out.items() if s is not None}
         if "cap 168" in out:  # and at 128 registers (four blocks of 128 threads per SM) with one step in flight
             out["u1 cap 128"] = replace(out["cap 168"], unroll=1, min_blocks=4)
+        if out.get("ring") is not None and out["ring"].spare_slot:  # four columns per group of lanes
+            out["ring rn4 u2 cap 168"] = replace(out["ring"], rn=4, unroll=2, min_blocks=3)
+            out["ring rn4 u1"] = replace(out["ring"], rn=4, unroll=1)
         # a name whose flags do not all apply is the same schedule as a shorter one's: keep each schedule once
         return {name: s for i, (name, s) in enumerate(out.items()) if s not in list(out.values())[:i]}
     out = {"two": replace(base, split_k_fused=False)}

@@ -56,12 +56,13 @@ def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, in
     return [(m, n, k, layout) for n, k in llm_weights() for layout in ("NN", "NT") for m in ms]
 
 
-VARIANTS = ("spare", "twelve", "cap168")
+VARIANTS = ("spare", "twelve", "cap168", "ring")
 """``--variant`` (any of them; none: ``schedule=None`` as it is), each applied to ``schedule=None``'s GEMV pick where
 it applies: ``spare`` a spare slot in staged A's ring of B (``GemmSchedule.spare_slot``; the pick stages A with a
 row-major B), ``twelve`` 12 rows per block for 9-12 rows, ``cap168`` registers capped at 168 (``min_blocks`` 3) where
-the pick keeps A in registers with a column-major B from 8 rows. Where none applies the product runs
-``schedule=None``."""
+the pick keeps A in registers with a column-major B from 8 rows, ``ring`` the column-major-B kernel with a ring and
+its lanes in groups along K (``tiledsl.gemm.family.gemv_ring_column_b``) from 8 rows (``cap168`` then does not apply).
+Where none applies the product runs ``schedule=None``."""
 
 
 def variant_schedule(op, target, variants=()):
@@ -70,7 +71,7 @@ def variant_schedule(op, target, variants=()):
     from dataclasses import replace
 
     from tiledsl.gemm import default_schedule
-    from tiledsl.gemm.family import gemv_twelve_rows_fit
+    from tiledsl.gemm.family import gemv_base_schedule, gemv_ring_column_b, gemv_twelve_rows_fit
 
     pick = default_schedule(op, target)
     if pick.kernel != "gemv":
@@ -80,6 +81,8 @@ def variant_schedule(op, target, variants=()):
         s = replace(s, bm=12)
     if "spare" in variants and s.smem_a and op.layout_b == "row":
         s = replace(s, spare_slot=True)
+    if "ring" in variants and op.layout_b == "col":
+        s = gemv_ring_column_b(op, replace(gemv_base_schedule(op, target), bm=s.bm), target) or s
     if "cap168" in variants and not s.smem_a and op.layout_b == "col" and op.m >= 8:
         s = replace(s, min_blocks=3)
     return None if s == pick else s

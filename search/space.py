@@ -195,6 +195,7 @@ def describe(schedule) -> str:
         from tiledsl.gemm.schedule import gemv_auto_min_blocks
 
         text += " spare" if d.get("spare_slot") else ""
+        text += f" kl{d['k_lanes']}" if d.get("k_lanes", 32) != 32 else ""
         auto = gemv_auto_min_blocks(d["bn"], d.get("smem_a", False), d.get("split_k_fused", False))
         text += f" mb{d['min_blocks']}" if d.get("min_blocks", auto) not in (0, auto) else ""
         return text + (f" sk{d['split_k']}{' fused' if d.get('split_k_fused') else ''}" if d.get("split_k", 1) > 1
@@ -454,7 +455,9 @@ _GEMV_KNOBS = (
     Knob("smem_a", 0, 1, doc="1: the block's K slice of A staged in shared memory (bm ≥ 4, col_groups 1, "
                              "a slice of at most 48 KiB; pinned to 0 elsewhere)"),
     Knob("spare_slot", 0, 1, doc="1: with smem_a, a ring of unroll + 1 loads of B walked by a running pointer "
-                                 "(row-major B; pinned to 0 elsewhere, and ignored without smem_a)"),
+                                 "(pinned to 0 below 4 rows, and ignored without smem_a)"),
+    Knob("k_lanes_log2", 2, 5, doc="lanes along K per group of rn columns = 2^x (4..32) with a column-major B's ring "
+                                   "(smem_a and spare_slot; pinned to 5 for a row-major B, ignored elsewhere)"),
     Knob("min_blocks", 0, 4, doc="blocks per SM the register allocation must allow (__launch_bounds__): 0 = the "
                                  "schedule's automatic value (1, or 512 / bn with A staged); 3 caps 128 threads at "
                                  "168 registers, 4 at 128"),
@@ -468,10 +471,12 @@ def _gemv_fields(p: dict) -> dict:
     rows = 3 * _p2(p["rows_log2"] - 2) if p.get("rows_three_quarters", 0) and p["rows_log2"] >= 2 \
         else _p2(p["rows_log2"])
     smem_a = bool(p.get("smem_a", 0))
+    spare_slot = smem_a and bool(p.get("spare_slot", 0))
     return dict(kernel="gemv", bm=rows, bn=_p2(p["threads_log2"]), vec=_p2(p["vec_log2"]),
                 unroll=_p2(p["unroll_log2"]), rn=_p2(p["rn_log2"]), split_k=int(p["split_k"]),
                 split_k_fused=bool(p["split_k_fused"]), col_groups=_p2(p.get("col_groups_log2", 0)),
-                smem_a=smem_a, spare_slot=smem_a and bool(p.get("spare_slot", 0)), min_blocks=int(p.get("min_blocks", 0)))
+                smem_a=smem_a, spare_slot=spare_slot, min_blocks=int(p.get("min_blocks", 0)),
+                k_lanes=_p2(p.get("k_lanes_log2", 5)) if spare_slot else 32)
 
 
 def _gemv_params(s) -> dict | None:
@@ -484,7 +489,7 @@ def _gemv_params(s) -> dict | None:
               "rows_three_quarters": int(three_quarters), "threads_log2": _log2(s.bn), "vec_log2": _log2(s.vec),
               "unroll_log2": _log2(s.unroll), "rn_log2": _log2(s.rn), "split_k": s.split_k,
               "split_k_fused": int(s.split_k_fused), "col_groups_log2": _log2(s.col_groups),
-              "smem_a": int(s.smem_a), "spare_slot": int(s.spare_slot),
+              "smem_a": int(s.smem_a), "spare_slot": int(s.spare_slot), "k_lanes_log2": _log2(s.k_lanes),
               "min_blocks": 0 if s.min_blocks == gemv_auto_min_blocks(s.bn, s.smem_a, s.split_k_fused)
               else s.min_blocks}
     return _params_of(_GEMV_KNOBS, _gemv_fields, s, params)
@@ -499,9 +504,16 @@ def _gemv_seeds(op, target) -> list:
     at most 512 and 256 deep; with a column-major B and 4–16 rows, A staged at 128 and 256 threads, unroll 1,
     slices for about four blocks per SM at most 512 and 256 deep. With a row-major B every staged seed again with a
     spare slot in its ring (``spare_slot``); with a column-major B and A in registers from 8 rows, the pick with its
-    registers capped at 168 (``min_blocks`` 3) and at 128 with unroll 1 (4); for 9–12 rows every seed of 16 rows per
-    block again with 12."""
-    from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule, gemv_split, gemv_twelve_rows_fit
+    registers capped at 168 (``min_blocks`` 3) and at 128 with unroll 1 (4), and the kernel with a ring and its lanes
+    in groups along K (``gemv_ring_column_b``) with 2 or 4 columns per group, unroll 4, 2 or 1, 8 or 32 lanes per
+    group, 128 or 256 threads; for 9–12 rows every seed of 16 rows per block again with 12."""
+    from tiledsl.gemm.family import (
+        gemv_base_schedule,
+        gemv_ring_column_b,
+        gemv_schedule,
+        gemv_split,
+        gemv_twelve_rows_fit,
+    )
 
     pick = gemv_schedule(op, target)
     plain = gemv_base_schedule(op, target)  # the pick before its one-launch, column-groups or staged-A form
@@ -536,6 +548,12 @@ def _gemv_seeds(op, target) -> list:
         cands += [replace(c, spare_slot=True) for c in cands if c.smem_a]
     elif pick.bm >= 8 and not pick.smem_a:  # A in registers (up to 255 of them): capped at 168 and 128 registers
         cands += [replace(pick, min_blocks=3), replace(pick, unroll=1, min_blocks=4)]
+    ring = gemv_ring_column_b(op, plain, target) if op.layout_b == "col" else None
+    if ring is not None:  # the ring with its lanes in groups along K, around its pick (SASS: docs/gemm.md)
+        cands.append(ring)
+        for rn, unroll, min_blocks in ((2, 2, 0), (4, 1, 0), (4, 2, 3), (4, 4, 3)):
+            cands.append(replace(ring, rn=rn, unroll=unroll, min_blocks=min_blocks))
+        cands += [replace(ring, k_lanes=32), replace(ring, bn=256, min_blocks=0)]
     if gemv_twelve_rows_fit(op.m):  # every seed of 16 rows per block again with 12
         cands += [replace(c, bm=12) for c in cands if c.bm == 16]
     return _valid_seeds("gemm", cands, op, target, _gemv_params)
@@ -547,8 +565,8 @@ GEMM_GEMV_SPACE = Space("gemm", _GEMV_KNOBS, _gemv_fields, _gemv_params, _gemv_s
 of any dtype and layout, up to 16 float32 rows with either layout of B): its block width, load width, unroll, columns
 per warp or groups of columns per thread, K slices and how they are summed, and whether A is staged in shared memory.
 ``rows_log2`` is pinned to the op's rows (``rows_three_quarters`` chooses 12 in place of 16 for 9–12 rows, and is
-pinned to 0 elsewhere), ``spare_slot`` to 0 for a column-major B and below 4 rows, ``min_blocks`` free (0: the
-schedule's automatic value),
+pinned to 0 elsewhere), ``spare_slot`` to 0 below 4 rows, ``k_lanes_log2`` to 5 (32 lanes, one group per warp) for a
+row-major B and below 4 rows, ``min_blocks`` free (0: the schedule's automatic value),
 ``rn_log2`` to 0 (rn = 1) for a row-major B (it reads one column per thread lane) and ``col_groups_log2`` to 0 for a
 column-major B (a warp per column), ``split_k`` capped at ceil(K / 8)."""
 
@@ -569,8 +587,10 @@ def _gemm_specialize(space: Space, op) -> Space:
             pins["rows_three_quarters"] = 0
         if gemv_block_rows(op.m) < 4:  # rule smem_a_on_gemv
             pins["smem_a"] = 0
-        if gemv_block_rows(op.m) < 4 or op.layout_b == "col":  # rules spare_slot_on_staged_a, ..._needs_row_major_b
+        if gemv_block_rows(op.m) < 4:  # rule spare_slot_on_staged_a (smem_a_on_gemv: bm a multiple of 4)
             pins["spare_slot"] = 0
+        if gemv_block_rows(op.m) < 4 or op.layout_b == "row":  # rules k_lanes_on_column_b_ring, ..._need_column_major_b
+            pins["k_lanes_log2"] = 5
         pinned = _pin(GEMM_GEMV_SPACE, pins)
         # no slice shorter than one BK step: more slices than K/8 leave blocks with nothing to do
         most = max(1, min(GEMV_SPLIT_KNOB_MAX, -(-op.k // 8)))

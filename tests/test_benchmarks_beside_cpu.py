@@ -632,8 +632,9 @@ def test_gemv_hbm_sweeps_every_llm_product_at_1_to_16_rows_and_summarises_by_siz
 def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
     """gemv_hbm.py --variant and gemv_fused.py --family few_rows: schedule=None's own pick with a spare slot in staged
     A's ring (x @ W, where it stages A), 12 rows per block (9-12 rows, either layout) and, for x @ W.T with A in
-    registers from 8 rows, its registers capped at 168 (min_blocks 3); where none applies the product runs
-    schedule=None as it is (gemv_hbm) or has no variant (gemv_fused)."""
+    registers from 8 rows, its registers capped at 168 (min_blocks 3), or the ring with its lanes in groups along K
+    (gemv_ring_column_b, with 12 rows for 9-12 rows); where none applies the product runs schedule=None as it is
+    (gemv_hbm) or has no variant (gemv_fused)."""
     from dataclasses import replace
 
     import gemv_fused
@@ -654,14 +655,18 @@ def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
         op = gemv_hbm.gemm_op(m, 14336, 4096, layout)
         s = gemv_hbm.variant_schedule(op, h200, variants)
         assert (None if s is None else (s.bm, s.spare_slot, s.min_blocks)) == want, (m, layout, variants)
+        if s is not None and not s.smem_a and layout == "NT":  # the ring's variant: the pick's own rows
+            ring = gemv_hbm.variant_schedule(op, h200, (*variants, "ring"))
+            assert (ring.bm, ring.spare_slot, ring.k_lanes, ring.rn) == (s.bm, True, 8, 2), ring
         if s is not None:  # the rest of schedule=None's pick as it is
             pick = default_schedule(op, h200)
             assert replace(s, bm=16, spare_slot=False, min_blocks=0) == replace(pick, bm=16, min_blocks=0)
         got = gemv_fused.variants(gemv_base_schedule(op, h200), op, h200, "few_rows")
         staged, twelve = layout == "NN" and m >= 5, 9 <= m <= 12  # schedule=None stages A for 5-16 rows of x @ W
         names = ({"spare slot"} | ({"12 rows", "12 rows spare slot"} if twelve else set())) if staged else set()
-        if layout == "NT" and m >= 8:  # 64 MiB of W: A in registers
-            names |= {"cap 168", "u1 cap 128"} | ({"12 rows", "12 rows cap 168"} if twelve else set())
+        if layout == "NT" and m >= 8:  # 64 MiB of W: A in registers, or the ring (gemv_ring_column_b)
+            names |= {"cap 168", "u1 cap 128", "ring", "ring rn4 u2 cap 168", "ring rn4 u1"}
+            names |= {"12 rows", "12 rows cap 168", "12 rows ring"} if twelve else set()
         elif layout == "NT" and twelve:
             names |= {"12 rows"}
         assert set(got) == names, (m, layout, set(got))

@@ -83,6 +83,10 @@ FAILING = [
     ("smem_a_on_gemv", dict(kernel="gemv", bm=8, bn=128, vec=1, col_groups=2, smem_a=True)),
     ("spare_slot_on_staged_a", dict(kernel="gemv", bm=8, bn=128, spare_slot=True)),
     ("spare_slot_on_staged_a", dict(spare_slot=True)),
+    ("k_lanes_range", dict(kernel="gemv", bm=16, bn=128, rn=2, smem_a=True, spare_slot=True, k_lanes=2)),
+    ("k_lanes_range", dict(kernel="gemv", bm=16, bn=128, rn=2, smem_a=True, spare_slot=True, k_lanes=12)),
+    ("k_lanes_on_column_b_ring", dict(kernel="gemv", bm=16, bn=128, rn=2, smem_a=True, k_lanes=8)),
+    ("k_lanes_on_column_b_ring", dict(k_lanes=8)),
 ]
 
 
@@ -896,8 +900,7 @@ def test_gemv_register_waves_fills_whole_waves_of_two_blocks_per_sm():
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_gemv_spare_slot_copies_no_slot_within_128_registers(arch):
     """spare_slot (a ring of UNROLL + 1 loads of B, a running pointer into B): the source loads into the slot the step
-    before emptied and copies no slot; ptxas keeps 128 registers or fewer without spills. A column-major B has no
-    ring: the rule says so."""
+    before emptied and copies no slot; ptxas keeps 128 registers or fewer without spills."""
     from tiledsl.gemm import default_schedule
 
     op = GemmOp(16, 22016, 4096)
@@ -910,8 +913,35 @@ def test_gemv_spare_slot_copies_no_slot_within_128_registers(arch):
     assert '"spare_slot"' not in emit_gemm(op, copied).source  # a later knob: named only where set
     kernels = {s.spare_slot: tiledsl.compile(op, s, arch=arch) for s in (copied, spare)}
     assert all(k.registers <= 128 and k.spill_bytes == 0 for k in kernels.values()), kernels
-    with pytest.raises(tiledsl.ScheduleError, match="spare_slot_needs_row_major_b"):
-        tiledsl.compile(replace(op, layout_b="col"), replace(spare, rn=4), arch=arch)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("m", [8, 12, 16])
+def test_gemv_column_b_ring_fits_four_blocks_per_sm(arch, m):
+    """x @ W.T with a ring (``gemv_ring_column_b``: smem_a, spare_slot, 8 lanes per group along K): 128 registers or
+    fewer with no spills (four blocks of 128 threads per SM; the pick with A in registers takes 250 at sixteen rows),
+    a block's staged A with its padding within the 48 KiB rule, the grid's columns per block bn / k_lanes · rn, and
+    each step's load of B issued UNROLL steps ahead, outside the guard of its FMAs. The op rules: no k_lanes with a
+    row-major B; bm·rn a multiple of k_lanes."""
+    from tiledsl.gemm.family import gemv_base_schedule, gemv_ring_column_b
+    from tiledsl.gemm.kernel_plan import gemv_columns_per_block, plan_gemm
+
+    h200 = tiledsl.Target.known("H200")
+    op = GemmOp(m, 22016, 4096, layout_b="col")
+    s = gemv_ring_column_b(op, gemv_base_schedule(op, h200), h200)
+    assert (s.k_lanes, s.rn, s.unroll, s.smem_a, s.spare_slot) == (8, 2, 4, True, True)
+    assert gemv_columns_per_block(op, s) == 128 // 8 * 2
+    p = plan_gemm(op, s, h200)
+    assert p.dynamic_smem_bytes == (s.bm + 1) * -(-4096 // (s.split_k * 8)) * 8 * 4 <= 48 * 1024
+    src = emit_gemm(op, s).source
+    refill = src.index("if (kv0 + (u + UNROLL) * K_LANES < n_kv) {")
+    assert refill < src.index("if (kv0 + u * K_LANES < n_kv) {", refill) and "constexpr int K_LANES = 8;" in src
+    kernel = tiledsl.compile(op, s, arch=arch)
+    assert kernel.registers <= 128 and kernel.spill_bytes == 0, (kernel.registers, kernel.spill_bytes)
+    with pytest.raises(tiledsl.ScheduleError, match="k_lanes_need_column_major_b"):
+        s.check_op(replace(op, layout_b="row"))
+    with pytest.raises(tiledsl.ScheduleError, match="k_lanes_group_sums"):
+        replace(s, bm=4, rn=1).check_op(op)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -942,6 +972,33 @@ def test_gemv_spare_slot_sass_keeps_each_load_before_its_fmas(arch):
             assert all(sum(f > at for f in ffma) >= len(ffma) - i * per_step for i, at in enumerate(loads)), loads
         per_ffma[spare_slot] = loop.instructions / len(ffma)
     assert per_ffma[True] < 0.9 * per_ffma[False], per_ffma
+
+
+def test_gemv_column_b_ring_sass_keeps_each_load_before_its_fmas():
+    """The SASS of the column-major B's ring (nvdisasm, the sass extra; sm_90, sixteen rows, ``gemv_ring_column_b``):
+    a pass of UNROLL + 1 steps issues each step's RN loads of B before that step's FMAs (none sunk to the pass's end)
+    and at most 20 other instructions per 64 FFMAs (NVRTC 12.9: 791 for 640, 15.1 per 64; the kernel with A in
+    registers: 597 for 512 at 250 registers)."""
+    from tiledsl.gemm.family import gemv_base_schedule, gemv_ring_column_b
+    from tiledsl.sass import disassemble, find_nvdisasm, hottest_loop
+
+    try:
+        find_nvdisasm()
+    except tiledsl.ToolchainError as exc:
+        pytest.skip(f"no nvdisasm: {exc}")
+    h200 = tiledsl.Target.known("H200")
+    op = GemmOp(16, 22016, 4096, layout_b="col")
+    s = gemv_ring_column_b(op, gemv_base_schedule(op, h200), h200)
+    listing = disassemble(tiledsl.compile(op, s, arch="sm_90").cubin)
+    loop = hottest_loop(listing)
+    body = [item[1] for item in listing if isinstance(item, tuple) and loop.start <= item[0] <= loop.end]
+    ffma = [i for i, ins in enumerate(body) if "FFMA" in ins]
+    loads = [i for i, ins in enumerate(body) if "LDG" in ins]
+    steps = s.unroll + 1
+    assert len(loads) == steps * s.rn and len(ffma) == steps * s.bm * s.rn * 4, (len(loads), len(ffma))
+    per_step = len(ffma) // steps
+    assert all(sum(f > at for f in ffma) >= len(ffma) - (i // s.rn) * per_step for i, at in enumerate(loads)), loads
+    assert (len(body) - len(ffma)) * 64 / len(ffma) <= 20, len(body)
 
 
 @pytest.mark.parametrize("unroll", [1, 2, 8])

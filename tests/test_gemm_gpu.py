@@ -925,6 +925,45 @@ def test_gemv_twelve_rows_per_block_against_float64(lb, m, n, k, rng):
     assert _rel_err(c, 1.5 * (ha @ hb) - 0.5 * c0) < tol * 2, pick
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (12, 22016, 4096), (9, 133, 3000), (5, 7, 130), (16, 33, 611),
+                                   (8, 513, 1000), (4, 1, 36)])
+def test_gemv_column_b_ring_against_float64(dtype, m, n, k, rng):
+    """x @ W.T with smem_a and spare_slot (a ring of B loads, A staged by vectors of K, the warp's lanes in groups of
+    ``k_lanes`` along K): the search's seeds around ``gemv_ring_column_b`` (2 and 4 columns per group, unroll 1-4,
+    8 and 32 lanes per group, 128 and 256 threads, registers capped at 168) and 4 lanes per group; one slice, the
+    split-K kernel and the fused sum (the same bits); K odd, 2 mod 4 and 0 mod 4 (B and A read 1, 2, 4 wide), rows
+    past M, groups past N; a NaN-poisoned C, then alpha and beta."""
+    cp = _cp()
+    from tiledsl.gemm.family import gemv_block_rows
+    from tiledsl.gemm.schedule import gemv_smem_a_bytes
+
+    tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
+    a, _ = _rand((m, k), rng, dtype)
+    b, _ = _rand((k, n), rng, dtype, "col")
+    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)  # the rounded inputs
+    bm = max(4, gemv_block_rows(m))
+    ring = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=128, vec=4, rn=2, unroll=4, smem_a=True, spare_slot=True,
+                                k_lanes=8)
+    split = next(sp for sp in (1, 3, 8, 16) if gemv_smem_a_bytes(k, replace(ring, split_k=sp), col_b=True) <= 49152)
+    variants = [replace(ring, rn=rn, unroll=unroll, min_blocks=min_blocks, k_lanes=k_lanes, bn=bn)
+                for rn, unroll, min_blocks, k_lanes, bn in ((2, 4, 0, 8, 128), (2, 2, 0, 8, 128), (4, 1, 0, 8, 128),
+                                                           (4, 2, 3, 8, 128), (2, 4, 0, 32, 128), (2, 4, 0, 8, 256),
+                                                           (1, 2, 0, 4, 128))
+                if bm * rn % k_lanes == 0]
+    for s in variants:
+        two = replace(s, split_k=max(split, 3))
+        for one in (replace(s, split_k=split), two):
+            assert _rel_err(_gemm_nan_out(a, b, schedule=one), ha @ hb) < tol, one
+        fused = replace(two, split_k_fused=True)
+        assert bool((_gemm_nan_out(a, b, schedule=fused) == _gemm_nan_out(a, b, schedule=two)).all()), fused
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(dtype))
+    tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=variants[0])
+    ref = 1.5 * (ha @ hb) - 0.5 * cp.asnumpy(cp.asarray(c0.astype(dtype))).astype(np.float64)
+    assert _rel_err(c, ref) < tol * 2
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("la", ["row", "col"])
 @pytest.mark.parametrize("m,n,k", [(3, 7, 13), (4, 127, 129), (9, 4098, 300), (16, 4096, 4096), (12, 133, 3000),

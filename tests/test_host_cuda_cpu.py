@@ -133,6 +133,53 @@ def test_twelve_rows_per_block(layout_b, m, rng):
     assert _rel_err(got, 1.5 * ref - 0.5 * c0) < 2 * _tol(k), pick
 
 
+@pytest.mark.parametrize("m,n,k", [(16, 77, 516), (13, 5, 130), (9, 40, 611), (4, 33, 36), (8, 64, 4)])
+def test_column_b_ring_with_lanes_in_groups(m, n, k, rng):
+    """x @ W.T (a column-major B) with smem_a and spare_slot: the ring of B loads and A staged by vectors of K, the
+    warp's lanes in groups of 4, 8, 16 or 32 along K (``k_lanes``), 1, 2 or 4 columns per group, unroll 1 to 8 (rings
+    longer than a lane's steps), one slice, three and the fused sum, 4–16 rows per block (rows past M), B and A read 4,
+    2 and 1 wide (K ≡ 0, 2 mod 4, odd), N not a multiple of a block's columns (groups past N): within the float64
+    tolerance, the same bits in both orders, every load inside B and A."""
+    a, b, bs = _operands(rng, m, n, k, "col")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    op = _op(m, n, k, "col")
+    ran = 0
+    for bm, k_lanes, rn, unroll, (split, fused) in [
+            (16, 8, 2, 4, (1, False)), (16, 4, 4, 1, (3, False)), (16, 32, 2, 2, (3, True)), (16, 16, 1, 8, (1, False)),
+            (12, 4, 1, 8, (1, False)), (12, 8, 2, 2, (3, False)), (8, 16, 2, 2, (2, False)), (8, 8, 1, 1, (3, True)),
+            (4, 4, 1, 3, (1, False)), (4, 4, 4, 2, (3, False))]:
+        if bm < m:
+            continue
+        s = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64, vec=4, rn=rn, unroll=unroll, split_k=split,
+                                 split_k_fused=fused, smem_a=True, spare_slot=True, k_lanes=k_lanes)
+        assert _rel_err(_run(op, s, a, bs), ref) < _tol(k), s
+        ran += 1
+    assert ran >= 4
+
+
+def test_a_wrong_column_b_ring_fails_here():
+    """The column-major B's ring has teeth here too: loading one step short, a butterfly over the warp's lane
+    instead of the group's, and the refill without its guard (past the end of B: the run stops)."""
+    rng = np.random.default_rng(11)
+    m, n, k = 16, 40, 260
+    a, b, bs = _operands(rng, m, n, k, "col")
+    op = _op(m, n, k, "col")
+    s = tiledsl.GemmSchedule(kernel="gemv", bm=16, bn=64, vec=4, rn=2, unroll=4, smem_a=True, spare_slot=True,
+                             k_lanes=8)
+    good = GEMM.emit(op, s).source
+    load = "ring[(u + UNROLL) % (UNROLL + 1)][c] = __ldcs(reinterpret_cast<const float4*>(b_next[c]));"
+    guard = "if (kv0 + (u + UNROLL) * K_LANES < n_kv) {"
+    assert good.count(load) == 1 and good.count(guard) == 1 and good.count("const bool upper = kl & 4;") == 1
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for source, right in ((good, True), (good.replace(load, load.replace("(b_next[c])", "(b_next[c] - VB)")), False),
+                          (good.replace("const bool upper = kl & 4;", "const bool upper = lane & 16;"), False)):
+        c = np.full((m, n), np.nan, np.float32)
+        _launch_variant(op, s, source, a, bs, c)
+        assert (_rel_err(c, ref) < _tol(k)) == right
+    with pytest.raises(host_cuda.HostRunError, match=r"exit status -11"):  # SIGSEGV at the guard past B
+        _launch_variant(op, s, good.replace(guard, "{"), a, bs, np.full((m, n), np.nan, np.float32))
+
+
 @pytest.mark.parametrize("m,n,k", [(130, 70, 33), (7, 129, 127), (1, 1, 1)])
 def test_schedule_none_on_the_host(m, n, k, rng):
     """schedule=None's kernels (tiled FMA, or the GEMV kernel for a few rows) for edge shapes: 129, 127, 7, 1."""
@@ -280,16 +327,17 @@ def _from_16(bits: np.ndarray, dtype: str) -> np.ndarray:
 def test_sixteen_bit_gemv_on_the_host(dtype, m, n, k, rng):
     """The GEMV kernel on float16 and bfloat16 inputs and output (float32 accumulation; the prelude's conversions,
     float16's as host code here): A in registers and staged, one slice and three, the spare slot bit for bit what the
-    copied ring gives; within the output's 16-bit rounding of the float64 product of the rounded inputs."""
+    copied ring gives, and x @ W.T by the column-major B's ring (``k_lanes`` 8); within the output's 16-bit rounding
+    of the float64 product of the rounded inputs."""
     a16, b16 = _to_16(rng.uniform(-1, 1, (m, k)), dtype), _to_16(rng.uniform(-1, 1, (k, n)), dtype)
     ref = _from_16(a16, dtype) @ _from_16(b16, dtype)
     op = tiledsl.GemmOp(m, n, k, dtype=dtype, align_a=1, align_b=4, align_c=4)
     bm = max(4, -(-m // 4) * 4)
     eps = 2.0 ** (-11 if dtype == "float16" else -8)
 
-    def run(s):
+    def run(s, op=op, b_storage=b16):
         c = np.full((m, n), 0xFFFF, np.uint16)  # NaN in both formats
-        host_cuda.gemm(op, s, a16, b16, c)
+        host_cuda.gemm(op, s, a16, b_storage, c)
         got = _from_16(c, dtype)
         assert np.all(np.abs(got - ref) <= eps * np.abs(ref) + 1e-5 * k ** 0.5), s
         return c
@@ -299,6 +347,11 @@ def test_sixteen_bit_gemv_on_the_host(dtype, m, n, k, rng):
         c = run(s)
         if smem_a:
             assert np.array_equal(run(replace(s, spare_slot=True)), c), s
+    # x @ W.T (B stored as its transpose) with the column-major B's ring, lanes in groups of 8 along K
+    op_t = replace(op, layout_b="col", align_b=4 if k % 4 == 0 else 2 if k % 2 == 0 else 1)
+    ring = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64, vec=4, rn=2, unroll=2, split_k=3, smem_a=True,
+                                spare_slot=True, k_lanes=8)
+    run(ring, op_t, np.ascontiguousarray(b16.T))
 
 
 def test_a_broadcast_without_its_barrier_fails_in_one_order():

@@ -145,23 +145,30 @@ def test_few_rows_search_the_gemv_kernel_the_default_runs(op, rows_log2, rn_pinn
 
 @pytest.mark.parametrize("op,twelve,spare", [
     (tiledsl.GemmOp(12, 14336, 4096), True, True),                 # 9-12 rows: 12 or 16 rows per block
-    (tiledsl.GemmOp(9, 4096, 4096, layout_b="col"), True, False),  # ... of either layout; no ring with W.T
+    (tiledsl.GemmOp(9, 4096, 4096, layout_b="col"), True, True),   # ... of either layout; W.T's ring (k_lanes)
     (tiledsl.GemmOp(16, 4096, 4096), False, True),                 # 16: the spare slot of staged A's ring
     (tiledsl.GemmOp(8, 4096, 4096), False, True),
     (tiledsl.GemmOp(2, 4096, 4096), False, False),                 # < 4 rows: A never staged, no ring
 ])
 def test_gemv_space_searches_twelve_rows_and_the_spare_slot(op, twelve, spare):
     """``rows_three_quarters`` (12 rows per block in place of 16) is free for 9-12 rows only, ``spare_slot`` (a ring
-    of unroll + 1 loads of B) for a row-major B with A staged; the seeds hold both, each round-tripping through its
-    point, and a point with the spare slot but A in registers builds the schedule without it (one kernel); x @ W.T's
-    pick with A in registers is seeded with its registers capped (``min_blocks`` 3 and 4), and ``min_blocks`` 0 is
-    the schedule's own value."""
+    of unroll + 1 loads of B) from 4 rows, ``k_lanes_log2`` (lanes along K per group) with a column-major B from 4
+    rows; the seeds hold them, each round-tripping through its point, and a point with the spare slot but A in
+    registers builds the schedule without it (one kernel), a point with k_lanes but no ring with 32 lanes; x @ W.T's
+    pick with A in registers is seeded with its registers capped (``min_blocks`` 3 and 4) and with the ring's lanes
+    in groups of 8, and ``min_blocks`` 0 is the schedule's own value."""
     target = tiledsl.Target.known("H200")
     space = GEMM_SPACE.for_op(op)
     free = {k.name for k in space.knobs if k.low < k.high}
     assert ("rows_three_quarters" in free) == twelve and ("spare_slot" in free) == spare, free
+    lanes = spare and op.layout_b == "col"
+    assert ("k_lanes_log2" in free) == lanes, free
     seeds = space.seeds(op, target)
     assert any(s.bm == 12 for s in seeds) == twelve and any(s.spare_slot for s in seeds) == spare
+    assert any(s.k_lanes == 8 for s in seeds) == lanes
+    if lanes:
+        ring = next(s for s in seeds if s.k_lanes == 8)
+        assert space.build({**space.from_schedule(ring), "spare_slot": 0}, target, op).k_lanes == 32
     for s in seeds:
         assert space.build(space.from_schedule(s), target, op) == s
     if spare:

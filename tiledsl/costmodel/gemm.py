@@ -16,8 +16,9 @@ its rows of A in registers, loads B straight into registers and sums a warp's pa
 shuffles, so it issues no shared-memory load or store and no block barrier (:func:`uses_shared_memory`); with
 ``smem_a`` it stages A instead: each of the ⌈M/bm⌉·⌈N/(bn·vb)⌉ blocks of columns writes its rows of A over all of K
 once (bm·K·4 bytes, float32) and each of its bn threads reads bm elements per k (broadcasts; vb: B's load width);
-with a column-major B each of the ⌈M/bm⌉·⌈N/(bn/32·rn)⌉ blocks writes bm·K·4 bytes and each of its bn/32 warps
-reads bm elements per k (its lanes split K), and L2 serves A once per block as well as B.
+with a column-major B each of the ⌈M/bm⌉·⌈N/(bn/k_lanes·rn)⌉ blocks writes bm·K·4 bytes and each of its bn/k_lanes
+groups of lanes (a warp unless ``k_lanes`` < 32) reads bm elements per k (its lanes split K), and L2 serves A once per
+block as well as B.
 
 Time: the largest of the L2 and HBM bounds and the SM pipeline time. The SM pipeline, per K step of a
 block, in SM clock cycles (constants: :class:`~tiledsl.costmodel.params.FmaParams`, fitted per arch on
@@ -80,6 +81,7 @@ M, N, K = sp.symbols("M N K", positive=True, integer=True)
 bm, bn, bk, rm, rn = sp.symbols("bm bn bk rm rn", positive=True, integer=True)
 e = sp.Symbol("e", positive=True, integer=True)           # element bytes of A, B, C
 vb = sp.Symbol("vb", positive=True, integer=True)         # GEMV kernel: columns of B per thread (its load width)
+kl = sp.Symbol("k_lanes", positive=True, integer=True)    # GEMV kernel, column-major B: lanes along K per group
 rc = sp.Symbol("read_c", nonnegative=True, integer=True)  # 1 when beta != 0
 SMEM_ITEM = 4                                               # shared tiles are float32
 REG_BYTES = 4
@@ -109,11 +111,11 @@ def uses_shared_memory(kernel: str, smem_a: bool = False) -> bool:
 
 @functools.cache
 def expressions(kernel: str = "tiled", smem_a: bool = False, col_b: bool = False) -> dict[str, sp.Expr]:
-    """FLOPs and bytes per level as sympy expressions of M, N, K, bm, bn, bk, rm, rn, e, read_c (and vb).
+    """FLOPs and bytes per level as sympy expressions of M, N, K, bm, bn, bk, rm, rn, e, read_c (and vb, k_lanes).
 
     ``kernel``: the schedule's kernel kind; one without shared memory (:func:`uses_shared_memory`) has no
     ``smem_write``, ``smem_read`` and ``smem`` entries; the GEMV kernel with ``smem_a`` has its staged A's (module
-    docstring; ``col_b``: a column-major B, whose warps read bm elements per k each)."""
+    docstring; ``col_b``: a column-major B, whose groups of k_lanes lanes read bm elements per k each)."""
     tiles = sp.ceiling(M / bm) * sp.ceiling(N / bn)
     ksteps = sp.ceiling(K / bk)
     c_bytes = M * N * e * (1 + rc)
@@ -127,11 +129,11 @@ def expressions(kernel: str = "tiled", smem_a: bool = False, col_b: bool = False
         "smem": tiles * ksteps * bk * (bm + bn) * SMEM_ITEM + work * (1 / rm + 1 / rn) * SMEM_ITEM,
         "registers": work * 3 * REG_BYTES,
     }
-    if kernel == "gemv" and smem_a and col_b:  # A staged per block of bn/32 warps × rn columns; per k, each warp
-        # reads bm elements (its lanes split K)
-        blocks = sp.ceiling(M / bm) * sp.ceiling(N / (bn / 32 * rn))
+    if kernel == "gemv" and smem_a and col_b:  # A staged per block of bn/k_lanes groups × rn columns; per k, each
+        # group reads bm elements (its lanes split K)
+        blocks = sp.ceiling(M / bm) * sp.ceiling(N / (bn / kl * rn))
         ex["smem_write"] = blocks * K * bm * SMEM_ITEM
-        ex["smem_read"] = blocks * bn / 32 * K * bm * SMEM_ITEM
+        ex["smem_read"] = blocks * bn / kl * K * bm * SMEM_ITEM
         ex["smem"] = ex["smem_write"] + ex["smem_read"]
         # L2 -> SM: B once per group of rows, and A once per block of columns (each stages its rows over all of K)
         ex["l2"] = blocks * K * bm * e + sp.ceiling(M / bm) * K * N * e + c_bytes
@@ -145,7 +147,7 @@ def expressions(kernel: str = "tiled", smem_a: bool = False, col_b: bool = False
     return ex
 
 
-_ARGS = (M, N, K, bm, bn, bk, rm, rn, e, rc, vb)
+_ARGS = (M, N, K, bm, bn, bk, rm, rn, e, rc, vb, kl)
 
 
 @functools.cache
@@ -156,7 +158,8 @@ def _numeric(kernel: str = "tiled", smem_a: bool = False, col_b: bool = False):
 
 def _values(op, s) -> tuple:
     cols = gemv_widths(op, s)[1] if s.kernel == "gemv" else s.vec  # vb: only the GEMV kernel's expressions use it
-    return (op.m, op.n, op.k, s.bm, s.bn, s.bk, s.rm, s.rn, dtypes.get(op.dtype).itemsize, int(op.read_c), cols)
+    return (op.m, op.n, op.k, s.bm, s.bn, s.bk, s.rm, s.rn, dtypes.get(op.dtype).itemsize, int(op.read_c), cols,
+            s.k_lanes)
 
 
 def traffic(op, s, exact: bool = False) -> dict[str, float]:
@@ -402,7 +405,7 @@ def gemm_times(op, s, target: Target, regs: int | None = None, spill_bytes: int 
         spill_bytes = spill_est if spill_bytes is None else spill_bytes
     spill_bytes = spill_bytes or 0
     if smem_bytes is None:  # the GEMV kernel's (smem_a's staged A) depends on K
-        smem_bytes = gemv_smem_a_bytes(op.k, s) if s.kernel == "gemv" else s.smem_bytes()
+        smem_bytes = gemv_smem_a_bytes(op.k, s, col_b=op.layout_b == "col") if s.kernel == "gemv" else s.smem_bytes()
     smem = smem_bytes
     occ = occupancy(target, s.threads, regs, smem, regs_source)
     blocks, ksteps = _grid_work(op, s)

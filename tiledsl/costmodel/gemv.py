@@ -2,8 +2,8 @@
 rate its loads in flight allow (Little's law), plus the split-K workspace, the launches and the fused sum.
 
 A thread holds at most ``unroll`` iterations in flight, and no more than its K slice has (a slice of ``k_slice``
-elements is ⌈k_slice / VA⌉ iterations of a row-major B's thread, ⌈k_slice / (32·VB)⌉ of a column-major B's warp,
-whose lanes past ⌈k_slice / VB⌉ have nothing to load).
+elements is ⌈k_slice / VA⌉ iterations of a row-major B's thread, ⌈k_slice / (k_lanes·VB)⌉ of a column-major B's
+group of ``k_lanes`` lanes (a warp unless ``k_lanes`` < 32), whose lanes past ⌈k_slice / VB⌉ have nothing to load).
 
 The kernel keeps no tiles in shared memory and has no barrier in its loop: each thread walks its K slice with
 ``unroll`` iterations' loads of B in flight (a row-major B: ``VA·VB·col_groups`` elements per iteration and
@@ -14,7 +14,8 @@ at most the grid), the bytes in flight are R·threads·unroll·(bytes per iterat
 
 (``GEMV_SMEM_A_EFFECTIVE_LATENCY_S`` for ``smem_a`` kernels of a row-major B, whose ring of loads of B stays full;
 a column-major B's kernels, ``smem_a`` or not, take ``GEMV_COLUMN_B_EFFECTIVE_LATENCY_S``: its ``smem_a`` kernel
-unrolls its loads as without it.)
+unrolls its loads as without it; with ``spare_slot`` it keeps a ring as a row-major B's does and takes that ring's
+latency, which was not fitted on it: no such kernel has been timed.)
 
 B is read once per group of ``bm`` rows. A grid of more blocks than fit at once runs in waves: each full wave at the
 rate of its bytes in flight, the partial last wave at the (lower) rate of its own. Split-K adds its float32 workspace (written and read once, at HBM rate) and a second
@@ -144,8 +145,10 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     if op.layout_b == "row":  # a thread's iterations step VA along K, over its col_groups groups of VB columns
         iterations, lanes = -(-k_slice // va), 1.0
         per_iteration = va * vb * s.col_groups * e
-    else:  # a warp's iterations step 32·VB along K; a slice shorter than that leaves lanes idle
-        iterations, lanes = -(-k_slice // (32 * vb)), min(32, -(-k_slice // vb)) / 32
+    else:  # a group of k_lanes lanes (a warp unless k_lanes < 32) steps k_lanes·VB along K; a slice shorter than
+        # that leaves lanes idle
+        iterations = -(-k_slice // (s.k_lanes * vb))
+        lanes = min(s.k_lanes, -(-k_slice // vb)) / s.k_lanes
         per_iteration = s.rn * vb * e * lanes
     in_flight = min(s.unroll, iterations)  # a short slice holds fewer iterations than the unroll allows
     compiled = registers is not None
@@ -162,7 +165,9 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
         moved += blocks * s.bm * k_slice * e  # B: as many bytes as B's at 16 columns per block, through the same loads
     per_block = moved / blocks
 
-    ring = s.smem_a and op.layout_b == "row"  # a column-major B's smem_a kernel unrolls its loads, as without it
+    # a column-major B's smem_a kernel unrolls its loads, as without it, unless it keeps a ring (spare_slot: its
+    # latency is the row-major ring's, not fitted on it)
+    ring = s.smem_a and (op.layout_b == "row" or s.spare_slot)
     latency = (GEMV_SMEM_A_EFFECTIVE_LATENCY_S if ring else
                GEMV_COLUMN_B_EFFECTIVE_LATENCY_S if op.layout_b == "col" else GEMV_EFFECTIVE_LATENCY_S)
 

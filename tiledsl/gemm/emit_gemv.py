@@ -14,7 +14,8 @@ Structure of the kernel:
    feeds col_groups·VB columns, which is what an odd N (VB = 1, scalar loads of B) needs;
 3. column-major B (K contiguous, ``x @ W.T`` with W [N, K], torch's Linear): warp w of the block owns ``rn``
    columns; its lanes read ``VB``-wide vectors along K (32·VB contiguous elements per step) and the matching
-   elements of A's rows, then sum the bm·rn partial dot products across the warp with shuffles;
+   elements of A's rows, then sum the bm·rn partial dot products across the warp with shuffles (with ``k_lanes``
+   < 32, each group of k_lanes lanes owns its own ``rn`` columns and sums over its lanes);
 4. epilogue: C = alpha·acc (+ beta·C), into a row-major C or a column-major one (``GemmOp.layout_c="col"``: the
    few-column product C = A·B that :func:`tiledsl.gemm` runs as the few rows Cᵀ = Bᵀ·Aᵀ); with split_k > 1 the
    float32 partial sums go to the row-major workspace and the split-K kernel adds them in a fixed order
@@ -28,7 +29,10 @@ barrier. Row-major B: transposed (At[k][m], float32), and each thread keeps a ri
 flight: per k it reads bm/4 16-byte broadcasts of At instead of holding bm·VA elements of A in registers.
 Column-major B: in A's own layout (As[m][k - k_begin], float32, row stride the slice's depth); per step a lane
 reads its RN vectors of B, then row by row one VB-wide vector of As (consecutive across the warp), and the warp's
-BM·RN sums leave by a reduce-scatter butterfly where BM·RN is a multiple of 32.
+BM·RN sums leave by a reduce-scatter butterfly where BM·RN is a multiple of 32. Column-major B with ``spare_slot``
+(:func:`_col_b_ring_loop`): by vectors of VB k (As[kv][m][VB], BM + 1 vectors apart), the warp's lanes in groups of
+``k_lanes`` along K, each group on its own RN columns, and a ring of UNROLL + 1 slots of each lane's RN vectors of B
+loaded UNROLL steps ahead; each group's BM·RN sums leave by a butterfly over its K_LANES lanes.
 """
 
 from __future__ import annotations
@@ -80,7 +84,8 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
     vc = p.width("W") if fused else p.width("C")  # the width of the main store
     dst = ("P", "N", "") if fused else ("C", "ldc", "alpha * ")  # where it goes: pointer, leading dimension, scale
     row_b = op.layout_b == "row"
-    a_at = "A[(long long)gm * lda + {k}]" if op.layout_a == "row" else "A[gm + (long long)({k}) * lda]"
+    a_at = _a_at(op)
+    ring_b = s.smem_a and s.spare_slot and not row_b  # a column-major B's ring: lanes in groups of K_LANES
     w = Writer()
     w(f"// tiledsl GEMV-style GEMM: C[M,N] = alpha * A[M,K] @ B[K,N]{' + beta * C' if op.read_c else ''}, few rows M",
       f"// dtype {op.dtype} in/out, float32 accumulation; A {op.layout_a}-major, B {op.layout_b}-major, "
@@ -102,6 +107,8 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
         *([("SMEM_A", 1, "smem_a: the K slice of A staged in shared memory")] if s.smem_a else []),
         *([("SPARE_SLOT", 1, "spare_slot: a ring of UNROLL + 1 loads of B, a running pointer into B")]
           if s.spare_slot else []),
+        *([("K_LANES", s.k_lanes, "k_lanes: lanes of a warp along K per group of RN columns")]
+          if s.spare_slot and not row_b else []),
         # fields of the tiled kernels, unused here; the rule table's static_asserts name them
         ("RM", s.rm, "rm (unused)"), ("RN", s.rn, "rn: columns per warp (column-major B)"), ("WM", s.wm, "wm (unused)"),
         ("WN", s.wn, "wn (unused)"), ("STAGES", s.stages, "stages (unused)"),
@@ -163,6 +170,12 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
                 _fused_sum_row_b(w, vb, grouped)
                 vc_c = p.width("C")  # C's stores; the main store (VC) went to the workspace
                 epilogue(w, op, dtypes.get(op.dtype), vc_c, vc_name="VC" if vc_c == vc else str(vc_c))
+        elif ring_b:
+            _col_b_ring_loop(w, op, dt, va, vb)
+            _epilogue_col_b_butterfly(w, out_op, out_dt, *dst, lanes=s.k_lanes)  # rule k_lanes_group_sums
+            if fused:
+                _fused_arrival(w)
+                _fused_sum_col_b(w, op, dtypes.get(op.dtype), lanes=s.k_lanes)
         elif s.smem_a:
             _col_b_smem_a_loop(w, op, dt, va, vb, a_at)
             if s.bm * s.rn % 32 == 0:  # the warp's sums fill whole lanes: a reduce-scatter
@@ -400,6 +413,92 @@ def _col_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
                   "  for (int j = 0; j < VB; ++j) acc[m * RN + c] += a[j] * b[c][j];")
 
 
+def _col_b_ring_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int) -> None:
+    """Emit ``smem_a`` with ``spare_slot``'s main loop for a column-major B (x @ W.T): a warp's lanes in 32 / K_LANES
+    groups of K_LANES, each group on its own RN columns and each lane on every K_LANES-th vector of VB k of the
+    slice; the ring's first UNROLL steps of B issued, then the slice of A staged by vectors of K (As[kv][m][VB],
+    float32, BM + 1 vectors apart: rows past M zero), one barrier, then per step the ring's load UNROLL steps ahead
+    into the slot the step before emptied (through a pointer per column walking B) and the step's RN vectors of B
+    times one VB-wide read of As per row. Every slot index and every offset into As a constant; the per-step guard
+    keeps each step's load before its FMAs (as :func:`_ring_spare_slot`). Columns past N read column N - 1 and are
+    never stored; a slice past K (n_kv = 0) leaves acc zero."""
+    raw = VEC_TYPES[(dt.c_type, vb)] if vb > 1 else dt.c_type  # B as loaded; converted to float at its use
+    stream = op.dtype == "float32"  # B is read once: __ldcs (evict-first), as the kernel with A in registers
+
+    def load(slot: str) -> str:
+        return (f"#pragma unroll\nfor (int c = 0; c < RN; ++c) {slot} = "
+                + (f"__ldcs(reinterpret_cast<const {raw}*>(b_next[c]));" if stream
+                   else f"*reinterpret_cast<const {raw}*>(b_next[c]);"))
+
+    w("// ---- smem_a with a ring of B (spare_slot), column-major B: the warp's lanes in 32 / K_LANES groups of K_LANES",
+      "// along K, each group on its own RN columns; the block's K slice of A staged by vectors of VB k (As[kv][m][VB],",
+      "// BM + 1 vectors apart: the K_LANES lanes of a group, on consecutive kv, read distinct banks, and one read of a",
+      "// row serves every group); per step a lane multiplies the RN vectors of B its ring loaded UNROLL steps before",
+      "// by one VB-wide read of As per row ----",
+      "extern __shared__ float4 as4[];                  // As[n_kv][BM + 1][VB], float32",
+      "float* const as = reinterpret_cast<float*>(as4);",
+      "constexpr int AS_KV = (BM + 1) * VB;            // floats per vector of K in As: BM rows and one of padding",
+      "const int n_k = k_end - k_begin;                // this slice's depth: a multiple of VB (alignment), 0 past K",
+      "const int n_kv = n_k / VB;                      // its vectors of K",
+      "const int lane = threadIdx.x % 32, kl = lane % K_LANES;  // kl: the lane's place along K in its group",
+      "const int gn0 = ((blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * (32 / K_LANES) + lane / K_LANES) * RN;",
+      f"const {dt.c_type}* b_next[RN];  // column gn0 + c's next vector to load; columns past N read column N - 1 "
+      "(never stored)",
+      "#pragma unroll",
+      "for (int c = 0; c < RN; ++c) b_next[c] = B + (long long)(gn0 + c < N ? gn0 + c : N - 1) * ldb + k_begin + "
+      "kl * VB;",
+      f"{raw} ring[UNROLL + 1][RN];  // slot s: the lane's step s of a pass (s < UNROLL) at the pass's start; "
+      "slot UNROLL free",
+      "// the ring's first UNROLL steps, issued before A is staged")
+    w("#pragma unroll")
+    with w.block("for (int u = 0; u < UNROLL; ++u)"):
+        with w.block("if (kl + u * K_LANES < n_kv)"):
+            w(load("ring[u][c]"))
+        w("#pragma unroll", "for (int c = 0; c < RN; ++c) b_next[c] += K_LANES * VB;")
+    w("// stage A: consecutive threads take consecutive vectors of K of one row (once per slice; BM + 1 vectors",
+      "// apart, so consecutive threads' stores hit distinct banks)")
+    index = "const int m = i / (n_k / VA), kv = i % (n_k / VA), gm = row0 + m;"
+    if va == vb:  # piece kv of the row is vector kv of As
+        _stage_a(w, dt, va, _a_at(op), index, "as[kv * AS_KV + m * VB + j]", piece_at="as + kv * AS_KV + m * VB")
+    else:  # A read one element at a time (unaligned or column-major A): element kv of the row
+        _stage_a(w, dt, va, _a_at(op), index, "as[(kv / VB) * AS_KV + m * VB + kv % VB]")
+    w("__syncthreads();",
+      "float acc[BM * RN] = {};  // entry m * RN + c: row m, column gn0 + c")
+    with w.block("if (gn0 < N)"):  # a group past N adds nothing (its lanes still join the butterfly)
+        w("const float* a_kv = as + kl * AS_KV;          // the lane's vector of K in As: K_LANES vectors on per step")
+        with w.block("for (int kv0 = kl; kv0 < n_kv; kv0 += (UNROLL + 1) * K_LANES)"):
+            w("#pragma unroll")
+            with w.block("for (int u = 0; u <= UNROLL; ++u)"):
+                with w.block("if (kv0 + (u + UNROLL) * K_LANES < n_kv)"):  # UNROLL steps ahead
+                    w(load("ring[(u + UNROLL) % (UNROLL + 1)][c]") + "  // into the slot step u - 1 emptied")
+                w("#pragma unroll", "for (int c = 0; c < RN; ++c) b_next[c] += K_LANES * VB;")
+                with w.block("if (kv0 + u * K_LANES < n_kv)"):  # a branch per step keeps the load above before the FMAs
+                    conv = ([dt.to_acc("ring[u][c]")] if vb == 1
+                            else [dt.to_acc(f"ring[u][c].{c}") for c in COMPONENTS[:vb]])
+                    w("float b[RN][VB];",
+                      "#pragma unroll")
+                    with w.block("for (int c = 0; c < RN; ++c)"):
+                        w(" ".join(f"b[c][{j}] = {v};" for j, v in enumerate(conv)))
+                    w("#pragma unroll")
+                    with w.block("for (int m = 0; m < BM; ++m)"):
+                        if vb > 1:
+                            w(f"const {VEC_TYPES[('float', vb)]} a_v = *reinterpret_cast<const "
+                              f"{VEC_TYPES[('float', vb)]}*>(a_kv + m * VB);  // row m: an immediate offset",
+                              "const float a[VB] = {" + ", ".join(f"a_v.{c}" for c in COMPONENTS[:vb]) + "};")
+                        else:
+                            w("const float a[1] = {a_kv[m]};")
+                        w("#pragma unroll",
+                          "for (int c = 0; c < RN; ++c)",
+                          "  #pragma unroll",
+                          "  for (int j = 0; j < VB; ++j) acc[m * RN + c] += a[j] * b[c][j];")
+                    w("a_kv += K_LANES * AS_KV;")
+
+
+def _a_at(op: GemmOp) -> str:
+    """The element (gm, {k}) of A in its layout, a format string of ``k``."""
+    return "A[(long long)gm * lda + {k}]" if op.layout_a == "row" else "A[gm + (long long)({k}) * lda]"
+
+
 def _store(w: Writer, op: GemmOp, dt: dtypes.DType, ptr: str, val: str) -> None:
     if op.read_c:
         val += f" + beta * {dt.to_acc(f'*({ptr})')}"
@@ -458,12 +557,18 @@ def _add_vector(w: Writer, vb: int, target: str) -> None:
         w(" ".join(f"{target.format(e=e)} += v.{c};" for e, c in enumerate(COMPONENTS[:vb])))
 
 
-def _fused_sum_col_b(w: Writer, op: GemmOp, dt: dtypes.DType) -> None:
-    """Emit the last block's sums (column-major B): each warp's BM×RN elements of C spread over its lanes, each the
-    sum of the SPLIT_K slices' partial sums in slice order, stored C = alpha * sum (+ beta * C)."""
-    w("// the warp's BM x RN elements over its lanes: each the sum of every slice's partial sums, in slice order",
-      "// (the same order whichever block arrives last: deterministic); read through L2")
-    with w.block("for (int e = lane; e < BM * RN; e += 32)"):
+def _fused_sum_col_b(w: Writer, op: GemmOp, dt: dtypes.DType, lanes: int = 32) -> None:
+    """Emit the last block's sums (column-major B): each warp's BM×RN elements of C spread over its lanes (``lanes``
+    < 32: each group's over its K_LANES lanes), each the sum of the SPLIT_K slices' partial sums in slice order,
+    stored C = alpha * sum (+ beta * C)."""
+    if lanes == 32:
+        w("// the warp's BM x RN elements over its lanes: each the sum of every slice's partial sums, in slice order",
+          "// (the same order whichever block arrives last: deterministic); read through L2")
+    else:
+        w("// the group's BM x RN elements over its K_LANES lanes: each the sum of every slice's partial sums, in slice",
+          "// order (the same order whichever block arrives last: deterministic); read through L2")
+    with w.block("for (int e = lane; e < BM * RN; e += 32)" if lanes == 32
+                 else "for (int e = kl; e < BM * RN; e += K_LANES)"):
         w("const int gm = row0 + e / RN, gn = gn0 + e % RN;",
           "if (gm >= M || gn >= N) continue;",
           "float sum = 0.f;",
@@ -546,27 +651,38 @@ def _col_b_stored(op: GemmOp, out: str) -> str:
 
 
 def _epilogue_col_b_butterfly(w: Writer, op: GemmOp, dt: dtypes.DType, out: str = "C", ld: str = "ldc",
-                              scale: str = "alpha * ") -> None:
+                              scale: str = "alpha * ", lanes: int = 32) -> None:
     """Emit the warp's sums of its BM×RN dot products (BM·RN a multiple of 32; ``acc`` flat, entry m·RN + c) by a
     reduce-scatter butterfly, and each lane's stores of its BM·RN/32 sums into ``out`` (as :func:`_epilogue_col_b`):
-    31/32·BM·RN shuffles per warp instead of 5·BM·RN."""
+    31/32·BM·RN shuffles per warp instead of 5·BM·RN. ``lanes`` < 32 (``k_lanes``): each group of K_LANES lanes
+    sums its own BM×RN over its lanes (``kl``: the lane's place in its group), BM·RN a multiple of K_LANES."""
     stored = _col_b_stored(op, out)
-    w("// ---- epilogue: the warp's 32 partial dot products of each (row, column) summed by a reduce-scatter butterfly:",
-      "// per xor-shuffle step a lane keeps one half of its values and adds its partner's copy of that half, so after",
-      "// 5 steps lane L holds the full sums of entries L * E .. L * E + E - 1 (E = BM * RN / 32) and stores "
-      f"{stored} ----",
-      "constexpr int E = BM * RN / 32;  // sums per lane")
-    for step, o in enumerate((16, 8, 4, 2, 1)):  # one loop per step: every index a constant (acc stays in registers)
+    if lanes == 32:
+        w("// ---- epilogue: the warp's 32 partial dot products of each (row, column) summed by a reduce-scatter butterfly:",
+          "// per xor-shuffle step a lane keeps one half of its values and adds its partner's copy of that half, so after",
+          "// 5 steps lane L holds the full sums of entries L * E .. L * E + E - 1 (E = BM * RN / 32) and stores "
+          f"{stored} ----",
+          "constexpr int E = BM * RN / 32;  // sums per lane")
+    else:
+        steps = lanes.bit_length() - 1
+        w("// ---- epilogue: a group's K_LANES partial dot products of each (row, column) summed by a reduce-scatter",
+          "// butterfly within the group (xor offsets below K_LANES stay in it): per step a lane keeps one half of its",
+          f"// values and adds its partner's copy of that half, so after {steps} steps lane kl of the group holds the "
+          "full sums",
+          f"// of entries kl * E .. kl * E + E - 1 (E = BM * RN / K_LANES) and stores {stored} ----",
+          "constexpr int E = BM * RN / K_LANES;  // sums per lane")
+    lane = "lane" if lanes == 32 else "kl"
+    for step, o in enumerate(o for o in (16, 8, 4, 2, 1) if o < lanes):  # one loop per step: every index a constant
         half = f"BM * RN / {2 << step}"
         w(f"// step {step + 1}: lanes {o} apart; a lane with bit {o} set keeps the upper half, moved down",
           "#pragma unroll")
         with w.block(f"for (int i = 0; i < {half}; ++i)"):
-            w(f"const bool upper = lane & {o};",
+            w(f"const bool upper = {lane} & {o};",
               f"const float send = upper ? acc[i] : acc[i + {half}], keep = upper ? acc[i + {half}] : acc[i];",
               f"acc[i] = keep + __shfl_xor_sync(0xffffffffu, send, {o});")
     w("#pragma unroll")
     with w.block("for (int j = 0; j < E; ++j)"):
-        w("const int e = lane * E + j, gm = row0 + e / RN, gn = gn0 + e % RN;")
+        w(f"const int e = {lane} * E + j, gm = row0 + e / RN, gn = gn0 + e % RN;")
         with w.block("if (gm < M && gn < N)"):
             _store(w, op, dt, f"{out} + (long long)gn * {ld} + gm" if op.layout_c == "col"
                    else f"{out} + (long long)gm * {ld} + gn", f"{scale}acc[j]")

@@ -829,6 +829,39 @@ def gemv_column_b_unstaged(op: GemmOp, base: GemmSchedule) -> str | None:
     return next((why for ok, why in checks if not ok), None)
 
 
+GEMV_COLUMN_B_RING = (128, 8, 2, 4, 512)
+""":func:`gemv_ring_column_b`: (threads per block, lanes along K per group ``k_lanes``, columns per group ``rn``,
+``unroll``: steps of B the ring loads ahead, deepest K slice). Chosen from the SASS, not from a timing (sm_90, NVRTC 12.9,
+``python benchmarks/sass_mix.py --variant ring``, 16×22016×4096 x @ W.T): 117 registers (four blocks of 128 threads
+per SM, sixteen warps, against the register pick's 250 and eight) and 15.1 other instructions per 64 FFMAs in the loop
+(791 per 640), with 4 KiB of B in flight per warp; two columns per group keep the block's staged A to half of B's
+bytes (a block covers 32 columns; four columns per group: 64, a quarter, but 128 registers and one step ahead, or
+146 at three blocks per SM and two). No GPU has timed it: ``schedule=None`` does not take it yet (docs/gemm.md, "x @
+W.T with its lanes in groups")."""
+
+
+def gemv_ring_column_b(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
+    """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` as the column-major-B kernel with a ring
+    (``smem_a``, ``spare_slot``, ``k_lanes``: :data:`GEMV_COLUMN_B_RING`): K slices at most 512 deep, as many as fill
+    whole waves best (:func:`gemv_whole_waves`) from there to twice those for about four blocks per SM at least 32
+    deep (:func:`gemv_split`); where ``base`` has 8, 12 or 16 rows per block and A and B are read 4 wide along K (an
+    IEEE float32 product of a row-major A and a column-major B into a row-major C: torch's Linear with a few tokens);
+    None elsewhere. Offered by the search and the benchmarks (``--variant ring``); ``schedule=None`` does not take it
+    until a GPU run has timed it."""
+    bn, k_lanes, rn, unroll, deepest = GEMV_COLUMN_B_RING
+    layouts = (op.layout_a, op.layout_b, op.layout_c) == ("row", "col", "row")
+    if not (op.dtype == "float32" and op.precision == "ieee" and layouts and base.bm in (8, 12, 16)
+            and op.align_a >= 4 and op.align_b >= 4):
+        return None
+    ring = replace(base, bn=bn, rn=rn, vec=4, unroll=unroll, smem_a=True, spare_slot=True, k_lanes=k_lanes,
+                   min_blocks=0, split_k=1, split_k_fused=False)
+    shallowest = -(-op.k // deepest)  # the fewest slices no deeper than the cap
+    if shallowest > GEMV_MAX_SPLIT:
+        return None
+    split = max(gemv_split(op, ring, target, min_depth=32), shallowest)
+    return replace(ring, split_k=gemv_whole_waves(op, ring, target, shallowest, split))
+
+
 def gemv_register_waves(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
     """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` with the K slices that fill whole waves
     (:func:`gemv_whole_waves`, from half of ``base``'s slices to twice them): ``base`` splits K for about four blocks
@@ -865,7 +898,8 @@ def gemv_whole_waves(op: GemmOp, s: GemmSchedule, target: Target, lo: int, pick:
     registers = min(255, register_cap(s.threads, max(1, s.min_blocks)))  # what __launch_bounds__ allows
 
     def at_once(split: int) -> Waves:  # the grid over its slots; deeper slices of A may leave fewer per SM
-        per_sm = occupancy(target, s.threads, registers, gemv_smem_a_bytes(op.k, s, split)).blocks_per_sm
+        staged = gemv_smem_a_bytes(op.k, s, split, op.layout_b == "col")
+        per_sm = occupancy(target, s.threads, registers, staged).blocks_per_sm
         return waves(col_blocks * split, target.sm_count, max(1, per_sm))
 
     def filled(split: int) -> float:

@@ -109,8 +109,9 @@ class GemmDetail:
 
 def gemv_columns_per_block(op: GemmOp, s: GemmSchedule) -> int:
     """kernel='gemv': columns of C one block covers: ``col_groups`` groups of ``vec`` (B's load width) per thread
-    along a row-major B (N contiguous); ``rn`` per warp along a column-major B (K contiguous)."""
-    return s.bn * gemv_widths(op, s)[1] * s.col_groups if op.layout_b == "row" else s.bn // 32 * s.rn
+    along a row-major B (N contiguous); ``rn`` per group of ``k_lanes`` lanes along a column-major B (K contiguous:
+    one group per warp unless ``k_lanes`` < 32)."""
+    return s.bn * gemv_widths(op, s)[1] * s.col_groups if op.layout_b == "row" else s.bn // s.k_lanes * s.rn
 
 
 def gemv_widths(op: GemmOp, s: GemmSchedule) -> tuple[int, int]:
@@ -212,7 +213,7 @@ def _dynamic_smem(op: GemmOp, s: GemmSchedule) -> int:
         a_elems, b_elems = smem_tile_elems(op, s)
         return s.stages * (a_elems + b_elems) * dtypes.get(op.dtype).itemsize
     if s.kernel == "gemv":  # only smem_a's staged slice of A
-        return gemv_smem_a_bytes(op.k, s)
+        return gemv_smem_a_bytes(op.k, s, col_b=op.layout_b == "col")
     return s.smem_bytes()
 
 

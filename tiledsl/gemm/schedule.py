@@ -197,11 +197,22 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "read covers 4 rows of A) and col_groups=1 (got kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), bm={BM}, "
            "col_groups={COL_GROUPS})", when="SMEM_A == 1"),
     R.Rule("spare_slot_on_staged_a", "KERNEL == 1 and SMEM_A == 1",
-           "{cls}.spare_slot=True needs kernel='gemv' and smem_a=True (it changes smem_a's ring of B loads; got "
+           "{cls}.spare_slot=True needs kernel='gemv' and smem_a=True (it gives smem_a's loop a ring of B loads; got "
            "kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), smem_a={SMEM_A})", when="SPARE_SLOT == 1"),
-    R.Rule("spare_slot_needs_row_major_b", "LAYOUT_B_COL == 0",
-           "{cls}.spare_slot=True needs a row-major B (N contiguous: smem_a's ring of B loads); with a column-major B "
-           "the lanes of a warp read along K and keep no ring", scope="op", when="SPARE_SLOT == 1"),
+    R.Rule("k_lanes_range", "K_LANES == 4 or K_LANES == 8 or K_LANES == 16 or K_LANES == 32",
+           "{cls}.k_lanes={K_LANES} must be 4, 8, 16 or 32 (lanes of a warp along K per group of rn columns)",
+           when="K_LANES != 32"),
+    R.Rule("k_lanes_on_column_b_ring", "KERNEL == 1 and SPARE_SLOT == 1",
+           "{cls}.k_lanes={K_LANES} needs kernel='gemv' with smem_a=True and spare_slot=True (the column-major B "
+           "kernel with a ring of B loads; got kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), "
+           "spare_slot={SPARE_SLOT})", when="K_LANES != 32"),
+    R.Rule("k_lanes_need_column_major_b", "LAYOUT_B_COL == 1",
+           "{cls}.k_lanes={K_LANES} needs a column-major B (K contiguous, x @ W.T): with a row-major B a thread "
+           "owns vec columns and walks K alone", scope="op", when="K_LANES != 32"),
+    R.Rule("k_lanes_group_sums", "(BM * RN) % K_LANES == 0",
+           "{cls} bm·rn={BM}·{RN} partial sums per lane must be a multiple of k_lanes={K_LANES} with a column-major "
+           "B's ring (the K_LANES lanes of a group sum them by a reduce-scatter butterfly)", scope="op",
+           when="SPARE_SLOT == 1 and LAYOUT_B_COL == 1"),
     R.Rule("smem_a_slice_fits", "SMEM_A_BYTES + 128 * SPLIT_K_FUSED <= 49152",
            "{cls}.smem_a=True stages bm × the K slice (K, or ⌈K / (split_k·bk)⌉·bk with split-K) float32 elements of "
            "A: {SMEM_A_BYTES} bytes (bm={BM}, K={OP_K}, split_k={SPLIT_K}, bk={BK}) over the limit: 49152 (48 KiB, what "
@@ -258,10 +269,13 @@ def gemv_slice_depth(k: int, s: GemmSchedule, split: int | None = None) -> int:
     return -(-k // (split * s.bk)) * s.bk if split > 1 else k
 
 
-def gemv_smem_a_bytes(k: int, s: GemmSchedule, split: int | None = None) -> int:
+def gemv_smem_a_bytes(k: int, s: GemmSchedule, split: int | None = None, col_b: bool = False) -> int:
     """Shared memory of ``smem_a``'s staged slice of A, bytes: bm rows × :func:`gemv_slice_depth` float32 (0 without
-    ``smem_a``); ``split`` in place of ``s.split_k`` when given."""
-    return s.bm * gemv_slice_depth(k, s, split) * 4 if s.smem_a and s.kernel == "gemv" else 0
+    ``smem_a``), bm + 1 rows' worth with a column-major B (``col_b``) and ``spare_slot`` (one vector of padding per
+    vector of K: ``As[kv][bm + 1][VB]``); ``split`` in place of ``s.split_k`` when given."""
+    if not (s.smem_a and s.kernel == "gemv"):
+        return 0
+    return (s.bm + int(col_b and s.spare_slot)) * gemv_slice_depth(k, s, split) * 4
 
 
 def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -> int:
@@ -273,6 +287,9 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -
     (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%), + 10 with ``stream_k`` (its
     iteration range and tile loop: ptxas's counts for 64×64 and 128×128 tiles rose by 1–10).
     """
+    if s.kernel == "gemv" and col_b and s.smem_a and s.spare_slot:  # the ring: bm × rn accumulators, unroll + 1
+        # slots of rn vectors of B, one row's vector of A, a 64-bit pointer per column, addresses
+        return s.bm * s.rn + (s.unroll + 1) * vb * s.rn + vb + 2 * s.rn + 32
     if s.kernel == "gemv" and col_b and s.smem_a:  # a column-major B (``col_b``) with A staged: bm × rn accumulators,
         # unroll steps of rn vectors of B and one row's vector of A, addresses
         return s.bm * s.rn + s.unroll * vb * (s.rn + 1) + 32
@@ -315,7 +332,7 @@ def fma_register_terms(s: GemmSchedule, va: int, vb: int) -> dict[str, int]:
 _BOOL_FIELDS = ("double_buffer", "warp_specialize", "persistent", "fragment_prefetch", "stream_k", "split_k_fused",
                 "smem_a", "spare_slot")
 _LATER_KNOBS = {"persistent": False, "fragment_prefetch": False, "stream_k": False, "split_k_fused": False,
-                "col_groups": 1, "smem_a": False, "spare_slot": False}
+                "col_groups": 1, "smem_a": False, "spare_slot": False, "k_lanes": 32}
 """Knobs added after kernels were first tuned and shipped, with their defaults: the ``// schedule:`` comment names
 them only where they differ."""
 
@@ -381,13 +398,22 @@ class GemmSchedule(ScheduleRecord):
             of VB k, one VB-wide vector of it per row: one row's piece of A in registers instead of bm (sixteen rows,
             4 columns per warp, unroll 1: 128 registers, no spills). Shared memory: bm · ⌈K / (split_k·bk)⌉·bk · 4
             bytes, at most 48 KiB (rule ``smem_a_slice_fits``).
-        spare_slot: (GEMV-style kernel with ``smem_a`` and a row-major B) the ring of B loads keeps ``unroll`` + 1
-            slots: each step loads the row ``unroll`` steps ahead into the slot the step before emptied, through a
-            pointer that walks B one row per step, then multiplies its own slot. False: ``unroll`` slots, each copied
-            before its refill, the row's address rebuilt from the slice's start every step. The same loads in flight
-            and the same sums, bit for bit; fewer instructions per FMA (the loop's SASS, sm_90, NVRTC 12.9: a pass
-            of 716 instructions for 576 FFMAs instead of 818 for 512 at sixteen rows, unroll 8; 402 for 288 instead
-            of 450 for 256 at eight).
+        spare_slot: (GEMV-style kernel with ``smem_a``) the ring of B loads keeps ``unroll`` + 1 slots: each step
+            loads the step ``unroll`` ahead into the slot the step before emptied, through a pointer that walks B
+            one step at a time, then multiplies its own slot. Row-major B: without it ``unroll`` slots, each copied
+            before its refill, the row's address rebuilt from the slice's start every step; the same loads in
+            flight and the same sums, bit for bit; fewer instructions per FMA (the loop's SASS, sm_90, NVRTC 12.9:
+            a pass of 716 instructions for 576 FFMAs instead of 818 for 512 at sixteen rows, unroll 8; 402 for 288
+            instead of 450 for 256 at eight). Column-major B: the ring is what the loop has (without it no load
+            runs ahead of its step's FMAs), and the slice of A is staged by vectors of VB k, each vector's bm rows
+            side by side and bm + 1 vectors apart (``As[kv][m][VB]``: a lane's reads of a row take immediate
+            offsets, and the lanes of a group, on consecutive kv, hit distinct banks); shared memory
+            (bm + 1) · depth · 4 bytes.
+        k_lanes: (GEMV-style kernel, column-major B, ``smem_a`` and ``spare_slot``) lanes of a warp along K per
+            group of ``rn`` columns: the warp keeps 32 / k_lanes groups, so a block covers bn / k_lanes · rn
+            columns, and a row's read of staged A serves every group from one shared-memory wavefront (k_lanes ·
+            VB · 4 ≤ 128 bytes) where 32 lanes along K take four. 4, 8, 16 or 32 (default: one group); bm·rn
+            a multiple of k_lanes (each group's sums leave by a reduce-scatter butterfly over its lanes).
 
     Raises:
         ScheduleError: a rule of :data:`GEMM_RULES` does not hold; the message names the field,
@@ -423,6 +449,7 @@ class GemmSchedule(ScheduleRecord):
     col_groups: int = 1
     smem_a: bool = False
     spare_slot: bool = False
+    k_lanes: int = 32
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -515,7 +542,7 @@ class GemmSchedule(ScheduleRecord):
             SMEM_BYTES=self.smem_bytes(),
         )
         if op is not None:
-            env.update(SMEM_A_BYTES=gemv_smem_a_bytes(op.k, self), OP_K=op.k)
+            env.update(SMEM_A_BYTES=gemv_smem_a_bytes(op.k, self, col_b=op.layout_b == "col"), OP_K=op.k)
             env.update(OP_M=op.m, OP_N=op.n, DTYPE_16BIT=int(op.dtype in MMA_DTYPES), LAYOUT_A_ROW=int(op.layout_a == "row"),
                        LAYOUT_B_COL=int(op.layout_b == "col"),
                        LAYOUT_C_COL=int(op.layout_c == "col"), ALIGN_A=op.align_a, ALIGN_B=op.align_b,
