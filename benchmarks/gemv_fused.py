@@ -142,6 +142,7 @@ def variants(base, op, target, family: str) -> dict:
         if out.get("ring") is not None and out["ring"].spare_slot:  # four columns per group of lanes
             out["ring rn4 u2 cap 168"] = replace(out["ring"], rn=4, unroll=2, min_blocks=3)
             out["ring rn4 u1"] = replace(out["ring"], rn=4, unroll=1)
+            out["ring bn128"] = replace(out["ring"], bn=128)  # half the columns per block: twice A's staged bytes
         # a name whose flags do not all apply is the same schedule as a shorter one's: keep each schedule once
         return {name: s for i, (name, s) in enumerate(out.items()) if s not in list(out.values())[:i]}
     out = {"two": replace(base, split_k_fused=False)}

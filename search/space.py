@@ -506,7 +506,7 @@ def _gemv_seeds(op, target) -> list:
     spare slot in its ring (``spare_slot``); with a column-major B and A in registers from 8 rows, the pick with its
     registers capped at 168 (``min_blocks`` 3) and at 128 with unroll 1 (4), and the kernel with a ring and its lanes
     in groups along K (``gemv_ring_column_b``) with 2 or 4 columns per group, unroll 4, 2 or 1, 8 or 32 lanes per
-    group, 128 or 256 threads; for 9–12 rows every seed of 16 rows per block again with 12."""
+    group, 256 or 128 threads; for 9–12 rows every seed of 16 rows per block again with 12."""
     from tiledsl.gemm.family import (
         gemv_base_schedule,
         gemv_ring_column_b,
@@ -553,7 +553,7 @@ def _gemv_seeds(op, target) -> list:
         cands.append(ring)
         for rn, unroll, min_blocks in ((2, 2, 0), (4, 1, 0), (4, 2, 3), (4, 4, 3)):
             cands.append(replace(ring, rn=rn, unroll=unroll, min_blocks=min_blocks))
-        cands += [replace(ring, k_lanes=32), replace(ring, bn=256, min_blocks=0)]
+        cands += [replace(ring, k_lanes=32), replace(ring, bn=128)]
     if gemv_twelve_rows_fit(op.m):  # every seed of 16 rows per block again with 12
         cands += [replace(c, bm=12) for c in cands if c.bm == 16]
     return _valid_seeds("gemm", cands, op, target, _gemv_params)

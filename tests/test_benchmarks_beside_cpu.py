@@ -665,7 +665,7 @@ def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
         staged, twelve = layout == "NN" and m >= 5, 9 <= m <= 12  # schedule=None stages A for 5-16 rows of x @ W
         names = ({"spare slot"} | ({"12 rows", "12 rows spare slot"} if twelve else set())) if staged else set()
         if layout == "NT" and m >= 8:  # 64 MiB of W: A in registers, or the ring (gemv_ring_column_b)
-            names |= {"cap 168", "u1 cap 128", "ring", "ring rn4 u2 cap 168", "ring rn4 u1"}
+            names |= {"cap 168", "u1 cap 128", "ring", "ring rn4 u2 cap 168", "ring rn4 u1", "ring bn128"}
             names |= {"12 rows", "12 rows cap 168", "12 rows ring"} if twelve else set()
         elif layout == "NT" and twelve:
             names |= {"12 rows"}

@@ -917,9 +917,9 @@ def test_gemv_spare_slot_copies_no_slot_within_128_registers(arch):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("m", [8, 12, 16])
-def test_gemv_column_b_ring_fits_four_blocks_per_sm(arch, m):
+def test_gemv_column_b_ring_fits_sixteen_warps_per_sm(arch, m):
     """x @ W.T with a ring (``gemv_ring_column_b``: smem_a, spare_slot, 8 lanes per group along K): 128 registers or
-    fewer with no spills (four blocks of 128 threads per SM; the pick with A in registers takes 250 at sixteen rows),
+    fewer with no spills (two blocks of 256 threads per SM; the pick with A in registers takes 250 at sixteen rows),
     a block's staged A with its padding within the 48 KiB rule, the grid's columns per block bn / k_lanes · rn, and
     each step's load of B issued UNROLL steps ahead, outside the guard of its FMAs. The op rules: no k_lanes with a
     row-major B; bm·rn a multiple of k_lanes."""
@@ -930,7 +930,7 @@ def test_gemv_column_b_ring_fits_four_blocks_per_sm(arch, m):
     op = GemmOp(m, 22016, 4096, layout_b="col")
     s = gemv_ring_column_b(op, gemv_base_schedule(op, h200), h200)
     assert (s.k_lanes, s.rn, s.unroll, s.smem_a, s.spare_slot) == (8, 2, 4, True, True)
-    assert gemv_columns_per_block(op, s) == 128 // 8 * 2
+    assert gemv_columns_per_block(op, s) == 256 // 8 * 2 and s.min_blocks == 2
     p = plan_gemm(op, s, h200)
     assert p.dynamic_smem_bytes == (s.bm + 1) * -(-4096 // (s.split_k * 8)) * 8 * 4 <= 48 * 1024
     src = emit_gemm(op, s).source

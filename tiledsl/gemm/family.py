@@ -829,14 +829,15 @@ def gemv_column_b_unstaged(op: GemmOp, base: GemmSchedule) -> str | None:
     return next((why for ok, why in checks if not ok), None)
 
 
-GEMV_COLUMN_B_RING = (128, 8, 2, 4, 512)
+GEMV_COLUMN_B_RING = (256, 8, 2, 4, 512)
 """:func:`gemv_ring_column_b`: (threads per block, lanes along K per group ``k_lanes``, columns per group ``rn``,
-``unroll``: steps of B the ring loads ahead, deepest K slice). Chosen from the SASS, not from a timing (sm_90, NVRTC 12.9,
-``python benchmarks/sass_mix.py --variant ring``, 16×22016×4096 x @ W.T): 117 registers (four blocks of 128 threads
-per SM, sixteen warps, against the register pick's 250 and eight) and 15.1 other instructions per 64 FFMAs in the loop
-(791 per 640), with 4 KiB of B in flight per warp; two columns per group keep the block's staged A to half of B's
-bytes (a block covers 32 columns; four columns per group: 64, a quarter, but 128 registers and one step ahead, or
-146 at three blocks per SM and two). No GPU has timed it: ``schedule=None`` does not take it yet (docs/gemm.md, "x @
+``unroll``: steps of B the ring loads ahead, deepest K slice). Chosen from the SASS and the bytes, not from a timing
+(sm_90, NVRTC 12.9, ``python benchmarks/sass_mix.py --variant ring``, 16×22016×4096 x @ W.T): 117 registers (two
+blocks of 256 threads per SM, sixteen warps, against the register pick's 250 and eight) and 15.1 other instructions
+per 64 FFMAs in the loop (791 per 640), with 4 KiB of B in flight per warp; a block covers 64 columns, so it stages
+a quarter as many bytes of A as it reads of B (128 threads: half; the staged pick of ``gemv_staged_a_column_b``,
+16 columns: as many). Four columns per group would halve that again but take 128 registers with one step ahead, or
+146 at three blocks per SM with two. No GPU has timed it: ``schedule=None`` does not take it yet (docs/gemm.md, "x @
 W.T with its lanes in groups")."""
 
 
