@@ -56,8 +56,9 @@ ring of unroll + 1 loads of B, a running pointer into B), ``12 rows`` (12 rows p
 rows), ``12 rows spare slot``, and for x @ W.T with A in registers ``cap 168`` (``min_blocks`` 3: three blocks of 128
 threads per SM instead of two), ``u1 cap 128`` (unroll 1, four blocks) and ``12 rows cap 168``, and for x @ W.T
 from 8 rows the kernel with a ring and its lanes in groups along K (``gemv_ring_column_b``) as ``ring``, ``12 rows
-ring``, ``ring rn4 u2 cap 168`` (four columns per group, two steps ahead, three blocks per SM) and ``ring rn4 u1`` (one
-step ahead, four blocks); each schedule once (a name whose changes do not all apply is left out); no ``two``.
+ring`` (256 threads, two columns per group), at 128 threads ``ring rn4 u2 cap 168`` (four columns per group, two steps
+ahead, three blocks per SM) and ``ring rn4 u1`` (one step ahead, four blocks), and ``ring bn128`` (two columns per
+group: 32 per block, twice the staged A per byte of B); each schedule once (a name whose changes do not all apply is left out); no ``two``.
 
 Each is checked against a float64 product on a NaN-poisoned C, then timed with tiledsl.timing.time_gpu (CUDA events,
 warm-up, L2 flushed, median of 15), cuBLAS (``cupy.matmul``) timed right before and right after and averaged. The
@@ -140,9 +141,10 @@ def variants(base, op, target, family: str) -> dict:
         if "cap 168" in out:  # and at 128 registers (four blocks of 128 threads per SM) with one step in flight
             out["u1 cap 128"] = replace(out["cap 168"], unroll=1, min_blocks=4)
         if out.get("ring") is not None and out["ring"].spare_slot:  # four columns per group of lanes
-            out["ring rn4 u2 cap 168"] = replace(out["ring"], rn=4, unroll=2, min_blocks=3)
-            out["ring rn4 u1"] = replace(out["ring"], rn=4, unroll=1)
-            out["ring bn128"] = replace(out["ring"], bn=128)  # half the columns per block: twice A's staged bytes
+            # 128 threads (three or four blocks per SM; min_blocks 0: 512 threads per SM), half the ring's columns
+            out["ring rn4 u2 cap 168"] = replace(out["ring"], bn=128, rn=4, unroll=2, min_blocks=3)
+            out["ring rn4 u1"] = replace(out["ring"], bn=128, rn=4, unroll=1, min_blocks=0)
+            out["ring bn128"] = replace(out["ring"], bn=128, min_blocks=0)  # 32 columns: twice A's staged bytes
         # a name whose flags do not all apply is the same schedule as a shorter one's: keep each schedule once
         return {name: s for i, (name, s) in enumerate(out.items()) if s not in list(out.values())[:i]}
     out = {"two": replace(base, split_k_fused=False)}

@@ -505,8 +505,8 @@ def _gemv_seeds(op, target) -> list:
     slices for about four blocks per SM at most 512 and 256 deep. With a row-major B every staged seed again with a
     spare slot in its ring (``spare_slot``); with a column-major B and A in registers from 8 rows, the pick with its
     registers capped at 168 (``min_blocks`` 3) and at 128 with unroll 1 (4), and the kernel with a ring and its lanes
-    in groups along K (``gemv_ring_column_b``) with 2 or 4 columns per group, unroll 4, 2 or 1, 8 or 32 lanes per
-    group, 256 or 128 threads; for 9–12 rows every seed of 16 rows per block again with 12."""
+    in groups along K (``gemv_ring_column_b``) with 2 columns per group at unroll 4 or 2, 256 or 128 threads, 8 or 32
+    lanes per group, and with 4 columns per group at 128 threads, unroll 1 (four blocks per SM), 2 or 4 (three); for 9–12 rows every seed of 16 rows per block again with 12."""
     from tiledsl.gemm.family import (
         gemv_base_schedule,
         gemv_ring_column_b,
@@ -551,9 +551,9 @@ def _gemv_seeds(op, target) -> list:
     ring = gemv_ring_column_b(op, plain, target) if op.layout_b == "col" else None
     if ring is not None:  # the ring with its lanes in groups along K, around its pick (SASS: docs/gemm.md)
         cands.append(ring)
-        for rn, unroll, min_blocks in ((2, 2, 0), (4, 1, 0), (4, 2, 3), (4, 4, 3)):
-            cands.append(replace(ring, rn=rn, unroll=unroll, min_blocks=min_blocks))
-        cands += [replace(ring, k_lanes=32), replace(ring, bn=128)]
+        for bn, rn, unroll, min_blocks in ((256, 2, 2, 0), (128, 4, 1, 0), (128, 4, 2, 3), (128, 4, 4, 3)):
+            cands.append(replace(ring, bn=bn, rn=rn, unroll=unroll, min_blocks=min_blocks))  # 0: 512 threads per SM
+        cands += [replace(ring, k_lanes=32), replace(ring, bn=128, min_blocks=0)]
     if gemv_twelve_rows_fit(op.m):  # every seed of 16 rows per block again with 12
         cands += [replace(c, bm=12) for c in cands if c.bm == 16]
     return _valid_seeds("gemm", cands, op, target, _gemv_params)

@@ -8,7 +8,7 @@ import pytest
 
 import tiledsl
 from search.report import pick_winner, spearman
-from search.space import GEMM_SPACE, Rejection, schedule_key
+from search.space import GEMM_SPACE, Rejection, describe, schedule_key
 
 H200 = tiledsl.Target.known("H200")
 
@@ -166,7 +166,8 @@ def test_gemv_space_searches_twelve_rows_and_the_spare_slot(op, twelve, spare):
     seeds = space.seeds(op, target)
     assert any(s.bm == 12 for s in seeds) == twelve and any(s.spare_slot for s in seeds) == spare
     assert any(s.k_lanes == 8 for s in seeds) == lanes
-    if lanes:
+    if lanes:  # the ring's seeds hold at most 512 threads per SM in registers (128 each, or 168 at 3 x 128)
+        assert all(s.min_blocks * s.bn <= 512 for s in seeds if s.spare_slot), [describe(s) for s in seeds]
         ring = next(s for s in seeds if s.k_lanes == 8)
         assert space.build({**space.from_schedule(ring), "spare_slot": 0}, target, op).k_lanes == 32
     for s in seeds:
