@@ -61,7 +61,8 @@ VARIANTS = ("spare", "twelve", "cap168", "ring")
 it applies: ``spare`` a spare slot in staged A's ring of B (``GemmSchedule.spare_slot``; the pick stages A with a
 row-major B), ``twelve`` 12 rows per block for 9-12 rows, ``cap168`` registers capped at 168 (``min_blocks`` 3) where
 the pick keeps A in registers with a column-major B from 8 rows, ``ring`` the column-major-B kernel with a ring and
-its lanes in groups along K (``tiledsl.gemm.family.gemv_ring_column_b``) from 8 rows (``cap168`` then does not apply).
+its lanes in groups along K (``tiledsl.gemm.family.gemv_ring_column_b``) where the pick has 8, 12 or 16 rows per block
+(5-16 rows; ``cap168`` then does not apply).
 Where none applies the product runs ``schedule=None``."""
 
 

@@ -651,22 +651,25 @@ def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
             ((12, "NT"), ("spare",), None), ((16, "NN"), ("twelve",), None), ((16, "NT"), ("cap168",), (16, False, 3)),
             ((12, "NT"), ("twelve", "cap168"), (12, False, 3)), ((4, "NT"), ("cap168",), None),
             ((16, "NN"), ("twelve", "spare", "cap168"), (16, True, 4)), ((4, "NN"), ("spare",), None),
-            ((12, "NN"), (), None)]:
+            ((12, "NN"), (), None), ((5, "NT"), ("ring",), (8, True, 2)), ((4, "NT"), ("ring",), None)]:
         op = gemv_hbm.gemm_op(m, 14336, 4096, layout)
         s = gemv_hbm.variant_schedule(op, h200, variants)
         assert (None if s is None else (s.bm, s.spare_slot, s.min_blocks)) == want, (m, layout, variants)
-        if s is not None and not s.smem_a and layout == "NT":  # the ring's variant: the pick's own rows
+        if s is not None and not s.spare_slot and layout == "NT":  # the ring's variant: the pick's own rows
             ring = gemv_hbm.variant_schedule(op, h200, (*variants, "ring"))
             assert (ring.bm, ring.spare_slot, ring.k_lanes, ring.rn) == (s.bm, True, 8, 2), ring
-        if s is not None:  # the rest of schedule=None's pick as it is
+        if s is not None and not (s.spare_slot and layout == "NT"):  # the rest of schedule=None's pick as it is
             pick = default_schedule(op, h200)
             assert replace(s, bm=16, spare_slot=False, min_blocks=0) == replace(pick, bm=16, min_blocks=0)
         got = gemv_fused.variants(gemv_base_schedule(op, h200), op, h200, "few_rows")
         staged, twelve = layout == "NN" and m >= 5, 9 <= m <= 12  # schedule=None stages A for 5-16 rows of x @ W
         names = ({"spare slot"} | ({"12 rows", "12 rows spare slot"} if twelve else set())) if staged else set()
+        ring_names = {"ring", "ring rn4 u2 cap 168", "ring rn4 u1", "ring bn128"}
         if layout == "NT" and m >= 8:  # 64 MiB of W: A in registers, or the ring (gemv_ring_column_b)
-            names |= {"cap 168", "u1 cap 128", "ring", "ring rn4 u2 cap 168", "ring rn4 u1", "ring bn128"}
+            names |= {"cap 168", "u1 cap 128"} | ring_names
             names |= {"12 rows", "12 rows cap 168", "12 rows ring"} if twelve else set()
+        elif layout == "NT" and m >= 5:  # 8 rows per block: the ring, not the caps (8 rows and more)
+            names |= ring_names
         elif layout == "NT" and twelve:
             names |= {"12 rows"}
         assert set(got) == names, (m, layout, set(got))

@@ -1082,13 +1082,20 @@ def test_gemv_smem_a_rules_name_the_limit():
         tiledsl.compile(GemmOp(16, 4096, 4096, layout_b="col"), GemmSchedule(kernel="gemv", bm=16, bn=128, vec=4,
                                                                              rn=4, col_groups=2), arch="sm_90")
     s = GemmSchedule(kernel="gemv", bm=16, bn=128, smem_a=True, split_k=16)
-    with pytest.raises(tiledsl.ScheduleError, match=r"65536 bytes \(bm=16, K=16384, split_k=16, bk=8\) over the "
-                                                      r"limit: 49152 .*49024 with split_k_fused.*rule smem_a_slice_fits"):
+    with pytest.raises(tiledsl.ScheduleError, match=r"65536 bytes \(bm=16, spare_slot=0, K=16384, split_k=16, bk=8\) "
+                                                      r"over the limit: 49152 .*49024 with split_k_fused.*rule "
+                                                      r"smem_a_slice_fits"):
         tiledsl.compile(GemmOp(16, 4096, 16384), s, arch="sm_90")
     assert tiledsl.compile(GemmOp(16, 4096, 12288), s, arch="sm_90").spill_bytes == 0  # 16 × 768 × 4: 48 KiB
     with pytest.raises(tiledsl.ScheduleError, match="smem_a_slice_fits"):  # fused: its arrival flag needs room too
         tiledsl.compile(GemmOp(16, 4096, 12288), replace(s, split_k_fused=True, min_blocks=0), arch="sm_90")
     assert tiledsl.compile(GemmOp(16, 4096, 12160), replace(s, split_k_fused=True, min_blocks=0), arch="sm_90")
+    # a column-major B's ring pads each vector of K by one row: 17 rows' worth of the slice
+    ring = GemmSchedule(kernel="gemv", bm=16, bn=256, rn=2, vec=4, unroll=4, smem_a=True, spare_slot=True, k_lanes=8)
+    ring.check_op(GemmOp(16, 4096, 720, layout_b="col"))  # 17 × 720 × 4 = 48960
+    with pytest.raises(tiledsl.ScheduleError, match=r"50048 bytes \(bm=16, spare_slot=1, K=736"):
+        ring.check_op(GemmOp(16, 4096, 736, layout_b="col"))
+    replace(ring, spare_slot=False, k_lanes=32).check_op(GemmOp(16, 4096, 736, layout_b="col"))  # 16 × 736 × 4
 
 
 def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():

@@ -137,9 +137,9 @@ def test_twelve_rows_per_block(layout_b, m, rng):
 def test_column_b_ring_with_lanes_in_groups(m, n, k, rng):
     """x @ W.T (a column-major B) with smem_a and spare_slot: the ring of B loads and A staged by vectors of K, the
     warp's lanes in groups of 4, 8, 16 or 32 along K (``k_lanes``), 1, 2 or 4 columns per group, unroll 1 to 8 (rings
-    longer than a lane's steps), one slice, three and the fused sum, 4–16 rows per block (rows past M), B and A read 4,
-    2 and 1 wide (K ≡ 0, 2 mod 4, odd), N not a multiple of a block's columns (groups past N): within the float64
-    tolerance, the same bits in both orders, every load inside B and A."""
+    longer than a lane's steps), one slice, three and the fused sum, 4–16 rows per block (rows past M), B read 4, 2
+    and 1 wide and A 4 or 1 wide (K ≡ 0, 2 mod 4, odd), N not a multiple of a block's columns (groups past N): within
+    the float64 tolerance, the same bits in both orders, every load inside B and A."""
     a, b, bs = _operands(rng, m, n, k, "col")
     ref = a.astype(np.float64) @ b.astype(np.float64)
     op = _op(m, n, k, "col")

@@ -267,19 +267,23 @@ def _per_step(op, s) -> dict[str, float]:
         # the GEMV pricing's step counts as fitted (rounded down: its loads go straight to registers). smem_a: per
         # k a thread's bm/4 16-byte broadcasts (one wavefront each per warp), and its share of staging bm × bk
         # elements of A: scalar stores, warp 0's lanes at rows i % bm of k group i / bm
-        loads_a, loads_b = s.bm * s.bk // (s.threads * va), s.bk * s.bn // (s.threads * vb)
+        # a column-major B with k_lanes < 32: a block covers 32 / k_lanes times the columns, so a thread does that
+        # many times the work of each K step
+        groups = 32 // s.k_lanes if op.layout_b == "col" else 1
+        loads_a, loads_b = groups * s.bm * s.bk // (s.threads * va), groups * s.bk * s.bn // (s.threads * vb)
         lds, sts, wf_lds, wf_sts = 0, 0, 0, 0
-        if s.smem_a and op.layout_b == "col":  # a warp's lanes split K: per row one VB-wide read per 32·vb k
-            # (consecutive across the warp, vb wavefronts); A staged by va-wide stores, lane t at words t·va … + va - 1
-            # (consecutive across the warp: va wavefronts, no conflict)
-            lds, sts = s.bm * s.bk / (32 * vb), s.bm * s.bk / (s.threads * va)
-            wf_lds, wf_sts = lds * vb, sts * wavefronts([lane * va for lane in range(32)], va)
+        if s.smem_a and op.layout_b == "col":  # a group's lanes split K: per row one VB-wide read per k_lanes·vb k
+            # (consecutive across the group: k_lanes·vb/32 wavefronts, at least one, every group of the warp served
+            # by the same ones); A staged by va-wide stores, lane t at words t·va … + va - 1 (consecutive across the
+            # warp: va wavefronts, no conflict)
+            lds, sts = s.bm * s.bk / (s.k_lanes * vb), s.bm * s.bk / (s.threads * va)
+            wf_lds, wf_sts = lds * max(1.0, s.k_lanes * vb / 32), sts * wavefronts([lane * va for lane in range(32)], va)
         elif s.smem_a:
             lds, sts = s.bk * s.bm // 4, -(-s.bm * s.bk // s.threads)
             conflicts = [wavefronts([((lane // s.bm) * va + j) * s.bm + lane % s.bm for lane in range(32)], 1)
                          for j in range(va)]
             wf_lds, wf_sts = lds, sts * sum(conflicts) / len(conflicts)
-        return {"ffma": s.bk * s.rm * s.rn, "lds": lds, "ldg": loads_a + loads_b,
+        return {"ffma": groups * s.bk * s.rm * s.rn, "lds": lds, "ldg": loads_a + loads_b,
                 "alu": ALU_PER_GLOBAL_LOAD * (loads_a + loads_b) + STEP_FIXED_INSTR + loop,
                 "sts": sts, "wf_lds": wf_lds, "wf_sts": wf_sts}
     loads_a, loads_b = tile_loads(s, "A", va), tile_loads(s, "B", vb)
@@ -515,12 +519,13 @@ def explain_gemm(op, s, target: Target, kernel=None):
     ex = traffic(op, s, exact=True)
     flops = int(ex["flops"])
     levels = {}
-    col_b_staged = _kind(op, s)[2]  # a column-major B's staged A: read per warp, A re-read from L2 per block
+    col_b_staged = _kind(op, s)[2]  # a column-major B's staged A: read per group of lanes, re-read from L2 per block
     notes = {
         "hbm": "compulsory: A, B read once, C written once",
         "l2": ("B once per group of rows + A once per block of columns (staged) + C" if col_b_staged
                else "tile re-reads M·N·K·(1/bm+1/bn)·e + C"),
-        "smem": (f"staged A: bm·K·4 written per block of columns + bm·4 read per {'warp' if col_b_staged else 'thread'}"
+        "smem": (f"staged A: bm·K·4 written per block of columns + bm·4 read per "
+                 f"{'group of k_lanes lanes' if col_b_staged else 'thread'}"
                  f" and k; wavefronts move {g.smem_moved_bytes / 1e9:.3g} GB" if s.kernel == "gemv" else
                  f"tile writes + reads M·N·K·(1/rm+1/rn)·4; wavefronts move {g.smem_moved_bytes / 1e9:.3g} GB"),
         "registers": "3 source registers per FMA",
@@ -585,7 +590,8 @@ def explain_gemm(op, s, target: Target, kernel=None):
                  f"{gv.workspace_s * 1e6:.3g} µs, launches{' and fused sum' if s.split_k_fused else ''} "
                  f"{launch_s * 1e6:.3g} µs",
                  ("A staged in shared memory once per block (one barrier), "
-                  + ("a ring of B loads in the K loop" if op.layout_b == "row" else "unrolled loads of B along K")
+                  + ("a ring of B loads in the K loop" if op.layout_b == "row" or s.spare_slot
+                     else "unrolled loads of B along K")
                   if s.smem_a else "no shared memory, no barrier in the K loop") + " (tiledsl/costmodel/gemv.py)")
     if s.stream_k and s.kernel == "tiled" and g.waves.efficiency < 1.0:  # the waves line counts whole tiles
         blocks, ksteps = _grid_work(op, s)

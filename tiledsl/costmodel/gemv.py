@@ -112,7 +112,8 @@ class GemvTime:
         resident_blocks: blocks running at once in the first wave.
         bound: "hbm" when that rate is HBM's, else "latency" (too few bytes in flight).
         latency_s: the fitted round trip the rate divides by (:data:`GEMV_SMEM_A_EFFECTIVE_LATENCY_S` for ``smem_a``
-            with a row-major B, :data:`GEMV_COLUMN_B_EFFECTIVE_LATENCY_S` with a column-major B, else
+            with a row-major B, and with a column-major B's ring: ``smem_a`` and ``spare_slot``, not fitted on it;
+            :data:`GEMV_COLUMN_B_EFFECTIVE_LATENCY_S` for other kernels of a column-major B, else
             :data:`GEMV_EFFECTIVE_LATENCY_S`).
         occupancy: blocks per SM (registers: ptxas's, or the estimate with the unroll's loads).
         waves: the grid over those slots.

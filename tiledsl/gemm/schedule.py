@@ -215,7 +215,8 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            when="SPARE_SLOT == 1 and LAYOUT_B_COL == 1"),
     R.Rule("smem_a_slice_fits", "SMEM_A_BYTES + 128 * SPLIT_K_FUSED <= 49152",
            "{cls}.smem_a=True stages bm × the K slice (K, or ⌈K / (split_k·bk)⌉·bk with split-K) float32 elements of "
-           "A: {SMEM_A_BYTES} bytes (bm={BM}, K={OP_K}, split_k={SPLIT_K}, bk={BK}) over the limit: 49152 (48 KiB, what "
+           "A, bm + 1 rows' worth with spare_slot and a column-major B (padding): {SMEM_A_BYTES} bytes (bm={BM}, "
+           "spare_slot={SPARE_SLOT}, K={OP_K}, split_k={SPLIT_K}, bk={BK}) over the limit: 49152 (48 KiB, what "
            "a block takes without opt-in), 49024 with split_k_fused (128 for its arrival flag); raise split_k or lower "
            "bm",
            scope="op", when="SMEM_A == 1"),
