@@ -374,7 +374,6 @@ def _col_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
     step each lane's RN VB-wide vectors of B (its columns, along K) and per row of A one VB-wide read of As: the warp's
     lanes read consecutive vectors (conflict-free), one row at a time, so A costs VB registers instead of BM·VB.
     Columns past N read column N - 1 and are never stored."""
-    va_t = VEC_TYPES[("float", vb)] if vb > 1 else "float"
     w('static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");',
       "// ---- smem_a: the block's K slice of A staged in shared memory (As[m][k - k_begin], row stride n_k), then",
       "// warp -> RN columns of C, its lanes reading VB-wide vectors along K (32*VB elements per step) of B and of As ----",
@@ -399,18 +398,7 @@ def _col_b_smem_a_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int
             with w.block("for (int c = 0; c < RN; ++c)"):
                 _load_vec(w, dt, vb, "bc", "b_col[c] + k")
                 w("#pragma unroll", "for (int j = 0; j < VB; ++j) b[c][j] = bc[j];")
-            w("#pragma unroll")
-            with w.block("for (int m = 0; m < BM; ++m)"):
-                if vb > 1:
-                    w(f"const {va_t} a_v = *reinterpret_cast<const {va_t}*>(as + m * n_k + k);  // row m at k: "
-                      "consecutive across the warp",
-                      "const float a[VB] = {" + ", ".join(f"a_v.{c}" for c in COMPONENTS[:vb]) + "};")
-                else:
-                    w("const float a[1] = {as[m * n_k + k]};")
-                w("#pragma unroll",
-                  "for (int c = 0; c < RN; ++c)",
-                  "  #pragma unroll",
-                  "  for (int j = 0; j < VB; ++j) acc[m * RN + c] += a[j] * b[c][j];")
+            _col_b_row_products(w, vb, "as + m * n_k + k", "as[m * n_k + k]", "row m at k: consecutive across the warp")
 
 
 def _col_b_ring_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int) -> None:
@@ -479,19 +467,26 @@ def _col_b_ring_loop(w: Writer, op: GemmOp, dt: dtypes.DType, va: int, vb: int) 
                       "#pragma unroll")
                     with w.block("for (int c = 0; c < RN; ++c)"):
                         w(" ".join(f"b[c][{j}] = {v};" for j, v in enumerate(conv)))
-                    w("#pragma unroll")
-                    with w.block("for (int m = 0; m < BM; ++m)"):
-                        if vb > 1:
-                            w(f"const {VEC_TYPES[('float', vb)]} a_v = *reinterpret_cast<const "
-                              f"{VEC_TYPES[('float', vb)]}*>(a_kv + m * VB);  // row m: an immediate offset",
-                              "const float a[VB] = {" + ", ".join(f"a_v.{c}" for c in COMPONENTS[:vb]) + "};")
-                        else:
-                            w("const float a[1] = {a_kv[m]};")
-                        w("#pragma unroll",
-                          "for (int c = 0; c < RN; ++c)",
-                          "  #pragma unroll",
-                          "  for (int j = 0; j < VB; ++j) acc[m * RN + c] += a[j] * b[c][j];")
+                    _col_b_row_products(w, vb, "a_kv + m * VB", "a_kv[m]", "row m: an immediate offset")
                     w("a_kv += K_LANES * AS_KV;")
+
+
+def _col_b_row_products(w: Writer, vb: int, vector_at: str, scalar_at: str, comment: str) -> None:
+    """Emit a column-major B's step over the block's rows: per row m one VB-wide read of staged A (``vector_at``, a
+    ``float*`` of m; ``scalar_at`` the element where VB = 1) times the RN columns' ``b[c][VB]``, into
+    ``acc[m * RN + c]``."""
+    va_t = VEC_TYPES[("float", vb)] if vb > 1 else "float"
+    w("#pragma unroll")
+    with w.block("for (int m = 0; m < BM; ++m)"):
+        if vb > 1:
+            w(f"const {va_t} a_v = *reinterpret_cast<const {va_t}*>({vector_at});  // {comment}",
+              "const float a[VB] = {" + ", ".join(f"a_v.{c}" for c in COMPONENTS[:vb]) + "};")
+        else:
+            w(f"const float a[1] = {{{scalar_at}}};")
+        w("#pragma unroll",
+          "for (int c = 0; c < RN; ++c)",
+          "  #pragma unroll",
+          "  for (int j = 0; j < VB; ++j) acc[m * RN + c] += a[j] * b[c][j];")
 
 
 def _a_at(op: GemmOp) -> str:
