@@ -107,13 +107,18 @@ def _shared_memory(source: str) -> str:
     return source
 
 
-def _signature(source: str, name: str) -> list[str]:
-    """The C types of kernel ``name``'s parameters, in order (``__restrict__`` dropped)."""
+def _declarations(source: str, name: str) -> list[str]:
+    """Kernel ``name``'s parameter declarations, in order, as written."""
     m = re.search(rf"\b{re.escape(name)}\(([^)]*)\)\s*\{{", source)
     if m is None:
         raise ValueError(f"kernel {name} not found in its source")
+    return [d.strip() for d in m.group(1).replace("\n", " ").split(",") if d.strip()]
+
+
+def _signature(source: str, name: str) -> list[str]:
+    """The C types of kernel ``name``'s parameters, in order (``__restrict__`` dropped)."""
     types = []
-    for decl in (d.strip() for d in m.group(1).replace("\n", " ").split(",") if d.strip()):
+    for decl in _declarations(source, name):
         decl = decl.replace("__restrict__", " ")
         types.append(re.sub(r"\s+", " ", decl[:re.search(r"\w+\s*$", decl).start()]).strip())
     return types
@@ -164,15 +169,24 @@ def build(source: str, name: str) -> Path:
     return _BUILT[key]
 
 
+INT_RANGES = {"int": (-2**31, 2**31 - 1), "unsigned int": (0, 2**32 - 1), "unsigned": (0, 2**32 - 1),
+              "long long": (-2**63, 2**63 - 1), "long": (-2**63, 2**63 - 1), "unsigned long long": (0, 2**64 - 1),
+              "size_t": (0, 2**64 - 1)}
+"""The integer parameter types the host runner passes, with the values each holds (LP64, as nvcc's device side)."""
+
+
 def _token(c_type: str, value) -> str:
     base = c_type.replace("const ", "").strip()
     if base == "float":
         return f"f {np.float32(value).view(np.uint32):x}"
     if base == "double":
         return f"d {np.float64(value).view(np.uint64):x}"
-    if base in ("int", "unsigned int", "unsigned", "long long", "unsigned long long", "long", "size_t"):
+    if base in INT_RANGES:
         if int(value) != value:
             raise TypeError(f"{c_type} parameter given {value!r}, not an integer")
+        lo, hi = INT_RANGES[base]
+        if not lo <= int(value) <= hi:  # the kernel would see it wrapped
+            raise ValueError(f"{c_type} parameter given {int(value)}, outside its range {lo}..{hi}")
         return f"i {int(value)}"
     raise TypeError(f"a {c_type} parameter: the host runner passes pointers, integers, float and double")
 
@@ -194,6 +208,13 @@ def launch(source: str, name: str, grid: tuple[int, int, int], block: tuple[int,
     if len(args) != len(types):
         raise ValueError(f"{name} takes {len(types)} arguments, got {len(args)}")
     arrays = list({id(a): a for a in args if isinstance(a, np.ndarray)}.values())  # each buffer once
+    restricted = [i for i, (d, a) in enumerate(zip(_declarations(source, name), args, strict=True))
+                  if isinstance(a, np.ndarray) and "__restrict__" in d]
+    for i in restricted:  # __restrict__ promises no other pointer reaches the buffer: aliasing there is undefined
+        others = [j for j in restricted if j != i and args[j] is args[i]]
+        if others and not all(types[j].lstrip().startswith("const") for j in (i, *others)):
+            raise ValueError(f"{name}: the same array for __restrict__ parameters {i} and {others[0]} "
+                             f"({types[i]}, {types[others[0]]}), one of them written: undefined in CUDA")
     for i, a in enumerate(arrays):
         if not a.flags.c_contiguous:
             raise ValueError("arrays passed to a host launch must be C-contiguous")

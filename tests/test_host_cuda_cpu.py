@@ -413,6 +413,30 @@ def test_after_a_barrier_the_next_stretch_starts_from_the_first_thread_of_the_or
         assert (y[0] == 2.5) == right, order
 
 
+def test_aliased_restrict_arguments_and_out_of_range_integers_are_refused():
+    """A launch the GPU would run wrongly is refused before it starts: the same array for two ``__restrict__``
+    parameters one of which is written (undefined behaviour in CUDA; two read-only ones may share it), and an integer
+    outside its parameter's C type (the kernel would see it wrapped)."""
+    src = """extern "C" __global__ void twice(const float* __restrict__ x, float* __restrict__ y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.f * x[i];
+}
+extern "C" __global__ void dot(const float* __restrict__ x, const float* __restrict__ z, float* __restrict__ y) {
+  y[threadIdx.x] = x[threadIdx.x] * z[threadIdx.x];
+}
+"""
+    x, y = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    host_cuda.launch(src, "twice", (1, 1, 1), (8, 1, 1), 0, [x, y, 8])
+    assert np.array_equal(y, 2 * x)
+    with pytest.raises(ValueError, match=r"same array for __restrict__ parameters 0 and 1"):
+        host_cuda.launch(src, "twice", (1, 1, 1), (8, 1, 1), 0, [x, x, 8])
+    for n in (2**31, -2**31 - 1):
+        with pytest.raises(ValueError, match=r"int parameter given -?\d+, outside its range"):
+            host_cuda.launch(src, "twice", (1, 1, 1), (8, 1, 1), 0, [x, y, n])
+    host_cuda.launch(src, "dot", (1, 1, 1), (8, 1, 1), 0, [x, x, y])  # two read-only views of one array
+    assert np.array_equal(y, x * x)
+
+
 def test_a_write_next_to_a_buffer_ends_the_run():
     """A store one element past a 3-element array lands in the rounding to 16 bytes (no fault there): the poison
     around the buffer shows it, and the run ends with an error."""
