@@ -147,14 +147,16 @@ def measure_each(products, measure) -> list[dict]:
     return rows
 
 
-def copy_gbps(gpu_only: bool = False) -> float:
-    """GB/s of a device-to-device copy of 2 GiB (read + write), median of 20: the measured HBM bandwidth the sweeps
-    compare against (``tiledsl.timing.time_gpu``, with ``gpu_only`` as given)."""
+def copy_gbps(gpu_only: bool = False, nbytes: int = 1 << 32) -> float:
+    """GB/s of a device-to-device copy moving ``nbytes`` (half read, half written; default 4 GiB: a 2 GiB buffer
+    copied), median of 20: the measured HBM bandwidth the sweeps compare against (``tiledsl.timing.time_gpu``, with
+    ``gpu_only`` as given). A smaller ``nbytes`` times the copy of a product's own compulsory bytes: what the memory
+    system gives a kernel of that size, launch and ramp included."""
     import cupy as cp
 
     from tiledsl.timing import time_gpu
 
-    x = cp.empty(1 << 29, cp.float32)
+    x = cp.empty(max(1, nbytes // 8), cp.float32)
     y = cp.empty_like(x)
     ms = time_gpu(lambda: y.__setitem__(Ellipsis, x), repeat=20, gpu_only=gpu_only).median_ms
     return 2 * x.nbytes / ms / 1e6

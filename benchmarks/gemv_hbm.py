@@ -24,7 +24,9 @@ reads ``ratio``, the first way's, as before.
 
 A product of a few MiB cannot reach the copy's bandwidth: at 4 TB/s 16 MiB take 4 µs, about what a launch costs.
 The summary therefore counts the products of at least ``--min-mib`` (64 MiB: 16 µs or more at HBM speed) apart
-from the rest; every row is in the JSON either way.
+from the rest; every row is in the JSON either way. Each row also holds a copy of the product's own compulsory bytes
+timed GPU alone (``same_size_copy_gbps``; ``gpu_same_size_fraction``: the kernel's GB/s over it): what the memory
+system gives a transfer of that size, its ramp and tail included, beside the 2 GiB copy's rate.
 """
 
 from __future__ import annotations
@@ -108,14 +110,16 @@ def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float, gpu_hbm_gbps: 
     gpu_ms, cublas_gpu_ms = bracketed(call, lambda: cp.matmul(a, b),
                                       lambda f: time_gpu(f, repeat=15, gpu_only=True).median_ms)
     nbytes = gemm_op(m, n, k, layout).compulsory_bytes  # float32 A, B and C, each moved once
+    same = copy_gbps(gpu_only=True, nbytes=nbytes)  # a copy of the product's own bytes, GPU alone
     row = dict(m=m, n=n, k=k, layout=layout, mib=nbytes / 2**20, ms=ms, cublas_ms=cublas_ms, ratio=cublas_ms / ms,
                gbps=nbytes / ms / 1e6, cublas_gbps=nbytes / cublas_ms / 1e6, hbm_fraction=nbytes / ms / 1e6 / hbm_gbps,
                gpu_ms=gpu_ms, cublas_gpu_ms=cublas_gpu_ms, gpu_ratio=cublas_gpu_ms / gpu_ms,
-               gpu_hbm_fraction=nbytes / gpu_ms / 1e6 / gpu_hbm_gbps, err=err,
+               gpu_hbm_fraction=nbytes / gpu_ms / 1e6 / gpu_hbm_gbps, same_size_copy_gbps=same,
+               gpu_same_size_fraction=nbytes / gpu_ms / 1e6 / same, err=err,
                variant="none" if s is None else "+".join(variants), schedule=None if s is None else s.to_dict())
     print(f"{m:2d}x{n:<6d}x{k:<6d} {layout} {row['mib']:8.1f} MiB  {ms * 1e3:8.1f} us ({row['hbm_fraction']:.2f} of "
           f"the copy, {row['ratio']:.2f}x cuBLAS)  GPU alone {gpu_ms * 1e3:8.1f} us ({row['gpu_hbm_fraction']:.2f}, "
-          f"{row['gpu_ratio']:.2f}x)", flush=True)
+          f"{row['gpu_ratio']:.2f}x; {row['gpu_same_size_fraction']:.2f} of a copy of its bytes)", flush=True)
     return [row]
 
 
@@ -146,7 +150,8 @@ def main() -> int:
     ap.add_argument("--variant", nargs="*", choices=VARIANTS, default=[],
                     help="schedule=None's GEMV pick with a spare slot in staged A's ring of B (spare), 12 rows per "
                          "block for 9-12 rows (twelve), registers capped at 168 for x @ W.T with A in registers "
-                         "(cap168), each where it applies (default: none, schedule=None as it is)")
+                         "(cap168), x @ W.T's ring with its lanes in groups along K (ring), each where it applies "
+                         "(default: none, schedule=None as it is)")
     args = ap.parse_args()
     if bad := [m for m in args.m if not 1 <= m <= 16]:
         ap.error(f"--m {bad}: few-row products have 1 to 16 rows")
@@ -157,7 +162,8 @@ def main() -> int:
     print(f"device-to-device copy: {hbm:.0f} GB/s (the GPU alone: {gpu_hbm:.0f} GB/s)", flush=True)
     rows = measure_each([(*shape, hbm, gpu_hbm, tuple(args.variant)) for shape in shapes(tuple(args.m))], measure)
     result = {how: summary(rows, args.min_mib, *keys) for how, keys in
-              (("call", ("hbm_fraction", "ratio")), ("gpu_only", ("gpu_hbm_fraction", "gpu_ratio")))}
+              (("call", ("hbm_fraction", "ratio")), ("gpu_only", ("gpu_hbm_fraction", "gpu_ratio")),
+               ("gpu_only_vs_same_size_copy", ("gpu_same_size_fraction", "gpu_ratio")))}
     for how, groups in result.items():
         for name, s in groups.items():
             size = f"at least {args.min_mib:g} MiB" if name == "large" else f"under {args.min_mib:g} MiB"
