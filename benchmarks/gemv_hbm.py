@@ -58,13 +58,16 @@ def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, in
     return [(m, n, k, layout) for n, k in llm_weights() for layout in ("NN", "NT") for m in ms]
 
 
-VARIANTS = ("spare", "twelve", "cap168", "ring")
+VARIANTS = ("spare", "twelve", "cap168", "ring", "fused")
 """``--variant`` (any of them; none: ``schedule=None`` as it is), each applied to ``schedule=None``'s GEMV pick where
 it applies: ``spare`` a spare slot in staged A's ring of B (``GemmSchedule.spare_slot``; the pick stages A with a
 row-major B), ``twelve`` 12 rows per block for 9-12 rows, ``cap168`` registers capped at 168 (``min_blocks`` 3) where
 the pick keeps A in registers with a column-major B from 8 rows, ``ring`` the column-major-B kernel with a ring and
 its lanes in groups along K (``tiledsl.gemm.family.gemv_ring_column_b``) where the pick has 8, 12 or 16 rows per block
-(5-16 rows; ``cap168`` then does not apply).
+(5-16 rows; ``cap168`` then does not apply), ``fused`` the split-K slices summed in the kernel (one launch,
+``split_k_fused``) where the pick keeps A in registers and sums them with a second kernel (x @ W at 1-4 rows, x @
+W.T at 2-16 rows where it splits K: the 64-96 MiB products of 1-4 rows stood at 0.65-0.80 of the copy in run 7,
+where a fixed few µs per call weigh).
 Where none applies the product runs ``schedule=None``."""
 
 
@@ -86,6 +89,8 @@ def variant_schedule(op, target, variants=()):
         s = replace(s, spare_slot=True)
     if "ring" in variants and op.layout_b == "col":
         s = gemv_ring_column_b(op, replace(gemv_base_schedule(op, target), bm=s.bm), target) or s
+    if "fused" in variants and not s.smem_a and s.split_k > 1 and not s.split_k_fused:
+        s = replace(s, split_k_fused=True)
     if "cap168" in variants and not s.smem_a and op.layout_b == "col" and op.m >= 8:
         s = replace(s, min_blocks=3)
     return None if s == pick else s
@@ -150,8 +155,8 @@ def main() -> int:
     ap.add_argument("--variant", nargs="*", choices=VARIANTS, default=[],
                     help="schedule=None's GEMV pick with a spare slot in staged A's ring of B (spare), 12 rows per "
                          "block for 9-12 rows (twelve), registers capped at 168 for x @ W.T with A in registers "
-                         "(cap168), x @ W.T's ring with its lanes in groups along K (ring), each where it applies "
-                         "(default: none, schedule=None as it is)")
+                         "(cap168), x @ W.T's ring with its lanes in groups along K (ring), the slices summed in "
+                         "the kernel (fused), each where it applies (default: none, schedule=None as it is)")
     args = ap.parse_args()
     if bad := [m for m in args.m if not 1 <= m <= 16]:
         ap.error(f"--m {bad}: few-row products have 1 to 16 rows")

@@ -651,13 +651,16 @@ def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
             ((12, "NT"), ("spare",), None), ((16, "NN"), ("twelve",), None), ((16, "NT"), ("cap168",), (16, False, 3)),
             ((12, "NT"), ("twelve", "cap168"), (12, False, 3)), ((4, "NT"), ("cap168",), None),
             ((16, "NN"), ("twelve", "spare", "cap168"), (16, True, 4)), ((4, "NN"), ("spare",), None),
-            ((12, "NN"), (), None), ((5, "NT"), ("ring",), (8, True, 2)), ((4, "NT"), ("ring",), None)]:
+            ((12, "NN"), (), None), ((5, "NT"), ("ring",), (8, True, 2)), ((4, "NT"), ("ring",), None),
+            ((12, "NN"), ("fused",), None)]:
         op = gemv_hbm.gemm_op(m, 14336, 4096, layout)
         s = gemv_hbm.variant_schedule(op, h200, variants)
         assert (None if s is None else (s.bm, s.spare_slot, s.min_blocks)) == want, (m, layout, variants)
         if s is not None and not s.spare_slot and layout == "NT":  # the ring's variant: the pick's own rows
             ring = gemv_hbm.variant_schedule(op, h200, (*variants, "ring"))
             assert (ring.bm, ring.spare_slot, ring.k_lanes, ring.rn) == (s.bm, True, 8, 2), ring
+        fused = gemv_hbm.variant_schedule(gemv_hbm.gemm_op(m, 4096, 4096, layout), h200, ("fused",))
+        assert (fused is not None and fused.split_k_fused) == (m <= 4 and layout == "NN" or layout == "NT" and m > 1), m
         if s is not None and not (s.spare_slot and layout == "NT"):  # the rest of schedule=None's pick as it is
             pick = default_schedule(op, h200)
             assert replace(s, bm=16, spare_slot=False, min_blocks=0) == replace(pick, bm=16, min_blocks=0)
