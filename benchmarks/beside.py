@@ -147,19 +147,41 @@ def measure_each(products, measure) -> list[dict]:
     return rows
 
 
-def copy_gbps(gpu_only: bool = False, nbytes: int = 1 << 32) -> float:
-    """GB/s of a device-to-device copy moving ``nbytes`` (half read, half written; default 4 GiB: a 2 GiB buffer
-    copied), median of 20: the measured HBM bandwidth the sweeps compare against (``tiledsl.timing.time_gpu``, with
-    ``gpu_only`` as given). A smaller ``nbytes`` times the copy of a product's own compulsory bytes: what the memory
-    system gives a kernel of that size, launch and ramp included."""
+def copy_gbps(gpu_only: bool = False) -> float:
+    """GB/s of a device-to-device copy of 2 GiB (read + write), median of 20: the measured HBM bandwidth the sweeps
+    compare against (``tiledsl.timing.time_gpu``, with ``gpu_only`` as given)."""
     import cupy as cp
 
     from tiledsl.timing import time_gpu
 
-    x = cp.empty(max(1, nbytes // 8), cp.float32)
+    x = cp.empty(1 << 29, cp.float32)
     y = cp.empty_like(x)
     ms = time_gpu(lambda: y.__setitem__(Ellipsis, x), repeat=20, gpu_only=gpu_only).median_ms
     return 2 * x.nbytes / ms / 1e6
+
+
+def read_gbps(nbytes: int, gpu_only: bool = True) -> float:
+    """GB/s of a kernel that only reads ``nbytes`` (rounded down to 16-byte vectors; ``tiledsl.timing``'s read flush,
+    :data:`tiledsl.timing.EVICT_BY_READING`: grid-stride float4 loads of a zeroed buffer by a full SM of blocks, no
+    store), median of 20 (``time_gpu``, GPU alone by default): what the memory system gives a transfer of that size
+    that, like a GEMV, reads and hardly writes (a copy writes half its bytes, and a destination smaller than L2 can
+    leave them dirty past the timed region)."""
+    import cupy as cp
+    import numpy as np
+
+    import tiledsl
+    from tiledsl.compile import compile_source
+    from tiledsl.runtime import launch
+    from tiledsl.timing import EVICT_BY_READING, READ_FLUSH_BLOCKS_PER_SM, time_gpu
+
+    target = tiledsl.Target.current()
+    kernel = compile_source(EVICT_BY_READING, target.arch)
+    n = max(1, nbytes // 16)
+    buf, sink = cp.zeros(4 * n, cp.float32), cp.zeros(1, cp.float32)
+    blocks = READ_FLUSH_BLOCKS_PER_SM * target.sm_count
+    ms = time_gpu(lambda: launch(kernel, (blocks, 1, 1), (buf, np.uint64(n), sink)), repeat=20,
+                  gpu_only=gpu_only).median_ms
+    return 16 * n / ms / 1e6
 
 
 def gpu_name() -> str:

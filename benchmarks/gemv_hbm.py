@@ -24,9 +24,10 @@ reads ``ratio``, the first way's, as before.
 
 A product of a few MiB cannot reach the copy's bandwidth: at 4 TB/s 16 MiB take 4 µs, about what a launch costs.
 The summary therefore counts the products of at least ``--min-mib`` (64 MiB: 16 µs or more at HBM speed) apart
-from the rest; every row is in the JSON either way. Each row also holds a copy of the product's own compulsory bytes
-timed GPU alone (``same_size_copy_gbps``; ``gpu_same_size_fraction``: the kernel's GB/s over it): what the memory
-system gives a transfer of that size, its ramp and tail included, beside the 2 GiB copy's rate.
+from the rest; every row is in the JSON either way. Each row also holds a kernel that only reads the product's own
+compulsory bytes, timed GPU alone (``beside.read_gbps``: ``same_size_read_gbps``; ``gpu_same_size_fraction``: the
+product's GB/s over it): what the memory system gives a read of that size, its ramp and tail included, beside the
+2 GiB copy's rate (a GEMV reads and hardly writes; a copy of the same bytes would write half of them).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from beside import (
     gpu_name,
     llm_weights,
     measure_each,
+    read_gbps,
     write_results,
 )
 from gpu_check import gpu_or_exit
@@ -65,9 +67,9 @@ row-major B), ``twelve`` 12 rows per block for 9-12 rows, ``cap168`` registers c
 the pick keeps A in registers with a column-major B from 8 rows, ``ring`` the column-major-B kernel with a ring and
 its lanes in groups along K (``tiledsl.gemm.family.gemv_ring_column_b``) where the pick has 8, 12 or 16 rows per block
 (5-16 rows; ``cap168`` then does not apply), ``fused`` the split-K slices summed in the kernel (one launch,
-``split_k_fused``) where the pick keeps A in registers and sums them with a second kernel (x @ W at 1-4 rows, x @
-W.T at 2-16 rows where it splits K: the 64-96 MiB products of 1-4 rows stood at 0.65-0.80 of the copy in run 7,
-where a fixed few µs per call weigh).
+``split_k_fused``) where the pick keeps A in registers and sums them with a second kernel (x @ W at 1-4 rows and
+with an odd N, x @ W.T where it splits K: eleven of the twelve 64-96 MiB products of 1-4 rows stood at 0.65-0.80 of
+the copy in run 7, where a fixed few µs per call weigh).
 Where none applies the product runs ``schedule=None``."""
 
 
@@ -115,16 +117,16 @@ def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float, gpu_hbm_gbps: 
     gpu_ms, cublas_gpu_ms = bracketed(call, lambda: cp.matmul(a, b),
                                       lambda f: time_gpu(f, repeat=15, gpu_only=True).median_ms)
     nbytes = gemm_op(m, n, k, layout).compulsory_bytes  # float32 A, B and C, each moved once
-    same = copy_gbps(gpu_only=True, nbytes=nbytes)  # a copy of the product's own bytes, GPU alone
+    same = read_gbps(nbytes)  # a kernel reading the product's own bytes, GPU alone
     row = dict(m=m, n=n, k=k, layout=layout, mib=nbytes / 2**20, ms=ms, cublas_ms=cublas_ms, ratio=cublas_ms / ms,
                gbps=nbytes / ms / 1e6, cublas_gbps=nbytes / cublas_ms / 1e6, hbm_fraction=nbytes / ms / 1e6 / hbm_gbps,
                gpu_ms=gpu_ms, cublas_gpu_ms=cublas_gpu_ms, gpu_ratio=cublas_gpu_ms / gpu_ms,
-               gpu_hbm_fraction=nbytes / gpu_ms / 1e6 / gpu_hbm_gbps, same_size_copy_gbps=same,
+               gpu_hbm_fraction=nbytes / gpu_ms / 1e6 / gpu_hbm_gbps, same_size_read_gbps=same,
                gpu_same_size_fraction=nbytes / gpu_ms / 1e6 / same, err=err,
                variant="none" if s is None else "+".join(variants), schedule=None if s is None else s.to_dict())
     print(f"{m:2d}x{n:<6d}x{k:<6d} {layout} {row['mib']:8.1f} MiB  {ms * 1e3:8.1f} us ({row['hbm_fraction']:.2f} of "
           f"the copy, {row['ratio']:.2f}x cuBLAS)  GPU alone {gpu_ms * 1e3:8.1f} us ({row['gpu_hbm_fraction']:.2f}, "
-          f"{row['gpu_ratio']:.2f}x; {row['gpu_same_size_fraction']:.2f} of a copy of its bytes)", flush=True)
+          f"{row['gpu_ratio']:.2f}x; {row['gpu_same_size_fraction']:.2f} of a read of its bytes)", flush=True)
     return [row]
 
 
@@ -168,7 +170,7 @@ def main() -> int:
     rows = measure_each([(*shape, hbm, gpu_hbm, tuple(args.variant)) for shape in shapes(tuple(args.m))], measure)
     result = {how: summary(rows, args.min_mib, *keys) for how, keys in
               (("call", ("hbm_fraction", "ratio")), ("gpu_only", ("gpu_hbm_fraction", "gpu_ratio")),
-               ("gpu_only_vs_same_size_copy", ("gpu_same_size_fraction", "gpu_ratio")))}
+               ("gpu_only_vs_same_size_read", ("gpu_same_size_fraction", "gpu_ratio")))}
     for how, groups in result.items():
         for name, s in groups.items():
             size = f"at least {args.min_mib:g} MiB" if name == "large" else f"under {args.min_mib:g} MiB"

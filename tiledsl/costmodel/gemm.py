@@ -268,9 +268,9 @@ def _per_step(op, s) -> dict[str, float]:
         # k a thread's bm/4 16-byte broadcasts (one wavefront each per warp), and its share of staging bm × bk
         # elements of A: scalar stores, warp 0's lanes at rows i % bm of k group i / bm
         # a column-major B with k_lanes < 32: a block covers 32 / k_lanes times the columns, so a thread does that
-        # many times the work of each K step
+        # many times the work on B of each K step (A is staged once per block whatever k_lanes is)
         groups = 32 // s.k_lanes if op.layout_b == "col" else 1
-        loads_a, loads_b = groups * s.bm * s.bk // (s.threads * va), groups * s.bk * s.bn // (s.threads * vb)
+        loads_a, loads_b = s.bm * s.bk // (s.threads * va), groups * s.bk * s.bn // (s.threads * vb)
         lds, sts, wf_lds, wf_sts = 0, 0, 0, 0
         if s.smem_a and op.layout_b == "col":  # a group's lanes split K: per row one VB-wide read per k_lanes·vb k
             # (consecutive across the group: k_lanes·vb/32 wavefronts, at least one, every group of the warp served
