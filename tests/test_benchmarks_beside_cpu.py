@@ -1019,3 +1019,33 @@ def test_gemv_nn_cluster_prototype_compiles_for_sm_90_without_spills():
         assert k.spill_bytes == 0 and k.registers <= 65536 // (v["threads"] * v["minb"]), (bm, v, k.registers)
     assert all(v["split"] in (2, 4, 8) for v in proto.VARIANTS if v["cluster"])  # divides 8 and 16 rows, portable
     assert proto.smem_bytes(16, proto.V(cluster=1, split=8), 512) == 4 * 512 * 16  # A's slice, the partials: 32 KiB
+
+
+def _top_level_alternatives(expr: str) -> list[str]:
+    """A pytest ``-k`` expression split at its outermost ``or``s."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(expr):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and expr.startswith(" or ", i):
+            parts.append(expr[start:i])
+            start = i + 4
+    return [*parts, expr[start:]]
+
+
+@pytest.mark.parametrize("script", ["gpu_suite.sh", "few_rows_decide.sh"])
+def test_the_gpu_scripts_memcheck_selections_each_name_gpu_tests(script):
+    """benchmarks/gpu_suite.sh and few_rows_decide.sh run compute-sanitizer on a ``-k`` selection of
+    tests/test_gemm_gpu.py: each alternative of it selects at least one GPU test (a renamed test or parameter would
+    otherwise drop out of memcheck unnoticed; the scripts run only on a GPU)."""
+    import re
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "benchmarks" / script).read_text()
+    (expr,) = re.findall(r'compute-sanitizer[^\n]*\\\n\s*-k "([^"]+)"', text)
+    for alternative in _top_level_alternatives(expr):
+        run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p",
+                              "no:cacheprovider", "tests/test_gemm_gpu.py", "-k", alternative],
+                             cwd=root, capture_output=True, text=True, timeout=300)
+        assert re.search(r"^\d+/\d+ tests? collected", run.stdout, re.M) and "::" in run.stdout, (alternative,
+                                                                                                   run.stdout[-500:])
