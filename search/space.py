@@ -518,7 +518,7 @@ def _gemv_seeds(op, target) -> list:
     pick = gemv_schedule(op, target)
     plain = gemv_base_schedule(op, target)  # the pick before its one-launch, column-groups or staged-A form
     cands = [pick, replace(plain, vec=min(plain.vec, op.align_b))]
-    base = replace(pick, smem_a=False, min_blocks=0) if pick.smem_a else pick  # A in registers around the pick
+    base = replace(pick, smem_a=False, spare_slot=False, min_blocks=0) if pick.smem_a else pick  # A in registers around the pick
     for bn, unroll in itertools.product((128, 256, 64), (base.unroll, 8, 2)):
         one = replace(base, bn=bn, unroll=unroll, split_k=1, split_k_fused=False)
         for per_sm in (4, 2, 1, 8):

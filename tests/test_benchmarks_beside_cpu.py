@@ -646,11 +646,13 @@ def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
 
     h200 = tiledsl.Target.known("H200")
     for (m, layout), variants, want in [
-            ((12, "NN"), ("spare",), (16, True, 4)), ((12, "NN"), ("twelve",), (12, False, 4)),
-            ((12, "NN"), ("twelve", "spare"), (12, True, 4)), ((12, "NT"), ("twelve",), (12, False, 1)),
+            # since 2026-12-05 schedule=None has 12 rows for 9-12 (x @ W, x @ W.T with A in registers) and the
+            # spare slot from 12 rows per block: those variants change nothing there
+            ((12, "NN"), ("spare",), None), ((12, "NN"), ("twelve",), None), ((8, "NN"), ("spare",), (8, True, 4)),
+            ((12, "NN"), ("twelve", "spare"), None), ((12, "NT"), ("twelve",), None),
             ((12, "NT"), ("spare",), None), ((16, "NN"), ("twelve",), None), ((16, "NT"), ("cap168",), (16, False, 3)),
             ((12, "NT"), ("twelve", "cap168"), (12, False, 3)), ((4, "NT"), ("cap168",), None),
-            ((16, "NN"), ("twelve", "spare", "cap168"), (16, True, 4)), ((4, "NN"), ("spare",), None),
+            ((16, "NN"), ("twelve", "spare", "cap168"), None), ((4, "NN"), ("spare",), None),
             ((12, "NN"), (), None), ((5, "NT"), ("ring",), (8, True, 2)), ((4, "NT"), ("ring",), None),
             ((12, "NN"), ("fused",), None)]:
         op = gemv_hbm.gemm_op(m, 14336, 4096, layout)
@@ -665,16 +667,13 @@ def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
             pick = default_schedule(op, h200)
             assert replace(s, bm=16, spare_slot=False, min_blocks=0) == replace(pick, bm=16, min_blocks=0)
         got = gemv_fused.variants(gemv_base_schedule(op, h200), op, h200, "few_rows")
-        staged, twelve = layout == "NN" and m >= 5, 9 <= m <= 12  # schedule=None stages A for 5-16 rows of x @ W
-        names = ({"spare slot"} | ({"12 rows", "12 rows spare slot"} if twelve else set())) if staged else set()
+        # schedule=None stages A for 5-16 rows of x @ W, with the spare slot from 12 rows per block (9-16 rows)
+        names = {"spare slot"} if layout == "NN" and 5 <= m <= 8 else set()
         ring_names = {"ring", "ring rn4 u2 cap 168", "ring rn4 u1", "ring bn128"}
-        if layout == "NT" and m >= 8:  # 64 MiB of W: A in registers, or the ring (gemv_ring_column_b)
+        if layout == "NT" and m >= 8:  # 64 MiB of W: A in registers (12 rows for 9-12 already), or the ring
             names |= {"cap 168", "u1 cap 128"} | ring_names
-            names |= {"12 rows", "12 rows cap 168", "12 rows ring"} if twelve else set()
         elif layout == "NT" and m >= 5:  # 8 rows per block: the ring, not the caps (8 rows and more)
             names |= ring_names
-        elif layout == "NT" and twelve:
-            names |= {"12 rows"}
         assert set(got) == names, (m, layout, set(got))
 
 

@@ -904,9 +904,9 @@ def test_gemv_spare_slot_copies_no_slot_within_128_registers(arch):
     from tiledsl.gemm import default_schedule
 
     op = GemmOp(16, 22016, 4096)
-    copied = default_schedule(op, tiledsl.Target.known("H200"))
-    assert copied.smem_a and copied.unroll == 8 and not copied.spare_slot
-    spare = replace(copied, spare_slot=True)
+    spare = default_schedule(op, tiledsl.Target.known("H200"))  # schedule=None's since 2026-12-05
+    assert spare.smem_a and spare.unroll == 8 and spare.spare_slot
+    copied = replace(spare, spare_slot=False)
     src = emit_gemm(op, spare).source
     assert "float4 ring[UNROLL + 1];" in src and "b_raw" not in src and "constexpr int SPARE_SLOT = 1;" in src
     assert "ring[(u + UNROLL) % (UNROLL + 1)] = *reinterpret_cast<const float4*>(b_next);" in src
@@ -957,7 +957,7 @@ def test_gemv_spare_slot_sass_keeps_each_load_before_its_fmas(arch):
     except tiledsl.ToolchainError as exc:
         pytest.skip(f"no nvdisasm: {exc}")
     op = GemmOp(16, 22016, 4096)
-    copied = default_schedule(op, tiledsl.Target.known("H200"))
+    copied = replace(default_schedule(op, tiledsl.Target.known("H200")), spare_slot=False)
     kernels = {s.spare_slot: tiledsl.compile(op, s, arch=arch) for s in (copied, replace(copied, spare_slot=True))}
     per_ffma = {}
     for spare_slot, kernel in kernels.items():
@@ -1110,7 +1110,10 @@ def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
     for m, n, k in ((16, 4096, 4096), (9, 14336, 4096), (12, 768, 3072), (16, 128256, 4096), (16, 4096, 14336),
                     (8, 4096, 4096), (5, 28672, 4096)):
         s, why = builtin_choice(GemmOp(m, n, k), target)
-        assert s.smem_a and s.bm == (16 if m > 8 else 8) and s.unroll == 8 and s.min_blocks == 4, (m, n, k, s)
+        bm = 8 if m <= 8 else 12 if m <= 12 else 16  # 12 rows per block for 9-12 rows (gemv_twelve_rows)
+        assert s.smem_a and s.bm == bm and s.unroll == 8 and s.min_blocks == 4, (m, n, k, s)
+        assert s.spare_slot == (bm >= 12) and (("spare slot" in why) == s.spare_slot)  # GEMV_SPARE_SLOT_MIN_ROWS
+        assert ("gemv_twelve_rows" in why) == (bm == 12)
         assert s.bn == 128 and s.split_k > 1
         assert -(-k // (-(-k // (s.split_k * s.bk)) * s.bk)) == s.split_k  # no slice past K
         assert -(-k // (s.split_k * s.bk)) * s.bk <= GEMV_SMEM_A_MAX_DEPTH and "gemv_staged_a" in why

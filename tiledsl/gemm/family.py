@@ -65,7 +65,9 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
                     f"B's rows allow only scalar loads (align_b 1)")
         if s.smem_a and op.layout_b == "row":
             one += (f"; A staged in shared memory (gemv_staged_a): {s.bm} rows per block, {s.split_k} K slices of "
-                    f"at most {GEMV_SMEM_A_MAX_DEPTH}, {s.unroll} loads of B in flight per thread")
+                    f"at most {GEMV_SMEM_A_MAX_DEPTH}, {s.unroll} loads of B in flight per thread"
+                    + (f", a spare slot in their ring (from {GEMV_SPARE_SLOT_MIN_ROWS} rows per block)"
+                       if s.spare_slot else ""))
         elif s.smem_a:
             one += (f"; A staged in shared memory (gemv_staged_a_column_b): {s.bm} rows per block, {s.split_k} K "
                     f"slices of at most {GEMV_COLUMN_B_STAGED[4]}, B of at most {GEMV_COLUMN_B_STAGED[5] >> 20} MiB "
@@ -73,6 +75,8 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
                     f"{s.rn} columns per warp")
         elif op.layout_b == "col" and s.bm > 1:
             one += f"; A in registers, not staged (gemv_column_b_unstaged): {gemv_column_b_unstaged(op, s)}"
+        if s.bm == 12 and gemv_twelve_rows_fit(op.m):
+            one += f"; 12 rows per block for {op.m} rows (gemv_twelve_rows), not 16"
         base = gemv_base_schedule(op, target)
         if s == gemv_register_waves(op, base, target):
             one += (f"; K slices filling whole waves (gemv_register_waves): {s.split_k} instead of {base.split_k} "
@@ -648,9 +652,32 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     product with a column-major B its form with A staged (:func:`gemv_staged_a_column_b`), or with 1-4 rows of a
     larger one with a row-major B its K slices filling whole waves (:func:`gemv_register_waves`)."""
     base = gemv_base_schedule(op, target)
-    return (gemv_one_launch(op, base, target) or gemv_column_groups(op, base, target)
+    pick = (gemv_one_launch(op, base, target) or gemv_column_groups(op, base, target)
             or gemv_staged_a(op, base, target) or gemv_staged_a_column_b(op, base, target)
             or gemv_register_waves(op, base, target) or base)
+    return gemv_twelve_rows(op, pick) or pick
+
+
+GEMV_TWELVE_ROWS_MEASURED = "benchmarks/results/few_rows_h200_2026-12-05"
+"""Where :func:`gemv_twelve_rows` and :data:`GEMV_SPARE_SLOT_MIN_ROWS` were measured (H200, 2026-12-05, commit f916e31,
+``bash benchmarks/few_rows_decide.sh DIR``; in-sample, one run): ``gemv_few_rows.json`` (``gemv_fused.py --family
+few_rows --quick``, ratios to cuBLAS) and ``gemv_hbm_none.json`` / ``gemv_hbm_variants.json`` (GPU alone, shares of
+the copy)."""
+
+
+def gemv_twelve_rows(op: GemmOp, s: GemmSchedule) -> GemmSchedule | None:
+    """``s`` (:func:`gemv_schedule`'s pick) with 12 rows per block in place of 16 for 9-12 rows
+    (:func:`gemv_twelve_rows_fit`), where it was measured to pay (:data:`GEMV_TWELVE_ROWS_MEASURED`): x @ W with A
+    staged (12 rows: 1.42-1.71× cuBLAS against 1.30-1.62× with sixteen, four products; with the spare slot
+    1.45-1.75×; GPU alone 0.63 → 0.78 of the copy, geomean of twelve products of at least 64 MiB, with the spare slot)
+    and x @ W.T with A in registers (11008×4096 1.28 → 1.43×, 4096×14336 1.47 → 1.61×); not x @ W.T with A staged
+    (768×3072 1.54 → 1.35×, 1024×4096 2.15 → 1.97×: 12·rn sums leave by per-value shuffles instead of the
+    butterfly). IEEE float32 with a row-major A and C only, as measured; None elsewhere."""
+    layouts = (op.layout_a, op.layout_c) == ("row", "row")
+    if not (gemv_twelve_rows_fit(op.m) and s.bm == 16 and op.dtype == "float32" and op.precision == "ieee"
+            and layouts and s.smem_a == (op.layout_b == "row")):
+        return None
+    return replace(s, bm=12)
 
 
 def gemv_base_schedule(op: GemmOp, target: Target) -> GemmSchedule:
@@ -759,6 +786,15 @@ fewer slices, less split-K workspace) 1.433 → 1.445 / 1.433 → 1.460, +6–7 
 as 512; 64 or 32 threads per block behind (docs/gemm.md, "A staged in shared memory")."""
 
 
+GEMV_SPARE_SLOT_MIN_ROWS = 12
+""":func:`gemv_staged_a` gives its ring of B a spare slot (``spare_slot``) from this many rows per block. Measured on
+the H200 (:data:`GEMV_TWELVE_ROWS_MEASURED`): x @ W with sixteen rows 1.42-2.61× cuBLAS without it, 1.57-2.60× with
+it (four products; 14336×4096 1.42 → 1.57×), and GPU alone 0.634 → 0.718 of the copy (geomean of the twelve products
+of at least 64 MiB; 128256×4096 0.76 → 0.89); eight rows 0.816 → 0.806 (0.94-1.49× against 0.97-1.50×): not taken
+there. The SASS says why (docs/gemm.md): 22 % fewer instructions per FMA at sixteen rows, where issue slots bound the
+loop; eight rows are not bound by them."""
+
+
 def gemv_staged_a(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
     """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` with A staged in shared memory (``smem_a``, unroll
     :data:`GEMV_SMEM_A_UNROLL`, four blocks of its threads per SM): K slices at most :data:`GEMV_SMEM_A_MAX_DEPTH`
@@ -770,8 +806,8 @@ def gemv_staged_a(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedul
                 and op.layout_c == "row")
     if not (measured and base.bm in GEMV_SMEM_A_ROWS and op.align_b >= 4 and base.vec == 4):
         return None
-    staged = replace(base, smem_a=True, unroll=GEMV_SMEM_A_UNROLL, min_blocks=0, split_k=1,
-                     split_k_fused=False)
+    staged = replace(base, smem_a=True, spare_slot=base.bm >= GEMV_SPARE_SLOT_MIN_ROWS, unroll=GEMV_SMEM_A_UNROLL,
+                     min_blocks=0, split_k=1, split_k_fused=False)
     shallowest = -(-op.k // GEMV_SMEM_A_MAX_DEPTH)  # the fewest slices no deeper than the cap
     if shallowest > GEMV_MAX_SPLIT:
         return None
@@ -923,8 +959,8 @@ def gemv_block_rows(m: int) -> int:
 
 def gemv_twelve_rows_fit(m: int) -> bool:
     """Whether 12 rows per block (``bm=12``) cover ``m`` rows with fewer rows of zeros than :func:`gemv_block_rows`'s
-    16: 9–12 rows. The search offers it there (``rows_three_quarters``); ``schedule=None`` does not take it until a
-    GPU run has timed it (docs/gemm.md, "A spare slot in the ring, twelve rows per block")."""
+    16: 9–12 rows. The search offers it there (``rows_three_quarters``); ``schedule=None`` takes it where measured to
+    pay (:func:`gemv_twelve_rows`)."""
     return 9 <= m <= 12
 
 
