@@ -668,8 +668,8 @@ the copy)."""
 def gemv_twelve_rows(op: GemmOp, s: GemmSchedule) -> GemmSchedule | None:
     """``s`` (:func:`gemv_schedule`'s pick) with 12 rows per block in place of 16 for 9-12 rows
     (:func:`gemv_twelve_rows_fit`), where it was measured to pay (:data:`GEMV_TWELVE_ROWS_MEASURED`): x @ W with A
-    staged (12 rows: 1.42-1.71× cuBLAS against 1.30-1.62× with sixteen, four products; with the spare slot
-    1.45-1.75×; GPU alone 0.63 → 0.78 of the copy, geomean of twelve products of at least 64 MiB, with the spare slot)
+    staged (12 rows: 0.88-1.71× cuBLAS against 0.85-1.62× with sixteen, four products; with the spare slot
+    0.93-1.75×; GPU alone 0.63 → 0.78 of the copy, geomean of twelve products of at least 64 MiB, with the spare slot)
     and x @ W.T with A in registers (11008×4096 1.28 → 1.43×, 4096×14336 1.47 → 1.61×); not x @ W.T with A staged
     (768×3072 1.54 → 1.35×, 1024×4096 2.15 → 1.97×: 12·rn sums leave by per-value shuffles instead of the
     butterfly). IEEE float32 with a row-major A and C only, as measured; None elsewhere."""
@@ -789,8 +789,8 @@ as 512; 64 or 32 threads per block behind (docs/gemm.md, "A staged in shared mem
 GEMV_SPARE_SLOT_MIN_ROWS = 12
 """:func:`gemv_staged_a` gives its ring of B a spare slot (``spare_slot``) from this many rows per block. Measured on
 the H200 (:data:`GEMV_TWELVE_ROWS_MEASURED`): x @ W with sixteen rows 1.42-2.61× cuBLAS without it, 1.57-2.60× with
-it (four products; 14336×4096 1.42 → 1.57×), and GPU alone 0.634 → 0.718 of the copy (geomean of the twelve products
-of at least 64 MiB; 128256×4096 0.76 → 0.89); eight rows 0.816 → 0.806 (0.94-1.49× against 0.97-1.50×): not taken
+it (three products; 14336×4096 1.42 → 1.57×), and GPU alone 0.634 → 0.718 of the copy (geomean of the twelve products
+of at least 64 MiB; 128256×4096 0.76 → 0.89); eight rows 0.816 → 0.806 (0.94-2.18× against 0.97-2.19×): not taken
 there. The SASS says why (docs/gemm.md): 22 % fewer instructions per FMA at sixteen rows, where issue slots bound the
 loop; eight rows are not bound by them."""
 
