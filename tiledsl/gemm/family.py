@@ -808,7 +808,15 @@ def gemv_staged_a(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedul
         return None
     staged = replace(base, smem_a=True, spare_slot=base.bm >= GEMV_SPARE_SLOT_MIN_ROWS, unroll=GEMV_SMEM_A_UNROLL,
                      min_blocks=0, split_k=1, split_k_fused=False)
-    shallowest = -(-op.k // GEMV_SMEM_A_MAX_DEPTH)  # the fewest slices no deeper than the cap
+    return gemv_staged_slices(op, staged, target, GEMV_SMEM_A_MAX_DEPTH)
+
+
+def gemv_staged_slices(op: GemmOp, staged: GemmSchedule, target: Target, deepest: int) -> GemmSchedule | None:
+    """``staged`` (a GEMV schedule staging A, one slice) with the K slices :func:`gemv_staged_a` and
+    :func:`gemv_ring_column_b` give it: none deeper than ``deepest``, as many as fill whole waves best
+    (:func:`gemv_whole_waves`) from there to twice those for about four blocks per SM at least 32 deep
+    (:func:`gemv_split`); None where no more than :data:`GEMV_MAX_SPLIT` slices are that shallow."""
+    shallowest = -(-op.k // deepest)  # the fewest slices no deeper than the cap
     if shallowest > GEMV_MAX_SPLIT:
         return None
     split = max(gemv_split(op, staged, target, min_depth=32), shallowest)
@@ -892,11 +900,7 @@ def gemv_ring_column_b(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSc
         return None
     ring = replace(base, bn=bn, rn=rn, vec=4, unroll=unroll, smem_a=True, spare_slot=True, k_lanes=k_lanes,
                    min_blocks=0, split_k=1, split_k_fused=False)
-    shallowest = -(-op.k // deepest)  # the fewest slices no deeper than the cap
-    if shallowest > GEMV_MAX_SPLIT:
-        return None
-    split = max(gemv_split(op, ring, target, min_depth=32), shallowest)
-    return replace(ring, split_k=gemv_whole_waves(op, ring, target, shallowest, split))
+    return gemv_staged_slices(op, ring, target, deepest)
 
 
 def gemv_register_waves(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
