@@ -147,22 +147,25 @@ def test_disassemble_parses_nvdisasms_listing(monkeypatch):
 
 
 @pytest.mark.parametrize("m, layout_b, ffma, ldg, lds", [
-    (16, "row", 16 * 4 * 8, 8, 16 // 4 * 8),   # staged A: BM x VB FMAs, one 16-byte B load, BM/4 broadcasts per k
-    (8, "row", 8 * 4 * 8, 8, 8 // 4 * 8),
-    (16, "col", 16 * 4 * 4 * 2, (16 + 4) * 2, 0),  # A in registers: per step BM x RN x VB FMAs, 16-byte loads
-                                                    # of BM rows of A and RN columns of B, unroll 2
+    (16, "row", 16 * 4, 1, 16 // 4),   # staged A: per step BM x VB FMAs, one 16-byte B load, BM/4 broadcasts
+    (8, "row", 8 * 4, 1, 8 // 4),
+    (16, "col", 16 * 4 * 4, 16 + 4, 0),  # A in registers: per step BM x RN x VB FMAs, 16-byte loads of BM rows of A
+                                         # and RN columns of B
 ])
 def test_gemv_hottest_loop_holds_the_products_fmas(m, layout_b, ffma, ldg, lds):
     """The hottest loop of schedule=None's GEMV kernel for m rows of x @ W (row-major W) and x @ W.T: its FFMA, global
-    and shared loads per pass are those the schedule implies (unroll steps of K per pass)."""
+    and shared loads per pass are those the schedule implies per step (``ffma``, ``ldg``, ``lds``) times its steps
+    per pass: unroll, or unroll + 1 with a spare slot in the ring (x @ W from 12 rows per block)."""
     _nvdisasm_or_skip()
     kernel = _compiled(m, 22016, 4096, layout_b)
     s = kernel.schedule
     assert s.kernel == "gemv" and s.unroll in (2, 8), s
+    assert s.spare_slot == (layout_b == "row" and m >= 12), s  # GEMV_SPARE_SLOT_MIN_ROWS
+    steps = s.unroll + int(s.spare_slot)
     loop = hottest_loop(disassemble(kernel.cubin))
     assert loop is not None
-    assert (loop.counts.get("FFMA"), loop.counts.get("LDG"), loop.counts.get("LDS", 0)) == (ffma, ldg, lds), \
-        loop.counts
+    assert (loop.counts.get("FFMA"), loop.counts.get("LDG"), loop.counts.get("LDS", 0)) == \
+        (ffma * steps, ldg * steps, lds * steps), loop.counts
 
 
 def _sass_mix(*args: str) -> subprocess.CompletedProcess:
