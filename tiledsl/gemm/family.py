@@ -881,8 +881,9 @@ blocks of 256 threads per SM, sixteen warps, against the register pick's 250 and
 per 64 FFMAs in the loop (791 per 640), with 4 KiB of B in flight per warp; a block covers 64 columns, so it stages
 a quarter as many bytes of A as it reads of B (128 threads: half; the staged pick of ``gemv_staged_a_column_b``,
 16 columns: as many). Four columns per group would halve that again but take 128 registers with one step ahead, or
-146 at three blocks per SM with two. No GPU has timed it: ``schedule=None`` does not take it yet (docs/gemm.md, "x @
-W.T with its lanes in groups")."""
+146 at three blocks per SM with two. Timed on the H200 on 2026-12-05 (:data:`GEMV_TWELVE_ROWS_MEASURED`): slower than
+the register pick on every product of at least 64 MiB (16 rows 0.538 → 0.455 of the copy, 8 rows 0.818 → 0.562), so
+``schedule=None`` does not take it (docs/gemm.md, "Measured on the H200 (2026-12-05)")."""
 
 
 def gemv_ring_column_b(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
@@ -891,8 +892,8 @@ def gemv_ring_column_b(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSc
     whole waves best (:func:`gemv_whole_waves`) from there to twice those for about four blocks per SM at least 32
     deep (:func:`gemv_split`); where ``base`` has 8, 12 or 16 rows per block and A and B are read 4 wide along K (an
     IEEE float32 product of a row-major A and a column-major B into a row-major C: torch's Linear with a few tokens);
-    None elsewhere. Offered by the search and the benchmarks (``--variant ring``); ``schedule=None`` does not take it
-    until a GPU run has timed it."""
+    None elsewhere. Offered by the search and the benchmarks (``--variant ring``); ``schedule=None`` does not take it:
+    timed slower than the register kernel (:data:`GEMV_COLUMN_B_RING`)."""
     bn, k_lanes, rn, unroll, deepest = GEMV_COLUMN_B_RING
     layouts = (op.layout_a, op.layout_b, op.layout_c) == ("row", "col", "row")
     if not (op.dtype == "float32" and op.precision == "ieee" and layouts and base.bm in (8, 12, 16)
