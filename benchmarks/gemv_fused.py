@@ -49,6 +49,11 @@ benchmarks/results/gemv_waves_h200.json``): x @ W with 1, 2 and 4 rows (A in reg
 ``gemv_register_waves`` changes the slices: ``two`` (the base pick: slices for four blocks per SM, where ptxas's
 180-221 registers fit two), ``schedule=None`` (whole waves), ``whole waves u16`` and ``half the slices``.
 
+With ``--family colb_lanes``: x @ W.T with 8, 12 and 16 rows over every LLM (N, K) with K a multiple of 4 on the
+kernel with A in registers and its lanes in groups along K (``gemv_lanes_column_b``), as ``lanesL rnR uU [bnT] [cap
+C]`` (:data:`COLB_LANES`: L lanes per group, R columns per group, unroll U, T threads per block, registers capped at
+C), each with its K slices recounted for whole waves, beside ``schedule=None``.
+
 With ``--family few_rows``: x @ W (N a multiple of 4, where ``schedule=None`` stages A) and x @ W.T with 8, 12 and 16
 rows (:data:`FEW_ROWS`), ``schedule=None``'s own pick (``default_schedule``: a shipped record where one applies,
 else ``gemv_schedule``; not the base pick, through ``gemv_hbm.variant_schedule``) as ``spare slot`` (``spare_slot``: a
@@ -113,6 +118,13 @@ FEW_ROWS = (8, 12, 16)
 """``--family few_rows``: rows of x @ W (every LLM (N, K) with N a multiple of 4, where schedule=None stages A) and of
 x @ W.T (every LLM (N, K))."""
 
+COLB_LANES = ((8, 4, 2, 128, 1), (8, 2, 2, 128, 1), (8, 2, 1, 128, 3), (8, 4, 1, 128, 3), (8, 4, 1, 256, 2),
+              (16, 4, 2, 128, 1), (4, 4, 2, 128, 1))
+"""``--family colb_lanes``: (``k_lanes``, ``rn``, ``unroll``, ``bn``, ``min_blocks``) of x @ W.T's kernel with A in
+registers and its lanes in groups along K (``gemv_lanes_column_b``) over 8, 12 and 16 rows (:data:`FEW_ROWS`) of every
+LLM (N, K) with K a multiple of 4; ptxas (sm_90, NVRTC 12.9) at sixteen rows: 252, 254, 168, 168, 128, 252 and 252
+registers, no spills."""
+
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
 """``--family groups``: products with N a multiple of 4 (B read 4 wide), beside the odd-N ones."""
 
@@ -130,6 +142,19 @@ def variants(base, op, target, family: str) -> dict:
     kernel."""
     from tiledsl.gemm.family import gemv_split
 
+    if family == "colb_lanes":  # x @ W.T's kernel with A in registers, its lanes in groups along K
+        from tiledsl.gemm import default_schedule
+        from tiledsl.gemm.family import gemv_lanes_column_b
+
+        pick = default_schedule(op, target)  # 12 rows per block where schedule=None takes them (9-12 rows)
+        base = replace(base, bm=pick.bm) if pick.kernel == "gemv" else base
+        out = {}
+        for k_lanes, rn, unroll, bn, min_blocks in COLB_LANES:
+            s = gemv_lanes_column_b(op, base, target, k_lanes, rn, unroll, bn, min_blocks)
+            if s is not None:
+                cap = f" cap {min(255, 65536 // (bn * min_blocks)) // 8 * 8}" if min_blocks > 1 else ""
+                out[f"lanes{k_lanes} rn{rn} u{unroll}{f' bn{bn}' if bn != 128 else ''}{cap}"] = s
+        return out
     if family == "few_rows":  # schedule=None's pick: a spare slot in staged A's ring, 12 rows, registers capped
         from gemv_hbm import variant_schedule
 
@@ -276,7 +301,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
     ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups", "colb", "colb_smem_a", "smem_a",
-                                                 "smem_a_depth", "waves", "few_rows"),
+                                                 "smem_a_depth", "waves", "few_rows", "colb_lanes"),
                     default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
                          "kernel at several slice counts and block widths (row-major x and W only); depth: the "
@@ -293,7 +318,9 @@ def main() -> int:
                          "SM), whole waves (schedule=None), the same at unroll 16, and half the slices; few_rows: "
                          "8, 12 and 16 rows of x @ W and x @ W.T, schedule=None's pick with a spare slot in staged "
                          "A's ring (spare_slot), with 12 rows per block, and (x @ W.T, A in registers) with its "
-                         "registers capped at 168 or 128 (min_blocks 3, or 4 at unroll 1)")
+                         "registers capped at 168 or 128 (min_blocks 3, or 4 at unroll 1); colb_lanes: 8, 12 and 16 "
+                         "rows of x @ W.T on the kernel with A in registers and its lanes in groups along K "
+                         "(COLB_LANES)")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
@@ -317,6 +344,8 @@ def main() -> int:
         todo = [(m, n, k, "NN", False) for m in (1, 2, 4) for n, k in llm_weights()
                 if gemv_register_waves(gemm_op(m, n, k, "NN"), gemv_base_schedule(gemm_op(m, n, k, "NN"), target),
                                        target) is not None]
+    if args.family == "colb_lanes":  # x @ W.T with K a multiple of 4 (B and A read 4 wide along K)
+        todo = [(m, n, k, "NT", False) for m in FEW_ROWS for n, k in llm_weights() if k % 4 == 0]
     if args.family == "few_rows":  # x @ W with A staged (N a multiple of 4), and x @ W.T
         todo = [(m, n, k, layout, False) for layout in ("NN", "NT") for m in FEW_ROWS for n, k in llm_weights()
                 if layout == "NT" or n % 4 == 0]

@@ -60,7 +60,7 @@ def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, in
     return [(m, n, k, layout) for n, k in llm_weights() for layout in ("NN", "NT") for m in ms]
 
 
-VARIANTS = ("spare", "twelve", "cap168", "ring", "fused")
+VARIANTS = ("spare", "twelve", "cap168", "ring", "fused", "lanes")
 """``--variant`` (any of them; none: ``schedule=None`` as it is), each applied to ``schedule=None``'s GEMV pick where
 it applies: ``spare`` a spare slot in staged A's ring of B (``GemmSchedule.spare_slot``; the pick stages A with a
 row-major B), ``twelve`` 12 rows per block for 9-12 rows, ``cap168`` registers capped at 168 (``min_blocks`` 3) where
@@ -69,7 +69,9 @@ its lanes in groups along K (``tiledsl.gemm.family.gemv_ring_column_b``) where t
 (5-16 rows; ``cap168`` then does not apply), ``fused`` the split-K slices summed in the kernel (one launch,
 ``split_k_fused``) where the pick keeps A in registers and sums them with a second kernel (x @ W at 1-4 rows and
 with an odd N, x @ W.T where it splits K: eleven of the twelve 64-96 MiB products of 1-4 rows stood at 0.65-0.80 of
-the copy in run 7, where a fixed few µs per call weigh).
+the copy in run 7, where a fixed few µs per call weigh), ``lanes`` x @ W.T's kernel with A in registers and its lanes
+in groups of 8 along K (``tiledsl.gemm.family.gemv_lanes_column_b``) where the pick has 8, 12 or 16 rows per block
+(in place of the pick, A staged or not; ``ring`` and ``cap168`` then do not apply).
 Where none applies the product runs ``schedule=None``."""
 
 
@@ -79,7 +81,7 @@ def variant_schedule(op, target, variants=()):
     from dataclasses import replace
 
     from tiledsl.gemm import default_schedule
-    from tiledsl.gemm.family import gemv_base_schedule, gemv_ring_column_b, gemv_twelve_rows_fit
+    from tiledsl.gemm.family import gemv_base_schedule, gemv_lanes_column_b, gemv_ring_column_b, gemv_twelve_rows_fit
 
     pick = default_schedule(op, target)
     if pick.kernel != "gemv":
@@ -91,9 +93,11 @@ def variant_schedule(op, target, variants=()):
         s = replace(s, spare_slot=True)
     if "ring" in variants and op.layout_b == "col":
         s = gemv_ring_column_b(op, replace(gemv_base_schedule(op, target), bm=s.bm), target) or s
+    if "lanes" in variants and op.layout_b == "col":
+        s = gemv_lanes_column_b(op, replace(gemv_base_schedule(op, target), bm=s.bm), target) or s
     if "fused" in variants and not s.smem_a and s.split_k > 1 and not s.split_k_fused:
         s = replace(s, split_k_fused=True)
-    if "cap168" in variants and not s.smem_a and op.layout_b == "col" and op.m >= 8:
+    if "cap168" in variants and not s.smem_a and op.layout_b == "col" and op.m >= 8 and s.k_lanes == 32:
         s = replace(s, min_blocks=3)
     return None if s == pick else s
 

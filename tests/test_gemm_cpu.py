@@ -86,7 +86,7 @@ FAILING = [
     ("k_lanes_range", dict(kernel="gemv", bm=16, bn=128, rn=2, smem_a=True, spare_slot=True, k_lanes=2)),
     ("k_lanes_range", dict(kernel="gemv", bm=16, bn=128, rn=2, smem_a=True, spare_slot=True, k_lanes=12)),
     ("k_lanes_on_column_b_ring", dict(kernel="gemv", bm=16, bn=128, rn=2, smem_a=True, k_lanes=8)),
-    ("k_lanes_on_column_b_ring", dict(k_lanes=8)),
+    ("k_lanes_on_gemv", dict(k_lanes=8)),
 ]
 
 

@@ -964,6 +964,46 @@ def test_gemv_column_b_ring_against_float64(dtype, m, n, k, rng):
     assert _rel_err(c, ref) < tol * 2
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])  # bfloat16: tests/test_host_cuda_cpu.py (no CuPy dtype)
+@pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (12, 22016, 4096), (9, 133, 3000), (5, 7, 130), (16, 33, 611),
+                                   (8, 513, 1000), (4, 3, 36)])
+def test_gemv_column_b_lanes_against_float64(dtype, m, n, k, rng):
+    """x @ W.T on the kernel with A in registers and the warp's lanes in groups of ``k_lanes`` along K: the
+    variants ``benchmarks/gemv_fused.py --family colb_lanes`` times (``gemv_lanes_column_b``: 8, 16 and 4 lanes per
+    group, 2 and 4 columns per group, unroll 1 and 2, 128 and 256 threads, registers capped at 168 and 128) and
+    ``schedule=None`` for the float32 products; one slice, three with the split-K kernel and the fused sum (the same
+    bits); K odd, 2 mod 4 and 0 mod 4 (B and A read 1, 2, 4 wide), rows past M, groups past N; a NaN-poisoned C, then
+    alpha and beta."""
+    cp = _cp()
+    from tiledsl.gemm.family import gemv_block_rows
+
+    tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
+    a, _ = _rand((m, k), rng, dtype)
+    b, _ = _rand((k, n), rng, dtype, "col")
+    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)  # the rounded inputs
+    bm = max(4, gemv_block_rows(m))
+    variants = [tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=bn, vec=4, rn=rn, unroll=unroll, min_blocks=min_blocks,
+                                     k_lanes=k_lanes)
+                for k_lanes, rn, unroll, bn, min_blocks in ((8, 4, 2, 128, 1), (8, 2, 2, 128, 1), (8, 2, 1, 128, 3),
+                                                            (8, 4, 1, 128, 3), (8, 4, 1, 256, 2), (16, 4, 2, 128, 1),
+                                                            (4, 4, 2, 128, 1), (4, 1, 2, 128, 1))
+                if bm * rn % k_lanes == 0]
+    for s in variants:
+        two = replace(s, split_k=3)
+        assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < tol, s
+        got = _gemm_nan_out(a, b, schedule=two)
+        assert _rel_err(got, ha @ hb) < tol, two
+        fused = replace(two, split_k_fused=True)
+        assert bool((_gemm_nan_out(a, b, schedule=fused) == got).all()), fused
+    if dtype == "float32":
+        assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol, "schedule=None"
+    c0 = rng.uniform(-1, 1, (m, n))
+    c = cp.asarray(c0.astype(dtype))
+    tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=variants[0])
+    ref = 1.5 * (ha @ hb) - 0.5 * cp.asnumpy(cp.asarray(c0.astype(dtype))).astype(np.float64)
+    assert _rel_err(c, ref) < tol * 2
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("la", ["row", "col"])
 @pytest.mark.parametrize("m,n,k", [(3, 7, 13), (4, 127, 129), (9, 4098, 300), (16, 4096, 4096), (12, 133, 3000),

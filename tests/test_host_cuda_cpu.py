@@ -180,6 +180,57 @@ def test_a_wrong_column_b_ring_fails_here():
         _launch_variant(op, s, good.replace(guard, "{"), a, bs, np.full((m, n), np.nan, np.float32))
 
 
+@pytest.mark.parametrize("m,n,k", [(16, 77, 516), (13, 5, 130), (9, 40, 611), (4, 33, 36), (8, 64, 4), (16, 3, 7)])
+def test_column_b_lanes_in_groups_with_a_in_registers(m, n, k, rng):
+    """x @ W.T (a column-major B) on the kernel with A in registers and the warp's lanes in groups of 4, 8 or 16 along
+    K (``k_lanes``; ``gemv_lanes_column_b``'s form): 1, 2 or 4 columns per group, unroll 1 to 4, one slice, three and
+    the fused sum, 4–16 rows per block (rows past M), B and A read 4, 2 and 1 wide (K ≡ 0, 2 mod 4, odd), groups past
+    N, alpha/beta: within the float64 tolerance, the same bits in both orders, every load inside B and A."""
+    a, b, bs = _operands(rng, m, n, k, "col")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    op = _op(m, n, k, "col")
+    ran = 0
+    for bm, k_lanes, rn, unroll, bn, (split, fused) in [
+            (16, 8, 4, 2, 128, (1, False)), (16, 8, 2, 1, 64, (3, False)), (16, 16, 4, 2, 64, (3, True)),
+            (16, 4, 1, 4, 32, (1, False)), (12, 8, 2, 2, 64, (3, False)), (12, 4, 4, 1, 128, (2, True)),
+            (8, 8, 1, 2, 64, (1, False)), (8, 16, 2, 1, 64, (3, True)), (4, 4, 1, 3, 32, (1, False)),
+            (4, 4, 4, 2, 64, (3, False))]:
+        if bm < m:
+            continue
+        s = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=bn, vec=4, rn=rn, unroll=unroll, split_k=split,
+                                 split_k_fused=fused, k_lanes=k_lanes)
+        assert _rel_err(_run(op, s, a, bs), ref) < _tol(k), s
+        ran += 1
+    assert ran >= 4
+    c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    s = tiledsl.GemmSchedule(kernel="gemv", bm=16, bn=64, vec=4, rn=2, unroll=2, k_lanes=8)
+    got = _run(replace(op, read_c=True), s, a, bs, alpha=1.5, beta=-0.5, c0=c0)
+    assert _rel_err(got, 1.5 * ref - 0.5 * c0) < 2 * _tol(k), s
+
+
+def test_a_wrong_column_b_lane_group_fails_here():
+    """The lanes-in-groups kernel with A in registers has teeth: lanes stepping along K as if the warp were one group
+    (32 · VB per step: three quarters of K skipped by 8-lane groups), a butterfly over the warp's lanes instead of the
+    group's, and groups laid out as if each warp had one (groups overlapping their neighbours' columns) each compute
+    a wrong product."""
+    rng = np.random.default_rng(12)
+    m, n, k = 16, 40, 260
+    a, b, bs = _operands(rng, m, n, k, "col")
+    op = _op(m, n, k, "col")
+    s = tiledsl.GemmSchedule(kernel="gemv", bm=16, bn=64, vec=4, rn=2, unroll=2, k_lanes=8)
+    good = GEMM.emit(op, s).source
+    step = "k += K_LANES * VB)"
+    layout = "* (32 / K_LANES) + lane / K_LANES)"
+    assert good.count(step) == 1 and good.count(layout) == 1 and good.count("const bool upper = kl & 4;") == 1
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for source, right in ((good, True), (good.replace(step, "k += 32 * VB)"), False),
+                          (good.replace("const bool upper = kl & 4;", "const bool upper = lane & 16;"), False),
+                          (good.replace(layout, "+ lane / K_LANES)"), False)):
+        c = np.full((m, n), np.nan, np.float32)
+        _launch_variant(op, s, source, a, bs, c)
+        assert (_rel_err(c, ref) < _tol(k)) == right
+
+
 @pytest.mark.parametrize("m,n,k", [(130, 70, 33), (7, 129, 127), (1, 1, 1)])
 def test_schedule_none_on_the_host(m, n, k, rng):
     """schedule=None's kernels (tiled FMA, or the GEMV kernel for a few rows) for edge shapes: 129, 127, 7, 1."""

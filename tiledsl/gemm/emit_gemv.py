@@ -108,7 +108,7 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
         *([("SPARE_SLOT", 1, "spare_slot: a ring of UNROLL + 1 loads of B, a running pointer into B")]
           if s.spare_slot else []),
         *([("K_LANES", s.k_lanes, "k_lanes: lanes of a warp along K per group of RN columns")]
-          if s.spare_slot and not row_b else []),
+          if (s.spare_slot or s.k_lanes != 32) and not row_b else []),
         # fields of the tiled kernels, unused here; the rule table's static_asserts name them
         ("RM", s.rm, "rm (unused)"), ("RN", s.rn, "rn: columns per warp (column-major B)"), ("WM", s.wm, "wm (unused)"),
         ("WN", s.wn, "wn (unused)"), ("STAGES", s.stages, "stages (unused)"),
@@ -186,20 +186,32 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
                 _fused_arrival(w)
                 _fused_sum_col_b(w, op, dtypes.get(op.dtype))
         else:
-            butterfly = s.bm * s.rn % 32 == 0  # the warp's sums fill whole lanes: a reduce-scatter epilogue
-            w('static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");',
-              "// ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step) of",
-              "// the RN columns of B, then row by row a vector of A (L1 hits after the first warp), each used for the",
-              "// RN columns: the thread holds one row's piece of A at a time ----",
-              "const int lane = threadIdx.x % 32;",
-              "const int gn0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;",
-              "float acc[BM * RN] = {};  // entry m * RN + c: row m, column gn0 + c" if butterfly
+            grouped = s.k_lanes != 32  # lanes in groups along K (rule k_lanes_group_sums: a butterfly per group)
+            butterfly = s.bm * s.rn % 32 == 0 or grouped  # the warp's sums fill whole lanes: a reduce-scatter epilogue
+            w('static_assert(VA == 1 || VA == VB, "A is read VB-wide along K, or one element at a time");')
+            if grouped:
+                w("// ---- warp -> 32 / K_LANES groups of K_LANES lanes, each group on its own RN columns of C; a group's",
+                  "// lanes read VB-wide vectors along K (K_LANES*VB elements per step) of its RN columns of B, then row by",
+                  "// row a vector of A: the K_LANES*VB elements of a row a group reads are the ones every group of the warp",
+                  "// reads (one L1 wavefront serves all groups where K_LANES*VB*4 <= 128 bytes); the thread holds one",
+                  "// row's piece of A at a time ----",
+                  "const int lane = threadIdx.x % 32, kl = lane % K_LANES;  // kl: the lane's place along K in its group",
+                  "const int gn0 = ((blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * (32 / K_LANES) + lane / K_LANES)"
+                  " * RN;")
+            else:
+                w("// ---- warp -> RN columns of C; its lanes read VB-wide vectors along K (32*VB elements per step) of",
+                  "// the RN columns of B, then row by row a vector of A (L1 hits after the first warp), each used for the",
+                  "// RN columns: the thread holds one row's piece of A at a time ----",
+                  "const int lane = threadIdx.x % 32;",
+                  "const int gn0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;")
+            w("float acc[BM * RN] = {};  // entry m * RN + c: row m, column gn0 + c" if butterfly
               else "float acc[BM][RN] = {};")
             at = "acc[m * RN + c]" if butterfly else "acc[m][c]"
             with w.block("if (gn0 < N)"):
                 w("// K slices start on multiples of BK and K is a multiple of VB (alignment): no partial vector")
                 w("#pragma unroll UNROLL")
-                with w.block("for (int k = k_begin + lane * VB; k < k_end; k += 32 * VB)"):
+                with w.block("for (int k = k_begin + kl * VB; k < k_end; k += K_LANES * VB)" if grouped
+                             else "for (int k = k_begin + lane * VB; k < k_end; k += 32 * VB)"):
                     w("float b[RN][VB];  // the RN columns' VB elements at k",
                       "#pragma unroll")
                     with w.block("for (int c = 0; c < RN; ++c)"):
@@ -220,12 +232,12 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
                           "  #pragma unroll",
                           f"  for (int j = 0; j < VB; ++j) {at} += a[j] * b[c][j];")
             if butterfly:
-                _epilogue_col_b_butterfly(w, out_op, out_dt, *dst)
+                _epilogue_col_b_butterfly(w, out_op, out_dt, *dst, lanes=s.k_lanes)
             else:
                 _epilogue_col_b(w, out_op, out_dt, *dst)
             if fused:
                 _fused_arrival(w)
-                _fused_sum_col_b(w, op, dtypes.get(op.dtype))
+                _fused_sum_col_b(w, op, dtypes.get(op.dtype), lanes=s.k_lanes)
     return KernelSource(name=p.kernel_name, source=w.text(), block=(s.threads, 1, 1),
                         dynamic_smem_bytes=p.dynamic_smem_bytes)
 

@@ -904,6 +904,42 @@ def gemv_ring_column_b(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSc
     return gemv_staged_slices(op, ring, target, deepest)
 
 
+GEMV_COLUMN_B_LANES = (8, 4, 2, 128, 1)
+""":func:`gemv_lanes_column_b`: (lanes along K per group ``k_lanes``, columns per group ``rn``, ``unroll``, threads per
+block ``bn``, ``min_blocks``). The kernel with A in registers (``schedule=None``'s for x @ W.T from 8 rows) with its
+lanes in groups of 8 along K: a row of A a group reads is 8 × 16 = 128 bytes, one L1 wavefront, which every group of
+the warp reads too, where 32 lanes side by side read 512 distinct bytes (four wavefronts) per row: 16 wavefronts of A
+and 16 of B per step of a warp at sixteen rows instead of 64 and 16. Nsight Compute on the register kernel
+(16×22016×4096, ``benchmarks/results/gemv_ncu_h200_2026-12-04.txt``) read issue slots 35 % busy and most stalls
+waiting on L1. SASS (sm_90, NVRTC 12.9, ``python benchmarks/sass_mix.py --variant lanes``): the same instructions per
+FFMA as the register kernel (597 per 512 at sixteen rows), 252 registers. Not yet timed: ``schedule=None`` does not
+take it (``benchmarks/gemv_fused.py --family colb_lanes`` and ``benchmarks/gemv_hbm.py --variant lanes`` decide)."""
+
+
+def gemv_lanes_column_b(op: GemmOp, base: GemmSchedule, target: Target, k_lanes: int | None = None,
+                        rn: int | None = None, unroll: int | None = None, bn: int | None = None,
+                        min_blocks: int | None = None) -> GemmSchedule | None:
+    """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` with A in registers and its lanes in groups of ``k_lanes``
+    along K (:data:`GEMV_COLUMN_B_LANES` for each argument left None), its K slices recounted for the 32 / k_lanes
+    times as many columns per block: for about four blocks per SM (:func:`gemv_split`), then the fewest from half of
+    those that fill whole waves (:func:`gemv_whole_waves`). Where ``base`` keeps A in registers (``smem_a`` False)
+    with 8, 12 or 16 rows per block, bm·rn a multiple of ``k_lanes`` (the group's butterfly) and A and B read 4 wide
+    along K (an IEEE float32 product of a row-major A and a column-major B into a row-major C: torch's Linear with a
+    few tokens); None elsewhere. Offered by the search and the benchmarks (``--variant lanes``)."""
+    given = (k_lanes, rn, unroll, bn, min_blocks)
+    k_lanes, rn, unroll, bn, min_blocks = (d if v is None else v for v, d in zip(given, GEMV_COLUMN_B_LANES,
+                                                                                  strict=True))
+    layouts = (op.layout_a, op.layout_b, op.layout_c) == ("row", "col", "row")
+    if not (op.dtype == "float32" and op.precision == "ieee" and layouts and base.bm in (8, 12, 16)
+            and not base.smem_a and op.align_a >= 4 and op.align_b >= 4 and base.bm * rn % k_lanes == 0):
+        return None
+    lanes = replace(base, bn=bn, rn=rn, vec=4, unroll=unroll, k_lanes=k_lanes, min_blocks=min_blocks, split_k=1,
+                    split_k_fused=False)
+    pick = gemv_split(op, lanes, target)
+    split = gemv_whole_waves(op, lanes, target, max(1, pick // 2), pick, gemv_min_depth(lanes.bm))
+    return replace(lanes, split_k=split)
+
+
 def gemv_register_waves(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
     """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` with the K slices that fill whole waves
     (:func:`gemv_whole_waves`, from half of ``base``'s slices to twice them): ``base`` splits K for about four blocks

@@ -202,17 +202,20 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("k_lanes_range", "K_LANES == 4 or K_LANES == 8 or K_LANES == 16 or K_LANES == 32",
            "{cls}.k_lanes={K_LANES} must be 4, 8, 16 or 32 (lanes of a warp along K per group of rn columns)",
            when="K_LANES != 32"),
-    R.Rule("k_lanes_on_column_b_ring", "KERNEL == 1 and SPARE_SLOT == 1",
-           "{cls}.k_lanes={K_LANES} needs kernel='gemv' with smem_a=True and spare_slot=True (the column-major B "
-           "kernel with a ring of B loads; got kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), "
-           "spare_slot={SPARE_SLOT})", when="K_LANES != 32"),
+    R.Rule("k_lanes_on_gemv", "KERNEL == 1",
+           "{cls}.k_lanes={K_LANES} needs kernel='gemv' (got kernel kind {KERNEL}: 0 = 'tiled', 1 = 'gemv')",
+           when="K_LANES != 32"),
+    R.Rule("k_lanes_on_column_b_ring", "SPARE_SLOT == 1",
+           "{cls}.k_lanes={K_LANES} with smem_a=True needs spare_slot=True (the column-major B kernel with a ring of B "
+           "loads; A in registers, smem_a=False, takes any k_lanes; got spare_slot={SPARE_SLOT})",
+           when="K_LANES != 32 and SMEM_A == 1"),
     R.Rule("k_lanes_need_column_major_b", "LAYOUT_B_COL == 1",
            "{cls}.k_lanes={K_LANES} needs a column-major B (K contiguous, x @ W.T): with a row-major B a thread "
            "owns vec columns and walks K alone", scope="op", when="K_LANES != 32"),
     R.Rule("k_lanes_group_sums", "(BM * RN) % K_LANES == 0",
            "{cls} bm·rn={BM}·{RN} partial sums per lane must be a multiple of k_lanes={K_LANES} with a column-major "
-           "B's ring (the K_LANES lanes of a group sum them by a reduce-scatter butterfly)", scope="op",
-           when="SPARE_SLOT == 1 and LAYOUT_B_COL == 1"),
+           "B's ring or lanes in groups (the K_LANES lanes of a group sum them by a reduce-scatter butterfly)",
+           scope="op", when="LAYOUT_B_COL == 1 and (SPARE_SLOT == 1 or K_LANES != 32)"),
     R.Rule("smem_a_slice_fits", "SMEM_A_BYTES + 128 * SPLIT_K_FUSED <= 49152",
            "{cls}.smem_a=True stages bm × the K slice (K, or ⌈K / (split_k·bk)⌉·bk with split-K) float32 elements of "
            "A, bm + 1 rows' worth with spare_slot and a column-major B (padding): {SMEM_A_BYTES} bytes (bm={BM}, "
