@@ -456,8 +456,9 @@ _GEMV_KNOBS = (
                              "a slice of at most 48 KiB; pinned to 0 elsewhere)"),
     Knob("spare_slot", 0, 1, doc="1: with smem_a, a ring of unroll + 1 loads of B walked by a running pointer "
                                  "(pinned to 0 below 4 rows, and ignored without smem_a)"),
-    Knob("k_lanes_log2", 2, 5, doc="lanes along K per group of rn columns = 2^x (4..32) with a column-major B's ring "
-                                   "(smem_a and spare_slot; pinned to 5 for a row-major B, ignored elsewhere)"),
+    Knob("k_lanes_log2", 2, 5, doc="lanes along K per group of rn columns = 2^x (4..32) with a column-major B, A in "
+                                   "registers or its ring (smem_a and spare_slot); pinned to 5 for a row-major B, "
+                                   "ignored with smem_a alone"),
     Knob("min_blocks", 0, 4, doc="blocks per SM the register allocation must allow (__launch_bounds__): 0 = the "
                                  "schedule's automatic value (1, or 512 / bn with A staged); 3 caps 128 threads at "
                                  "168 registers, 4 at 128"),
@@ -476,7 +477,7 @@ def _gemv_fields(p: dict) -> dict:
                 unroll=_p2(p["unroll_log2"]), rn=_p2(p["rn_log2"]), split_k=int(p["split_k"]),
                 split_k_fused=bool(p["split_k_fused"]), col_groups=_p2(p.get("col_groups_log2", 0)),
                 smem_a=smem_a, spare_slot=spare_slot, min_blocks=int(p.get("min_blocks", 0)),
-                k_lanes=_p2(p.get("k_lanes_log2", 5)) if spare_slot else 32)
+                k_lanes=_p2(p.get("k_lanes_log2", 5)) if spare_slot or not smem_a else 32)
 
 
 def _gemv_params(s) -> dict | None:
@@ -506,9 +507,13 @@ def _gemv_seeds(op, target) -> list:
     spare slot in its ring (``spare_slot``); with a column-major B and A in registers from 8 rows, the pick with its
     registers capped at 168 (``min_blocks`` 3) and at 128 with unroll 1 (4), and the kernel with a ring and its lanes
     in groups along K (``gemv_ring_column_b``) with 2 columns per group at unroll 4 or 2, 256 or 128 threads, 8 or 32
-    lanes per group, and with 4 columns per group at 128 threads, unroll 1 (four blocks per SM), 2 or 4 (three); for 9–12 rows every seed of 16 rows per block again with 12."""
+    lanes per group, and with 4 columns per group at 128 threads, unroll 1 (four blocks per SM), 2 or 4 (three), and
+    the kernel with A in registers and its lanes in groups along K (``gemv_lanes_column_b``) in the forms
+    ``benchmarks/gemv_fused.py --family colb_lanes`` times; for 9–12 rows every seed of 16 rows per block again with
+    12."""
     from tiledsl.gemm.family import (
         gemv_base_schedule,
+        gemv_lanes_column_b,
         gemv_ring_column_b,
         gemv_schedule,
         gemv_split,
@@ -554,6 +559,10 @@ def _gemv_seeds(op, target) -> list:
         for bn, rn, unroll, min_blocks in ((256, 2, 2, 0), (128, 4, 1, 0), (128, 4, 2, 3), (128, 4, 4, 3)):
             cands.append(replace(ring, bn=bn, rn=rn, unroll=unroll, min_blocks=min_blocks))  # 0: 512 threads per SM
         cands += [replace(ring, k_lanes=32), replace(ring, bn=128, min_blocks=0)]
+    if op.layout_b == "col":  # A in registers, lanes in groups along K: the forms --family colb_lanes times
+        for form in ((), (8, 2, 2, 128, 1), (8, 2, 1, 128, 3), (8, 4, 1, 128, 3), (8, 4, 1, 256, 2), (16, 4, 2, 128, 1)):
+            lanes = gemv_lanes_column_b(op, plain, target, *form)
+            cands += [lanes] if lanes is not None else []
     if gemv_twelve_rows_fit(op.m):  # every seed of 16 rows per block again with 12
         cands += [replace(c, bm=12) for c in cands if c.bm == 16]
     return _valid_seeds("gemm", cands, op, target, _gemv_params)

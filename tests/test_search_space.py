@@ -154,9 +154,10 @@ def test_gemv_space_searches_twelve_rows_and_the_spare_slot(op, twelve, spare):
     """``rows_three_quarters`` (12 rows per block in place of 16) is free for 9-12 rows only, ``spare_slot`` (a ring
     of unroll + 1 loads of B) from 4 rows, ``k_lanes_log2`` (lanes along K per group) with a column-major B from 4
     rows; the seeds hold them, each round-tripping through its point, and a point with the spare slot but A in
-    registers builds the schedule without it (one kernel), a point with k_lanes but no ring with 32 lanes; x @ W.T's
-    pick with A in registers is seeded with its registers capped (``min_blocks`` 3 and 4) and with the ring's lanes
-    in groups of 8, and ``min_blocks`` 0 is the schedule's own value."""
+    registers builds the schedule without it (one kernel), a point with k_lanes and A staged but no ring with 32 lanes;
+    x @ W.T's pick with A in registers is seeded with its registers capped (``min_blocks`` 3 and 4), with the ring's
+    lanes in groups of 8 and with A in registers and its lanes in groups of 8 (``gemv_lanes_column_b``), and
+    ``min_blocks`` 0 is the schedule's own value."""
     target = tiledsl.Target.known("H200")
     space = GEMM_SPACE.for_op(op)
     free = {k.name for k in space.knobs if k.low < k.high}
@@ -166,6 +167,7 @@ def test_gemv_space_searches_twelve_rows_and_the_spare_slot(op, twelve, spare):
     seeds = space.seeds(op, target)
     assert any(s.bm == 12 for s in seeds) == twelve and any(s.spare_slot for s in seeds) == spare
     assert any(s.k_lanes == 8 for s in seeds) == lanes
+    assert any(s.k_lanes == 8 and not s.smem_a for s in seeds) == (lanes and op.m >= 8)
     if lanes:  # the ring's seeds hold at most 512 threads per SM in registers (128 each, or 168 at 3 x 128)
         assert all(s.min_blocks * s.bn <= 512 for s in seeds if s.spare_slot), [describe(s) for s in seeds]
         ring = next(s for s in seeds if s.k_lanes == 8)
