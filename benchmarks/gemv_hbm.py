@@ -60,7 +60,7 @@ def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, in
     return [(m, n, k, layout) for n, k in llm_weights() for layout in ("NN", "NT") for m in ms]
 
 
-VARIANTS = ("spare", "twelve", "cap168", "ring", "fused", "lanes")
+VARIANTS = ("spare", "twelve", "cap168", "ring", "fused", "lanes", "registers")
 """``--variant`` (any of them; none: ``schedule=None`` as it is), each applied to ``schedule=None``'s GEMV pick where
 it applies: ``spare`` a spare slot in staged A's ring of B (``GemmSchedule.spare_slot``; the pick stages A with a
 row-major B), ``twelve`` 12 rows per block for 9-12 rows, ``cap168`` registers capped at 168 (``min_blocks`` 3) where
@@ -71,7 +71,8 @@ its lanes in groups along K (``tiledsl.gemm.family.gemv_ring_column_b``) where t
 with an odd N, x @ W.T where it splits K: eleven of the twelve 64-96 MiB products of 1-4 rows stood at 0.65-0.80 of
 the copy in run 7, where a fixed few µs per call weigh), ``lanes`` x @ W.T's kernel with A in registers and its lanes
 in groups of 8 along K (``tiledsl.gemm.family.gemv_lanes_column_b``) where the pick has 8, 12 or 16 rows per block
-(in place of the pick, A staged or not; ``ring`` and ``cap168`` then do not apply).
+(in place of the pick, A staged or not; ``ring`` and ``cap168`` then do not apply), ``registers`` the pick before
+``gemv_lanes_split_k`` (x @ W.T with A in registers and 32 lanes along K where the pick has its lanes in groups).
 Where none applies the product runs ``schedule=None``."""
 
 
@@ -81,12 +82,20 @@ def variant_schedule(op, target, variants=()):
     from dataclasses import replace
 
     from tiledsl.gemm import default_schedule
-    from tiledsl.gemm.family import gemv_base_schedule, gemv_lanes_column_b, gemv_ring_column_b, gemv_twelve_rows_fit
+    from tiledsl.gemm.family import (
+        gemv_base_schedule,
+        gemv_lanes_column_b,
+        gemv_ring_column_b,
+        gemv_schedule_before_lanes,
+        gemv_twelve_rows_fit,
+    )
 
     pick = default_schedule(op, target)
     if pick.kernel != "gemv":
         return None
     s = pick
+    if "registers" in variants and pick.k_lanes != 32 and not pick.smem_a:
+        s = gemv_schedule_before_lanes(op, target)
     if "twelve" in variants and gemv_twelve_rows_fit(op.m):
         s = replace(s, bm=12)
     if "spare" in variants and s.smem_a and op.layout_b == "row":

@@ -560,7 +560,7 @@ def _gemv_seeds(op, target) -> list:
             cands.append(replace(ring, bn=bn, rn=rn, unroll=unroll, min_blocks=min_blocks))  # 0: 512 threads per SM
         cands += [replace(ring, k_lanes=32), replace(ring, bn=128, min_blocks=0)]
     if op.layout_b == "col":  # A in registers, lanes in groups along K: the forms --family colb_lanes times
-        for form in ((), (8, 2, 2, 128, 1), (8, 2, 1, 128, 3), (8, 4, 1, 128, 3), (8, 4, 1, 256, 2), (16, 4, 2, 128, 1)):
+        for form in ((), (8, 4, 2, 128, 1), (8, 2, 2, 128, 1), (8, 2, 1, 128, 3), (8, 4, 1, 128, 3), (8, 4, 1, 256, 2)):
             lanes = gemv_lanes_column_b(op, plain, target, *form)
             cands += [lanes] if lanes is not None else []
     if gemv_twelve_rows_fit(op.m):  # every seed of 16 rows per block again with 12

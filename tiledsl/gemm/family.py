@@ -75,6 +75,9 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
                     f"{s.rn} columns per warp")
         elif op.layout_b == "col" and s.bm > 1:
             one += f"; A in registers, not staged (gemv_column_b_unstaged): {gemv_column_b_unstaged(op, s)}"
+            if s.k_lanes != 32:
+                one += (f"; its lanes in groups of {s.k_lanes} along K, {s.rn} columns per group (gemv_lanes_split_k: "
+                        f"the register pick split K), {s.split_k} K slices")
         if s.bm == 12 and gemv_twelve_rows_fit(op.m):
             one += f"; 12 rows per block for {op.m} rows (gemv_twelve_rows), not 16"
         base = gemv_base_schedule(op, target)
@@ -651,6 +654,13 @@ def gemv_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     row-major B its form with A staged in shared memory (:func:`gemv_staged_a`), or with many rows of a small aligned
     product with a column-major B its form with A staged (:func:`gemv_staged_a_column_b`), or with 1-4 rows of a
     larger one with a row-major B its K slices filling whole waves (:func:`gemv_register_waves`)."""
+    pick = gemv_schedule_before_lanes(op, target)
+    return gemv_lanes_split_k(op, pick, target) or pick
+
+
+def gemv_schedule_before_lanes(op: GemmOp, target: Target) -> GemmSchedule:
+    """:func:`gemv_schedule` before :func:`gemv_lanes_split_k` (``benchmarks/gemv_hbm.py --variant registers`` times
+    it beside the pick)."""
     base = gemv_base_schedule(op, target)
     pick = (gemv_one_launch(op, base, target) or gemv_column_groups(op, base, target)
             or gemv_staged_a(op, base, target) or gemv_staged_a_column_b(op, base, target)
@@ -904,16 +914,18 @@ def gemv_ring_column_b(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSc
     return gemv_staged_slices(op, ring, target, deepest)
 
 
-GEMV_COLUMN_B_LANES = (8, 4, 2, 128, 1)
+GEMV_COLUMN_B_LANES = (16, 4, 2, 128, 1)
 """:func:`gemv_lanes_column_b`: (lanes along K per group ``k_lanes``, columns per group ``rn``, ``unroll``, threads per
 block ``bn``, ``min_blocks``). The kernel with A in registers (``schedule=None``'s for x @ W.T from 8 rows) with its
-lanes in groups of 8 along K: a row of A a group reads is 8 × 16 = 128 bytes, one L1 wavefront, which every group of
-the warp reads too, where 32 lanes side by side read 512 distinct bytes (four wavefronts) per row: 16 wavefronts of A
-and 16 of B per step of a warp at sixteen rows instead of 64 and 16. Nsight Compute on the register kernel
-(16×22016×4096, ``benchmarks/results/gemv_ncu_h200_2026-12-04.txt``) read issue slots 35 % busy and most stalls
-waiting on L1. SASS (sm_90, NVRTC 12.9, ``python benchmarks/sass_mix.py --variant lanes``): the same instructions per
-FFMA as the register kernel (597 per 512 at sixteen rows), 252 registers. Not yet timed: ``schedule=None`` does not
-take it (``benchmarks/gemv_fused.py --family colb_lanes`` and ``benchmarks/gemv_hbm.py --variant lanes`` decide)."""
+lanes in groups along K: a row of A a group of 8 lanes reads is 8 × 16 = 128 bytes, one L1 wavefront, which every
+group of the warp reads too, where 32 lanes side by side read 512 distinct bytes (four wavefronts) per row (16
+lanes: two). SASS (sm_90, NVRTC 12.9, ``python benchmarks/sass_mix.py --variant lanes``): the same instructions per
+FFMA as the register kernel (597 per 512 at sixteen rows), 252 registers (255 with K split). Timed (H200,
+:data:`GEMV_LANES_MEASURED`): 16 lanes ahead of 8 where the register pick splits K, neither ahead where it does not;
+Nsight Compute on 16×22016×4096 (``ncu_h200_2026-12-05_session31.txt`` there) read both at two warps per scheduler,
+the L1 hit rate 70 → 46 %, the same DRAM throughput (48 %): what holds x @ W.T's sixteen rows is warps in flight
+(250 registers), not L1 wavefronts. ``schedule=None`` takes this form where the register pick splits K
+(:func:`gemv_lanes_split_k`)."""
 
 
 def gemv_lanes_column_b(op: GemmOp, base: GemmSchedule, target: Target, k_lanes: int | None = None,
@@ -938,6 +950,28 @@ def gemv_lanes_column_b(op: GemmOp, base: GemmSchedule, target: Target, k_lanes:
     pick = gemv_split(op, lanes, target)
     split = gemv_whole_waves(op, lanes, target, max(1, pick // 2), pick, gemv_min_depth(lanes.bm))
     return replace(lanes, split_k=split)
+
+
+GEMV_LANES_MEASURED = "benchmarks/results/few_rows_h200_2026-12-05_session31"
+"""Where :func:`gemv_lanes_split_k` was measured (H200, 2026-12-05, session 31, commit ccadaa3, ``python
+benchmarks/gemv_fused.py --family colb_lanes``: ``gemv_colb_lanes.json``, ratios to cuBLAS; in-sample, one run): over
+x @ W.T with 8, 12 and 16 rows of the 17 LLM (N, K), 16 lanes per group with 4 columns per group at unroll 2 against
+``schedule=None`` where its pick keeps A in registers and splits K (N × K = 4096 × 4096, 4096 × 11008, 4096 × 14336,
+6144 × 4096): 1.070, 1.086 and 1.070× as fast (geomean of four products at 8, 12 and 16 rows; 0.98–1.16×); where the
+pick keeps A in registers in one slice (eight products of N ≥ 11008): 0.922, 1.026, 0.977× (0.74–1.31×); where it
+stages A (five products of at most 16 MiB): 0.919, 0.951, 0.987× (0.64–1.46×). 8 lanes per group: 0.983, 1.036, 0.970×
+where the pick splits K."""
+
+
+def gemv_lanes_split_k(op: GemmOp, s: GemmSchedule, target: Target) -> GemmSchedule | None:
+    """:func:`gemv_schedule_before_lanes`'s pick ``s`` for ``op`` as the kernel with A in registers and its lanes in
+    groups of 16 along K (:func:`gemv_lanes_column_b`: 4 columns per group, unroll 2, 128 threads; K slices recounted)
+    where ``s`` keeps A in registers with a column-major B and splits K, as measured to pay
+    (:data:`GEMV_LANES_MEASURED`); None elsewhere (the rows, layouts and alignment :func:`gemv_lanes_column_b`
+    needs)."""
+    if s.smem_a or s.split_k == 1 or op.layout_b != "col" or s.k_lanes != 32:
+        return None
+    return gemv_lanes_column_b(op, s, target)
 
 
 def gemv_register_waves(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
