@@ -70,8 +70,9 @@ its lanes in groups along K (``tiledsl.gemm.family.gemv_ring_column_b``) where t
 ``split_k_fused``) where the pick keeps A in registers and sums them with a second kernel (x @ W at 1-4 rows and
 with an odd N, x @ W.T where it splits K: eleven of the twelve 64-96 MiB products of 1-4 rows stood at 0.65-0.80 of
 the copy in run 7, where a fixed few µs per call weigh), ``lanes`` x @ W.T's kernel with A in registers and its lanes
-in groups of 8 along K (``tiledsl.gemm.family.gemv_lanes_column_b``) where the pick has 8, 12 or 16 rows per block
-(in place of the pick, A staged or not; ``ring`` and ``cap168`` then do not apply), ``registers`` the pick before
+in groups along K (``tiledsl.gemm.family.gemv_lanes_column_b``: 16 lanes, ``GEMV_COLUMN_B_LANES``) where the pick
+has 8, 12 or 16 rows per block (in place of the pick, A staged or not; where the pick already is that form it runs
+as it is; ``ring`` and ``cap168`` then do not apply), ``registers`` the pick before
 ``gemv_lanes_split_k`` (x @ W.T with A in registers and 32 lanes along K where the pick has its lanes in groups).
 Where none applies the product runs ``schedule=None``."""
 

@@ -497,8 +497,8 @@ def _gemv_params(s) -> dict | None:
 
 
 def _gemv_seeds(op, target) -> list:
-    """The library's pick (``tiledsl.gemm.family.gemv_schedule``) and its form before the small-product and odd-N
-    rules (``gemv_base_schedule``), then around the pick: 64, 128 and 256 threads, the K
+    """The library's pick (``tiledsl.gemm.family.gemv_schedule``), that pick before its lanes in groups
+    (``gemv_schedule_before_lanes``) and its form before the small-product and odd-N rules (``gemv_base_schedule``), then around the pick: 64, 128 and 256 threads, the K
     slices for about 1, 2, 4 and 8 blocks per SM, unroll 2 and 8, each slice count > 1 with both ways of summing;
     with a row-major B, also 2 and 4 groups of columns per thread (``col_groups``) at B's load width, and for 4–16 rows
     A staged in shared memory (``smem_a``) at 128 and 256 threads, unroll 8 and 4, slices for 4 and 8 blocks per SM
@@ -516,13 +516,14 @@ def _gemv_seeds(op, target) -> list:
         gemv_lanes_column_b,
         gemv_ring_column_b,
         gemv_schedule,
+        gemv_schedule_before_lanes,
         gemv_split,
         gemv_twelve_rows_fit,
     )
 
     pick = gemv_schedule(op, target)
     plain = gemv_base_schedule(op, target)  # the pick before its one-launch, column-groups or staged-A form
-    cands = [pick, replace(plain, vec=min(plain.vec, op.align_b))]
+    cands = [pick, gemv_schedule_before_lanes(op, target), replace(plain, vec=min(plain.vec, op.align_b))]
     base = replace(pick, smem_a=False, spare_slot=False, min_blocks=0) if pick.smem_a else pick  # A in registers around the pick
     for bn, unroll in itertools.product((128, 256, 64), (base.unroll, 8, 2)):
         one = replace(base, bn=bn, unroll=unroll, split_k=1, split_k_fused=False)
@@ -598,8 +599,8 @@ def _gemm_specialize(space: Space, op) -> Space:
             pins["smem_a"] = 0
         if gemv_block_rows(op.m) < 4:  # rule spare_slot_on_staged_a (smem_a_on_gemv: bm a multiple of 4)
             pins["spare_slot"] = 0
-        if gemv_block_rows(op.m) < 4 or op.layout_b == "row":  # rules k_lanes_on_column_b_ring, ..._need_column_major_b
-            pins["k_lanes_log2"] = 5
+        if gemv_block_rows(op.m) < 4 or op.layout_b == "row":  # rule k_lanes_need_column_major_b; below 4 rows the
+            pins["k_lanes_log2"] = 5  # groups' bm·rn sums rarely fill k_lanes (rule k_lanes_group_sums)
         pinned = _pin(GEMM_GEMV_SPACE, pins)
         # no slice shorter than one BK step: more slices than K/8 leave blocks with nothing to do
         most = max(1, min(GEMV_SPLIT_KNOB_MAX, -(-op.k // 8)))

@@ -1715,3 +1715,31 @@ def test_swizzle_group_must_fit_a_32_bit_int():
     swapped = GemmOp(65538 * 64, 128, 64)  # ⌈M / bn⌉ counts too: a column-major C runs as Cᵀ = Bᵀ·Aᵀ
     with pytest.raises(tiledsl.ScheduleError, match="swizzle_group_fits_int"):
         tiledsl.plan(swapped, big, device="h200")
+
+
+def test_schedule_none_takes_lanes_in_groups_only_where_measured():
+    """``gemv_lanes_split_k``: schedule=None runs x @ W.T with A in registers and its lanes in groups of 16 where the
+    register pick splits K, an aligned IEEE float32 product of a row-major A into a row-major C with 5-16 rows, N and
+    K within GEMV_LANES_RANGE, on sm_90; the register pick (32 lanes) elsewhere: one slice (N = 22016), N or K out of
+    the measured range, K not a multiple of 4 (A and B not 4 wide), float16, a column-major C, an A100 target; A
+    staged for a small W."""
+    from tiledsl.gemm import default_schedule
+    from tiledsl.gemm.family import GEMV_LANES_RANGE
+
+    h200, a100 = tiledsl.Target.known("H200"), tiledsl.Target.known("A100")
+
+    def op(m, n, k, **kw):
+        al = 4 if k % 4 == 0 else 2 if k % 2 == 0 else 1
+        return tiledsl.GemmOp(m, n, k, layout_b="col", align_a=al, align_b=al, align_c=4 if n % 4 == 0 else 1, **kw)
+
+    for m, n, k in ((5, 4096, 4096), (8, 4096, 14336), (12, 6144, 4096), (16, 4096, 11008)):
+        s = default_schedule(op(m, n, k), h200)
+        assert (s.k_lanes, s.rn, s.unroll, s.smem_a) == (16, 4, 2, False) and s.split_k > 1, (m, n, k, s)
+    assert GEMV_LANES_RANGE == (4096, 6144, 4096, 14336)
+    elsewhere = [(op(16, 22016, 4096), h200), (op(16, 2048, 4096), h200), (op(16, 4096, 16384), h200),
+                 (op(16, 4096, 4098), h200), (op(16, 4096, 4096, dtype="float16"), h200),
+                 (op(16, 4096, 4096, layout_c="col"), h200), (op(16, 4096, 4096), a100), (op(4, 4096, 4096), h200),
+                 (op(16, 1024, 4096), h200)]
+    for o, target in elsewhere:
+        assert default_schedule(o, target).k_lanes == 32, (o, target.name)
+    assert default_schedule(op(16, 1024, 4096), h200).smem_a

@@ -184,8 +184,8 @@ def test_a_wrong_column_b_ring_fails_here():
 def test_column_b_lanes_in_groups_with_a_in_registers(m, n, k, rng):
     """x @ W.T (a column-major B) on the kernel with A in registers and the warp's lanes in groups of 4, 8 or 16 along
     K (``k_lanes``; ``gemv_lanes_column_b``'s form): 1, 2 or 4 columns per group, unroll 1 to 4, one slice, three and
-    the fused sum, 4–16 rows per block (rows past M), B and A read 4, 2 and 1 wide (K ≡ 0, 2 mod 4, odd), groups past
-    N, alpha/beta: within the float64 tolerance, the same bits in both orders, every load inside B and A."""
+    the fused sum, 4–16 rows per block (rows past M), B read 4, 2 and 1 wide and A 4 or 1 wide (K ≡ 0, 2 mod 4, odd),
+    groups past N, alpha/beta: within the float64 tolerance, the same bits in both orders, every load inside B and A."""
     a, b, bs = _operands(rng, m, n, k, "col")
     ref = a.astype(np.float64) @ b.astype(np.float64)
     op = _op(m, n, k, "col")
@@ -378,7 +378,8 @@ def _from_16(bits: np.ndarray, dtype: str) -> np.ndarray:
 def test_sixteen_bit_gemv_on_the_host(dtype, m, n, k, rng):
     """The GEMV kernel on float16 and bfloat16 inputs and output (float32 accumulation; the prelude's conversions,
     float16's as host code here): A in registers and staged, one slice and three, the spare slot bit for bit what the
-    copied ring gives, and x @ W.T by the column-major B's ring (``k_lanes`` 8); within the output's 16-bit rounding
+    copied ring gives, and x @ W.T by the column-major B's ring (``k_lanes`` 8) and by the kernel with A in registers
+    and its lanes in groups of 16 and 8 (one slice and three, the fused sum); within the output's 16-bit rounding
     of the float64 product of the rounded inputs."""
     a16, b16 = _to_16(rng.uniform(-1, 1, (m, k)), dtype), _to_16(rng.uniform(-1, 1, (k, n)), dtype)
     ref = _from_16(a16, dtype) @ _from_16(b16, dtype)
@@ -403,6 +404,11 @@ def test_sixteen_bit_gemv_on_the_host(dtype, m, n, k, rng):
     ring = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64, vec=4, rn=2, unroll=2, split_k=3, smem_a=True,
                                 spare_slot=True, k_lanes=8)
     run(ring, op_t, np.ascontiguousarray(b16.T))
+    # ... and with A in registers, lanes in groups of 16 (schedule=None's form where the register pick splits K) and 8
+    for k_lanes, split, fused in ((16, 1, False), (16, 3, False), (8, 3, True)):
+        lanes = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=64, vec=4, rn=4, unroll=2, split_k=split,
+                                     split_k_fused=fused, k_lanes=k_lanes)
+        run(lanes, op_t, np.ascontiguousarray(b16.T))
 
 
 def test_a_broadcast_without_its_barrier_fails_in_one_order():

@@ -193,7 +193,7 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
                 w("// ---- warp -> 32 / K_LANES groups of K_LANES lanes, each group on its own RN columns of C; a group's",
                   "// lanes read VB-wide vectors along K (K_LANES*VB elements per step) of its RN columns of B, then row by",
                   "// row a vector of A: the K_LANES*VB elements of a row a group reads are the ones every group of the warp",
-                  "// reads (one L1 wavefront serves all groups where K_LANES*VB*4 <= 128 bytes); the thread holds one",
+                  "// reads (one L1 wavefront serves all groups where K_LANES*VB*sizeof(element) <= 128 bytes); the thread holds one",
                   "// row's piece of A at a time ----",
                   "const int lane = threadIdx.x % 32, kl = lane % K_LANES;  // kl: the lane's place along K in its group",
                   "const int gn0 = ((blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * (32 / K_LANES) + lane / K_LANES)"

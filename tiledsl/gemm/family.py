@@ -919,8 +919,11 @@ GEMV_COLUMN_B_LANES = (16, 4, 2, 128, 1)
 block ``bn``, ``min_blocks``). The kernel with A in registers (``schedule=None``'s for x @ W.T from 8 rows) with its
 lanes in groups along K: a row of A a group of 8 lanes reads is 8 × 16 = 128 bytes, one L1 wavefront, which every
 group of the warp reads too, where 32 lanes side by side read 512 distinct bytes (four wavefronts) per row (16
-lanes: two). SASS (sm_90, NVRTC 12.9, ``python benchmarks/sass_mix.py --variant lanes``): the same instructions per
-FFMA as the register kernel (597 per 512 at sixteen rows), 252 registers (255 with K split). Timed (H200,
+lanes: two). SASS (sm_90, NVRTC 12.9, ``python benchmarks/sass_mix.py``, ``…_lanes16_cpu_2026-12-05.json`` and
+``…_registers_cpu_2026-12-05.json`` in ``benchmarks/results``), where ``schedule=None`` takes it (K split): at sixteen
+rows 255 registers with 8 bytes spilled and one local load per pass, 612 instructions per 512 FFMAs (12.5 others per
+64) against the register pick's 255 registers, no spill, 607 (11.9); at 8 and 12 rows the same loop as the register
+pick (319 / 256, 463 / 384). Timed (H200,
 :data:`GEMV_LANES_MEASURED`): 16 lanes ahead of 8 where the register pick splits K, neither ahead where it does not;
 Nsight Compute on 16×22016×4096 (``ncu_h200_2026-12-05_session31.txt`` there) read both at two warps per scheduler,
 the L1 hit rate 70 → 46 %, the same DRAM throughput (48 %): what holds x @ W.T's sixteen rows is warps in flight
@@ -954,7 +957,8 @@ def gemv_lanes_column_b(op: GemmOp, base: GemmSchedule, target: Target, k_lanes:
 
 GEMV_LANES_MEASURED = "benchmarks/results/few_rows_h200_2026-12-05_session31"
 """Where :func:`gemv_lanes_split_k` was measured (H200, 2026-12-05, session 31, commit ccadaa3, ``python
-benchmarks/gemv_fused.py --family colb_lanes``: ``gemv_colb_lanes.json``, ratios to cuBLAS; in-sample, one run): over
+benchmarks/gemv_fused.py --family colb_lanes``: ``gemv_colb_lanes.json``; speeds are ratios of the measured times;
+in-sample, one run): over
 x @ W.T with 8, 12 and 16 rows of the 17 LLM (N, K), 16 lanes per group with 4 columns per group at unroll 2 against
 ``schedule=None`` where its pick keeps A in registers and splits K (N × K = 4096 × 4096, 4096 × 11008, 4096 × 14336,
 6144 × 4096): 1.070, 1.086 and 1.070× as fast (geomean of four products at 8, 12 and 16 rows; 0.98–1.16×); where the
@@ -963,13 +967,20 @@ stages A (five products of at most 16 MiB): 0.919, 0.951, 0.987× (0.64–1.46×
 where the pick splits K."""
 
 
+GEMV_LANES_RANGE = (4096, 6144, 4096, 14336)
+""":func:`gemv_lanes_split_k`: (fewest and most columns N, shallowest and deepest K) measured
+(:data:`GEMV_LANES_MEASURED`)."""
+
+
 def gemv_lanes_split_k(op: GemmOp, s: GemmSchedule, target: Target) -> GemmSchedule | None:
     """:func:`gemv_schedule_before_lanes`'s pick ``s`` for ``op`` as the kernel with A in registers and its lanes in
     groups of 16 along K (:func:`gemv_lanes_column_b`: 4 columns per group, unroll 2, 128 threads; K slices recounted)
-    where ``s`` keeps A in registers with a column-major B and splits K, as measured to pay
-    (:data:`GEMV_LANES_MEASURED`); None elsewhere (the rows, layouts and alignment :func:`gemv_lanes_column_b`
-    needs)."""
-    if s.smem_a or s.split_k == 1 or op.layout_b != "col" or s.k_lanes != 32:
+    where ``s`` keeps A in registers with a column-major B and splits K, within the measured N and K
+    (:data:`GEMV_LANES_RANGE`) on an sm_90 target, as measured to pay (:data:`GEMV_LANES_MEASURED`); None elsewhere
+    (and where :func:`gemv_lanes_column_b` does not apply: rows, layouts, alignment)."""
+    fewest_n, most_n, shallowest_k, deepest_k = GEMV_LANES_RANGE
+    measured = fewest_n <= op.n <= most_n and shallowest_k <= op.k <= deepest_k and target.cc == 90
+    if not measured or s.smem_a or s.split_k == 1 or op.layout_b != "col" or s.k_lanes != 32:
         return None
     return gemv_lanes_column_b(op, s, target)
 

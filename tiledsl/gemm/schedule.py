@@ -413,10 +413,11 @@ class GemmSchedule(ScheduleRecord):
             side by side and bm + 1 vectors apart (``As[kv][m][VB]``: a lane's reads of a row take immediate
             offsets, and the lanes of a group, on consecutive kv, hit distinct banks); shared memory
             (bm + 1) · depth · 4 bytes.
-        k_lanes: (GEMV-style kernel, column-major B, ``smem_a`` and ``spare_slot``) lanes of a warp along K per
-            group of ``rn`` columns: the warp keeps 32 / k_lanes groups, so a block covers bn / k_lanes · rn
-            columns, and a row's read of staged A serves every group from one shared-memory wavefront (k_lanes ·
-            VB · 4 ≤ 128 bytes) where 32 lanes along K take four. 4, 8, 16 or 32 (default: one group); bm·rn
+        k_lanes: (GEMV-style kernel, column-major B: A in registers, or ``smem_a`` with ``spare_slot``) lanes of
+            a warp along K per group of ``rn`` columns: the warp keeps 32 / k_lanes groups, so a block covers
+            bn / k_lanes · rn columns, and a row's read of A (staged: one shared-memory wavefront; in registers:
+            one L1 wavefront) serves every group where k_lanes · VB · 4 ≤ 128 bytes, where 32 lanes along K take
+            four. 4, 8, 16 or 32 (default: one group); bm·rn
             a multiple of k_lanes (each group's sums leave by a reduce-scatter butterfly over its lanes).
 
     Raises:
