@@ -172,7 +172,11 @@ def main() -> int:
                     help="schedule=None's GEMV pick with a spare slot in staged A's ring of B (spare), 12 rows per "
                          "block for 9-12 rows (twelve), registers capped at 168 for x @ W.T with A in registers "
                          "(cap168), x @ W.T's ring with its lanes in groups along K (ring), the slices summed in "
-                         "the kernel (fused), each where it applies (default: none, schedule=None as it is)")
+                         "the kernel (fused), x @ W.T with A in registers and its lanes in groups (lanes), the pick "
+                         "before its lanes in groups (registers), each where it applies (default: none, "
+                         "schedule=None as it is)")
+    ap.add_argument("--layouts", nargs="+", choices=("NN", "NT"), default=["NN", "NT"],
+                    help="x @ W (NN) and/or x @ W.T (NT) (default: both)")
     args = ap.parse_args()
     if bad := [m for m in args.m if not 1 <= m <= 16]:
         ap.error(f"--m {bad}: few-row products have 1 to 16 rows")
@@ -181,7 +185,8 @@ def main() -> int:
     gpu_or_exit("benchmarks/gemv_hbm.py")
     hbm, gpu_hbm = copy_gbps(), copy_gbps(gpu_only=True)
     print(f"device-to-device copy: {hbm:.0f} GB/s (the GPU alone: {gpu_hbm:.0f} GB/s)", flush=True)
-    rows = measure_each([(*shape, hbm, gpu_hbm, tuple(args.variant)) for shape in shapes(tuple(args.m))], measure)
+    todo = [shape for shape in shapes(tuple(args.m)) if shape[3] in args.layouts]
+    rows = measure_each([(*shape, hbm, gpu_hbm, tuple(args.variant)) for shape in todo], measure)
     result = {how: summary(rows, args.min_mib, *keys) for how, keys in
               (("call", ("hbm_fraction", "ratio")), ("gpu_only", ("gpu_hbm_fraction", "gpu_ratio")),
                ("gpu_only_vs_same_size_read", ("gpu_same_size_fraction", "gpu_ratio")))}
