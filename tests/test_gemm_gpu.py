@@ -925,6 +925,19 @@ def test_gemv_twelve_rows_per_block_against_float64(lb, m, n, k, rng):
     assert _rel_err(c, 1.5 * (ha @ hb) - 0.5 * c0) < tol * 2, pick
 
 
+def _column_b_operands(dtype, m, n, k, rng):
+    """(cupy, tolerance, A [M, K], B [K, N] column-major (x @ W.T), A and B as float64 host arrays of the rounded
+    inputs, rows per block of the GEMV kernel (at least 4)) for the column-major-B GEMV tests."""
+    cp = _cp()
+    from tiledsl.gemm.family import gemv_block_rows
+
+    tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
+    a, _ = _rand((m, k), rng, dtype)
+    b, _ = _rand((k, n), rng, dtype, "col")
+    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)  # the rounded inputs
+    return cp, tol, a, b, ha, hb, max(4, gemv_block_rows(m))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])  # bfloat16: tests/test_host_cuda_cpu.py (no CuPy dtype)
 @pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (12, 22016, 4096), (9, 133, 3000), (5, 7, 130), (16, 33, 611),
                                    (8, 513, 1000), (4, 3, 36)])
@@ -934,15 +947,9 @@ def test_gemv_column_b_ring_against_float64(dtype, m, n, k, rng):
     8 and 32 lanes per group, 128 and 256 threads, registers capped at 168) and 4 lanes per group; one slice, the
     split-K kernel and the fused sum (the same bits); K odd, 2 mod 4 and 0 mod 4 (B and A read 1, 2, 4 wide), rows
     past M, groups past N; a NaN-poisoned C, then alpha and beta."""
-    cp = _cp()
-    from tiledsl.gemm.family import gemv_block_rows
     from tiledsl.gemm.schedule import gemv_smem_a_bytes
 
-    tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
-    a, _ = _rand((m, k), rng, dtype)
-    b, _ = _rand((k, n), rng, dtype, "col")
-    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)  # the rounded inputs
-    bm = max(4, gemv_block_rows(m))
+    cp, tol, a, b, ha, hb, bm = _column_b_operands(dtype, m, n, k, rng)
     ring = tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=128, vec=4, rn=2, unroll=4, smem_a=True, spare_slot=True,
                                 k_lanes=8)
     split = next(sp for sp in (1, 3, 8, 16) if gemv_smem_a_bytes(k, replace(ring, split_k=sp), col_b=True) <= 49152)
@@ -974,14 +981,7 @@ def test_gemv_column_b_lanes_against_float64(dtype, m, n, k, rng):
     ``schedule=None`` for the float32 products; one slice, three with the split-K kernel and the fused sum (the same
     bits); K odd, 2 mod 4 and 0 mod 4 (B and A read 1, 2, 4 wide), rows past M, groups past N; a NaN-poisoned C, then
     alpha and beta."""
-    cp = _cp()
-    from tiledsl.gemm.family import gemv_block_rows
-
-    tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
-    a, _ = _rand((m, k), rng, dtype)
-    b, _ = _rand((k, n), rng, dtype, "col")
-    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)  # the rounded inputs
-    bm = max(4, gemv_block_rows(m))
+    cp, tol, a, b, ha, hb, bm = _column_b_operands(dtype, m, n, k, rng)
     variants = [tiledsl.GemmSchedule(kernel="gemv", bm=bm, bn=bn, vec=4, rn=rn, unroll=unroll, min_blocks=min_blocks,
                                      k_lanes=k_lanes)
                 for k_lanes, rn, unroll, bn, min_blocks in ((8, 4, 2, 128, 1), (8, 2, 2, 128, 1), (8, 2, 1, 128, 3),
