@@ -915,7 +915,7 @@ def test_gemv_twelve_rows_per_block_against_float64(lb, m, n, k, rng):
         split = max(min(3, k), -(-k // 512))
         variants += [replace(pick, smem_a=True, spare_slot=spare, unroll=8, split_k=split) for spare in (False, True)]
     if lb == "col":
-        variants += [replace(pick, smem_a=False, rn=rn, unroll=2, split_k=min(3, k)) for rn in (1, 2, 4)]
+        variants += [replace(pick, smem_a=False, k_lanes=32, rn=rn, unroll=2, split_k=min(3, k)) for rn in (1, 2, 4)]
         variants += [replace(pick, smem_a=False, min_blocks=3), replace(pick, smem_a=False, unroll=1, min_blocks=4)]
     for s in variants:
         assert _rel_err(_gemm_nan_out(a, b, schedule=s), ha @ hb) < tol, s

@@ -961,7 +961,10 @@ benchmarks/gemv_fused.py --family colb_lanes``: ``gemv_colb_lanes.json``; speeds
 in-sample, one run): over
 x @ W.T with 8, 12 and 16 rows of the 17 LLM (N, K), 16 lanes per group with 4 columns per group at unroll 2 against
 ``schedule=None`` where its pick keeps A in registers and splits K (N × K = 4096 × 4096, 4096 × 11008, 4096 × 14336,
-6144 × 4096): 1.070, 1.086 and 1.070× as fast (geomean of four products at 8, 12 and 16 rows; 0.98–1.16×); where the
+6144 × 4096): 1.070, 1.086 and 1.070× as fast (geomean of four products at 8, 12 and 16 rows; 0.98–1.16×), confirmed
+after the change in a second run (commit 6c49f47, ``python benchmarks/gemv_hbm.py --m 8 12 16 --layouts NT`` beside
+``--variant registers``: ``gemv_hbm_nt_after.json``, ``gemv_hbm_nt_registers.json``): GPU alone 1.079× (12 products,
+0.98–1.20×; per call 1.082×), the 24 unchanged products ≥ 64 MiB within 1.6 % between the two runs; where the
 pick keeps A in registers in one slice (eight products of N ≥ 11008): 0.922, 1.026, 0.977× (0.74–1.31×); where it
 stages A (five products of at most 16 MiB): 0.919, 0.951, 0.987× (0.64–1.46×). 8 lanes per group: 0.983, 1.036, 0.970×
 where the pick splits K."""
