@@ -144,6 +144,7 @@ struct Warp {
   explicit Warp(int lanes) : bar(lanes) {}
   Barrier bar;
   std::uint64_t slot[32] = {};
+  unsigned mma_a[32][4] = {}, mma_b[32][2] = {};  // each lane's fragments of an mma.sync
 };
 
 struct Block {
@@ -202,6 +203,33 @@ T exchange(T v, F src) {
   T out;
   std::memcpy(&out, &got, sizeof(T));
   return out;
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: every lane posts its fragments, then computes its own four
+// accumulators from the warp's (PTX ISA's fragment layout: g = lane / 4, t = lane % 4; A register r holds row g + 8·(r % 2),
+// k t + 4·(r / 2); B register r holds k t + 4·r, column g; D element i holds row g + 8·(i / 2), column 2t + i % 2). The
+// inputs' low 13 bits are ignored, as TF32 has none; the products of two TF32 values are exact in float, summed in k
+// order after the accumulator
+inline void mma_1688_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  Warp& w = this_warp(tid);
+  const unsigned lane = tid % 32;
+  std::memcpy(w.mma_a[lane], a, sizeof a);
+  std::memcpy(w.mma_b[lane], b, sizeof b);
+  w.bar.arrive_and_wait();
+  const auto tf32 = [](unsigned u) { u &= 0xffffe000u; float f; std::memcpy(&f, &u, 4); return f; };
+  const unsigned g = lane / 4, t = lane % 4;
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned row = g + 8 * (i / 2), col = 2 * t + i % 2;
+    float sum = d[i];
+    for (unsigned kk = 0; kk < 8; ++kk) {
+      const float x = tf32(w.mma_a[(row % 8) * 4 + kk % 4][row / 8 + 2 * (kk / 4)]);
+      const float y = tf32(w.mma_b[col * 4 + kk % 4][kk / 4]);
+      sum += x * y;
+    }
+    d[i] = sum;
+  }
+  w.bar.arrive_and_wait();
 }
 
 // cp.async, queued: the destination is poisoned when the copy is issued and written when a wait covers its group

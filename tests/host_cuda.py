@@ -10,7 +10,9 @@ stops the run, and sits among 0xff bytes (the rounding to 16 bytes past its end,
 gives NaN or -1, a write there ends the run with an error. The prelude's inline-PTX helpers become host code: cp.async
 copies are queued, their destination poisoned, and land at the wait that covers their group (a thread ending with
 copies no wait covered ends the run); float16 conversions go through ``_Float16`` (round to nearest even, as PTX's
-``cvt.rn``). Other inline PTX (mma.sync, ldmatrix, wgmma, TMA) does not compile here.
+``cvt.rn``); the m16n8k8 TF32 ``mma.sync`` of the tensor-core GEMV kernel becomes a warp-wide exchange of fragments
+(each lane's four accumulators from the warp's, in the PTX ISA's layout). Other inline PTX (the 16-bit mma.sync,
+ldmatrix, wgmma, TMA) does not compile here.
 
 A block's fibers run one at a time from barrier to barrier, each stretch in index order or in reverse (``order``:
 "forward", "reverse", or "alternate" between the blocks of a run; the last to reach a barrier yields too, so the next
@@ -75,6 +77,13 @@ template <int PENDING>
 inline void tdsl_cp_async_wait() { host_cuda::cp_async_wait(PENDING); }
 """
 
+HOST_MMA_1688_TF32 = r"""// ---- host stand-in for the m16n8k8 TF32 mma.sync (a warp-wide exchange of fragments) ----
+inline void tdsl_mma_1688_tf32(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                               unsigned b1) {
+  host_cuda::mma_1688_tf32(d, {a0, a1, a2, a3}, {b0, b1});
+}
+"""
+
 HOST_HALF = r"""// ---- host stand-ins for the float16 conversions (the bfloat16 ones are plain C++ and stay) ----
 inline float tdsl_h2f(unsigned short h) { _Float16 v; std::memcpy(&v, &h, 2); return (float)v; }
 inline unsigned short tdsl_f2h(float f) { const _Float16 v = (_Float16)f; unsigned short h; std::memcpy(&h, &v, 2); return h; }
@@ -87,8 +96,9 @@ _SHARED = re.compile(r"__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][\w ]*?)\s
 def _host_helpers(source: str) -> str:
     """``source`` with the prelude's inline-PTX helpers (tiledsl.codegen.prelude) replaced by host versions."""
     from tiledsl.codegen import prelude
+    from tiledsl.gemm.emit_gemv_mma import MMA_1688_TF32_HELPER
 
-    source = source.replace(prelude.ASYNC_COPY_HELPERS, HOST_ASYNC_COPY)
+    source = source.replace(prelude.ASYNC_COPY_HELPERS, HOST_ASYNC_COPY).replace(MMA_1688_TF32_HELPER, HOST_MMA_1688_TF32)
     half_asm = prelude.HALF_HELPERS[:prelude.HALF_HELPERS.index("__device__ __forceinline__ float tdsl_bf2f")]
     return source.replace(half_asm, HOST_HALF)
 

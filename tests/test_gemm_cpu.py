@@ -11,6 +11,7 @@ import pytest
 
 import tiledsl
 from tiledsl import rules as R
+from tiledsl.compile import compile_source
 from tiledsl.gemm import GEMM_RULES, GemmOp, GemmSchedule, emit_gemm
 from tiledsl.gemm.emit import emit_splitk_reduce
 from tiledsl.gemm.schedule import estimate_registers
@@ -67,7 +68,14 @@ FAILING = [
                                            stages=1)),  # uneven tiles: Bs at 40 bytes
     ("b_tile_starts_16_byte_aligned", dict(bm=17, bn=128, bk=5, rm=1, rn=4, wm=1, wn=128, vec=1, unroll=5)),
     ("kernel_kind", dict(kernel="gemm")),
-    ("gemv_on_fma", dict(kernel="gemv", bm=4, bn=128, mma="mma_sync", bk=32, smem_pad=8)),
+    ("gemv_on_fma", dict(kernel="gemv", bm=4, bn=128, mma="wgmma", bk=64)),
+    ("gemv_mma_rows", dict(kernel="gemv", mma="mma_sync", bm=8, bn=128, bk=16, rn=32)),
+    ("gemv_mma_columns", dict(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=12)),
+    ("gemv_mma_columns", dict(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=72)),
+    ("gemv_mma_unroll", dict(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=32, unroll=9)),
+    ("gemv_mma_plain", dict(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=32, split_k=2, split_k_fused=True)),
+    ("gemv_mma_plain", dict(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=32, k_lanes=8)),
+    ("mma_bk_multiple_of_16", dict(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=8, rn=32)),
     ("gemv_rows", dict(kernel="gemv", bm=32, bn=128)),
     ("gemv_block_threads", dict(kernel="gemv", bm=4, bn=100)),
     ("stream_k_on_fma_tiles", dict(split_k=2, stream_k=True)),
@@ -610,7 +618,7 @@ def test_tf32_rules_and_precision_errors():
         tiledsl.compile(GemmOp(256, 256, 256, dtype="float32", layout_b="col"), s, arch="sm_90")
     with pytest.raises(tiledsl.SpecError, match=r"GemmOp.precision='tf32' applies to float32 inputs, not float16"):
         GemmOp(8, 8, 8, dtype="float16", precision="tf32")
-    with pytest.raises(tiledsl.SpecError, match=r"GemmOp.precision='fp8' must be one of \('ieee', 'tf32'\)"):
+    with pytest.raises(tiledsl.SpecError, match=r"GemmOp.precision='fp8' must be one of \('ieee', 'tf32', '3xtf32'\)"):
         GemmOp(8, 8, 8, precision="fp8")
 
 
@@ -623,6 +631,55 @@ def test_default_schedule_for_tf32():
     assert default_schedule(nt, tiledsl.Target.known("sm_80")).mma == "fma"  # no tf32 kernel before Hopper
     misaligned = GemmOp(4096, 4096, 4095, dtype="float32", layout_b="col", align_a=1, align_b=1, precision="tf32")
     assert default_schedule(misaligned, tiledsl.Target.known("H200")).mma == "fma"
+
+
+@pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (12, 22016, 4096), (9, 768, 768), (16, 128256, 4096),
+                                   (16, 4096, 14336)])
+def test_3xtf32_default_runs_x_at_w_t_on_the_tensor_core_gemv_and_compiles(m, n, k):
+    """precision="3xtf32": schedule=None takes the tensor-core GEMV kernel for 9-16 rows of an aligned x @ W.T
+    (gemv_mma_schedule), whose source compiles for sm_80, sm_90 and sm_90a within its register cap, without spills,
+    with three m16n8k8 TF32 products per fragment and half of a k16 step; fewer rows, a row-major B, misaligned
+    operands and a pre-Ampere target keep the exact FMA kernels (and say why in the choice)."""
+    from tiledsl.gemm.family import builtin_choice, default_schedule
+
+    h200 = tiledsl.Target.known("H200")
+    op = GemmOp(m, n, k, layout_b="col", precision="3xtf32")
+    s, why = builtin_choice(op, h200)
+    assert (s.kernel, s.mma, s.bm) == ("gemv", "mma_sync", 16) and "gemv_mma_schedule" in why, why
+    assert default_schedule(op, h200) == s
+    for arch in ("sm_80", "sm_90"):
+        kern = tiledsl.compile(op, s, arch=arch)
+        assert kern.spill_bytes == 0 and kern.registers <= 65536 // (s.threads * s.min_blocks), (arch, kern.registers)
+        assert "tf32x3f32f32" in kern.name
+    assert kern.source.count("tdsl_mma_1688_tf32(acc[j]") == 3
+    assert compile_source(emit_gemm(op, s), "sm_90a").spill_bytes == 0
+    for other, reason in ((replace(op, m=8), "computed exactly"), (replace(op, layout_b="row"), "computed exactly"),
+                          (replace(op, k=k + 2, align_a=2, align_b=2), "computed exactly")):
+        s2, why2 = builtin_choice(other, h200)
+        assert s2.mma == "fma" and reason in why2, (other, why2)
+    assert builtin_choice(op, tiledsl.Target.known("sm_80"))[0].mma == "mma_sync"
+
+
+def test_3xtf32_rules_name_what_the_tensor_core_gemv_needs():
+    """The op- and device-scope rules of the tensor-core GEMV kernel, each with the argument that breaks it."""
+    tc = GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=32)
+    nt = dict(layout_b="col", precision="3xtf32")
+    with pytest.raises(tiledsl.ScheduleError, match="mma_needs_16_bit_inputs"):  # IEEE float32 on the tensor cores
+        tiledsl.compile(GemmOp(16, 64, 64, layout_b="col"), tc, arch="sm_90")
+    with pytest.raises(tiledsl.ScheduleError, match="gemv_mma_3xtf32"):  # 16-bit inputs: the tiled mma.sync kernels
+        tiledsl.compile(GemmOp(16, 64, 64, dtype="float16", layout_b="col"), tc, arch="sm_90")
+    with pytest.raises(tiledsl.ScheduleError, match="gemv_mma_layouts"):
+        tiledsl.compile(GemmOp(16, 64, 64, precision="3xtf32"), tc, arch="sm_90")
+    with pytest.raises(tiledsl.ScheduleError, match=r"align_a=2, align_b=2.*rule gemv_mma_16_byte_operands"):
+        tiledsl.compile(GemmOp(16, 64, 66, align_a=2, **nt), tc, arch="sm_90")
+    env = tc.env(tiledsl.Target.known("sm_80"), GemmOp(16, 64, 64, **nt))
+    env.update(CC=75)
+    assert [r.name for r in R.violations(GEMM_RULES, env, ("target",))] == ["gemv_mma_needs_sm_80"]
+    with pytest.raises(tiledsl.SpecError, match=r"GemmOp.precision='3xtf32' applies to float32 inputs, not bfloat16"):
+        GemmOp(8, 8, 8, dtype="bfloat16", precision="3xtf32")
+    # the FMA GEMV kernels keep their source: gemv_on_fma's static_assert is the one they always had
+    assert 'static_assert(MMA == 0, "rule gemv_on_fma");' in emit_gemm(GemmOp(4, 64, 64),
+                                                                      GemmSchedule(kernel="gemv", bm=4, bn=128)).source
 
 
 def test_default_schedule_uses_tma_only_where_tensor_maps_can_be_encoded(monkeypatch):
@@ -1175,7 +1232,7 @@ def test_gemv_rules_and_default():
     with pytest.raises(tiledsl.ScheduleError, match="gemv_block_threads"):
         GemmSchedule(kernel="gemv", bm=4, bn=100)
     with pytest.raises(tiledsl.ScheduleError, match="gemv_on_fma"):
-        GemmSchedule(kernel="gemv", bm=4, bn=128, mma="mma_sync", bk=32, smem_pad=8)
+        GemmSchedule(kernel="gemv", bm=4, bn=128, mma="wgmma", bk=64)
     with pytest.raises(tiledsl.ScheduleError, match=r"GemmSchedule.kernel='gemm' must be one of \('tiled', 'gemv'\)"):
         GemmSchedule(kernel="gemm")
     with pytest.raises(tiledsl.ScheduleError, match="gemv_column_tile_fits_registers"):

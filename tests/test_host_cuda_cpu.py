@@ -502,3 +502,63 @@ def test_a_write_next_to_a_buffer_ends_the_run():
               "}\n")
     with pytest.raises(host_cuda.HostRunError, match="outside it"):
         host_cuda.launch(source, "one_past", (1, 1, 1), (32, 1, 1), 0, [np.zeros(3, np.float32), 3])
+
+
+# ---- the tensor-core GEMV kernel (precision="3xtf32": kernel="gemv", mma="mma_sync"), its mma.sync a warp-wide exchange
+def _mma_schedule(rn=32, unroll=2, split_k=1, bk=16, bn=128):
+    return tiledsl.GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=bn, bk=bk, rn=rn, unroll=unroll, vec=4,
+                                split_k=split_k)
+
+
+def _mma_op(m, n, k, read_c=False):
+    return tiledsl.GemmOp(m, n, k, layout_b="col", align_a=4, align_b=4, align_c=4 if n % 4 == 0 else 1,
+                          read_c=read_c, precision="3xtf32")
+
+
+@pytest.mark.parametrize("m,n,k,rn,unroll,split_k,bk", [
+    (16, 64, 64, 32, 2, 1, 16), (12, 72, 100, 16, 2, 1, 16), (1, 40, 36, 8, 1, 1, 16), (9, 129, 260, 64, 4, 1, 16),
+    (16, 200, 1028, 32, 4, 3, 32), (13, 33, 516, 8, 3, 2, 64), (16, 7, 4, 8, 1, 1, 16), (5, 300, 48, 32, 1, 1, 16)])
+def test_gemv_mma_3xtf32_against_float64(m, n, k, rn, unroll, split_k, bk, rng):
+    """x @ W.T on the tensor cores, each float32 input split into two TF32 parts (precision="3xtf32"): 8-64 columns per
+    warp, unroll 1-4 (whole groups of steps and the guarded last steps: K ≡ 4, 0 and 12 mod 16), one slice and 2-3
+    with the split-K kernel (slices 16, 32 and 64 deep at their starts), rows past M (1-16 rows), columns past N (N odd,
+    7, 33): within a few times IEEE float32's error of float64 (each product keeps about 21 bits), the same bits in
+    both orders, every load inside A and B; then alpha and beta on a given C."""
+    a, b, b_col = _operands(rng, m, n, k, "col")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    s = _mma_schedule(rn, unroll, split_k, bk)
+    got = _run(_mma_op(m, n, k), s, a, b_col)
+    assert _rel_err(got, ref) < 4 * _tol(k), s
+    fma = _rel_err((a @ b).astype(np.float64), ref)  # what IEEE float32 gets here (NumPy's pairwise sums)
+    assert _rel_err(got, ref) < max(16 * fma, 1e-6), (fma, s)
+    c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    got = _run(_mma_op(m, n, k, read_c=True), s, a, b_col, alpha=1.5, beta=-0.5, c0=c0)
+    assert _rel_err(got, 1.5 * ref - 0.5 * c0.astype(np.float64)) < 8 * _tol(k), s
+
+
+@pytest.mark.parametrize("what,edit", [
+    ("A's fragment registers a1 and a2 swapped (the wrong PTX layout)",
+     lambda src: src.replace("tdsl_mma_1688_tf32(acc[j], lo_big[e], hi_big[e], lo_big[e + 1], hi_big[e + 1], b_big[e]",
+                             "tdsl_mma_1688_tf32(acc[j], lo_big[e], lo_big[e + 1], hi_big[e], hi_big[e + 1], b_big[e]")),
+    ("the small·big product left out (2xTF32)",
+     lambda src: src.replace("tdsl_mma_1688_tf32(acc[j], lo_small[e], hi_small[e], lo_small[e + 1], hi_small[e + 1], "
+                             "b_big[e], b_big[e + 1]);", "")),
+    ("B's halves read from the same two elements",
+     lambda src: src.replace("b_big[e], b_big[e + 1]);\n", "b_big[0], b_big[1]);\n")),
+    ("the last steps read without their bounds test",
+     lambda src: src.replace("const bool in = k + 4 * t < k_end;", "const bool in = true;")),
+])
+def test_gemv_mma_broken_variants_fail(what, edit, rng):
+    """Each check of the tensor-core GEMV test above fails on a kernel broken on purpose: the host runner's mma.sync
+    follows the PTX ISA's fragment layout, and a read past the end of B stops the run."""
+    m, n, k = 16, 40, 100  # K ≡ 4 mod 16: a last step with lanes past the end
+    a, b, b_col = _operands(rng, m, n, k, "col")
+    op, s = _mma_op(m, n, k), _mma_schedule(rn=8, unroll=2)
+    source = GEMM.emit(op, s).source
+    assert edit(source) != source, what
+    c = np.full((m, n), np.nan, np.float32)
+    try:
+        host_cuda.gemm(op, s, a, b_col, c, edit=edit)
+    except host_cuda.HostRunError:
+        return  # a read past B's end
+    assert not _rel_err(c, a.astype(np.float64) @ b.astype(np.float64)) < 4 * _tol(k), what

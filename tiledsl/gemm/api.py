@@ -49,7 +49,11 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
             GPU, inputs read with a 10-bit mantissa: expect a relative error near 1e-3, as with torch's
             ``allow_tf32``; ``docs/gemm.md``). tf32 reads both operands K-major: an M- or N-major operand
             (``a.T``, a row-major B) is first copied K-major (one extra read and write of it). Where no tf32
-            kernel applies (another GPU, misaligned operands) the product is computed exactly.
+            kernel applies (another GPU, misaligned operands) the product is computed exactly. "3xtf32": each input
+            split into two TF32 parts and three tensor-core products per term (CUTLASS's 3xTF32: about 21 of
+            float32's 24 bits per product; an infinite input gives NaN) for x @ W.T with 9 to 16 rows (A
+            row-major, B column-major such as ``w.T`` of a torch Linear weight, 16-byte aligned, sm_80 or newer;
+            ``docs/gemm.md``); every other product is computed exactly.
 
     Returns:
         The (M, N) array holding C: ``c`` itself when given, else a new array of the inputs' library (a
@@ -277,8 +281,8 @@ def _gemm_slow(a, b, c, alpha, beta, schedule, key, precision="ieee"):
         raise SpecError(f"inner dimensions differ: a.shape={a.shape} (K={k}) but b.shape={b.shape} (K={k2})")
     if dt_a != dt_b:
         raise SpecError(f"a.dtype={dt_a} and b.dtype={dt_b} differ; cast one (mixed dtypes are not supported)")
-    if precision == "tf32" and dt_a != "float32":
-        raise SpecError(f"precision='tf32' applies to float32 inputs, not a.dtype={dt_a} (float16 and bfloat16 "
+    if precision != "ieee" and dt_a != "float32":
+        raise SpecError(f"precision={precision!r} applies to float32 inputs, not a.dtype={dt_a} (float16 and bfloat16 "
                         "run on the tensor cores already)")
     result = None
     given_c = c is not None

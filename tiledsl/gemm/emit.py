@@ -28,6 +28,7 @@ from ..compile import KernelSource
 from ..planning import render_params
 from .emit_common import COMPONENTS, VEC_TYPES, block_to_tile, constexpr_table, k_range
 from .emit_gemv import emit_gemm_gemv
+from .emit_gemv_mma import emit_gemm_gemv_mma
 from .emit_mma import emit_gemm_mma
 from .emit_wgmma import emit_gemm_wgmma
 from .kernel_plan import canonical, grid, kernel_name, kernel_name_reduce, plan_gemm, splitk_reduce_plan
@@ -78,6 +79,8 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         Launch on a 1-D grid of ceil(M/bm)·ceil(N/bn) blocks (see :func:`grid`).
     """
     s.check_op(op)
+    if s.kernel == "gemv" and s.mma == "mma_sync":
+        return emit_gemm_gemv_mma(op, s)
     if s.kernel == "gemv":
         return emit_gemm_gemv(op, s)
     if s.mma == "mma_sync":

@@ -53,6 +53,16 @@ def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
     """(:func:`builtin_schedule`, which rule chose it and why, for ``search.tune --lookup``)."""
     refuse_empty(op, "choose a schedule for")
+    if op.precision == "3xtf32":
+        tc = gemv_mma_schedule(op, target)
+        if tc is not None:
+            return tc, (f"the GEMV-style kernel on the tensor cores (gemv_mma_schedule): precision='3xtf32', M = {op.m} "
+                        f"in {GEMV_MMA_ROWS[0]}..{GEMV_MMA_ROWS[1]} rows of x @ W.T, {tc.rn} columns per warp, unroll {tc.unroll}, "
+                        f"{tc.split_k} K slices")
+        exact, why = builtin_choice(replace(op, precision="ieee"), target)
+        return exact, (f"{why}; precision='3xtf32' runs on the tensor cores only for x @ W.T with "
+                       f"{GEMV_MMA_ROWS[0]}..{GEMV_MMA_ROWS[1]} rows, 16-byte aligned, on sm_80 or newer "
+                       "(gemv_mma_schedule): this product is computed exactly on the FMA units")
     if op.layout_c == "col":
         return gemv_schedule(op, target), ("the GEMV-style kernel: the only one that writes a column-major C (a "
                                            "few-column product run as rows, runs_as_row)")
@@ -666,6 +676,38 @@ def gemv_schedule_before_lanes(op: GemmOp, target: Target) -> GemmSchedule:
             or gemv_staged_a(op, base, target) or gemv_staged_a_column_b(op, base, target)
             or gemv_register_waves(op, base, target) or base)
     return gemv_twelve_rows(op, pick) or pick
+
+
+GEMV_MMA_ROWS = (9, 16)
+"""The rows of C for which ``schedule=None`` runs a ``precision="3xtf32"`` product on the tensor-core GEMV kernel (one
+m16n8k8 fragment of rows per block): 9-16, where the FMA kernels stay below 85 % of a device copy on the large LLM
+products (x @ W.T with 8 rows reached 0.851 of it, 12 and 16 rows 0.621 and 0.552, GPU alone, H200, 2026-12-05:
+``benchmarks/results/few_rows_h200_2026-12-05_session31/``); with fewer rows the exact FMA kernel keeps them."""
+
+GEMV_MMA = (128, 32, 2, 4, 64)
+"""(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``, ``min_blocks``, shallowest K slice) of
+:func:`gemv_mma_schedule`. Chosen from the SASS, not yet from a GPU run (NVRTC 12.9, sm_90, 16×22016×4096): 32 columns
+per warp at unroll 2 hold 111 registers (four blocks of 128 threads per SM, 16 warps) and issue 225 instructions per
+pass of 2 k16 steps, 7.0 per element of B per lane where the FMA kernel with A in registers issues 18.7 (597 per 32
+elements); 64 columns hold 188 (8 warps), 16 columns 72 (``docs/gemm.md``)."""
+
+
+def gemv_mma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
+    """The tensor-core GEMV schedule (``kernel="gemv"``, ``mma="mma_sync"``; :mod:`tiledsl.gemm.emit_gemv_mma`) for a
+    ``precision="3xtf32"`` product of :data:`GEMV_MMA_ROWS` rows, x @ W.T (A row-major, B column-major, C
+    row-major), A and B 16-byte aligned, on sm_80 or newer: :data:`GEMV_MMA`'s blocks, K slices filling whole waves of
+    the blocks its ``min_blocks`` leaves on an SM (:func:`gemv_whole_waves`, each slice at least 64 deep). None where the
+    kernel does not apply (the rules say why)."""
+    if op.precision != "3xtf32" or not GEMV_MMA_ROWS[0] <= op.m <= GEMV_MMA_ROWS[1]:
+        return None
+    bn, rn, unroll, min_blocks, depth = GEMV_MMA
+    base = GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=bn, bk=16, rn=rn, unroll=unroll, vec=4,
+                        min_blocks=min_blocks)
+    if not _applies(base, op, target):
+        return None
+    pick = gemv_split(op, base, target, blocks_per_sm=min_blocks, min_depth=depth)
+    split = gemv_whole_waves(op, base, target, 1, pick, min_depth=depth)
+    return replace(base, split_k=split) if split > 1 else base
 
 
 GEMV_TWELVE_ROWS_MEASURED = "benchmarks/results/few_rows_h200_2026-12-05"

@@ -21,9 +21,12 @@ from ..spec import as_int, check_fields, widest_dividing
 LAYOUTS = ("row", "col")
 MMA_DTYPES = ("float16", "bfloat16")
 """Input dtypes the tensor-core kernels take as they are (float32 accumulation)."""
-PRECISIONS = ("ieee", "tf32")
-"""float32 products: "ieee" (exact FMA, the default) or "tf32" (tensor cores on TF32-rounded inputs: a 10-bit
-mantissa, like torch's ``allow_tf32`` and Triton's ``input_precision="tf32"``)."""
+PRECISIONS = ("ieee", "tf32", "3xtf32")
+"""float32 products: "ieee" (exact FMA, the default), "tf32" (tensor cores on TF32-rounded inputs: a 10-bit
+mantissa, like torch's ``allow_tf32`` and Triton's ``input_precision="tf32"``) or "3xtf32" (tensor cores on each
+input split into two TF32 parts, x ≈ big + small, and three products big·big + big·small + small·big per term, as
+CUTLASS's "3xTF32" fast-accurate float32: about 21 bits of each product kept where IEEE float32 keeps 24; a few-row
+x @ W.T runs on it, other products exactly on the FMA units)."""
 GEMM_DTYPES = ("float32", "float16", "bfloat16")
 INDEX_HEADROOM = 1 << 16
 """A bound on how far past M, N or K a block's 32-bit row, column or K index runs before its bounds check: the GEMV
@@ -56,7 +59,7 @@ class GemmOp:
             widest of 4, 2, 1 dividing that extent (:func:`tiledsl.gemm` works out all three from the arrays it
             is given, up to 8 for 16-bit dtypes: give 8 to plan what it runs for such arrays).
         read_c: True when beta ≠ 0 (C is read); False never reads C, so NaN in C cannot leak.
-        precision: "ieee" or "tf32" (float32 only): see :data:`PRECISIONS`.
+        precision: "ieee", "tf32" or "3xtf32" (the last two float32 only): see :data:`PRECISIONS`.
 
     Raises:
         SpecError: a size is negative, or dtype/layout/alignment is not supported, or an alignment does not
@@ -121,8 +124,8 @@ class GemmOp:
             raise SpecError(f"GemmOp.read_c={self.read_c!r} must be True or False")
         if self.precision not in PRECISIONS:
             raise SpecError(f"GemmOp.precision={self.precision!r} must be one of {PRECISIONS}")
-        if self.precision == "tf32" and self.dtype != "float32":
-            raise SpecError(f"GemmOp.precision='tf32' applies to float32 inputs, not {self.dtype} "
+        if self.precision != "ieee" and self.dtype != "float32":
+            raise SpecError(f"GemmOp.precision={self.precision!r} applies to float32 inputs, not {self.dtype} "
                             "(float16/bfloat16 always run on the tensor cores)")
 
     def _layout(self, which: str) -> str:

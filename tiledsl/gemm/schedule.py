@@ -33,10 +33,26 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.mma must be 'fma', 'mma_sync' or 'wgmma'"),
     R.Rule("kernel_kind", "KERNEL == 0 or KERNEL == 1", "{cls}.kernel must be 'tiled' or 'gemv'"),
     R.Rule("gemv_on_fma", "MMA == 0",
-           "{cls}.kernel='gemv' runs on the FMA units: mma must be 'fma'", when="KERNEL == 1"),
+           "{cls}.kernel='gemv' runs on the FMA units (mma='fma') or, for precision='3xtf32', on mma.sync "
+           "(mma='mma_sync'), not wgmma", when="KERNEL == 1 and MMA != 1"),
     R.Rule("gemv_rows", "BM <= 16",
            "{cls}.bm={BM} must be ≤ 16 with kernel='gemv' (the rows of A a thread keeps in registers)",
            when="KERNEL == 1"),
+    R.Rule("gemv_mma_rows", "BM == 16",
+           "{cls}.bm={BM} must be 16 with kernel='gemv' and mma='mma_sync' (the rows of one m16n8k8 fragment; rows "
+           "past M are read from row M − 1 and never stored)", when="KERNEL == 1 and MMA == 1"),
+    R.Rule("gemv_mma_columns", "RN % 8 == 0 and RN >= 8 and RN <= 64",
+           "{cls}.rn={RN} must be 8, 16, …, 64 with kernel='gemv' and mma='mma_sync' (a warp's columns of C: whole "
+           "n8 fragments, at most 8)", when="KERNEL == 1 and MMA == 1"),
+    R.Rule("gemv_mma_unroll", "UNROLL >= 1 and UNROLL <= 8",
+           "{cls}.unroll={UNROLL} must be in 1..8 with kernel='gemv' and mma='mma_sync' (k16 steps per thread in "
+           "flight)", when="KERNEL == 1 and MMA == 1"),
+    R.Rule("gemv_mma_plain", "SMEM_A == 0 and SPARE_SLOT == 0 and K_LANES == 32 and COL_GROUPS == 1 "
+           "and SPLIT_K_FUSED == 0",
+           "{cls}: kernel='gemv' with mma='mma_sync' reads A and B from global memory and sums K slices in the split-K "
+           "kernel: smem_a, spare_slot, k_lanes, col_groups and split_k_fused keep their defaults (got smem_a={SMEM_A}, "
+           "spare_slot={SPARE_SLOT}, k_lanes={K_LANES}, col_groups={COL_GROUPS}, split_k_fused={SPLIT_K_FUSED})",
+           when="KERNEL == 1 and MMA == 1"),
     R.Rule("gemv_block_threads", "BN % 32 == 0 and BN >= 32",
            "{cls}.bn={BN} must be a multiple of 32 with kernel='gemv' (threads per block, whole warps)",
            when="KERNEL == 1"),
@@ -52,7 +68,7 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.stages={STAGES}: the FMA kernel's cp.async pipeline (stages ≥ 3) needs sm_80 or newer, "
            "not cc {CC}", scope="target", resource=True, when="MMA == 0 and KERNEL == 0"),
     R.Rule("mma_stages_at_least_2", "STAGES >= 2",
-           "{cls}.stages={STAGES} must be ≥ 2 with mma='mma_sync' (cp.async pipeline)", when="MMA == 1"),
+           "{cls}.stages={STAGES} must be ≥ 2 with mma='mma_sync' (cp.async pipeline)", when="MMA == 1 and KERNEL == 0"),
     R.Rule("wgmma_block_rows", "BM % 64 == 0 and BM <= 256",
            "{cls}.bm={BM} must be 64, 128, 192 or 256 with mma='wgmma' (one warpgroup per 64 rows)",
            when="MMA == 2"),
@@ -102,18 +118,18 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "allocates 80 and the consumers' setmaxnreg.inc could never be granted)", when="MMA == 2"),
     R.Rule("mma_warp_tile_shape", "WM % 16 == 0 and WN % 16 == 0",
            "{cls} warp tile wm×wn={WM}×{WN} must be multiples of 16 with mma='mma_sync' (m16n8k16 "
-           "fragments, B loaded two n8 fragments at a time)", when="MMA == 1"),
+           "fragments, B loaded two n8 fragments at a time)", when="MMA == 1 and KERNEL == 0"),
     R.Rule("mma_bk_multiple_of_16", "BK % 16 == 0",
            "{cls}.bk={BK} must be a multiple of 16 with mma='mma_sync' (k16 steps)", when="MMA == 1"),
     R.Rule("mma_accumulators_fit_registers", "WM * WN <= 4096",
            "{cls} warp tile wm·wn={WM}·{WN} gives WM·WN/32 > 128 float32 accumulators per thread with "
-           "mma='mma_sync' (registers would spill)", when="MMA == 1"),
+           "mma='mma_sync' (registers would spill)", when="MMA == 1 and KERNEL == 0"),
     R.Rule("mma_tile_copies_even", "(BM * BK) % (THREADS * 8) == 0 and (BK * BN) % (THREADS * 8) == 0",
            "{cls} tiles bm·bk={BM}·{BK} and bk·bn={BK}·{BN} must split into 16-byte copies (8 elements) "
-           "evenly over {THREADS} threads with mma='mma_sync'", when="MMA == 1"),
+           "evenly over {THREADS} threads with mma='mma_sync'", when="MMA == 1 and KERNEL == 0"),
     R.Rule("mma_pad_16_bytes", "SMEM_PAD % 8 == 0",
            "{cls}.smem_pad={SMEM_PAD} must be a multiple of 8 elements (16 bytes) with mma='mma_sync' "
-           "(cp.async and ldmatrix rows are 16-byte aligned; 8 keeps ldmatrix free of bank conflicts)", when="MMA == 1"),
+           "(cp.async and ldmatrix rows are 16-byte aligned; 8 keeps ldmatrix free of bank conflicts)", when="MMA == 1 and KERNEL == 0"),
     R.Rule("thread_tile_divides_block_m", "BM % RM == 0", "{cls}.bm={BM} is not a multiple of rm={RM}", when="MMA == 0 and KERNEL == 0"),
     R.Rule("thread_tile_divides_block_n", "BN % RN == 0", "{cls}.bn={BN} is not a multiple of rn={RN}", when="MMA == 0 and KERNEL == 0"),
     R.Rule("fragment_width_m", "RM % 4 == 0 or RM == 1 or RM == 2",
@@ -155,9 +171,25 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "long K on few columns needs hundreds of slices to fill the GPU)", when="KERNEL == 1"),
     R.Rule("min_blocks_range", "MIN_BLOCKS >= 1 and MIN_BLOCKS <= 32",
            "{cls}.min_blocks={MIN_BLOCKS} must be in 1..32 (or 0 for automatic)"),
-    R.Rule("mma_needs_16_bit_inputs", "MMA == 0 or DTYPE_16BIT == 1 or (TF32 == 1 and MMA == 2)",
+    R.Rule("mma_needs_16_bit_inputs", "MMA == 0 or DTYPE_16BIT == 1 or (TF32 == 1 and MMA == 2) "
+           "or (TF32X3 == 1 and MMA == 1 and KERNEL == 1)",
            "{cls}.mma selects tensor cores, which need float16 or bfloat16 inputs, or float32 with "
-           "precision='tf32' and mma='wgmma' (IEEE float32 runs on mma='fma')", scope="op"),
+           "precision='tf32' and mma='wgmma', or precision='3xtf32' and kernel='gemv' with mma='mma_sync' (IEEE "
+           "float32 runs on mma='fma')", scope="op"),
+    R.Rule("gemv_mma_3xtf32", "TF32X3 == 1",
+           "{cls}: kernel='gemv' with mma='mma_sync' multiplies float32 inputs split into TF32 parts: the op's precision "
+           "must be '3xtf32' (16-bit inputs take the tiled tensor-core kernels)", scope="op",
+           when="KERNEL == 1 and MMA == 1"),
+    R.Rule("gemv_mma_layouts", "LAYOUT_A_ROW == 1 and LAYOUT_B_COL == 1 and LAYOUT_C_COL == 0",
+           "{cls}: kernel='gemv' with mma='mma_sync' reads A row-major and B column-major (x @ W.T, both K-major) into "
+           "a row-major C", scope="op", when="KERNEL == 1 and MMA == 1"),
+    R.Rule("gemv_mma_16_byte_operands", "ALIGN_A == 4 and ALIGN_B == 4",
+           "{cls}: kernel='gemv' with mma='mma_sync' reads A and B 4 float32 wide along K: base addresses, leading "
+           "dimensions and K must be multiples of 4 elements (align_a={ALIGN_A}, align_b={ALIGN_B})", scope="op",
+           when="KERNEL == 1 and MMA == 1"),
+    R.Rule("gemv_mma_needs_sm_80", "CC >= 80",
+           "{cls}: kernel='gemv' with mma='mma_sync' (m16n8k8 TF32) needs sm_80 or newer, not cc {CC}",
+           scope="target", resource=True, when="KERNEL == 1 and MMA == 1"),
     R.Rule("wgmma_row_128_bytes", "BK * ITEMSIZE == 128",
            "{cls}.bk={BK} must make one 128-byte swizzled row of {ITEMSIZE}-byte elements with mma='wgmma' "
            "(bk=64 for 16-bit inputs, 32 for tf32)", scope="op", when="MMA == 2"),
@@ -178,7 +210,7 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "other products into a column-major C as Cᵀ = Bᵀ·Aᵀ", scope="op"),
     R.Rule("gemv_column_tile_fits_registers", "LAYOUT_B_COL == 0 or BM * RN <= 64",
            "{cls} bm·rn={BM}·{RN} accumulators exceed 64 with kernel='gemv' and a column-major B (a warp keeps "
-           "bm rows × rn columns of partial sums besides bm·vec elements of A)", scope="op", when="KERNEL == 1"),
+           "bm rows × rn columns of partial sums besides bm·vec elements of A)", scope="op", when="KERNEL == 1 and MMA == 0"),
     R.Rule("col_groups_on_gemv", "KERNEL == 1 and (COL_GROUPS == 2 or COL_GROUPS == 4 or COL_GROUPS == 8)",
            "{cls}.col_groups={COL_GROUPS} must be 1, or 2, 4 or 8 with kernel='gemv' (groups of vec columns per "
            "thread over a row-major B; kernel kind {KERNEL}: 0 = 'tiled', 1 = 'gemv')", when="COL_GROUPS != 1"),
@@ -291,6 +323,9 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -
     (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%), + 10 with ``stream_k`` (its
     iteration range and tile loop: ptxas's counts for 64×64 and 128×128 tiles rose by 1–10).
     """
+    if s.kernel == "gemv" and s.mma == "mma_sync":  # x @ W.T on mma.sync: rn/8 fragments of 4 accumulators, per step
+        # in flight a vector of each of 2 rows of A and of rn/8 columns of B, their TF32 parts, addresses
+        return 4 * (s.rn // 8) + s.unroll * 4 * (2 + s.rn // 8) + 16 + 8 * (s.rn // 8) + 40
     if s.kernel == "gemv" and col_b and s.smem_a and s.spare_slot:  # the ring: bm × rn accumulators, unroll + 1
         # slots of rn vectors of B, one row's vector of A, a 64-bit pointer per column, addresses
         return s.bm * s.rn + (s.unroll + 1) * vb * s.rn + vb + 2 * s.rn + 32
@@ -551,7 +586,8 @@ class GemmSchedule(ScheduleRecord):
             env.update(OP_M=op.m, OP_N=op.n, DTYPE_16BIT=int(op.dtype in MMA_DTYPES), LAYOUT_A_ROW=int(op.layout_a == "row"),
                        LAYOUT_B_COL=int(op.layout_b == "col"),
                        LAYOUT_C_COL=int(op.layout_c == "col"), ALIGN_A=op.align_a, ALIGN_B=op.align_b,
-                       ITEMSIZE=dtypes.get(op.dtype).itemsize, TF32=int(op.precision == "tf32"))
+                       ITEMSIZE=dtypes.get(op.dtype).itemsize, TF32=int(op.precision == "tf32"),
+                       TF32X3=int(op.precision == "3xtf32"))
         if target is not None:
             env.update(CC=target.cc, SMEM_OPTIN_BYTES=target.smem_per_block_optin_bytes,
                        MAX_THREADS_PER_BLOCK=target.max_threads_per_block,

@@ -1,0 +1,209 @@
+"""GEMV-style GEMM on the tensor cores (``kernel="gemv"``, ``mma="mma_sync"``, ``GemmOp.precision="3xtf32"``): a pure
+function (GemmOp, GemmSchedule) -> KernelSource for C (M×N) = A (M×K) · Bᵀ-stored B with few rows M, float32 inputs
+split into TF32 parts (x @ W.T, torch's Linear with a few tokens: A row-major, W [N, K] row-major, so B is
+column-major and both operands are K-major).
+
+Why: with sixteen rows every element of W read feeds 16 FMAs; at the HBM rate that is about half of the FP32 units'
+peak, and the FMA kernel's other instructions (loads, address arithmetic, the warp's sums) leave it short of the
+bandwidth. One ``mma.sync.m16n8k8`` with TF32 inputs does 1024 multiply-adds per warp instruction; three of them per
+product (below) keep float32's accuracy within a few bits and need a fraction of the FMA kernel's issue slots.
+
+Precision (CUTLASS's "3xTF32"): each float32 x becomes big = x rounded to TF32 (10 explicit mantissa bits, to nearest,
+ties away from zero: ``(bits + 0x1000) & 0xffffe000``) and small = x − big (exact) cut to TF32 (``& 0xffffe000``);
+a·b ≈ big_a·big_b + big_a·small_b + small_a·big_b (the small·small term, at most 2^-22 of |a·b|, is dropped; the cut of
+small loses at most 2^-21 of |x|), accumulated in float32 by the tensor cores, small terms first. Each product keeps
+about 21 of float32's 24 bits. A finite input of magnitude at least 2^128·(1 − 2^-12) rounds to infinity in ``big``
+and an infinite input gives NaN (∞ − ∞ in small) where IEEE float32 FMAs give ±∞; a NaN input stays NaN.
+
+Structure of the kernel (PTX ISA: "Matrix Fragments for mma.m16n8k8", ``.tf32``):
+
+1. grid: x = blocks of ``(bn / 32) · rn`` columns of C, y = ``split_k`` slices of K (each a multiple of ``bk``, which
+   is a multiple of 16), z = groups of 16 rows of C; ``bn`` threads per block, warp w owning ``rn`` columns (``rn / 8``
+   n8 fragments);
+2. a lane (group g = lane / 4, thread-in-group t = lane % 4) reads, per k16 step at k, the 4 floats of A's rows g and
+   g + 8 at k + 4t and the 4 floats of W's row (column of C) n + 8j + g at k + 4t for each fragment j: 16-byte loads,
+   each row of W read 64 contiguous bytes per step by the 4 lanes of a group. The fragment's K order is permuted: its
+   k-slot t holds element k + 4t + 2h and slot t + 4 element k + 4t + 2h + 1 in half h (0, 1) of the step. A dot
+   product does not depend on the order of its terms, and A and B use the same permutation, so the two m16n8k8
+   products of each half sum the 16 terms of the step exactly once;
+3. ``unroll`` k16 steps are loaded before any is multiplied (their loads in flight together), then split and
+   multiplied; a last partial group of steps (K's end) is loaded with a bounds test per vector (K is a multiple of 4:
+   a vector is wholly in or out); B is read with ``__ldcs`` (evict-first: each element is read once, and A stays in
+   the caches for the other warps);
+4. rows past M read row M − 1 and columns past N read column N − 1 (in bounds, never stored);
+5. epilogue: lane (g, t) holds C[g][n + 8j + 2t + e] and C[g + 8][…] (e = 0, 1) of each fragment j: C = alpha·acc
+   (+ beta·C), with split-K the slice's float32 partial sums to the workspace, summed by the split-K kernel.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .. import rules as R
+from ..codegen.writer import Writer
+from ..compile import KernelSource
+from ..planning import render_params
+from .emit_common import constexpr_table, k_range, kernel_name_reduce
+from .kernel_plan import plan_gemm
+from .op import GemmOp
+from .schedule import GEMM_RULES, GemmSchedule
+
+TF32_SPLIT_HELPER = r"""// ---- 3xTF32: float32 in two TF32 parts ----
+// x ~ big + small, both TF32 (sign, 8 exponent bits, 10 mantissa bits; the low 13 bits zero): big is x rounded to
+// nearest (ties away from zero: half an ulp added to the magnitude's bits, then cut), small the rest cut to 10 bits.
+// Integer operations: cvt.rna.tf32.f32 is no single SASS instruction on sm_80/sm_90 (ptxas emits about six)
+__device__ __forceinline__ void tdsl_split_tf32(float x, unsigned& big, unsigned& small) {
+  big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+  small = __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u;
+}
+"""
+
+MMA_1688_TF32_HELPER = r"""// ---- tensor cores (PTX ISA: mma.sync.aligned.m16n8k8, .tf32) ----
+// D = A·B + D on one m16n8k8 fragment: A TF32 row-major 16x8 (a0: row g, k t; a1: row g+8, k t; a2: row g, k t+4;
+// a3: row g+8, k t+4), B TF32 column-major 8x8 (b0: k t, column g; b1: k t+4), float32 accumulators (d0, d1: row g,
+// columns 2t, 2t+1; d2, d3: row g+8), for g = lane / 4, t = lane % 4
+__device__ __forceinline__ void tdsl_mma_1688_tf32(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                                   unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+"""
+
+
+def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
+    """Emit the tensor-core GEMV kernel of ``op`` under ``s`` (see the module docstring). Pure.
+
+    Returns:
+        KernelSource with ``block=(bn, 1, 1)`` and no shared memory; launch on :func:`tiledsl.gemm.kernel_plan.grid`
+        (x: ⌈N / ((bn / 32)·rn)⌉ blocks of columns, y: ``split_k`` K slices, z: ⌈M / 16⌉ groups of rows).
+    """
+    p = plan_gemm(op, s)
+    split = s.split_k > 1
+    w = Writer()
+    w(f"// tiledsl GEMV-style GEMM on the tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]"
+      f"{' + beta * C' if op.read_c and not split else ''}, few rows M",
+      "// float32 in/out, each input split into two TF32 parts, three m16n8k8 products per term (3xTF32), float32 "
+      "accumulation;",
+      "// A row-major, B column-major (W[N][K]: x @ W.T), C row-major",
+      f"// schedule: {json.dumps(s.header_dict(), sort_keys=True)}",
+      TF32_SPLIT_HELPER.rstrip("\n"), MMA_1688_TF32_HELPER.rstrip("\n"))
+    w.blank()
+    w("// ---- schedule (tiledsl.GemmSchedule, kernel='gemv', mma='mma_sync') ----")
+    constexpr_table(w, [
+        ("BM", s.bm, "bm: rows of C per block (one m16 fragment)"), ("BN", s.bn, "bn: threads per block"),
+        ("BK", s.bk, "bk: K slices start on multiples of it"), ("RN", s.rn, "rn: columns of C per warp (RN / 8 n8 "
+                                                                           "fragments)"),
+        ("UNROLL", s.unroll, "unroll: k16 steps per thread in flight"), ("SPLIT_K", s.split_k, "split_k: K slices"),
+        ("MMA", 1, "mma='mma_sync'"), ("KERNEL", 1, "kernel='gemv'"), ("THREADS", s.threads, "= bn"),
+        ("MIN_BLOCKS", p.min_blocks, "min_blocks"),
+        # fields of the other kernels, unused here; the rule table's static_asserts name them
+        ("RM", s.rm, "rm (unused)"), ("WM", s.wm, "wm (unused)"), ("WN", s.wn, "wn (unused)"),
+        ("VEC", s.vec, "vec (unused: A and B are read 4 wide)"), ("STAGES", s.stages, "stages (unused)"),
+        ("SMEM_PAD", s.smem_pad, "smem_pad (unused)"), ("SWIZZLE", s.swizzle, "swizzle (unused)"),
+        ("SMEM_A", int(s.smem_a), "smem_a (unused)"), ("SPARE_SLOT", int(s.spare_slot), "spare_slot (unused)"),
+        ("K_LANES", s.k_lanes, "k_lanes (unused)"), ("COL_GROUPS", s.col_groups, "col_groups (unused)"),
+        ("SPLIT_K_FUSED", int(s.split_k_fused), "split_k_fused (unused)"),
+    ])
+    w("constexpr int FRAGS = RN / 8;  // n8 fragments of C per warp")
+    for line in R.static_asserts(GEMM_RULES, s.env()):
+        w(line)
+    w.blank()
+    _multiply_step(w)
+    w.blank()
+    if split:
+        w(f"// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; {kernel_name_reduce(op, s)} sums it")
+    w('extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)')
+    with w.block(f"{p.kernel_name}({render_params(p.params, breaks=(3,))})"):
+        k_range(w, s.split_k)
+        w("// ---- lane -> fragment coordinates: g (row of A, column of B) and t (place along K) ----",
+          "const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;",
+          "const int row0 = blockIdx.z * BM;                                        // first row of C of this block",
+          "const int n0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;  // the warp's first column of C",
+          "// rows g and g + 8 of A, columns n0 + 8j + g of C (rows of W), each read 4 wide from k + 4t; rows past M and",
+          "// columns past N read the last row / column (in bounds; what they produce is never stored)",
+          "const float* const a_lo = A + (long long)min(row0 + g, M - 1) * lda + 4 * t;",
+          "const float* const a_hi = A + (long long)min(row0 + g + 8, M - 1) * lda + 4 * t;",
+          "const float* b_col[FRAGS];",
+          "#pragma unroll",
+          "for (int j = 0; j < FRAGS; ++j) b_col[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + 4 * t;",
+          "float acc[FRAGS][4] = {};  // fragment j: (row g, columns n0 + 8j + 2t, +1), then row g + 8")
+        with w.block("if (n0 < N)"):
+            w("int k = k_begin;",
+              "// ---- whole groups of UNROLL k16 steps: no bounds tests ----")
+            with w.block("for (; k + 16 * UNROLL <= k_end; k += 16 * UNROLL)"):
+                _main_steps(w)
+            w("// ---- the slice's last steps: a vector past k_end reads as zeros ----")
+            with w.block("for (; k < k_end; k += 16)"):
+                _tail_step(w)
+        _epilogue(w, op, split)
+    return KernelSource(name=p.kernel_name, source=w.text(), block=(s.threads, 1, 1), dynamic_smem_bytes=0)
+
+
+def _multiply_step(w: Writer) -> None:
+    """Emit ``multiply_step``: one k16 step's TF32 split of a lane's vectors and, per fragment and half, three m16n8k8
+    products (small terms first)."""
+    w("// one k16 step from k: lo / hi are A's rows g and g + 8 at k + 4t, b[j] column n0 + 8j + g at k + 4t; element e",
+      "// of a vector is k + 4t + e, and half h of the step takes e = 2h (the fragment's k-slot t) and 2h + 1 (slot t + 4)",
+      "__device__ __forceinline__ void multiply_step(float (&acc)[FRAGS][4], const float4& lo, const float4& hi,")
+    with w.block("                                              const float4 (&b)[FRAGS])"):
+        w("unsigned lo_big[4], lo_small[4], hi_big[4], hi_small[4];",
+          "tdsl_split_tf32(lo.x, lo_big[0], lo_small[0]); tdsl_split_tf32(lo.y, lo_big[1], lo_small[1]);",
+          "tdsl_split_tf32(lo.z, lo_big[2], lo_small[2]); tdsl_split_tf32(lo.w, lo_big[3], lo_small[3]);",
+          "tdsl_split_tf32(hi.x, hi_big[0], hi_small[0]); tdsl_split_tf32(hi.y, hi_big[1], hi_small[1]);",
+          "tdsl_split_tf32(hi.z, hi_big[2], hi_small[2]); tdsl_split_tf32(hi.w, hi_big[3], hi_small[3]);",
+          "#pragma unroll")
+        with w.block("for (int j = 0; j < FRAGS; ++j)"):
+            w("unsigned b_big[4], b_small[4];",
+              "tdsl_split_tf32(b[j].x, b_big[0], b_small[0]); tdsl_split_tf32(b[j].y, b_big[1], b_small[1]);",
+              "tdsl_split_tf32(b[j].z, b_big[2], b_small[2]); tdsl_split_tf32(b[j].w, b_big[3], b_small[3]);",
+              "#pragma unroll")
+            with w.block("for (int e = 0; e < 4; e += 2)"):
+                w("tdsl_mma_1688_tf32(acc[j], lo_small[e], hi_small[e], lo_small[e + 1], hi_small[e + 1], b_big[e], "
+                  "b_big[e + 1]);",
+                  "tdsl_mma_1688_tf32(acc[j], lo_big[e], hi_big[e], lo_big[e + 1], hi_big[e + 1], b_small[e], "
+                  "b_small[e + 1]);",
+                  "tdsl_mma_1688_tf32(acc[j], lo_big[e], hi_big[e], lo_big[e + 1], hi_big[e + 1], b_big[e], "
+                  "b_big[e + 1]);")
+
+
+def _main_steps(w: Writer) -> None:
+    """Emit the body of a group of UNROLL whole k16 steps: every step's loads first (in flight together), then each
+    step multiplied."""
+    w("float4 lo[UNROLL], hi[UNROLL], b[UNROLL][FRAGS];  // step u's vectors of A's two rows and of B",
+      "#pragma unroll")
+    with w.block("for (int u = 0; u < UNROLL; ++u)"):
+        w("const int kk = k + 16 * u;",
+          "lo[u] = *reinterpret_cast<const float4*>(a_lo + kk);",
+          "hi[u] = *reinterpret_cast<const float4*>(a_hi + kk);",
+          "#pragma unroll",
+          "for (int j = 0; j < FRAGS; ++j) b[u][j] = __ldcs(reinterpret_cast<const float4*>(b_col[j] + kk));  // read once")
+    w("#pragma unroll", "for (int u = 0; u < UNROLL; ++u) multiply_step(acc, lo[u], hi[u], b[u]);")
+
+
+def _tail_step(w: Writer) -> None:
+    """Emit the body of one k16 step at the slice's end, each vector read only where it starts before k_end."""
+    w("const bool in = k + 4 * t < k_end;  // this lane's vector: wholly in or out (K is a multiple of 4)",
+      "const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);",
+      "const float4 lo = in ? *reinterpret_cast<const float4*>(a_lo + k) : zero;",
+      "const float4 hi = in ? *reinterpret_cast<const float4*>(a_hi + k) : zero;",
+      "float4 b[FRAGS];",
+      "#pragma unroll",
+      "for (int j = 0; j < FRAGS; ++j) b[j] = in ? __ldcs(reinterpret_cast<const float4*>(b_col[j] + k)) : zero;",
+      "multiply_step(acc, lo, hi, b);")
+
+
+def _epilogue(w: Writer, op: GemmOp, split: bool) -> None:
+    """Emit the stores of the warp's fragments: lane (g, t) holds rows g and g + 8 of columns n0 + 8j + 2t + e."""
+    scale, beta = ("", False) if split else ("alpha * ", op.read_c)
+    w("// ---- epilogue: " + ("the slice's partial sums to its workspace slice (the split-K kernel applies alpha, "
+                              "beta)" if split else "C = alpha * acc" + (" + beta * C" if beta else "")) + " ----",
+      "#pragma unroll")
+    with w.block("for (int j = 0; j < FRAGS; ++j)"):
+        w("#pragma unroll")
+        with w.block("for (int i = 0; i < 4; ++i)"):
+            w("const int m = row0 + g + 8 * (i / 2), n = n0 + 8 * j + 2 * t + i % 2;")
+            with w.block("if (m < M && n < N)"):
+                w("float* const c = C + (long long)m * ldc + n;")
+                w(f"*c = {scale}acc[j][i]" + (" + beta * *c;" if beta else ";"))
