@@ -116,7 +116,7 @@ def explain(op, schedule=None, device: str | Target | None = None, kernel=None) 
     if schedule is None:
         schedule = fam.default_schedule(op, t)
     if kind == "gemm":
-        if schedule.mma != "fma":
+        if schedule.mma != "fma" and schedule.kernel != "gemv":  # the tensor-core GEMV streams: the GEMV model
             return explain_gemm_tc(op, schedule, t, kernel)
         return explain_gemm(op, schedule, t, kernel)
     plan = fam.plan(op, schedule, t)
@@ -141,7 +141,7 @@ def predict(op, schedule, device: str | Target | None = None, kernel=None) -> fl
     t = target_for(device)
     _check_rules(op, schedule, t)
     if _kind(op) == "gemm":
-        if schedule.mma != "fma":
+        if schedule.mma != "fma" and schedule.kernel != "gemv":
             return predict_gemm_tc(op, schedule, t, kernel=kernel)
         return predict_gemm(op, schedule, t, ceilings=_ceilings(t), kernel=kernel)
     return explain(op, schedule, t, kernel).predicted_s

@@ -593,6 +593,10 @@ def explain_gemm(op, s, target: Target, kernel=None):
                   + ("a ring of B loads in the K loop" if op.layout_b == "row" or s.spare_slot
                      else "unrolled loads of B along K")
                   if s.smem_a else "no shared memory, no barrier in the K loop") + " (tiledsl/costmodel/gemv.py)")
+        if s.mma == "mma_sync":
+            lines += ("tensor cores (precision='3xtf32'): three m16n8k8 TF32 products per term, each input split into "
+                      "two TF32 parts; the registers and compute rows above are the FP32 units', which this kernel "
+                      "does not use; its stream's latency is the FMA kernels' fit (not fitted on it)",)
     if s.stream_k and s.kernel == "tiled" and g.waves.efficiency < 1.0:  # the waves line counts whole tiles
         blocks, ksteps = _grid_work(op, s)
         sk = stream_k_split(blocks, ksteps, target.sm_count * max(g.occupancy.blocks_per_sm, 1))

@@ -143,7 +143,11 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     k_slice = gemv_slice_depth(op.k, s)  # the emitter's k_per_split
     if s.smem_a:  # A is read from shared memory: a thread's iterations are single k steps of one VB-wide load
         va = 1
-    if op.layout_b == "row":  # a thread's iterations step VA along K, over its col_groups groups of VB columns
+    if s.mma == "mma_sync":  # the tensor-core kernel (precision="3xtf32"): per k16 step a lane reads one 4-wide vector
+        # of each of its warp's rn / 8 fragments' columns (the streaming model's latency was fitted on the FMA kernels)
+        iterations, lanes = -(-k_slice // 16), 1.0
+        per_iteration = s.rn // 8 * 4 * e
+    elif op.layout_b == "row":  # a thread's iterations step VA along K, over its col_groups groups of VB columns
         iterations, lanes = -(-k_slice // va), 1.0
         per_iteration = va * vb * s.col_groups * e
     else:  # a group of k_lanes lanes (a warp unless k_lanes < 32) steps k_lanes·VB along K; a slice shorter than
@@ -153,7 +157,9 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
         per_iteration = s.rn * vb * e * lanes
     in_flight = min(s.unroll, iterations)  # a short slice holds fewer iterations than the unroll allows
     compiled = registers is not None
-    if registers is None and op.layout_b == "col" and not s.smem_a:
+    if registers is None and s.mma == "mma_sync":
+        registers = p.est_registers
+    elif registers is None and op.layout_b == "col" and not s.smem_a:
         registers = column_b_registers(s.bm, s.rn, vb, s.unroll)
     elif registers is None:  # smem_a's estimate counts its ring of B (column-major B: its unrolled loads) already
         registers = min(255, p.est_registers + (0 if s.smem_a else int(s.unroll * per_iteration / lanes) // e))

@@ -209,11 +209,11 @@ def splitk_reduce_plan(op: GemmOp, s: GemmSchedule, target: Target | None) -> Pl
 def _dynamic_smem(op: GemmOp, s: GemmSchedule) -> int:
     """Dynamic shared memory the emitter allocates (mma.sync: the tile layout of this op's operands; the GEMV
     kernel: ``smem_a``'s slice of A, which depends on K)."""
+    if s.kernel == "gemv":  # only smem_a's staged slice of A (none on the tensor cores: rule gemv_mma_plain)
+        return gemv_smem_a_bytes(op.k, s, col_b=op.layout_b == "col")
     if s.mma == "mma_sync":
         a_elems, b_elems = smem_tile_elems(op, s)
         return s.stages * (a_elems + b_elems) * dtypes.get(op.dtype).itemsize
-    if s.kernel == "gemv":  # only smem_a's staged slice of A
-        return gemv_smem_a_bytes(op.k, s, col_b=op.layout_b == "col")
     return s.smem_bytes()
 
 

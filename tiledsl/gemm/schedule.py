@@ -323,9 +323,11 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -
     (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%), + 10 with ``stream_k`` (its
     iteration range and tile loop: ptxas's counts for 64×64 and 128×128 tiles rose by 1–10).
     """
-    if s.kernel == "gemv" and s.mma == "mma_sync":  # x @ W.T on mma.sync: rn/8 fragments of 4 accumulators, per step
-        # in flight a vector of each of 2 rows of A and of rn/8 columns of B, their TF32 parts, addresses
-        return 4 * (s.rn // 8) + s.unroll * 4 * (2 + s.rn // 8) + 16 + 8 * (s.rn // 8) + 40
+    if s.kernel == "gemv" and s.mma == "mma_sync":  # x @ W.T on mma.sync (frags = rn / 8): 30 + 16·frags + unroll·(4 +
+        # 2·frags), fitted to ptxas's sm_90 counts (NVRTC 12.9) at frags 2, 4, 8 and unroll 2, 4 (72-198 registers),
+        # above all but one (u4, 8 fragments: 238 against 198)
+        frags = s.rn // 8
+        return min(255, 30 + 16 * frags + s.unroll * (4 + 2 * frags))
     if s.kernel == "gemv" and col_b and s.smem_a and s.spare_slot:  # the ring: bm × rn accumulators, unroll + 1
         # slots of rn vectors of B, one row's vector of A, a 64-bit pointer per column, addresses
         return s.bm * s.rn + (s.unroll + 1) * vb * s.rn + vb + 2 * s.rn + 32
