@@ -125,6 +125,15 @@ registers and its lanes in groups along K (``gemv_lanes_column_b``) over 8, 12 a
 LLM (N, K) with K a multiple of 4; ptxas (sm_90, NVRTC 12.9) at sixteen rows: 252, 254, 168, 168, 128, 252 and 252
 registers, no spills."""
 
+MMA_3XTF32 = ((16, 2), (32, 2), (32, 4), (64, 2), (32, 1))
+"""``--family mma3x``: (``rn`` columns per warp, ``unroll`` k16 steps in flight) of the tensor-core GEMV kernel
+(``precision="3xtf32"``, ``kernel="gemv"``, ``mma="mma_sync"``, 128 threads, K slices filling whole waves as
+``gemv_mma_schedule`` makes them) over 4, 8, 12 and 16 rows of x @ W.T, every LLM (N, K) with K a multiple of 4, beside
+``schedule=None`` exact (IEEE) and ``schedule=None`` with ``precision="3xtf32"`` (9-16 rows: the tensor-core kernel at
+32 columns per warp, unroll 2). ptxas (sm_90, NVRTC 12.9, 16×22016×4096): 72, 111, 150, 188 and 70-odd registers, no
+spills."""
+MMA_ROWS = (4, 8, 12, 16)
+
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
 """``--family groups``: products with N a multiple of 4 (B read 4 wide), beside the odd-N ones."""
 
@@ -142,6 +151,18 @@ def variants(base, op, target, family: str) -> dict:
     kernel."""
     from tiledsl.gemm.family import gemv_split
 
+    if family == "mma3x":  # the tensor-core GEMV kernel (precision="3xtf32") at several widths and depths
+        from tiledsl.gemm.family import GEMV_MMA, gemv_whole_waves
+
+        op3 = replace(op, precision="3xtf32")
+        out = {}
+        for rn, unroll in MMA_3XTF32:
+            s = tiledsl.GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=rn, unroll=unroll, vec=4)
+            s = replace(s, min_blocks=max(1, min(4, 65536 // (128 * s.est_registers))))  # blocks its registers allow
+            pick = gemv_split(op3, s, target, blocks_per_sm=s.min_blocks, min_depth=GEMV_MMA[4])
+            out[f"3xtf32 rn{rn} u{unroll}"] = replace(s, split_k=gemv_whole_waves(op3, s, target, 1, pick,
+                                                                                   min_depth=GEMV_MMA[4]))
+        return out
     if family == "colb_lanes":  # x @ W.T's kernel with A in registers, its lanes in groups along K
         from tiledsl.gemm import default_schedule
         from tiledsl.gemm.family import gemv_lanes_column_b
@@ -276,11 +297,14 @@ def measure(m: int, n: int, k: int, layout: str, as_rows: bool, target, family: 
     run_op = rows_op(op) if as_rows else op
     base = gemv_base_schedule(run_op, target)  # the variants start from the pick before the one-launch rule
     calls = {"schedule=None": lambda: tiledsl.gemm(a, b, c)}
+    precision = "3xtf32" if family == "mma3x" else "ieee"  # the variants' (schedule=None stays exact)
+    if family == "mma3x":
+        calls["3xtf32 schedule=None"] = lambda: tiledsl.gemm(a, b, c, precision="3xtf32")
     for name, s in variants(base, run_op, target, family).items():
         if as_rows:
             calls[name] = (lambda s=s: gemm_as_rows(a, b, c, s), s)
         else:
-            calls[name] = (lambda s=s: tiledsl.gemm(a, b, c, schedule=s), s)
+            calls[name] = (lambda s=s: tiledsl.gemm(a, b, c, schedule=s, precision=precision), s)
     rows = []
     for name, entry in calls.items():
         call, s = entry if isinstance(entry, tuple) else (entry, None)
@@ -301,7 +325,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
     ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups", "colb", "colb_smem_a", "smem_a",
-                                                 "smem_a_depth", "waves", "few_rows", "colb_lanes"),
+                                                 "smem_a_depth", "waves", "few_rows", "colb_lanes", "mma3x"),
                     default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
                          "kernel at several slice counts and block widths (row-major x and W only); depth: the "
@@ -320,7 +344,8 @@ def main() -> int:
                          "A's ring (spare_slot), with 12 rows per block, and (x @ W.T, A in registers) with its "
                          "registers capped at 168 or 128 (min_blocks 3, or 4 at unroll 1); colb_lanes: 8, 12 and 16 "
                          "rows of x @ W.T on the kernel with A in registers and its lanes in groups along K "
-                         "(COLB_LANES)")
+                         "(COLB_LANES); mma3x: 4, 8, 12 and 16 rows of x @ W.T on the tensor-core GEMV kernel "
+                         "(precision='3xtf32', MMA_3XTF32) beside schedule=None exact and with 3xtf32")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
@@ -346,6 +371,8 @@ def main() -> int:
                                        target) is not None]
     if args.family == "colb_lanes":  # x @ W.T with K a multiple of 4 (B and A read 4 wide along K)
         todo = [(m, n, k, "NT", False) for m in FEW_ROWS for n, k in llm_weights() if k % 4 == 0]
+    if args.family == "mma3x":  # x @ W.T with K a multiple of 4 (A and B read 4 wide along K)
+        todo = [(m, n, k, "NT", False) for m in MMA_ROWS for n, k in llm_weights() if k % 4 == 0]
     if args.family == "few_rows":  # x @ W with A staged (N a multiple of 4), and x @ W.T
         todo = [(m, n, k, layout, False) for layout in ("NN", "NT") for m in FEW_ROWS for n, k in llm_weights()
                 if layout == "NT" or n % 4 == 0]

@@ -113,19 +113,22 @@ def variant_schedule(op, target, variants=()):
 
 
 def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float, gpu_hbm_gbps: float,
-            variants: tuple[str, ...] = ()) -> list[dict]:
+            variants: tuple[str, ...] = (), precision: str = "ieee") -> list[dict]:
     """One row for one product: ``schedule=None`` (or its ``variants``, :func:`variant_schedule`) checked, timed beside
-    cuBLAS both ways (the module's docstring), GB/s and its share of the copy timed the same way."""
+    cuBLAS both ways (the module's docstring), GB/s and its share of the copy timed the same way; ``precision`` as
+    ``tiledsl.gemm``'s ("3xtf32": checked against the same float32 bound)."""
+    from dataclasses import replace
+
     import cupy as cp
 
     from tiledsl.timing import time_gpu
 
     a, b, ref, c = device_gemm_operands(m, n, k, layout)
-    s = variant_schedule(gemm_op(m, n, k, layout), tiledsl.Target.current(), variants)
-    label = "schedule=None" if s is None else "+".join(variants)
+    s = variant_schedule(replace(gemm_op(m, n, k, layout), precision=precision), tiledsl.Target.current(), variants)
+    label = ("schedule=None" if s is None else "+".join(variants)) + ("" if precision == "ieee" else f" {precision}")
 
     def call():
-        return tiledsl.gemm(a, b, c, schedule=s)
+        return tiledsl.gemm(a, b, c, schedule=s, precision=precision)
 
     err, ms, cublas_ms = checked_beside_cublas(call, a, b, c, ref, k, f"{m}x{n}x{k} {layout} {label}")
     gpu_ms, cublas_gpu_ms = bracketed(call, lambda: cp.matmul(a, b),
@@ -137,7 +140,8 @@ def measure(m: int, n: int, k: int, layout: str, hbm_gbps: float, gpu_hbm_gbps: 
                gpu_ms=gpu_ms, cublas_gpu_ms=cublas_gpu_ms, gpu_ratio=cublas_gpu_ms / gpu_ms,
                gpu_hbm_fraction=nbytes / gpu_ms / 1e6 / gpu_hbm_gbps, same_size_read_gbps=same,
                gpu_same_size_fraction=nbytes / gpu_ms / 1e6 / same, err=err,
-               variant="none" if s is None else "+".join(variants), schedule=None if s is None else s.to_dict())
+               variant="none" if s is None else "+".join(variants), schedule=None if s is None else s.to_dict(),
+               precision=precision)
     print(f"{m:2d}x{n:<6d}x{k:<6d} {layout} {row['mib']:8.1f} MiB  {ms * 1e3:8.1f} us ({row['hbm_fraction']:.2f} of "
           f"the copy, {row['ratio']:.2f}x cuBLAS)  GPU alone {gpu_ms * 1e3:8.1f} us ({row['gpu_hbm_fraction']:.2f}, "
           f"{row['gpu_ratio']:.2f}x; {row['gpu_same_size_fraction']:.2f} of a read of its bytes)", flush=True)
@@ -175,6 +179,9 @@ def main() -> int:
                          "the kernel (fused), x @ W.T with A in registers and its lanes in groups (lanes), the pick "
                          "before its lanes in groups (registers), each where it applies (default: none, "
                          "schedule=None as it is)")
+    ap.add_argument("--precision", choices=("ieee", "3xtf32"), default="ieee",
+                    help="tiledsl.gemm's precision (3xtf32: x @ W.T with 9-16 rows on the tensor cores, each input in "
+                         "two TF32 parts; other products exact; default ieee)")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT"), default=["NN", "NT"],
                     help="x @ W (NN) and/or x @ W.T (NT) (default: both)")
     args = ap.parse_args()
@@ -186,7 +193,7 @@ def main() -> int:
     hbm, gpu_hbm = copy_gbps(), copy_gbps(gpu_only=True)
     print(f"device-to-device copy: {hbm:.0f} GB/s (the GPU alone: {gpu_hbm:.0f} GB/s)", flush=True)
     todo = [shape for shape in shapes(tuple(args.m)) if shape[3] in args.layouts]
-    rows = measure_each([(*shape, hbm, gpu_hbm, tuple(args.variant)) for shape in todo], measure)
+    rows = measure_each([(*shape, hbm, gpu_hbm, tuple(args.variant), args.precision) for shape in todo], measure)
     result = {how: summary(rows, args.min_mib, *keys) for how, keys in
               (("call", ("hbm_fraction", "ratio")), ("gpu_only", ("gpu_hbm_fraction", "gpu_ratio")),
                ("gpu_only_vs_same_size_read", ("gpu_same_size_fraction", "gpu_ratio")))}

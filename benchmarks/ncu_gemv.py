@@ -6,12 +6,14 @@ Run on a GPU (the profile starts at ``cudaProfilerStart``, after a warm-up call 
         --section Occupancy --section SchedulerStats --section WarpStateStats python benchmarks/ncu_gemv.py 16 22016 4096 NT
 
 Arguments: M N K LAYOUT, LAYOUT ``NN`` (x @ W, W [K, N] row-major) or ``NT`` (x @ W.T, W [N, K] row-major);
-``--variant`` (any of ``benchmarks/gemv_hbm.py``'s ``VARIANTS``) profiles that variant of the pick instead. Without
+``--variant`` (any of ``benchmarks/gemv_hbm.py``'s ``VARIANTS``) profiles that variant of the pick instead;
+``--precision 3xtf32`` the call with that precision (x @ W.T with 9-16 rows: the tensor-core GEMV kernel). Without
 ``-k regex:tiledsl_gemv`` a split-K call's profile also holds its split-K sum. Prints the largest error relative to
 CuPy's product, so a profile of a wrong result is seen as one.
 """
 
 import argparse
+from dataclasses import replace
 
 import cupy as cp
 from beside import gemm_op
@@ -27,8 +29,10 @@ def main() -> None:
     ap.add_argument("k", type=int)
     ap.add_argument("layout", choices=("NN", "NT"))
     ap.add_argument("--variant", nargs="*", default=[], choices=VARIANTS)
+    ap.add_argument("--precision", choices=("ieee", "3xtf32"), default="ieee")
     args = ap.parse_args()
-    s = variant_schedule(gemm_op(args.m, args.n, args.k, args.layout), tiledsl.Target.current(), tuple(args.variant))
+    op = replace(gemm_op(args.m, args.n, args.k, args.layout), precision=args.precision)
+    s = variant_schedule(op, tiledsl.Target.current(), tuple(args.variant))
     print(f"schedule: {'schedule=None' if s is None else s}")
     a = cp.random.rand(args.m, args.k, dtype=cp.float32)
     if args.layout == "NN":
@@ -36,10 +40,10 @@ def main() -> None:
     else:
         b = cp.random.rand(args.n, args.k, dtype=cp.float32).T
     c = cp.empty((args.m, args.n), cp.float32)
-    tiledsl.gemm(a, b, c, schedule=s)  # warm-up: compile, cache the launch
+    tiledsl.gemm(a, b, c, schedule=s, precision=args.precision)  # warm-up: compile, cache the launch
     cp.cuda.Device().synchronize()
     cp.cuda.profiler.start()
-    tiledsl.gemm(a, b, c, schedule=s)
+    tiledsl.gemm(a, b, c, schedule=s, precision=args.precision)
     cp.cuda.Device().synchronize()
     cp.cuda.profiler.stop()
     ref = a @ b
