@@ -43,9 +43,11 @@ def parse(spec: str) -> tuple[int, int, int, str]:
     return m, n, k, layout
 
 
-def mix_row(m: int, n: int, k: int, layout: str, arch: str, variants: tuple[str, ...] = ()) -> dict:
-    """One product's row: its schedule (``schedule=None``'s, or its ``variants``: ``gemv_hbm.variant_schedule``),
-    registers, spills and hottest loop's mix (``other_per_64_ffma`` None where the loop has no FFMA)."""
+def mix_row(m: int, n: int, k: int, layout: str, arch: str, variants: tuple[str, ...] = (),
+            precision: str = "ieee") -> dict:
+    """One product's row: its schedule (``schedule=None``'s, or its ``variants``: ``gemv_hbm.variant_schedule``;
+    ``precision`` the op's), registers, spills and hottest loop's mix (``other_per_64_ffma`` None where the loop has no
+    FFMA: the tensor-core GEMV kernel of ``precision="3xtf32"``, whose mix names HMMA)."""
     from gemv_hbm import variant_schedule
 
     import tiledsl
@@ -54,7 +56,7 @@ def mix_row(m: int, n: int, k: int, layout: str, arch: str, variants: tuple[str,
     from tiledsl.sass import loop_mix
 
     op = tiledsl.GemmOp(m, n, k, layout_a="row" if layout[0] == "N" else "col",
-                        layout_b="row" if layout[1] == "N" else "col")
+                        layout_b="row" if layout[1] == "N" else "col", precision=precision)
     h200 = tiledsl.Target.known("H200")
     schedule = (variant_schedule(op, h200, variants) if variants else None) or default_schedule(op, h200)
     kernel = tiledsl.compile(op, schedule, arch=arch)
@@ -77,6 +79,8 @@ def main() -> int:
                     help="schedule=None's GEMV pick with a spare slot in staged A's ring (spare), 12 rows per block "
                          "for 9-12 rows (twelve), x @ W.T's registers capped at 168 (cap168), as benchmarks/gemv_hbm.py "
                          "--variant times them (default: none)")
+    ap.add_argument("--precision", choices=("ieee", "3xtf32"), default="ieee",
+                    help="the op's precision (3xtf32: x @ W.T with 9-16 rows on the tensor-core GEMV kernel)")
     args = ap.parse_args()
     products = [parse(p) for p in args.products]  # every argument checked before the first compile
     from tiledsl.errors import ToolchainError
@@ -84,7 +88,7 @@ def main() -> int:
 
     try:
         find_nvdisasm()
-        rows = [mix_row(*p, args.arch, tuple(args.variant)) for p in products]
+        rows = [mix_row(*p, args.arch, tuple(args.variant), args.precision) for p in products]
     except ToolchainError as exc:
         raise SystemExit(f"sass_mix: {exc}") from None
     print("| product | kernel | registers | loop instructions | FFMA | other per 64 FFMA | most frequent others |")
