@@ -11,27 +11,10 @@
 # run about 1-3 (not yet run: estimates from the sweeps' earlier runs).
 set -u
 dir=${1:?usage: bash benchmarks/few_rows_decide.sh DIR}
-mkdir -p "$dir"
-log=$dir/decide.log
-{
-  echo "# benchmarks/few_rows_decide.sh, commit ${TILEDSL_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u +%FT%TZ)"
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-} > "$log"
-pytest=(python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gemm_gpu.py)
-status=0
 shift
-steps=" ${*:-tests memcheck few_rows hbm_none hbm_variants hbm_small hbm_fused} "
-step() {  # step NAME COMMAND...: run it where NAME is asked for, its output to DIR/NAME.log, its last lines and exit
-  local name=$1  # status to decide.log
-  shift
-  [[ "$steps" == *" $name "* ]] || return 0
-  echo "== $name: $*" >> "$log"
-  "$@" > "$dir/$name.log" 2>&1
-  local rc=$?
-  tail -6 "$dir/$name.log" >> "$log"
-  echo "exit status $rc" >> "$log"
-  [ "$rc" -eq 0 ] || status=1
-}
+script=benchmarks/few_rows_decide.sh default_steps="tests memcheck few_rows hbm_none hbm_variants hbm_small hbm_fused" asked_steps="$*"
+source "$(dirname "$0")/decide_steps.sh"
+pytest=(python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gemm_gpu.py)
 step tests "${pytest[@]}" -k "spare_slot or twelve_rows or column_b_ring or smem_a or gemv"
 step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "${pytest[@]}" \
   -k "(spare_slot_sums and 12-8-13) or (twelve_rows_per_block and 10-7-13) or (column_b_ring and (5-7-130 or 16-33-611 or 4-3-36))"
@@ -40,5 +23,4 @@ step hbm_none python3 benchmarks/gemv_hbm.py --m 8 12 16 --out "$dir/gemv_hbm_no
 step hbm_variants python3 benchmarks/gemv_hbm.py --m 8 12 16 --variant twelve spare ring --out "$dir/gemv_hbm_variants.json"
 step hbm_small python3 benchmarks/gemv_hbm.py --m 1 2 4 --out "$dir/gemv_hbm_small.json"
 step hbm_fused python3 benchmarks/gemv_hbm.py --m 1 2 4 --variant fused --out "$dir/gemv_hbm_fused.json"
-echo "exit status $status" >> "$log"
-exit $status
+finish

@@ -4,39 +4,21 @@
 # and cuBLAS. Usage (on a GPU machine, from the repository root):
 #     bash benchmarks/tc_gemv_decide.sh DIR [STEP ...]
 # STEP: any of tests, memcheck, mma3x, hbm_3xtf32, hbm_ieee, ncu (default: all, in that order). DIR gets decide.log
-# (header: commit, date, GPU, driver; each step's command, exit status and summary lines) and each step's JSON and
-# full log. A failed step is reported and the next still runs (each sweep checks its results against float64 before
-# timing). Exit status: 0 when every step did. Not yet run: expected a minute or two per step on an H200.
+# and each step's JSON and full log (benchmarks/decide_steps.sh). Each sweep checks its results against float64 before
+# timing. Not yet run: expected a minute or two per step on an H200.
 set -u
 dir=${1:?usage: bash benchmarks/tc_gemv_decide.sh DIR}
-mkdir -p "$dir"
-log=$dir/decide.log
-{
-  echo "# benchmarks/tc_gemv_decide.sh, commit ${TILEDSL_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u +%FT%TZ)"
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-} > "$log"
-pytest=(python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gemm_gpu.py)
-status=0
 shift
-steps=" ${*:-tests memcheck mma3x hbm_3xtf32 hbm_ieee ncu} "
-step() {  # step NAME COMMAND...: run it where NAME is asked for, its output to DIR/NAME.log, its last lines and exit
-  local name=$1  # status to decide.log
-  shift
-  [[ "$steps" == *" $name "* ]] || return 0
-  echo "== $name: $*" >> "$log"
-  "$@" > "$dir/$name.log" 2>&1
-  local rc=$?
-  tail -6 "$dir/$name.log" >> "$log"
-  echo "exit status $rc" >> "$log"
-  [ "$rc" -eq 0 ] || status=1
-}
+script=benchmarks/tc_gemv_decide.sh default_steps="tests memcheck mma3x hbm_3xtf32 hbm_ieee ncu" asked_steps="$*"
+source "$(dirname "$0")/decide_steps.sh"
+pytest=(python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gemm_gpu.py)
 step tests "${pytest[@]}" -k "3xtf32"
-step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "${pytest[@]}" -k "3xtf32 and (9-133-3000 or 16-7-4)"
+step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "${pytest[@]}" \
+  -k "(3xtf32 and 9-133-3000) or (3xtf32 and 16-7-4)"
 step mma3x python3 benchmarks/gemv_fused.py --family mma3x --out "$dir/gemv_mma3x.json"
 step hbm_3xtf32 python3 benchmarks/gemv_hbm.py --m 8 12 16 --layouts NT --precision 3xtf32 --out "$dir/gemv_hbm_3xtf32.json"
 step hbm_ieee python3 benchmarks/gemv_hbm.py --m 8 12 16 --layouts NT --out "$dir/gemv_hbm_ieee.json"
 ncu=(ncu --clock-control none --profile-from-start off -k regex:tiledsl_gemv --section SpeedOfLight --section Occupancy
      --section SchedulerStats --section WarpStateStats)
 step ncu "${ncu[@]}" python3 benchmarks/ncu_gemv.py 16 22016 4096 NT --precision 3xtf32
-echo "exit status $status" >> "$log"
-exit $status
+finish

@@ -1031,9 +1031,9 @@ def _top_level_alternatives(expr: str) -> list[str]:
     return [*parts, expr[start:]]
 
 
-@pytest.mark.parametrize("script", ["gpu_suite.sh", "few_rows_decide.sh"])
+@pytest.mark.parametrize("script", ["gpu_suite.sh", "few_rows_decide.sh", "tc_gemv_decide.sh"])
 def test_the_gpu_scripts_memcheck_selections_each_name_gpu_tests(script):
-    """benchmarks/gpu_suite.sh and few_rows_decide.sh run compute-sanitizer on a ``-k`` selection of
+    """benchmarks/gpu_suite.sh, few_rows_decide.sh and tc_gemv_decide.sh run compute-sanitizer on a ``-k`` selection of
     tests/test_gemm_gpu.py: each alternative of it selects at least one GPU test (a renamed test or parameter would
     otherwise drop out of memcheck unnoticed; the scripts run only on a GPU)."""
     import re
