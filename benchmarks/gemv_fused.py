@@ -128,10 +128,11 @@ registers, no spills."""
 MMA_3XTF32 = ((16, 2), (32, 2), (32, 4), (64, 2), (32, 1))
 """``--family mma3x``: (``rn`` columns per warp, ``unroll`` k16 steps in flight) of the tensor-core GEMV kernel
 (``precision="3xtf32"``, ``kernel="gemv"``, ``mma="mma_sync"``, 128 threads, K slices filling whole waves as
-``gemv_mma_schedule`` makes them) over 4, 8, 12 and 16 rows of x @ W.T, every LLM (N, K) with K a multiple of 4, beside
-``schedule=None`` exact (IEEE) and ``schedule=None`` with ``precision="3xtf32"`` (9-16 rows: the tensor-core kernel at
-32 columns per warp, unroll 2). ptxas (sm_90, NVRTC 12.9, 16×22016×4096): 72, 111, 150, 188 and 70-odd registers, no
-spills."""
+``gemv_mma_schedule`` makes them) over 4, 8, 12 and 16 rows of x @ W.T and x @ W (a row-major B takes columns per warp
+in groups of 32: 16 is left out there), every LLM (N, K) with K and N multiples of 4, beside ``schedule=None`` exact
+(IEEE) and ``schedule=None`` with ``precision="3xtf32"`` (9-16 rows: the tensor-core kernel at 32 columns per warp,
+unroll 2). ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T, ``min_blocks`` 1): 72, 111, 150, 188 and 70-odd
+registers, no spills."""
 MMA_ROWS = (4, 8, 12, 16)
 
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
@@ -159,6 +160,8 @@ def variants(base, op, target, family: str) -> dict:
         for rn, unroll in MMA_3XTF32:
             s = tiledsl.GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=rn, unroll=unroll, vec=4)
             s = replace(s, min_blocks=max(1, min(4, 65536 // (128 * s.est_registers))))  # blocks its registers allow
+            if op.layout_b == "row" and rn % 32:  # a row-major B's lanes read 4 adjacent columns for 4 fragments
+                continue
             pick = gemv_split(op3, s, target, blocks_per_sm=s.min_blocks, min_depth=GEMV_MMA[4])
             out[f"3xtf32 rn{rn} u{unroll}"] = replace(s, split_k=gemv_whole_waves(op3, s, target, 1, pick,
                                                                                    min_depth=GEMV_MMA[4]))
@@ -344,7 +347,7 @@ def main() -> int:
                          "A's ring (spare_slot), with 12 rows per block, and (x @ W.T, A in registers) with its "
                          "registers capped at 168 or 128 (min_blocks 3, or 4 at unroll 1); colb_lanes: 8, 12 and 16 "
                          "rows of x @ W.T on the kernel with A in registers and its lanes in groups along K "
-                         "(COLB_LANES); mma3x: 4, 8, 12 and 16 rows of x @ W.T on the tensor-core GEMV kernel "
+                         "(COLB_LANES); mma3x: 4, 8, 12 and 16 rows of x @ W.T and x @ W on the tensor-core GEMV kernel "
                          "(precision='3xtf32', MMA_3XTF32) beside schedule=None exact and with 3xtf32")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
@@ -371,8 +374,9 @@ def main() -> int:
                                        target) is not None]
     if args.family == "colb_lanes":  # x @ W.T with K a multiple of 4 (B and A read 4 wide along K)
         todo = [(m, n, k, "NT", False) for m in FEW_ROWS for n, k in llm_weights() if k % 4 == 0]
-    if args.family == "mma3x":  # x @ W.T with K a multiple of 4 (A and B read 4 wide along K)
-        todo = [(m, n, k, "NT", False) for m in MMA_ROWS for n, k in llm_weights() if k % 4 == 0]
+    if args.family == "mma3x":  # K (and for x @ W N) a multiple of 4: A and B read 4 wide
+        todo = [(m, n, k, layout, False) for layout in ("NT", "NN") for m in MMA_ROWS for n, k in llm_weights()
+                if k % 4 == 0 and (layout == "NT" or n % 4 == 0)]
     if args.family == "few_rows":  # x @ W with A staged (N a multiple of 4), and x @ W.T
         todo = [(m, n, k, layout, False) for layout in ("NN", "NT") for m in FEW_ROWS for n, k in llm_weights()
                 if layout == "NT" or n % 4 == 0]

@@ -180,7 +180,7 @@ def main() -> int:
                          "before its lanes in groups (registers), each where it applies (default: none, "
                          "schedule=None as it is)")
     ap.add_argument("--precision", choices=("ieee", "3xtf32"), default="ieee",
-                    help="tiledsl.gemm's precision (3xtf32: x @ W.T with 9-16 rows on the tensor cores, each input in "
+                    help="tiledsl.gemm's precision (3xtf32: x @ W and x @ W.T with 9-16 rows on the tensor cores, each input in "
                          "two TF32 parts; other products exact; default ieee)")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT"), default=["NN", "NT"],
                     help="x @ W (NN) and/or x @ W.T (NT) (default: both)")

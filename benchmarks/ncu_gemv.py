@@ -7,7 +7,7 @@ Run on a GPU (the profile starts at ``cudaProfilerStart``, after a warm-up call 
 
 Arguments: M N K LAYOUT, LAYOUT ``NN`` (x @ W, W [K, N] row-major) or ``NT`` (x @ W.T, W [N, K] row-major);
 ``--variant`` (any of ``benchmarks/gemv_hbm.py``'s ``VARIANTS``) profiles that variant of the pick instead;
-``--precision 3xtf32`` the call with that precision (x @ W.T with 9-16 rows: the tensor-core GEMV kernel). Without
+``--precision 3xtf32`` the call with that precision (9-16 rows: the tensor-core GEMV kernel). Without
 ``-k regex:tiledsl_gemv`` a split-K call's profile also holds its split-K sum. Prints the largest error relative to
 CuPy's product, so a profile of a wrong result is seen as one.
 """

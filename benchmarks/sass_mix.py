@@ -80,7 +80,7 @@ def main() -> int:
                          "for 9-12 rows (twelve), x @ W.T's registers capped at 168 (cap168), as benchmarks/gemv_hbm.py "
                          "--variant times them (default: none)")
     ap.add_argument("--precision", choices=("ieee", "3xtf32"), default="ieee",
-                    help="the op's precision (3xtf32: x @ W.T with 9-16 rows on the tensor-core GEMV kernel)")
+                    help="the op's precision (3xtf32: 9-16 rows on the tensor-core GEMV kernel)")
     args = ap.parse_args()
     products = [parse(p) for p in args.products]  # every argument checked before the first compile
     from tiledsl.errors import ToolchainError

@@ -633,17 +633,18 @@ def test_default_schedule_for_tf32():
     assert default_schedule(misaligned, tiledsl.Target.known("H200")).mma == "fma"
 
 
+@pytest.mark.parametrize("layout_b", ["col", "row"])
 @pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (12, 22016, 4096), (9, 768, 768), (16, 128256, 4096),
                                    (16, 4096, 14336)])
-def test_3xtf32_default_runs_x_at_w_t_on_the_tensor_core_gemv_and_compiles(m, n, k):
-    """precision="3xtf32": schedule=None takes the tensor-core GEMV kernel for 9-16 rows of an aligned x @ W.T
-    (gemv_mma_schedule), whose source compiles for sm_80, sm_90 and sm_90a within its register cap, without spills,
-    with three m16n8k8 TF32 products per fragment and half of a k16 step; fewer rows, a row-major B, misaligned
-    operands and a pre-Ampere target keep the exact FMA kernels (and say why in the choice)."""
+def test_3xtf32_default_runs_few_rows_on_the_tensor_core_gemv_and_compiles(m, n, k, layout_b):
+    """precision="3xtf32": schedule=None takes the tensor-core GEMV kernel for 9-16 rows of an aligned x @ W.T or
+    x @ W (gemv_mma_schedule), whose source compiles for sm_80, sm_90 and sm_90a within its register cap, without
+    spills, with three m16n8k8 TF32 products per fragment and half of a k16 step; fewer rows, a column-major A and
+    misaligned operands keep the exact FMA kernels (and say why in the choice)."""
     from tiledsl.gemm.family import builtin_choice, default_schedule
 
     h200 = tiledsl.Target.known("H200")
-    op = GemmOp(m, n, k, layout_b="col", precision="3xtf32")
+    op = GemmOp(m, n, k, layout_b=layout_b, precision="3xtf32")
     s, why = builtin_choice(op, h200)
     assert (s.kernel, s.mma, s.bm) == ("gemv", "mma_sync", 16) and "gemv_mma_schedule" in why, why
     assert default_schedule(op, h200) == s
@@ -653,8 +654,8 @@ def test_3xtf32_default_runs_x_at_w_t_on_the_tensor_core_gemv_and_compiles(m, n,
         assert "tf32x3f32f32" in kern.name
     assert kern.source.count("tdsl_mma_1688_tf32(acc[j]") == 3
     assert compile_source(emit_gemm(op, s), "sm_90a").spill_bytes == 0
-    for other, reason in ((replace(op, m=8), "computed exactly"), (replace(op, layout_b="row"), "computed exactly"),
-                          (replace(op, k=k + 2, align_a=2, align_b=2), "computed exactly")):
+    for other, reason in ((replace(op, m=8), "computed exactly"), (replace(op, m=16, layout_a="col"), "computed exactly"),
+                          (replace(op, k=k + 2, n=n + 2, align_a=2, align_b=2, align_c=2), "computed exactly")):
         s2, why2 = builtin_choice(other, h200)
         assert s2.mma == "fma" and reason in why2, (other, why2)
     assert builtin_choice(op, tiledsl.Target.known("sm_80"))[0].mma == "mma_sync"
@@ -669,7 +670,9 @@ def test_3xtf32_rules_name_what_the_tensor_core_gemv_needs():
     with pytest.raises(tiledsl.ScheduleError, match="gemv_mma_3xtf32"):  # 16-bit inputs: the tiled mma.sync kernels
         tiledsl.compile(GemmOp(16, 64, 64, dtype="float16", layout_b="col"), tc, arch="sm_90")
     with pytest.raises(tiledsl.ScheduleError, match="gemv_mma_layouts"):
-        tiledsl.compile(GemmOp(16, 64, 64, precision="3xtf32"), tc, arch="sm_90")
+        tiledsl.compile(GemmOp(16, 64, 64, layout_a="col", precision="3xtf32"), tc, arch="sm_90")
+    with pytest.raises(tiledsl.ScheduleError, match=r"rn=48 must be a multiple of 32 .*rule gemv_mma_row_b_columns"):
+        tiledsl.compile(GemmOp(16, 64, 64, precision="3xtf32"), replace(tc, rn=48), arch="sm_90")
     with pytest.raises(tiledsl.ScheduleError, match=r"align_a=2, align_b=2.*rule gemv_mma_16_byte_operands"):
         tiledsl.compile(GemmOp(16, 64, 66, align_a=2, **nt), tc, arch="sm_90")
     env = tc.env(tiledsl.Target.known("sm_80"), GemmOp(16, 64, 64, **nt))

@@ -1094,21 +1094,26 @@ def test_gemv_fused_split_k_matches_the_split_k_kernel_bit_for_bit(lb, m, n, k, 
         assert _rel_err(c, 1.5 * (ha @ hb) - 0.5 * c0) < 1e-5 * max(1.0, (k / 4096) ** 0.5)
 
 
-@pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (12, 22016, 4096), (9, 133, 3000), (16, 33, 612), (13, 768, 768),
-                                   (16, 7, 4), (4, 1000, 516)])
-def test_gemv_mma_3xtf32_against_float64(m, n, k, rng):
-    """precision="3xtf32": x @ W.T on the tensor cores (mma.sync m16n8k8 TF32, each input in two TF32 parts) within the
-    float32 bound of a float64 product on a NaN-poisoned C (each product keeps about 21 of float32's 24 bits):
-    ``schedule=None`` (the tensor-core GEMV for 9-16 rows, the exact kernels below), 8-64 columns per warp, unroll
-    1-4, one slice and the split-K kernel, rows past M, columns past N, K ≡ 4 mod 16 (the guarded last step); then
-    alpha and beta. The same check as IEEE float32's: the tensor cores must not cost float32's accuracy."""
-    cp, tol, a, b, ha, hb, _ = _column_b_operands("float32", m, n, k, rng)
-    ref = ha @ hb
+@pytest.mark.parametrize("layout_b", ["col", "row"])
+@pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (12, 22016, 4096), (9, 132, 3000), (16, 36, 612), (13, 768, 768),
+                                   (16, 8, 4), (4, 1000, 516)])
+def test_gemv_mma_3xtf32_against_float64(m, n, k, layout_b, rng):
+    """precision="3xtf32": x @ W.T and x @ W on the tensor cores (mma.sync m16n8k8 TF32, each input in two TF32 parts)
+    within the float32 bound of a float64 product on a NaN-poisoned C (each product keeps about 21 of float32's 24
+    bits): ``schedule=None`` (the tensor-core GEMV for 9-16 rows, the exact kernels below), 8-64 columns per warp
+    (row-major B: 32 and 64), unroll 1-4, one slice and the split-K kernel, rows past M, columns past N, K ≡ 4 mod 16
+    (the guarded last step); then alpha and beta. The same check as IEEE float32's: the tensor cores must not cost
+    float32's accuracy."""
+    cp = _cp()
+    tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
+    a, _ = _rand((m, k), rng)
+    b, _ = _rand((k, n), rng, layout=layout_b)
+    ref = cp.asnumpy(a).astype(np.float64) @ cp.asnumpy(b).astype(np.float64)  # of the rounded inputs
     assert _rel_err(_gemm_nan_out(a, b, precision="3xtf32"), ref) < tol, "schedule=None"
+    forms = ((8, 1, 1, 128), (16, 2, 1, 128), (32, 2, 3, 128), (64, 4, 1, 64), (32, 4, 2, 256))
     variants = [tiledsl.GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=bn, bk=16, rn=rn, unroll=unroll, vec=4,
                                      split_k=split)
-                for rn, unroll, split, bn in ((8, 1, 1, 128), (16, 2, 1, 128), (32, 2, 3, 128), (64, 4, 1, 64),
-                                              (32, 4, 2, 256))]
+                for rn, unroll, split, bn in forms if layout_b == "col" or rn % 32 == 0]
     for s in variants:
         assert _rel_err(_gemm_nan_out(a, b, schedule=s, precision="3xtf32"), ref) < tol, s
     c0 = rng.uniform(-1, 1, (m, n))

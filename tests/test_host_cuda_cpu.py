@@ -510,50 +510,61 @@ def _mma_schedule(rn=32, unroll=2, split_k=1, bk=16, bn=128):
                                 split_k=split_k)
 
 
-def _mma_op(m, n, k, read_c=False):
-    return tiledsl.GemmOp(m, n, k, layout_b="col", align_a=4, align_b=4, align_c=4 if n % 4 == 0 else 1,
+def _mma_op(m, n, k, read_c=False, layout_b="col"):
+    return tiledsl.GemmOp(m, n, k, layout_b=layout_b, align_a=4, align_b=4, align_c=4 if n % 4 == 0 else 1,
                           read_c=read_c, precision="3xtf32")
 
 
-@pytest.mark.parametrize("m,n,k,rn,unroll,split_k,bk", [
-    (16, 64, 64, 32, 2, 1, 16), (12, 72, 100, 16, 2, 1, 16), (1, 40, 36, 8, 1, 1, 16), (9, 129, 260, 64, 4, 1, 16),
-    (16, 200, 1028, 32, 4, 3, 32), (13, 33, 516, 8, 3, 2, 64), (16, 7, 4, 8, 1, 1, 16), (5, 300, 48, 32, 1, 1, 16)])
-def test_gemv_mma_3xtf32_against_float64(m, n, k, rn, unroll, split_k, bk, rng):
-    """x @ W.T on the tensor cores, each float32 input split into two TF32 parts (precision="3xtf32"): 8-64 columns per
-    warp, unroll 1-4 (whole groups of steps and the guarded last steps: K ≡ 4, 0 and 12 mod 16), one slice and 2-3
-    with the split-K kernel (slices 16, 32 and 64 deep at their starts), rows past M (1-16 rows), columns past N (N odd,
-    7, 33): within a few times IEEE float32's error of float64 (each product keeps about 21 bits), the same bits in
-    both orders, every load inside A and B; then alpha and beta on a given C."""
-    a, b, b_col = _operands(rng, m, n, k, "col")
+@pytest.mark.parametrize("m,n,k,rn,unroll,split_k,bk,layout_b", [
+    (16, 64, 64, 32, 2, 1, 16, "col"), (12, 72, 100, 16, 2, 1, 16, "col"), (1, 40, 36, 8, 1, 1, 16, "col"),
+    (9, 129, 260, 64, 4, 1, 16, "col"), (16, 200, 1028, 32, 4, 3, 32, "col"), (13, 33, 516, 8, 3, 2, 64, "col"),
+    (16, 7, 4, 8, 1, 1, 16, "col"), (5, 300, 48, 32, 1, 1, 16, "col"),
+    (16, 64, 64, 32, 2, 1, 16, "row"), (12, 72, 100, 32, 2, 1, 16, "row"), (1, 4, 36, 32, 1, 1, 16, "row"),
+    (9, 132, 260, 64, 4, 1, 16, "row"), (16, 200, 1028, 64, 4, 3, 32, "row"), (13, 36, 516, 32, 3, 2, 64, "row"),
+    (5, 300, 48, 32, 1, 1, 16, "row")])
+def test_gemv_mma_3xtf32_against_float64(m, n, k, rn, unroll, split_k, bk, layout_b, rng):
+    """x @ W.T and x @ W on the tensor cores, each float32 input split into two TF32 parts (precision="3xtf32"): 8-64
+    columns per warp (row-major B: groups of 32), unroll 1-4 (whole groups of steps and the guarded last steps: K ≡ 4,
+    0 and 12 mod 16), one slice and 2-3 with the split-K kernel (slices 16, 32 and 64 deep at their starts), rows past
+    M (1-16 rows), columns past N (N odd, 7, 33; with a row-major B N is a multiple of 4: 4, 36, 132): within a few
+    times IEEE float32's error of float64 (each product keeps about 21 bits), the same bits in both orders, every load
+    inside A and B; then alpha and beta on a given C."""
+    a, b, b_storage = _operands(rng, m, n, k, layout_b)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     s = _mma_schedule(rn, unroll, split_k, bk)
-    got = _run(_mma_op(m, n, k), s, a, b_col)
+    got = _run(_mma_op(m, n, k, layout_b=layout_b), s, a, b_storage)
     assert _rel_err(got, ref) < 4 * _tol(k), s
     fma = _rel_err((a @ b).astype(np.float64), ref)  # what IEEE float32 gets here (NumPy's pairwise sums)
     assert _rel_err(got, ref) < max(16 * fma, 1e-6), (fma, s)
     c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
-    got = _run(_mma_op(m, n, k, read_c=True), s, a, b_col, alpha=1.5, beta=-0.5, c0=c0)
+    got = _run(_mma_op(m, n, k, read_c=True, layout_b=layout_b), s, a, b_storage, alpha=1.5, beta=-0.5, c0=c0)
     assert _rel_err(got, 1.5 * ref - 0.5 * c0.astype(np.float64)) < 8 * _tol(k), s
 
 
-@pytest.mark.parametrize("what,edit", [
-    ("A's fragment registers a1 and a2 swapped (the wrong PTX layout)",
-     lambda src: src.replace("tdsl_mma_1688_tf32(acc[j], lo_big[e], hi_big[e], lo_big[e + 1], hi_big[e + 1], b_big[e]",
-                             "tdsl_mma_1688_tf32(acc[j], lo_big[e], lo_big[e + 1], hi_big[e], hi_big[e + 1], b_big[e]")),
-    ("the small·big product left out (2xTF32)",
+@pytest.mark.parametrize("layout_b,what,edit", [
+    ("col", "A's fragment registers a1 and a2 swapped (the wrong PTX layout)",
+     lambda src: src.replace("tdsl_mma_1688_tf32(acc[j], lo_big[e], hi_big[e], lo_big[e + 1], hi_big[e + 1], b_big",
+                             "tdsl_mma_1688_tf32(acc[j], lo_big[e], lo_big[e + 1], hi_big[e], hi_big[e + 1], b_big")),
+    ("col", "the small·big product left out (2xTF32)",
      lambda src: src.replace("tdsl_mma_1688_tf32(acc[j], lo_small[e], hi_small[e], lo_small[e + 1], hi_small[e + 1], "
-                             "b_big[e], b_big[e + 1]);", "")),
-    ("B's halves read from the same two elements",
-     lambda src: src.replace("b_big[e], b_big[e + 1]);\n", "b_big[0], b_big[1]);\n")),
-    ("the last steps read without their bounds test",
+                             "b_big[j][e], b_big[j][e + 1]);", "")),
+    ("col", "B's halves read from the same two elements",
+     lambda src: src.replace("b_big[j][e], b_big[j][e + 1]);\n", "b_big[j][0], b_big[j][1]);\n")),
+    ("col", "the last steps read without their bounds test",
+     lambda src: src.replace("const bool in = k + 4 * t < k_end;", "const bool in = true;")),
+    ("row", "a fragment's column slot from the wrong component (row-major B)",
+     lambda src: src.replace("[j / 4 * 4 + e][j % 4]", "[j / 4 * 4 + e][(j + 1) % 4]")),
+    ("row", "the column-major B's column mapping in the epilogue (row-major B)",
+     lambda src: src.replace("n0 + 32 * (j / 4) + 4 * (2 * t + i % 2) + j % 4;", "n0 + 8 * j + 2 * t + i % 2;")),
+    ("row", "the last steps read without their bounds test (row-major B)",
      lambda src: src.replace("const bool in = k + 4 * t < k_end;", "const bool in = true;")),
 ])
-def test_gemv_mma_broken_variants_fail(what, edit, rng):
+def test_gemv_mma_broken_variants_fail(layout_b, what, edit, rng):
     """Each check of the tensor-core GEMV test above fails on a kernel broken on purpose: the host runner's mma.sync
     follows the PTX ISA's fragment layout, and a read past the end of B stops the run."""
     m, n, k = 16, 40, 100  # K ≡ 4 mod 16: a last step with lanes past the end
-    a, b, b_col = _operands(rng, m, n, k, "col")
-    op, s = _mma_op(m, n, k), _mma_schedule(rn=8, unroll=2)
+    a, b, b_col = _operands(rng, m, n, k, layout_b)
+    op, s = _mma_op(m, n, k, layout_b=layout_b), _mma_schedule(rn=8 if layout_b == "col" else 32, unroll=2)
     source = GEMM.emit(op, s).source
     assert edit(source) != source, what
     c = np.full((m, n), np.nan, np.float32)

@@ -51,8 +51,8 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
             (``a.T``, a row-major B) is first copied K-major (one extra read and write of it). Where no tf32
             kernel applies (another GPU, misaligned operands) the product is computed exactly. "3xtf32": each input
             split into two TF32 parts and three tensor-core products per term (CUTLASS's 3xTF32: about 21 of
-            float32's 24 bits per product; an infinite input gives NaN) for x @ W.T with 9 to 16 rows (A
-            row-major, B column-major such as ``w.T`` of a torch Linear weight, 16-byte aligned, sm_80 or newer;
+            float32's 24 bits per product; an infinite input gives NaN) for x @ W and x @ W.T with 9 to 16 rows
+            (A row-major, B either layout, e.g. ``w.T`` of a torch Linear weight, 16-byte aligned, sm_80 or newer;
             ``docs/gemm.md``); every other product is computed exactly.
 
     Returns:

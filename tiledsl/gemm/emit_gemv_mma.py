@@ -1,7 +1,7 @@
 """GEMV-style GEMM on the tensor cores (``kernel="gemv"``, ``mma="mma_sync"``, ``GemmOp.precision="3xtf32"``): a pure
-function (GemmOp, GemmSchedule) -> KernelSource for C (M×N) = A (M×K) · Bᵀ-stored B with few rows M, float32 inputs
-split into TF32 parts (x @ W.T, torch's Linear with a few tokens: A row-major, W [N, K] row-major, so B is
-column-major and both operands are K-major).
+function (GemmOp, GemmSchedule) -> KernelSource for C (M×N) = A (M×K) · B (K×N) with few rows M, float32 inputs split
+into TF32 parts; A row-major, C row-major, B either column-major (x @ W.T, torch's Linear with a few tokens: W [N, K]
+row-major) or row-major (x @ W, W [K, N]).
 
 Why: with sixteen rows every element of W read feeds 16 FMAs; at the HBM rate that is about half of the FP32 units'
 peak, and the FMA kernel's other instructions (loads, address arithmetic, the warp's sums) leave it short of the
@@ -21,18 +21,24 @@ Structure of the kernel (PTX ISA: "Matrix Fragments for mma.m16n8k8", ``.tf32``)
    is a multiple of 16), z = groups of 16 rows of C; ``bn`` threads per block, warp w owning ``rn`` columns (``rn / 8``
    n8 fragments);
 2. a lane (group g = lane / 4, thread-in-group t = lane % 4) reads, per k16 step at k, the 4 floats of A's rows g and
-   g + 8 at k + 4t and the 4 floats of W's row (column of C) n + 8j + g at k + 4t for each fragment j: 16-byte loads,
-   each row of W read 64 contiguous bytes per step by the 4 lanes of a group. The fragment's K order is permuted: its
-   k-slot t holds element k + 4t + 2h and slot t + 4 element k + 4t + 2h + 1 in half h (0, 1) of the step. A dot
-   product does not depend on the order of its terms, and A and B use the same permutation, so the two m16n8k8
-   products of each half sum the 16 terms of the step exactly once;
+   g + 8 at k + 4t. The fragment's K order is permuted: its k-slot t holds element k + 4t + 2h and slot t + 4 element
+   k + 4t + 2h + 1 in half h (0, 1) of the step. A dot product does not depend on the order of its terms, and A and B
+   use the same permutation, so the two m16n8k8 products of each half sum the 16 terms of the step exactly once.
+   Column-major B: the lane reads the 4 floats of column n + 8j + g (a row of W) at k + 4t for each fragment j, each
+   row of W 64 contiguous bytes per step from the 4 lanes of a group; fragment j's column slot g is column n + 8j + g.
+   Row-major B: the warp's columns are groups of 32, four fragments each; per group q the lane reads W's rows
+   k + 4t + e (e = 0…3) at columns n + 32q + 4g … + 3 (8 lanes read 128 contiguous bytes of a row), and fragment
+   4q + c takes component c of each: its column slot g is column n + 32q + 4g + c. Either way a lane reads RN / 8
+   16-byte vectors of B per step;
 3. ``unroll`` k16 steps are loaded before any is multiplied (their loads in flight together), then split and
    multiplied; a last partial group of steps (K's end) is loaded with a bounds test per vector (K is a multiple of 4:
    a vector is wholly in or out); B is read with ``__ldcs`` (evict-first: each element is read once, and A stays in
    the caches for the other warps);
-4. rows past M read row M − 1 and columns past N read column N − 1 (in bounds, never stored);
-5. epilogue: lane (g, t) holds C[g][n + 8j + 2t + e] and C[g + 8][…] (e = 0, 1) of each fragment j: C = alpha·acc
-   (+ beta·C), with split-K the slice's float32 partial sums to the workspace, summed by the split-K kernel.
+4. rows past M read row M − 1 and columns past N read column N − 1 (row-major B: the last 4, N being a multiple of
+   4), in bounds and never stored;
+5. epilogue: lane (g, t) holds rows g and g + 8 of column slots 2t and 2t + 1 of each fragment (column-major B:
+   columns n + 8j + 2t + e; row-major B: columns n + 32q + 4(2t + e) + c of fragment 4q + c): C = alpha·acc (+ beta·C),
+   with split-K the slice's float32 partial sums to the workspace, summed by the split-K kernel.
 """
 
 from __future__ import annotations
@@ -81,12 +87,14 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
     """
     p = plan_gemm(op, s)
     split = s.split_k > 1
+    row_b = op.layout_b == "row"
     w = Writer()
     w(f"// tiledsl GEMV-style GEMM on the tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]"
       f"{' + beta * C' if op.read_c and not split else ''}, few rows M",
       "// float32 in/out, each input split into two TF32 parts, three m16n8k8 products per term (3xTF32), float32 "
       "accumulation;",
-      "// A row-major, B column-major (W[N][K]: x @ W.T), C row-major",
+      "// A row-major, B column-major (W[N][K]: x @ W.T), C row-major" if not row_b else
+      "// A row-major, B row-major (W[K][N]: x @ W), C row-major",
       f"// schedule: {json.dumps(s.header_dict(), sort_keys=True)}",
       TF32_SPLIT_HELPER.rstrip("\n"), MMA_1688_TF32_HELPER.rstrip("\n"))
     w.blank()
@@ -110,7 +118,7 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
     for line in R.static_asserts(GEMM_RULES, s.env()):
         w(line)
     w.blank()
-    _multiply_step(w)
+    _multiply_step(w, row_b)
     w.blank()
     if split:
         w(f"// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; {kernel_name_reduce(op, s)} sums it")
@@ -121,56 +129,78 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
           "const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;",
           "const int row0 = blockIdx.z * BM;                                        // first row of C of this block",
           "const int n0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;  // the warp's first column of C",
-          "// rows g and g + 8 of A, columns n0 + 8j + g of C (rows of W), each read 4 wide from k + 4t; rows past M and",
-          "// columns past N read the last row / column (in bounds; what they produce is never stored)",
+          "// rows g and g + 8 of A read 4 wide from k + 4t; rows past M read row M - 1 (never stored)",
           "const float* const a_lo = A + (long long)min(row0 + g, M - 1) * lda + 4 * t;",
-          "const float* const a_hi = A + (long long)min(row0 + g + 8, M - 1) * lda + 4 * t;",
-          "const float* b_col[FRAGS];",
-          "#pragma unroll",
-          "for (int j = 0; j < FRAGS; ++j) b_col[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + 4 * t;",
-          "float acc[FRAGS][4] = {};  // fragment j: (row g, columns n0 + 8j + 2t, +1), then row g + 8")
+          "const float* const a_hi = A + (long long)min(row0 + g + 8, M - 1) * lda + 4 * t;")
+        if row_b:
+            w("// vector v of B per step: W's row k + 4t + v % 4 at columns n0 + 32 (v / 4) + 4g … + 3 (columns past N: the",
+              "// last 4, never stored); element offsets from row k",
+              "long long b_at[FRAGS];",
+              "#pragma unroll",
+              "for (int v = 0; v < FRAGS; ++v) b_at[v] = (4 * t + v % 4) * ldb + min(n0 + 32 * (v / 4) + 4 * g, N - 4);",
+              "float acc[FRAGS][4] = {};  // fragment 4q + c: (row g, columns n0 + 32q + 8t + c, + 4), then row g + 8")
+        else:
+            w("// vector j of B per step: column n0 + 8j + g (a row of W) at k + 4t (columns past N: the last, never stored)",
+              "const float* b_col[FRAGS];",
+              "#pragma unroll",
+              "for (int j = 0; j < FRAGS; ++j) b_col[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + 4 * t;",
+              "float acc[FRAGS][4] = {};  // fragment j: (row g, columns n0 + 8j + 2t, +1), then row g + 8")
         with w.block("if (n0 < N)"):
             w("int k = k_begin;",
               "// ---- whole groups of UNROLL k16 steps: no bounds tests ----")
             with w.block("for (; k + 16 * UNROLL <= k_end; k += 16 * UNROLL)"):
-                _main_steps(w)
+                _main_steps(w, row_b)
             w("// ---- the slice's last steps: a vector past k_end reads as zeros ----")
             with w.block("for (; k < k_end; k += 16)"):
-                _tail_step(w)
-        _epilogue(w, op, split)
+                _tail_step(w, row_b)
+        _epilogue(w, op, split, row_b)
     return KernelSource(name=p.kernel_name, source=w.text(), block=(s.threads, 1, 1), dynamic_smem_bytes=0)
 
 
-def _multiply_step(w: Writer) -> None:
+def _multiply_step(w: Writer, row_b: bool) -> None:
     """Emit ``multiply_step``: one k16 step's TF32 split of a lane's vectors and, per fragment and half, three m16n8k8
     products (small terms first)."""
-    w("// one k16 step from k: lo / hi are A's rows g and g + 8 at k + 4t, b[j] column n0 + 8j + g at k + 4t; element e",
-      "// of a vector is k + 4t + e, and half h of the step takes e = 2h (the fragment's k-slot t) and 2h + 1 (slot t + 4)",
+    b_at = ("b[j] is column n0 + 8j + g at k + 4t; fragment j takes its elements 2h, 2h + 1" if not row_b else
+            "b[v] is row k + 4t + v % 4 at columns n0 + 32 (v / 4) + 4g … + 3; fragment 4q + c takes component c of "
+            "b[4q + 2h] and b[4q + 2h + 1]")
+    b0, b1 = (("[j][e]", "[j][e + 1]") if not row_b else ("[j / 4 * 4 + e][j % 4]", "[j / 4 * 4 + e + 1][j % 4]"))
+    w("// one k16 step from k: lo / hi are A's rows g and g + 8 at k + 4t (element e is k + 4t + e); half h of the step",
+      "// takes elements 2h (the fragment's k-slot t) and 2h + 1 (slot t + 4) of each row; " + b_at[:b_at.index(";")] + ";",
+      "//" + b_at[b_at.index(";") + 1:],
       "__device__ __forceinline__ void multiply_step(float (&acc)[FRAGS][4], const float4& lo, const float4& hi,")
     with w.block("                                              const float4 (&b)[FRAGS])"):
-        w("unsigned lo_big[4], lo_small[4], hi_big[4], hi_small[4];",
+        w("unsigned lo_big[4], lo_small[4], hi_big[4], hi_small[4], b_big[FRAGS][4], b_small[FRAGS][4];",
           "tdsl_split_tf32(lo.x, lo_big[0], lo_small[0]); tdsl_split_tf32(lo.y, lo_big[1], lo_small[1]);",
           "tdsl_split_tf32(lo.z, lo_big[2], lo_small[2]); tdsl_split_tf32(lo.w, lo_big[3], lo_small[3]);",
           "tdsl_split_tf32(hi.x, hi_big[0], hi_small[0]); tdsl_split_tf32(hi.y, hi_big[1], hi_small[1]);",
           "tdsl_split_tf32(hi.z, hi_big[2], hi_small[2]); tdsl_split_tf32(hi.w, hi_big[3], hi_small[3]);",
           "#pragma unroll")
+        with w.block("for (int v = 0; v < FRAGS; ++v)"):
+            w("tdsl_split_tf32(b[v].x, b_big[v][0], b_small[v][0]); tdsl_split_tf32(b[v].y, b_big[v][1], b_small[v][1]);",
+              "tdsl_split_tf32(b[v].z, b_big[v][2], b_small[v][2]); tdsl_split_tf32(b[v].w, b_big[v][3], b_small[v][3]);")
+        w("#pragma unroll")
         with w.block("for (int j = 0; j < FRAGS; ++j)"):
-            w("unsigned b_big[4], b_small[4];",
-              "tdsl_split_tf32(b[j].x, b_big[0], b_small[0]); tdsl_split_tf32(b[j].y, b_big[1], b_small[1]);",
-              "tdsl_split_tf32(b[j].z, b_big[2], b_small[2]); tdsl_split_tf32(b[j].w, b_big[3], b_small[3]);",
-              "#pragma unroll")
+            w("#pragma unroll")
             with w.block("for (int e = 0; e < 4; e += 2)"):
-                w("tdsl_mma_1688_tf32(acc[j], lo_small[e], hi_small[e], lo_small[e + 1], hi_small[e + 1], b_big[e], "
-                  "b_big[e + 1]);",
-                  "tdsl_mma_1688_tf32(acc[j], lo_big[e], hi_big[e], lo_big[e + 1], hi_big[e + 1], b_small[e], "
-                  "b_small[e + 1]);",
-                  "tdsl_mma_1688_tf32(acc[j], lo_big[e], hi_big[e], lo_big[e + 1], hi_big[e + 1], b_big[e], "
-                  "b_big[e + 1]);")
+                w(f"tdsl_mma_1688_tf32(acc[j], lo_small[e], hi_small[e], lo_small[e + 1], hi_small[e + 1], b_big{b0}, "
+                  f"b_big{b1});",
+                  f"tdsl_mma_1688_tf32(acc[j], lo_big[e], hi_big[e], lo_big[e + 1], hi_big[e + 1], b_small{b0}, "
+                  f"b_small{b1});",
+                  f"tdsl_mma_1688_tf32(acc[j], lo_big[e], hi_big[e], lo_big[e + 1], hi_big[e + 1], b_big{b0}, "
+                  f"b_big{b1});")
 
 
-def _main_steps(w: Writer) -> None:
+def _b_load(row_b: bool, k: str) -> str:
+    """The 16-byte load (``__ldcs``: read once) of the lane's vector of B numbered ``v`` (row-major B) or ``j`` at K
+    offset ``k``."""
+    at = f"B + (long long)({k}) * ldb + b_at[v]" if row_b else f"b_col[j] + {k}"
+    return f"__ldcs(reinterpret_cast<const float4*>({at}))"
+
+
+def _main_steps(w: Writer, row_b: bool) -> None:
     """Emit the body of a group of UNROLL whole k16 steps: every step's loads first (in flight together), then each
     step multiplied."""
+    v = "v" if row_b else "j"
     w("float4 lo[UNROLL], hi[UNROLL], b[UNROLL][FRAGS];  // step u's vectors of A's two rows and of B",
       "#pragma unroll")
     with w.block("for (int u = 0; u < UNROLL; ++u)"):
@@ -178,24 +208,26 @@ def _main_steps(w: Writer) -> None:
           "lo[u] = *reinterpret_cast<const float4*>(a_lo + kk);",
           "hi[u] = *reinterpret_cast<const float4*>(a_hi + kk);",
           "#pragma unroll",
-          "for (int j = 0; j < FRAGS; ++j) b[u][j] = __ldcs(reinterpret_cast<const float4*>(b_col[j] + kk));  // read once")
+          f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[u][{v}] = {_b_load(row_b, 'kk')};  // B: read once")
     w("#pragma unroll", "for (int u = 0; u < UNROLL; ++u) multiply_step(acc, lo[u], hi[u], b[u]);")
 
 
-def _tail_step(w: Writer) -> None:
+def _tail_step(w: Writer, row_b: bool) -> None:
     """Emit the body of one k16 step at the slice's end, each vector read only where it starts before k_end."""
-    w("const bool in = k + 4 * t < k_end;  // this lane's vector: wholly in or out (K is a multiple of 4)",
+    v = "v" if row_b else "j"
+    w("const bool in = k + 4 * t < k_end;  // this lane's vectors: wholly in or out (K is a multiple of 4)",
       "const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);",
       "const float4 lo = in ? *reinterpret_cast<const float4*>(a_lo + k) : zero;",
       "const float4 hi = in ? *reinterpret_cast<const float4*>(a_hi + k) : zero;",
       "float4 b[FRAGS];",
       "#pragma unroll",
-      "for (int j = 0; j < FRAGS; ++j) b[j] = in ? __ldcs(reinterpret_cast<const float4*>(b_col[j] + k)) : zero;",
+      f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[{v}] = in ? {_b_load(row_b, 'k')} : zero;",
       "multiply_step(acc, lo, hi, b);")
 
 
-def _epilogue(w: Writer, op: GemmOp, split: bool) -> None:
-    """Emit the stores of the warp's fragments: lane (g, t) holds rows g and g + 8 of columns n0 + 8j + 2t + e."""
+def _epilogue(w: Writer, op: GemmOp, split: bool, row_b: bool) -> None:
+    """Emit the stores of the warp's fragments: lane (g, t) holds rows g and g + 8 of column slots 2t + e of each
+    fragment j (columns n0 + 8j + 2t + e; row-major B: n0 + 32 (j / 4) + 4 (2t + e) + j % 4)."""
     scale, beta = ("", False) if split else ("alpha * ", op.read_c)
     w("// ---- epilogue: " + ("the slice's partial sums to its workspace slice (the split-K kernel applies alpha, "
                               "beta)" if split else "C = alpha * acc" + (" + beta * C" if beta else "")) + " ----",
@@ -203,7 +235,8 @@ def _epilogue(w: Writer, op: GemmOp, split: bool) -> None:
     with w.block("for (int j = 0; j < FRAGS; ++j)"):
         w("#pragma unroll")
         with w.block("for (int i = 0; i < 4; ++i)"):
-            w("const int m = row0 + g + 8 * (i / 2), n = n0 + 8 * j + 2 * t + i % 2;")
+            w("const int m = row0 + g + 8 * (i / 2), n = " + ("n0 + 32 * (j / 4) + 4 * (2 * t + i % 2) + j % 4;" if row_b
+                                                               else "n0 + 8 * j + 2 * t + i % 2;"))
             with w.block("if (m < M && n < N)"):
                 w("float* const c = C + (long long)m * ldc + n;")
                 w(f"*c = {scale}acc[j][i]" + (" + beta * *c;" if beta else ";"))

@@ -57,11 +57,11 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         tc = gemv_mma_schedule(op, target)
         if tc is not None:
             return tc, (f"the GEMV-style kernel on the tensor cores (gemv_mma_schedule): precision='3xtf32', M = {op.m} "
-                        f"in {GEMV_MMA_ROWS[0]}..{GEMV_MMA_ROWS[1]} rows of x @ W.T, {tc.rn} columns per warp, unroll {tc.unroll}, "
+                        f"in {GEMV_MMA_ROWS[0]}..{GEMV_MMA_ROWS[1]} rows of x @ W{'.T' if op.layout_b == 'col' else ''}, {tc.rn} columns per warp, unroll {tc.unroll}, "
                         f"{tc.split_k} K slices")
         exact, why = builtin_choice(replace(op, precision="ieee"), target)
-        return exact, (f"{why}; precision='3xtf32' runs on the tensor cores only for x @ W.T with "
-                       f"{GEMV_MMA_ROWS[0]}..{GEMV_MMA_ROWS[1]} rows, 16-byte aligned, on sm_80 or newer "
+        return exact, (f"{why}; precision='3xtf32' runs on the tensor cores only for x @ W and x @ W.T with "
+                       f"{GEMV_MMA_ROWS[0]}..{GEMV_MMA_ROWS[1]} rows (x row-major), 16-byte aligned, on sm_80 or newer "
                        "(gemv_mma_schedule): this product is computed exactly on the FMA units")
     if op.layout_c == "col":
         return gemv_schedule(op, target), ("the GEMV-style kernel: the only one that writes a column-major C (a "
@@ -681,8 +681,9 @@ def gemv_schedule_before_lanes(op: GemmOp, target: Target) -> GemmSchedule:
 GEMV_MMA_ROWS = (9, 16)
 """The rows of C for which ``schedule=None`` runs a ``precision="3xtf32"`` product on the tensor-core GEMV kernel (one
 m16n8k8 fragment of rows per block): 9-16, where the FMA kernels stay below 85 % of a device copy on the large LLM
-products (x @ W.T with 8 rows reached 0.851 of it, 12 and 16 rows 0.621 and 0.552, GPU alone, H200, 2026-12-05:
-``benchmarks/results/few_rows_h200_2026-12-05_session31/``); with fewer rows the exact FMA kernel keeps them."""
+products (GPU alone, H200, 2026-12-05: x @ W.T with 8 rows reached 0.851 of it, 12 and 16 rows 0.621 and 0.552,
+``benchmarks/results/few_rows_h200_2026-12-05_session31/``; x @ W 8 / 12 / 16 rows 0.817 / 0.759 / 0.714,
+``benchmarks/results/few_rows_h200_2026-12-05/``); with fewer rows the exact FMA kernel keeps them."""
 
 GEMV_MMA = (128, 32, 2, 4, 64)
 """(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``, ``min_blocks``, shallowest K slice) of
@@ -694,8 +695,8 @@ elements); 64 columns hold 188 (8 warps), 16 columns 72 (``docs/gemm.md``)."""
 
 def gemv_mma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The tensor-core GEMV schedule (``kernel="gemv"``, ``mma="mma_sync"``; :mod:`tiledsl.gemm.emit_gemv_mma`) for a
-    ``precision="3xtf32"`` product of :data:`GEMV_MMA_ROWS` rows, x @ W.T (A row-major, B column-major, C
-    row-major), A and B 16-byte aligned, on sm_80 or newer: :data:`GEMV_MMA`'s blocks, K slices filling whole waves of
+    ``precision="3xtf32"`` product of :data:`GEMV_MMA_ROWS` rows, x @ W or x @ W.T (A and C row-major, B either), A and
+    B 16-byte aligned, on sm_80 or newer: :data:`GEMV_MMA`'s blocks, K slices filling whole waves of
     the blocks its ``min_blocks`` leaves on an SM (:func:`gemv_whole_waves`, each slice at least 64 deep). None where the
     kernel does not apply (the rules say why)."""
     if op.precision != "3xtf32" or not GEMV_MMA_ROWS[0] <= op.m <= GEMV_MMA_ROWS[1]:

@@ -111,6 +111,8 @@ def gemv_columns_per_block(op: GemmOp, s: GemmSchedule) -> int:
     """kernel='gemv': columns of C one block covers: ``col_groups`` groups of ``vec`` (B's load width) per thread
     along a row-major B (N contiguous); ``rn`` per group of ``k_lanes`` lanes along a column-major B (K contiguous:
     one group per warp unless ``k_lanes`` < 32)."""
+    if s.mma == "mma_sync":  # the tensor-core kernel: rn columns per warp, either layout of B
+        return s.bn // 32 * s.rn
     return s.bn * gemv_widths(op, s)[1] * s.col_groups if op.layout_b == "row" else s.bn // s.k_lanes * s.rn
 
 
@@ -239,7 +241,8 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
     c_max = 2 if tensor_cores else cn  # mma.sync fragments hold 2 adjacent columns of C
     if s.kernel == "gemv":  # a thread's vb columns (row-major B), or one column per warp; a column-major C: scalar
         # (the two-kernel split-K's row-major workspace excepted)
-        c_max = vb if op.layout_b == "row" and (op.layout_c == "row" or s.split_k > 1 and not s.split_k_fused) else 1
+        c_max = vb if (op.layout_b == "row" and s.mma == "fma"  # the tensor-core GEMV stores one element at a time
+                       and (op.layout_c == "row" or s.split_k > 1 and not s.split_k_fused)) else 1
     fused = s.split_k_fused  # split-K finished in the kernel: C is the kernel's own output, the partials a buffer
     if s.split_k > 1 and not fused:  # the main kernel writes float32 partial sums; the followup finishes C
         out_dtype, vc, read_c = "float32", min(workspace_align(op.n), c_max), False

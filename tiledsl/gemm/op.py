@@ -26,7 +26,7 @@ PRECISIONS = ("ieee", "tf32", "3xtf32")
 mantissa, like torch's ``allow_tf32`` and Triton's ``input_precision="tf32"``) or "3xtf32" (tensor cores on each
 input split into two TF32 parts, x ≈ big + small, and three products big·big + big·small + small·big per term, as
 CUTLASS's "3xTF32" fast-accurate float32: about 21 bits of each product kept where IEEE float32 keeps 24; a few-row
-x @ W.T runs on it, other products exactly on the FMA units)."""
+x @ W or x @ W.T runs on it, other products exactly on the FMA units)."""
 GEMM_DTYPES = ("float32", "float16", "bfloat16")
 INDEX_HEADROOM = 1 << 16
 """A bound on how far past M, N or K a block's 32-bit row, column or K index runs before its bounds check: the GEMV

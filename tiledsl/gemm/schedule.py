@@ -180,9 +180,12 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}: kernel='gemv' with mma='mma_sync' multiplies float32 inputs split into TF32 parts: the op's precision "
            "must be '3xtf32' (16-bit inputs take the tiled tensor-core kernels)", scope="op",
            when="KERNEL == 1 and MMA == 1"),
-    R.Rule("gemv_mma_layouts", "LAYOUT_A_ROW == 1 and LAYOUT_B_COL == 1 and LAYOUT_C_COL == 0",
-           "{cls}: kernel='gemv' with mma='mma_sync' reads A row-major and B column-major (x @ W.T, both K-major) into "
-           "a row-major C", scope="op", when="KERNEL == 1 and MMA == 1"),
+    R.Rule("gemv_mma_layouts", "LAYOUT_A_ROW == 1 and LAYOUT_C_COL == 0",
+           "{cls}: kernel='gemv' with mma='mma_sync' reads A row-major (x, K contiguous) into a row-major C",
+           scope="op", when="KERNEL == 1 and MMA == 1"),
+    R.Rule("gemv_mma_row_b_columns", "LAYOUT_B_COL == 1 or RN % 32 == 0",
+           "{cls}.rn={RN} must be a multiple of 32 with kernel='gemv', mma='mma_sync' and a row-major B (x @ W: a lane "
+           "reads 4 adjacent columns for 4 n8 fragments)", scope="op", when="KERNEL == 1 and MMA == 1"),
     R.Rule("gemv_mma_16_byte_operands", "ALIGN_A == 4 and ALIGN_B == 4",
            "{cls}: kernel='gemv' with mma='mma_sync' reads A and B 4 float32 wide along K: base addresses, leading "
            "dimensions and K must be multiples of 4 elements (align_a={ALIGN_A}, align_b={ALIGN_B})", scope="op",
