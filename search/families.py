@@ -186,9 +186,10 @@ def _gemm_arguments(g: argparse.ArgumentParser) -> None:
     g.add_argument("--k", type=positive_int, required=True, help="columns of A, rows of B (>= 1)")
     g.add_argument("--dtype", default="float32", choices=("float32", "float16"),
                    help="element type of A, B, C (float32 accumulation); float16 searches the tensor-core kernels")
-    g.add_argument("--precision", default="ieee", choices=("ieee", "tf32"),
-                   help="float32 only: ieee (exact FMA kernels) or tf32 (tensor cores on sm_90, operands K-major; "
-                        "the layout's copy to K-major is not part of the timed kernel)")
+    g.add_argument("--precision", default="ieee", choices=("ieee", "tf32", "3xtf32"),
+                   help="float32 only: ieee (exact FMA kernels), tf32 (tensor cores on sm_90, operands K-major; "
+                        "the layout's copy to K-major is not part of the timed kernel) or 3xtf32 (9-16 rows of x @ W "
+                        "or x @ W.T on the tensor cores, each input in two TF32 parts)")
     g.add_argument("--layout", default="NN", choices=tuple(LAYOUTS),
                    help="storage of A then B, seen from C = A·B in row-major (numpy) terms: N = row-major operand, "
                         "T = column-major operand (a .T view of a contiguous array). DeepBench's cuBLAS "
@@ -201,8 +202,8 @@ def _gemm_arguments(g: argparse.ArgumentParser) -> None:
 
 
 def _gemm_op(args: argparse.Namespace):
-    if args.precision == "tf32" and args.dtype != "float32":
-        raise ValueError(f"--precision tf32 applies to --dtype float32, not {args.dtype}")
+    if args.precision != "ieee" and args.dtype != "float32":
+        raise ValueError(f"--precision {args.precision} applies to --dtype float32, not {args.dtype}")
     op = gemm_op(args.m, args.n, args.k, args.dtype, args.layout, args.precision)
     if not getattr(args, "as_rows", False):
         return op

@@ -584,15 +584,80 @@ row-major B and below 4 rows, ``min_blocks`` free (0: the schedule's automatic v
 column-major B (a warp per column), ``split_k`` capped at ceil(K / 8)."""
 
 
+# ---- the GEMV-style kernel on the tensor cores: precision="3xtf32" (kernel="gemv", mma="mma_sync") ----
+_GEMV_MMA_KNOBS = (
+    Knob("threads_log2", 5, 8, doc="threads per block bn = 2^x (32..256), a warp per rn columns"),
+    Knob("frags_log2", 0, 3, doc="columns per warp rn = 8·2^x (8..64: 2^x n8 fragments; at least 32 with a row-major "
+                                 "B, whose lanes read 4 adjacent columns for 4 fragments)"),
+    Knob("unroll_log2", 0, 3, doc="k16 steps in flight per thread = 2^x (1..8)"),
+    Knob("split_k", 1, 512, doc="K slices (1..512, at most K/16), summed by the split-K kernel"),
+    Knob("min_blocks", 0, 4, doc="blocks per SM the register allocation must allow (__launch_bounds__; 0 = 1): 4 caps "
+                                 "128 threads at 128 registers"),
+)
+
+
+def _gemv_mma_fields(p: dict) -> dict:
+    return dict(kernel="gemv", mma="mma_sync", bm=16, bk=16, vec=4, bn=_p2(p["threads_log2"]),
+                rn=8 * _p2(p["frags_log2"]), unroll=_p2(p["unroll_log2"]), split_k=int(p["split_k"]),
+                min_blocks=int(p["min_blocks"]))
+
+
+def _gemv_mma_params(s) -> dict | None:
+    if getattr(s, "kernel", "tiled") != "gemv" or s.mma != "mma_sync":
+        return None
+    params = {"threads_log2": _log2(s.bn), "frags_log2": _log2(s.rn // 8) if s.rn % 8 == 0 else None,
+              "unroll_log2": _log2(s.unroll), "split_k": s.split_k, "min_blocks": 0 if s.min_blocks == 1
+              else s.min_blocks}
+    return _params_of(_GEMV_MMA_KNOBS, _gemv_mma_fields, s, params)
+
+
+def _gemv_mma_seeds(op, target) -> list:
+    """The library's pick (``tiledsl.gemm.family.gemv_mma_schedule``) and the forms ``benchmarks/gemv_fused.py
+    --family mma3x`` times around it (16 to 64 columns per warp, unroll 1 to 4, K slices filling whole waves)."""
+    from tiledsl.gemm.family import GEMV_MMA, gemv_mma_schedule, gemv_split, gemv_whole_waves
+
+    pick = gemv_mma_schedule(op, target)
+    cands = [] if pick is None else [pick]
+    for rn, unroll in ((16, 2), (32, 1), (32, 4), (64, 2)):
+        s = _gemv_mma_form(rn, unroll)
+        split = gemv_whole_waves(op, s, target, 1, gemv_split(op, s, target, blocks_per_sm=s.min_blocks,
+                                                               min_depth=GEMV_MMA[4]), min_depth=GEMV_MMA[4])
+        cands.append(replace(s, split_k=split))
+    return _valid_seeds("gemm", cands, op, target, _gemv_mma_params)
+
+
+def _gemv_mma_form(rn: int, unroll: int):
+    """The tensor-core GEMV schedule of 128 threads with ``rn`` columns per warp at ``unroll``, ``min_blocks`` as many
+    blocks of 128 threads as its register estimate allows (at most 4)."""
+    from tiledsl.gemm import GemmSchedule
+
+    s = GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=rn, unroll=unroll, vec=4)
+    return replace(s, min_blocks=max(1, min(4, 65536 // (128 * s.est_registers))))
+
+
+GEMM_GEMV_MMA_SPACE = Space("gemm", _GEMV_MMA_KNOBS, _gemv_mma_fields, _gemv_mma_params, _gemv_mma_seeds, _gemm_work,
+                            structure_ignore=(), canonical=_plan_canonical)
+"""``precision="3xtf32"`` products ``schedule=None`` runs on the tensor-core GEMV kernel (9-16 rows, x @ W or x @ W.T,
+``tiledsl.gemm.family.gemv_mma_schedule``): threads per block, columns per warp, k16 steps in flight, K slices and the
+register cap. ``frags_log2`` starts at 2 (32 columns) for a row-major B; ``split_k`` is capped at ceil(K / 16)."""
+
+
 def _gemm_specialize(space: Space, op) -> Space:
-    """The GEMV space where ``schedule=None`` runs the GEMV-style kernel (few rows of C), pinned to the op's rows;
+    """The tensor-core GEMV space for ``precision="3xtf32"`` products of 9-16 rows; the GEMV space where
+    ``schedule=None`` runs the GEMV-style kernel (few rows of C), pinned to the op's rows;
     the tensor-core space for 16-bit inputs and for tf32 (TMA kernels only where ``tiledsl.tma.available``);
     the FMA space for IEEE float32, and for tf32 without TMA (the exact kernels)."""
     import dataclasses
 
     from tiledsl import tma
-    from tiledsl.gemm.family import gemv_block_rows, gemv_twelve_rows_fit, runs_gemv
+    from tiledsl.gemm.family import GEMV_MMA_ROWS, gemv_block_rows, gemv_twelve_rows_fit, runs_gemv
 
+    if op.precision == "3xtf32" and GEMV_MMA_ROWS[0] <= op.m <= GEMV_MMA_ROWS[1]:  # as gemv_mma_schedule
+        most = max(1, min(GEMV_SPLIT_KNOB_MAX, -(-op.k // 16)))
+        low = 2 if op.layout_b == "row" else 0  # rule gemv_mma_row_b_columns
+        return dataclasses.replace(GEMM_GEMV_MMA_SPACE, knobs=tuple(
+            dataclasses.replace(k, high=most) if k.name == "split_k" else
+            dataclasses.replace(k, low=low) if k.name == "frags_log2" else k for k in GEMM_GEMV_MMA_SPACE.knobs))
     if runs_gemv(op):  # exactly where builtin_choice picks the GEMV kernel
         pins = {"rows_log2": _log2(gemv_block_rows(op.m))}
         pins["rn_log2" if op.layout_b == "row" else "col_groups_log2"] = 0
