@@ -92,7 +92,7 @@ def variant_schedule(op, target, variants=()):
     )
 
     pick = default_schedule(op, target)
-    if pick.kernel != "gemv":
+    if pick.kernel != "gemv" or pick.mma != "fma":  # the variants are the FMA GEMV kernel's (not precision="3xtf32"'s)
         return None
     s = pick
     if "registers" in variants and pick.k_lanes != 32 and not pick.smem_a:

@@ -1109,6 +1109,10 @@ def test_gemv_mma_3xtf32_against_float64(m, n, k, layout_b, rng):
     a, _ = _rand((m, k), rng)
     b, _ = _rand((k, n), rng, layout=layout_b)
     ref = cp.asnumpy(a).astype(np.float64) @ cp.asnumpy(b).astype(np.float64)  # of the rounded inputs
+    from tiledsl.gemm.family import gemv_mma_schedule
+
+    op = tiledsl.GemmOp(m, n, k, layout_b=layout_b, align_c=4 if n % 4 == 0 else 1, precision="3xtf32")  # as the call's
+    assert (gemv_mma_schedule(op, tiledsl.Target.current()) is not None) == (m >= 9), "the tensor cores from 9 rows"
     assert _rel_err(_gemm_nan_out(a, b, precision="3xtf32"), ref) < tol, "schedule=None"
     forms = ((8, 1, 1, 128), (16, 2, 1, 128), (32, 2, 3, 128), (64, 4, 1, 64), (32, 4, 2, 256))
     variants = [tiledsl.GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=bn, bk=16, rn=rn, unroll=unroll, vec=4,
@@ -1117,6 +1121,30 @@ def test_gemv_mma_3xtf32_against_float64(m, n, k, layout_b, rng):
     for s in variants:
         assert _rel_err(_gemm_nan_out(a, b, schedule=s, precision="3xtf32"), ref) < tol, s
     c0 = rng.uniform(-1, 1, (m, n))
-    c = cp.asarray(c0.astype(np.float32))
-    tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=variants[2], precision="3xtf32")
-    assert _rel_err(c, 1.5 * ref - 0.5 * c0.astype(np.float32).astype(np.float64)) < tol * 2
+    for s in (variants[0], next(v for v in variants if v.split_k > 1)):  # beta in the kernel, and in the split-K sum
+        c = cp.asarray(c0.astype(np.float32))
+        tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=s, precision="3xtf32")
+        assert _rel_err(c, 1.5 * ref - 0.5 * c0.astype(np.float32).astype(np.float64)) < tol * 2, s
+
+
+@pytest.mark.parametrize("layout_b", ["col", "row"])
+def test_gemv_mma_3xtf32_special_values(layout_b, rng):
+    """precision="3xtf32" near and past float32's range on the GPU's tensor cores, as documented and as the host run
+    shows (tests/test_host_cuda_cpu.py): an input of magnitude at least 3.40274e38 (finite) or infinite makes every
+    output it reaches NaN, even times 0; a NaN stays NaN; 1e36 and 3.40e38 multiply as IEEE float32 does."""
+    cp = _cp()
+    m, n, k = 12, 40, 36
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    a[0, 5], a[1, 7], a[2, :], a[3, 0], b[0, :] = 3.4028e38, np.nan, 1e36, 3.40e38, 0.0
+    b[9, 4], b[10, :], a[4, 10] = np.inf, 0.0, 3.4028e38
+    bd = cp.asarray(b) if layout_b == "row" else cp.asarray(np.ascontiguousarray(b.T)).T
+    s = tiledsl.GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=32, unroll=2, vec=4)
+    got = cp.asnumpy(_gemm_nan_out(cp.asarray(a), bd, schedule=s, precision="3xtf32"))
+    nan = np.isnan(got)
+    assert nan[0].all() and nan[1].all() and nan[4].all() and nan[:, 4].all()
+    rest = np.ones_like(nan)
+    rest[[0, 1, 4], :], rest[:, 4] = False, False
+    assert not nan[rest].any()
+    cols = [j for j in range(n) if j != 4]
+    assert _rel_err(got[2:4][:, cols], (a.astype(np.float64) @ b.astype(np.float64))[2:4][:, cols]) < 1e-6

@@ -573,3 +573,28 @@ def test_gemv_mma_broken_variants_fail(layout_b, what, edit, rng):
     except host_cuda.HostRunError:
         return  # a read past B's end
     assert not _rel_err(c, a.astype(np.float64) @ b.astype(np.float64)) < 4 * _tol(k), what
+
+
+@pytest.mark.parametrize("layout_b", ["col", "row"])
+def test_gemv_mma_3xtf32_special_values(layout_b, rng):
+    """What precision="3xtf32" does with values near and past float32's range, as documented (docs/gemm.md): an
+    input of magnitude at least 2^128·(1 − 2^-12) ≈ 3.40274e38, finite or infinite, makes every output it reaches NaN
+    (its big part rounds to ∞ and its small part is −∞), even times 0; a NaN stays NaN; 1e36 and 3.40e38 (below the
+    bound) multiply as IEEE float32 does."""
+    m, n, k = 12, 40, 36
+    a, b, b_storage = _operands(rng, m, n, k, layout_b)
+    a[0, 5] = 3.4028e38  # past the bound, finite
+    a[1, 7] = np.nan
+    a[2, :] = 1e36  # large, below the bound: C stays finite (at most 36e36)
+    a[3, 0], b[0, :] = 3.40e38, 0.0  # below the bound, times 0: 0
+    b[9, 4] = np.inf
+    b[10, :], a[4, 10] = 0.0, np.float32(3.4028e38)  # past the bound times 0: NaN (IEEE: 0)
+    b_storage = b if layout_b == "row" else np.ascontiguousarray(b.T)
+    got = _run(_mma_op(m, n, k, layout_b=layout_b), _mma_schedule(rn=32, unroll=2), a, b_storage)
+    nan = np.isnan(got)
+    assert nan[0].all() and nan[1].all() and nan[4].all() and nan[:, 4].all(), "rows 0, 1, 4 and column 4: NaN"
+    rest = np.ones_like(nan)
+    rest[[0, 1, 4], :], rest[:, 4] = False, False
+    assert not nan[rest].any()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert _rel_err(got[2:4][:, [j for j in range(n) if j != 4]], ref[2:4][:, [j for j in range(n) if j != 4]]) < 1e-6

@@ -24,7 +24,7 @@ from ..target import Target
 from ..tma import encode
 from ..transpose.family import TRANSPOSE
 from ..transpose.op import MAX_ACCESS_BYTES, TransposeOp, widest_vector
-from .family import GEMM, default_schedule, runs_as_row
+from .family import GEMM, default_schedule, gemv_mma_schedule, runs_as_row
 from .kernel_plan import tensor_map, uses_tma
 from .op import GEMM_DTYPES, PRECISIONS, GemmOp
 from .schedule import GemmSchedule
@@ -51,7 +51,8 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0,
             (``a.T``, a row-major B) is first copied K-major (one extra read and write of it). Where no tf32
             kernel applies (another GPU, misaligned operands) the product is computed exactly. "3xtf32": each input
             split into two TF32 parts and three tensor-core products per term (CUTLASS's 3xTF32: about 21 of
-            float32's 24 bits per product; an infinite input gives NaN) for x @ W and x @ W.T with 9 to 16 rows
+            float32's 24 bits per product; an input of magnitude at least 3.40274e38 or infinite makes the outputs
+            it reaches NaN) for x @ W and x @ W.T with 9 to 16 rows
             (A row-major, B either layout, e.g. ``w.T`` of a torch Linear weight, 16-byte aligned, sm_80 or newer;
             ``docs/gemm.md``); every other product is computed exactly.
 
@@ -388,6 +389,8 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
     op = GemmOp(m, n, k, dtype=dtype, layout_a=layout_a, layout_b=layout_b, align_a=align_a, align_b=align_b,
                 align_c=_align(c, ldc, m if c_col else n), read_c=beta != 0, precision=precision,
                 layout_c="col" if c_col else "row")
+    if precision == "3xtf32" and schedule is None and gemv_mma_schedule(op, target) is None:
+        op = replace(op, precision="ieee")  # no tensor-core kernel for it: the exact product, as its default's
     if schedule is None and not swap and (sr == 1 or n > 1) and runs_as_row(op, target):
         # one column: the single row yᵀ = xᵀ·Aᵀ into the view c.T (unit stride along M); a few columns: the few
         # rows Cᵀ = Bᵀ·Aᵀ into the column-major view c.T. No copy either way (family.rows_op)

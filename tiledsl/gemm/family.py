@@ -35,15 +35,22 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
 
     A schedule tuned for exactly this op on this device (``python -m search.tune … --export``, stored
     in the user store or shipped under ``schedules/gemm/``) is used first, after it validates; see
-    :func:`tiledsl.registry.lookup_explain` for why a stored record was not used.
+    :func:`tiledsl.registry.lookup_explain` for why a stored record was not used. A ``precision="3xtf32"`` product the
+    tensor-core GEMV kernel does not take (:func:`gemv_mma_schedule`) gets the IEEE product's schedule, its records
+    included (the exact kernels compute it).
     """
     refuse_empty(op, "choose a schedule for")
     tuned = registry.lookup(GEMM, op, target)
-    return tuned if tuned is not None else builtin_schedule(op, target)
+    if tuned is not None:
+        return tuned
+    if op.precision == "3xtf32" and gemv_mma_schedule(op, target) is None:
+        return default_schedule(replace(op, precision="ieee"), target)
+    return builtin_schedule(op, target)
 
 
 def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
-    """:func:`default_schedule` without the tuned records: the GEMV kernel for a few rows, a shape-class rule
+    """:func:`default_schedule` without the tuned records: the tensor-core GEMV kernel for 9-16 rows with
+    ``precision="3xtf32"`` (:func:`gemv_mma_schedule`), the GEMV kernel for a few rows, a shape-class rule
     (tall-thin, one-row, short-wide, sub-wave) where one applies, else the best preset × split-K factor by the estimate described
     there, amended by the wave-tail or the misaligned-B rule where one applies (:func:`builtin_choice` also says
     which)."""
@@ -62,7 +69,8 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         exact, why = builtin_choice(replace(op, precision="ieee"), target)
         return exact, (f"{why}; precision='3xtf32' runs on the tensor cores only for x @ W and x @ W.T with "
                        f"{GEMV_MMA_ROWS[0]}..{GEMV_MMA_ROWS[1]} rows (x row-major), 16-byte aligned, on sm_80 or newer "
-                       "(gemv_mma_schedule): this product is computed exactly on the FMA units")
+                       f"(gemv_mma_schedule: {gemv_mma_refusal(op, target)}): this product is computed exactly on the "
+                       "FMA units")
     if op.layout_c == "col":
         return gemv_schedule(op, target), ("the GEMV-style kernel: the only one that writes a column-major C (a "
                                            "few-column product run as rows, runs_as_row)")
@@ -687,10 +695,28 @@ products (GPU alone, H200, 2026-12-05: x @ W.T with 8 rows reached 0.851 of it, 
 
 GEMV_MMA = (128, 32, 2, 4, 64)
 """(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``, ``min_blocks``, shallowest K slice) of
-:func:`gemv_mma_schedule`. Chosen from the SASS, not yet from a GPU run (NVRTC 12.9, sm_90, 16×22016×4096): 32 columns
-per warp at unroll 2 hold 111 registers (four blocks of 128 threads per SM, 16 warps) and issue 225 instructions per
-pass of 2 k16 steps, 7.0 per element of B per lane where the FMA kernel with A in registers issues 18.7 (597 per 32
-elements); 64 columns hold 188 (8 warps), 16 columns 72 (``docs/gemm.md``)."""
+:func:`gemv_mma_schedule`. Chosen from the SASS, not yet from a GPU run (NVRTC 12.9, sm_90; ``docs/gemm.md``, "Few rows
+on the tensor cores"): x @ W.T's pick holds 102 registers within its cap of 128 (four blocks of 128 threads per SM, 16
+warps, where the FMA kernel with A in registers has 8) and issues 253 instructions per pass of 2 k16 steps, 7.9 per
+element of B per lane, where the FMA kernel issues 18.7 (597 per 32 elements)."""
+
+
+def gemv_mma_refusal(op: GemmOp, target: Target) -> str:
+    """Why :func:`gemv_mma_schedule` gives ``op`` no schedule: its rows, or the first rule its base schedule breaks
+    (empty where it gives one)."""
+    if not GEMV_MMA_ROWS[0] <= op.m <= GEMV_MMA_ROWS[1]:
+        return f"M = {op.m} rows"
+    try:
+        _gemv_mma_base().check_op(op).validate(target)
+    except ScheduleError as exc:
+        return str(exc)
+    return ""
+
+
+def _gemv_mma_base() -> GemmSchedule:
+    bn, rn, unroll, min_blocks, _ = GEMV_MMA
+    return GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=bn, bk=16, rn=rn, unroll=unroll, vec=4,
+                        min_blocks=min_blocks)
 
 
 def gemv_mma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
@@ -701,12 +727,10 @@ def gemv_mma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     kernel does not apply (the rules say why)."""
     if op.precision != "3xtf32" or not GEMV_MMA_ROWS[0] <= op.m <= GEMV_MMA_ROWS[1]:
         return None
-    bn, rn, unroll, min_blocks, depth = GEMV_MMA
-    base = GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=bn, bk=16, rn=rn, unroll=unroll, vec=4,
-                        min_blocks=min_blocks)
+    base, depth = _gemv_mma_base(), GEMV_MMA[4]
     if not _applies(base, op, target):
         return None
-    pick = gemv_split(op, base, target, blocks_per_sm=min_blocks, min_depth=depth)
+    pick = gemv_split(op, base, target, blocks_per_sm=base.min_blocks, min_depth=depth)
     split = gemv_whole_waves(op, base, target, 1, pick, min_depth=depth)
     return replace(base, split_k=split) if split > 1 else base
 

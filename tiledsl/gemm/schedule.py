@@ -47,6 +47,10 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("gemv_mma_unroll", "UNROLL >= 1 and UNROLL <= 8",
            "{cls}.unroll={UNROLL} must be in 1..8 with kernel='gemv' and mma='mma_sync' (k16 steps per thread in "
            "flight)", when="KERNEL == 1 and MMA == 1"),
+    R.Rule("gemv_mma_fits_registers", "120 + 8 * RN + UNROLL * (16 + RN) <= 1020",
+           "{cls} rn={RN}, unroll={UNROLL}: kernel='gemv' with mma='mma_sync' would hold about 30 + 2·rn + unroll·(4 + "
+           "rn/4) registers (the fit of ptxas's counts), over 255: lower unroll or rn",
+           when="KERNEL == 1 and MMA == 1"),
     R.Rule("gemv_mma_plain", "SMEM_A == 0 and SPARE_SLOT == 0 and K_LANES == 32 and COL_GROUPS == 1 "
            "and SPLIT_K_FUSED == 0",
            "{cls}: kernel='gemv' with mma='mma_sync' reads A and B from global memory and sums K slices in the split-K "
@@ -177,11 +181,13 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "precision='tf32' and mma='wgmma', or precision='3xtf32' and kernel='gemv' with mma='mma_sync' (IEEE "
            "float32 runs on mma='fma')", scope="op"),
     R.Rule("gemv_mma_3xtf32", "TF32X3 == 1",
-           "{cls}: kernel='gemv' with mma='mma_sync' multiplies float32 inputs split into TF32 parts: the op's precision "
-           "must be '3xtf32' (16-bit inputs take the tiled tensor-core kernels)", scope="op",
+           "{cls}: kernel='gemv' with mma='mma_sync' multiplies float32 inputs split into TF32 parts: the op must be "
+           "float32 with precision '3xtf32' (got 16-bit inputs: {DTYPE_16BIT}, tf32: {TF32}; 16-bit inputs take the "
+           "tiled tensor-core kernels)", scope="op",
            when="KERNEL == 1 and MMA == 1"),
     R.Rule("gemv_mma_layouts", "LAYOUT_A_ROW == 1 and LAYOUT_C_COL == 0",
-           "{cls}: kernel='gemv' with mma='mma_sync' reads A row-major (x, K contiguous) into a row-major C",
+           "{cls}: kernel='gemv' with mma='mma_sync' reads A row-major (x, K contiguous) into a row-major C (got A "
+           "row-major: {LAYOUT_A_ROW}, C column-major: {LAYOUT_C_COL})",
            scope="op", when="KERNEL == 1 and MMA == 1"),
     R.Rule("gemv_mma_row_b_columns", "LAYOUT_B_COL == 1 or RN % 32 == 0",
            "{cls}.rn={RN} must be a multiple of 32 with kernel='gemv', mma='mma_sync' and a row-major B (x @ W: a lane "
@@ -326,9 +332,9 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -
     (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%), + 10 with ``stream_k`` (its
     iteration range and tile loop: ptxas's counts for 64×64 and 128×128 tiles rose by 1–10).
     """
-    if s.kernel == "gemv" and s.mma == "mma_sync":  # x @ W.T on mma.sync (frags = rn / 8): 30 + 16·frags + unroll·(4 +
-        # 2·frags), fitted to ptxas's sm_90 counts (NVRTC 12.9) at frags 2, 4, 8 and unroll 2, 4 (72-198 registers),
-        # above all but one (u4, 8 fragments: 238 against 198)
+    if s.kernel == "gemv" and s.mma == "mma_sync":  # the tensor-core GEMV (frags = rn / 8): 30 + 16·frags + unroll·(4
+        # + 2·frags), fitted to ptxas's sm_90 counts (NVRTC 12.9, x @ W.T, min_blocks 1) at frags 2, 4, 8 and unroll 2,
+        # 4 (72-198 registers): above each but 4 fragments at unroll 4 (142 against 150)
         frags = s.rn // 8
         return min(255, 30 + 16 * frags + s.unroll * (4 + 2 * frags))
     if s.kernel == "gemv" and col_b and s.smem_a and s.spare_slot:  # the ring: bm × rn accumulators, unroll + 1
