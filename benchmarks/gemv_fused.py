@@ -131,8 +131,9 @@ MMA_3XTF32 = ((16, 2), (32, 2), (32, 4), (64, 2), (32, 1))
 ``gemv_mma_schedule`` makes them) over 4, 8, 12 and 16 rows of x @ W.T and x @ W (a row-major B takes columns per warp
 in groups of 32: 16 is left out there), every LLM (N, K) with K and N multiples of 4, beside ``schedule=None`` exact
 (IEEE) and ``schedule=None`` with ``precision="3xtf32"`` (9-16 rows: the tensor-core kernel at 32 columns per warp,
-unroll 2). ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T, ``min_blocks`` 1): 72, 111, 150, 188 and 70-odd
-registers, no spills."""
+unroll 2), and that form with its K slices summed in the kernel (``split_k_fused``: one launch) where it splits K.
+ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T, ``min_blocks`` 1): 72, 111, 150, 188 and 70-odd registers, no
+spills."""
 MMA_ROWS = (4, 8, 12, 16)
 
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
@@ -165,6 +166,9 @@ def variants(base, op, target, family: str) -> dict:
             pick = gemv_split(op3, s, target, blocks_per_sm=s.min_blocks, min_depth=GEMV_MMA[4])
             out[f"3xtf32 rn{rn} u{unroll}"] = replace(s, split_k=gemv_whole_waves(op3, s, target, 1, pick,
                                                                                    min_depth=GEMV_MMA[4]))
+        split = out.get("3xtf32 rn32 u2")  # schedule=None's form, its slices summed in the kernel (one launch)
+        if split is not None and split.split_k > 1:
+            out["3xtf32 rn32 u2 fused"] = replace(split, split_k_fused=True)
         return out
     if family == "colb_lanes":  # x @ W.T's kernel with A in registers, its lanes in groups along K
         from tiledsl.gemm import default_schedule

@@ -590,7 +590,9 @@ _GEMV_MMA_KNOBS = (
     Knob("frags_log2", 0, 3, doc="columns per warp rn = 8·2^x (8..64: 2^x n8 fragments; at least 32 with a row-major "
                                  "B, whose lanes read 4 adjacent columns for 4 fragments)"),
     Knob("unroll_log2", 0, 3, doc="k16 steps in flight per thread = 2^x (1..8)"),
-    Knob("split_k", 1, 512, doc="K slices (1..512, at most K/16), summed by the split-K kernel"),
+    Knob("split_k", 1, 512, doc="K slices (1..512, at most K/16)"),
+    Knob("split_k_fused", 0, 1, doc="0: the split-K kernel sums the slices (a second launch); 1: the last block of "
+                                    "each column group does (split_k > 1)"),
     Knob("min_blocks", 0, 4, doc="blocks per SM the register allocation must allow (__launch_bounds__; 0 = 1): 4 caps "
                                  "128 threads at 128 registers"),
 )
@@ -599,14 +601,15 @@ _GEMV_MMA_KNOBS = (
 def _gemv_mma_fields(p: dict) -> dict:
     return dict(kernel="gemv", mma="mma_sync", bm=16, bk=16, vec=4, bn=_p2(p["threads_log2"]),
                 rn=8 * _p2(p["frags_log2"]), unroll=_p2(p["unroll_log2"]), split_k=int(p["split_k"]),
-                min_blocks=int(p["min_blocks"]))
+                split_k_fused=bool(p["split_k_fused"]), min_blocks=int(p["min_blocks"]))
 
 
 def _gemv_mma_params(s) -> dict | None:
     if getattr(s, "kernel", "tiled") != "gemv" or s.mma != "mma_sync":
         return None
     params = {"threads_log2": _log2(s.bn), "frags_log2": _log2(s.rn // 8) if s.rn % 8 == 0 else None,
-              "unroll_log2": _log2(s.unroll), "split_k": s.split_k, "min_blocks": 0 if s.min_blocks == 1
+              "unroll_log2": _log2(s.unroll), "split_k": s.split_k, "split_k_fused": int(s.split_k_fused),
+              "min_blocks": 0 if s.min_blocks == 1
               else s.min_blocks}
     return _params_of(_GEMV_MMA_KNOBS, _gemv_mma_fields, s, params)
 
@@ -623,6 +626,7 @@ def _gemv_mma_seeds(op, target) -> list:
         split = gemv_whole_waves(op, s, target, 1, gemv_split(op, s, target, blocks_per_sm=s.min_blocks,
                                                                min_depth=GEMV_MMA[4]), min_depth=GEMV_MMA[4])
         cands.append(replace(s, split_k=split))
+    cands += [replace(c, split_k_fused=True) for c in cands if c.split_k > 1]  # the same, one launch
     return _valid_seeds("gemm", cands, op, target, _gemv_mma_params)
 
 
@@ -638,8 +642,8 @@ def _gemv_mma_form(rn: int, unroll: int):
 GEMM_GEMV_MMA_SPACE = Space("gemm", _GEMV_MMA_KNOBS, _gemv_mma_fields, _gemv_mma_params, _gemv_mma_seeds, _gemm_work,
                             structure_ignore=(), canonical=_plan_canonical)
 """``precision="3xtf32"`` products ``schedule=None`` runs on the tensor-core GEMV kernel (9-16 rows, x @ W or x @ W.T,
-``tiledsl.gemm.family.gemv_mma_schedule``): threads per block, columns per warp, k16 steps in flight, K slices and the
-register cap. ``frags_log2`` starts at 2 (32 columns) for a row-major B; ``split_k`` is capped at ceil(K / 16)."""
+``tiledsl.gemm.family.gemv_mma_schedule``): threads per block, columns per warp, k16 steps in flight, K slices (summed
+by the split-K kernel or in the kernel) and the register cap. ``frags_log2`` starts at 2 (32 columns) for a row-major B; ``split_k`` is capped at ceil(K / 16)."""
 
 
 def _gemm_specialize(space: Space, op) -> Space:

@@ -1119,9 +1119,14 @@ def test_gemv_mma_3xtf32_against_float64(m, n, k, layout_b, rng):
                                      split_k=split)
                 for rn, unroll, split, bn in forms if layout_b == "col" or rn % 32 == 0]
     for s in variants:
-        assert _rel_err(_gemm_nan_out(a, b, schedule=s, precision="3xtf32"), ref) < tol, s
+        got = _gemm_nan_out(a, b, schedule=s, precision="3xtf32")
+        assert _rel_err(got, ref) < tol, s
+        if s.split_k > 1:  # the slices summed in the kernel: the split-K kernel's bits
+            fused = replace(s, split_k_fused=True)
+            assert bool((_gemm_nan_out(a, b, schedule=fused, precision="3xtf32") == got).all()), fused
     c0 = rng.uniform(-1, 1, (m, n))
-    for s in (variants[0], next(v for v in variants if v.split_k > 1)):  # beta in the kernel, and in the split-K sum
+    two = next(v for v in variants if v.split_k > 1)
+    for s in (variants[0], two, replace(two, split_k_fused=True)):  # beta in the kernel, the split-K sum, the fused
         c = cp.asarray(c0.astype(np.float32))
         tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=s, precision="3xtf32")
         assert _rel_err(c, 1.5 * ref - 0.5 * c0.astype(np.float32).astype(np.float64)) < tol * 2, s

@@ -525,8 +525,8 @@ def _mma_op(m, n, k, read_c=False, layout_b="col"):
 def test_gemv_mma_3xtf32_against_float64(m, n, k, rn, unroll, split_k, bk, layout_b, rng):
     """x @ W.T and x @ W on the tensor cores, each float32 input split into two TF32 parts (precision="3xtf32"): 8-64
     columns per warp (row-major B: groups of 32), unroll 1-4 (whole groups of steps and the guarded last steps: K ≡ 4,
-    0 and 12 mod 16), one slice and 2-3 with the split-K kernel (slices 16, 32 and 64 deep at their starts), rows past
-    M (1-16 rows), columns past N (N odd, 7, 33; with a row-major B N is a multiple of 4: 4, 36, 132): within a few
+    0 and 12 mod 16), one slice and 2-3 with the split-K kernel (slices 16, 32 and 64 deep at their starts) or summed in
+    the kernel (split_k_fused: the same bits, whichever block arrives last), rows past M (1-16 rows), columns past N (N odd, 7, 33; with a row-major B N is a multiple of 4: 4, 36, 132): within a few
     times IEEE float32's error of float64 (each product keeps about 21 bits), the same bits in both orders, every load
     inside A and B; then alpha and beta on a given C."""
     a, b, b_storage = _operands(rng, m, n, k, layout_b)
@@ -536,9 +536,16 @@ def test_gemv_mma_3xtf32_against_float64(m, n, k, rn, unroll, split_k, bk, layou
     assert _rel_err(got, ref) < 4 * _tol(k), s
     fma = _rel_err((a @ b).astype(np.float64), ref)  # what IEEE float32 gets here (NumPy's pairwise sums)
     assert _rel_err(got, ref) < max(16 * fma, 1e-6), (fma, s)
+    if split_k > 1:  # the slices summed in the kernel by the last block to arrive: the split-K kernel's bits
+        fused = replace(s, split_k_fused=True)
+        assert np.array_equal(_run(_mma_op(m, n, k, layout_b=layout_b), fused, a, b_storage), got), fused
     c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
     got = _run(_mma_op(m, n, k, read_c=True, layout_b=layout_b), s, a, b_storage, alpha=1.5, beta=-0.5, c0=c0)
     assert _rel_err(got, 1.5 * ref - 0.5 * c0.astype(np.float64)) < 8 * _tol(k), s
+    if split_k > 1:
+        fused = replace(s, split_k_fused=True)
+        assert np.array_equal(_run(_mma_op(m, n, k, read_c=True, layout_b=layout_b), fused, a, b_storage, alpha=1.5,
+                                   beta=-0.5, c0=c0), got), fused
 
 
 @pytest.mark.parametrize("layout_b,what,edit", [

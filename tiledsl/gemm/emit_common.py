@@ -96,3 +96,18 @@ def store_pair(w: Writer, op: GemmOp, dt: dtypes.DType, vc: int, acc: str) -> No
             val += f" + beta * {dt.to_acc('c_row[gn + e]')}"
         w(f"c_row[gn + e] = {dt.from_acc(val)};")
 
+
+def fused_arrival(w: Writer) -> None:
+    """Emit the fused split-K's arrival: a ticket per group of columns (grid x) and rows (grid z); every block but
+    the last of the group's SPLIT_K returns, the last zeroes the ticket for the next launch."""
+    w("// ---- split-K, fused: take this column group's ticket; the last of its SPLIT_K blocks finishes C ----",
+      "__shared__ bool last_block;",
+      "__threadfence();                     // this block's partial sums are visible device-wide before its ticket",
+      "__syncthreads();")
+    with w.block("if (threadIdx.x == 0)"):
+        w("unsigned int* const ticket = tickets + (long long)blockIdx.z * gridDim.x + blockIdx.x;",
+          "last_block = atomicAdd(ticket, 1u) == SPLIT_K - 1;",
+          "if (last_block) *ticket = 0u;      // every slice has arrived: zero again for the next launch")
+    w("__syncthreads();",
+      "if (!last_block) return;",
+      "__threadfence();                     // the other slices' partial sums are read after their tickets")

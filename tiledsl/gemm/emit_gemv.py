@@ -46,7 +46,7 @@ from ..codegen.prelude import helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
 from ..planning import render_params
-from .emit_common import COMPONENTS, VEC_TYPES, constexpr_table, k_range, kernel_name_reduce
+from .emit_common import COMPONENTS, VEC_TYPES, constexpr_table, fused_arrival, k_range, kernel_name_reduce
 from .kernel_plan import gemv_widths, plan_gemm
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
@@ -166,7 +166,7 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
             epilogue = _epilogue_row_b_groups if grouped else _epilogue_row_b
             epilogue(w, out_op, out_dt, vc, *dst)
             if fused:
-                _fused_arrival(w)
+                fused_arrival(w)
                 _fused_sum_row_b(w, vb, grouped)
                 vc_c = p.width("C")  # C's stores; the main store (VC) went to the workspace
                 epilogue(w, op, dtypes.get(op.dtype), vc_c, vc_name="VC" if vc_c == vc else str(vc_c))
@@ -174,7 +174,7 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
             _col_b_ring_loop(w, op, dt, va, vb)
             _epilogue_col_b_butterfly(w, out_op, out_dt, *dst, lanes=s.k_lanes)  # rule k_lanes_group_sums
             if fused:
-                _fused_arrival(w)
+                fused_arrival(w)
                 _fused_sum_col_b(w, op, dtypes.get(op.dtype), lanes=s.k_lanes)
         elif s.smem_a:
             _col_b_smem_a_loop(w, op, dt, va, vb, a_at)
@@ -183,7 +183,7 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
             else:
                 _epilogue_col_b(w, out_op, out_dt, *dst, flat=True)
             if fused:
-                _fused_arrival(w)
+                fused_arrival(w)
                 _fused_sum_col_b(w, op, dtypes.get(op.dtype))
         else:
             grouped = s.k_lanes != 32  # lanes in groups along K (rule k_lanes_group_sums: a butterfly per group)
@@ -236,7 +236,7 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
             else:
                 _epilogue_col_b(w, out_op, out_dt, *dst)
             if fused:
-                _fused_arrival(w)
+                fused_arrival(w)
                 _fused_sum_col_b(w, op, dtypes.get(op.dtype), lanes=s.k_lanes)
     return KernelSource(name=p.kernel_name, source=w.text(), block=(s.threads, 1, 1),
                         dynamic_smem_bytes=p.dynamic_smem_bytes)
@@ -510,22 +510,6 @@ def _store(w: Writer, op: GemmOp, dt: dtypes.DType, ptr: str, val: str) -> None:
     if op.read_c:
         val += f" + beta * {dt.to_acc(f'*({ptr})')}"
     w(f"*({ptr}) = {dt.from_acc(val)};")
-
-
-def _fused_arrival(w: Writer) -> None:
-    """Emit the fused split-K's arrival: a ticket per group of columns (grid x) and rows (grid z); every block but
-    the last of the group's SPLIT_K returns, the last zeroes the ticket for the next launch."""
-    w("// ---- split-K, fused: take this column group's ticket; the last of its SPLIT_K blocks finishes C ----",
-      "__shared__ bool last_block;",
-      "__threadfence();                     // this block's partial sums are visible device-wide before its ticket",
-      "__syncthreads();")
-    with w.block("if (threadIdx.x == 0)"):
-        w("unsigned int* const ticket = tickets + (long long)blockIdx.z * gridDim.x + blockIdx.x;",
-          "last_block = atomicAdd(ticket, 1u) == SPLIT_K - 1;",
-          "if (last_block) *ticket = 0u;      // every slice has arrived: zero again for the next launch")
-    w("__syncthreads();",
-      "if (!last_block) return;",
-      "__threadfence();                     // the other slices' partial sums are read after their tickets")
 
 
 def _fused_sum_row_b(w: Writer, vb: int, grouped: bool = False) -> None:

@@ -39,7 +39,8 @@ Structure of the kernel (PTX ISA: "Matrix Fragments for mma.m16n8k8", ``.tf32``)
    4), in bounds and never stored;
 5. epilogue: lane (g, t) holds rows g and g + 8 of column slots 2t and 2t + 1 of each fragment (column-major B:
    columns n + 8j + 2t + e; row-major B: columns n + 32q + 4(2t + e) + c of fragment 4q + c): C = alpha·acc (+ beta·C),
-   with split-K the slice's float32 partial sums to the workspace, summed by the split-K kernel.
+   with split-K the slice's float32 partial sums to the workspace, summed by the split-K kernel, or
+   (``split_k_fused``) by the last of the column group's blocks to take its ticket, in slice order either way.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from .. import rules as R
 from ..codegen.writer import Writer
 from ..compile import KernelSource
 from ..planning import render_params
-from .emit_common import constexpr_table, k_range, kernel_name_reduce
+from .emit_common import constexpr_table, fused_arrival, k_range, kernel_name_reduce
 from .kernel_plan import plan_gemm
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
@@ -88,10 +89,11 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
     """
     p = plan_gemm(op, s)
     split = s.split_k > 1
+    fused = s.split_k_fused  # the slices summed by the last block of each column group (rule split_k_fused_on_gemv)
     row_b = op.layout_b == "row"
     w = Writer()
     w(f"// tiledsl GEMV-style GEMM on the tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]"
-      f"{' + beta * C' if op.read_c and not split else ''}, few rows M",
+      f"{' + beta * C' if op.read_c and (fused or not split) else ''}, few rows M",
       "// float32 in/out, each input split into two TF32 parts, three m16n8k8 products per term (3xTF32), float32 "
       "accumulation;",
       "// A row-major, B column-major (W[N][K]: x @ W.T), C row-major" if not row_b else
@@ -121,11 +123,18 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
     w.blank()
     _multiply_step(w, row_b)
     w.blank()
-    if split:
+    if fused:
+        w("// split-K, fused: W is the float32 workspace [SPLIT_K][M][N]; the last of a column group's SPLIT_K blocks",
+          "// to arrive (tickets[blockIdx.z][blockIdx.x]) sums it into C")
+    elif split:
         w(f"// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; {kernel_name_reduce(op, s)} sums it")
     w('extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)')
-    with w.block(f"{p.kernel_name}({render_params(p.params, breaks=(3,))})"):
-        k_range(w, s.split_k)
+    with w.block(f"{p.kernel_name}({render_params(p.params, breaks=(4,) if fused else (3,))})"):
+        if fused:
+            k_range(w, s.split_k, slice_out="float* const P = W + (long long)blockIdx.y * M * N;  // this slice's "
+                                            "partial sums")
+        else:
+            k_range(w, s.split_k)
         w("// ---- lane -> fragment coordinates: g (row of A, column of B) and t (place along K) ----",
           "const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;",
           "const int row0 = blockIdx.z * BM;                                        // first row of C of this block",
@@ -154,7 +163,10 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
             w("// ---- the slice's last steps: a vector past k_end reads as zeros ----")
             with w.block("for (; k < k_end; k += 16)"):
                 _tail_step(w, row_b)
-        _epilogue(w, op, split, row_b)
+        _epilogue(w, op, split, row_b, fused)
+        if fused:
+            fused_arrival(w)
+            _fused_sum(w, op)
     return KernelSource(name=p.kernel_name, source=w.text(), block=(s.threads, 1, 1), dynamic_smem_bytes=0)
 
 
@@ -226,12 +238,14 @@ def _tail_step(w: Writer, row_b: bool) -> None:
       "multiply_step(acc, lo, hi, b);")
 
 
-def _epilogue(w: Writer, op: GemmOp, split: bool, row_b: bool) -> None:
+def _epilogue(w: Writer, op: GemmOp, split: bool, row_b: bool, fused: bool) -> None:
     """Emit the stores of the warp's fragments: lane (g, t) holds rows g and g + 8 of column slots 2t + e of each
     fragment j (columns n0 + 8j + 2t + e; row-major B: n0 + 32 (j / 4) + 4 (2t + e) + j % 4)."""
     scale, beta = ("", False) if split else ("alpha * ", op.read_c)
-    w("// ---- epilogue: " + ("the slice's partial sums to its workspace slice (the split-K kernel applies alpha, "
-                              "beta)" if split else "C = alpha * acc" + (" + beta * C" if beta else "")) + " ----",
+    out, ld = ("P", "N") if fused else ("C", "ldc")
+    w("// ---- epilogue: " + ("the slice's partial sums to P, its slice of W" if fused else
+                              "the slice's partial sums to its workspace slice (the split-K kernel applies alpha, beta)"
+                              if split else "C = alpha * acc" + (" + beta * C" if beta else "")) + " ----",
       "#pragma unroll")
     with w.block("for (int j = 0; j < FRAGS; ++j)"):
         w("#pragma unroll")
@@ -239,5 +253,23 @@ def _epilogue(w: Writer, op: GemmOp, split: bool, row_b: bool) -> None:
             w("const int m = row0 + g + 8 * (i / 2), n = " + ("n0 + 32 * (j / 4) + 4 * (2 * t + i % 2) + j % 4;" if row_b
                                                                else "n0 + 8 * j + 2 * t + i % 2;"))
             with w.block("if (m < M && n < N)"):
-                w("float* const c = C + (long long)m * ldc + n;")
+                w(f"float* const c = {out} + (long long)m * {ld} + n;")
                 w(f"*c = {scale}acc[j][i]" + (" + beta * *c;" if beta else ";"))
+
+
+def _fused_sum(w: Writer, op: GemmOp) -> None:
+    """Emit the last block's sums: the block's BM rows × (THREADS / 32)·RN columns over its threads, each the sum of
+    the SPLIT_K slices' partial sums in slice order, stored C = alpha * sum (+ beta * C)."""
+    w("// the block's BM x (THREADS / 32) * RN elements over its threads: each the sum of every slice's partial sums,",
+      "// in slice order (the same order whichever block arrives last, and the split-K kernel's: deterministic); read",
+      "// through L2, where the other SMs wrote them",
+      "constexpr int COLUMNS = THREADS / 32 * RN;  // the block's columns of C",
+      "const int nb0 = blockIdx.x * COLUMNS;")
+    with w.block("for (int e = threadIdx.x; e < BM * COLUMNS; e += THREADS)"):
+        w("const int m = row0 + e / COLUMNS, n = nb0 + e % COLUMNS;",
+          "if (m >= M || n >= N) continue;",
+          "float sum = 0.f;",
+          "#pragma unroll 8",
+          "for (int z = 0; z < SPLIT_K; ++z) sum += __ldcg(W + ((long long)z * M + m) * N + n);",
+          "float* const c = C + (long long)m * ldc + n;",
+          "*c = alpha * sum" + (" + beta * *c;" if op.read_c else ";"))

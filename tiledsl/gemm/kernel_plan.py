@@ -282,7 +282,8 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
         g = grid(op, s)
         params.append(Param("tickets", "unsigned int* __restrict__", "gemm_tickets"))
         workspace += (Workspace("gemm_tickets", "uint32", g[0] * g[2], "counters"),)
-        vec_w = (("W", vb if op.layout_b == "row" else 1),)  # a thread's VB columns of a partial row; one (col B)
+        vec_w = (("W", vb if op.layout_b == "row" and s.mma == "fma" else 1),)  # a thread's VB columns of a partial
+        # row; one (column-major B, or the tensor-core kernel)
     sk = _stream_k(op, s, target, min(cap, want)) if s.stream_k else None
     if sk is not None:  # two partial tiles per stream-K block, one arrival ticket per shared tile
         params += [Param("dp_tiles", "int", "const", sk.dp_tiles), Param("sk_blocks", "int", "const", sk.sk_blocks),

@@ -51,11 +51,10 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls} rn={RN}, unroll={UNROLL}: kernel='gemv' with mma='mma_sync' would hold about 30 + 2·rn + unroll·(4 + "
            "rn/4) registers (the fit of ptxas's counts), over 255: lower unroll or rn",
            when="KERNEL == 1 and MMA == 1"),
-    R.Rule("gemv_mma_plain", "SMEM_A == 0 and SPARE_SLOT == 0 and K_LANES == 32 and COL_GROUPS == 1 "
-           "and SPLIT_K_FUSED == 0",
-           "{cls}: kernel='gemv' with mma='mma_sync' reads A and B from global memory and sums K slices in the split-K "
-           "kernel: smem_a, spare_slot, k_lanes, col_groups and split_k_fused keep their defaults (got smem_a={SMEM_A}, "
-           "spare_slot={SPARE_SLOT}, k_lanes={K_LANES}, col_groups={COL_GROUPS}, split_k_fused={SPLIT_K_FUSED})",
+    R.Rule("gemv_mma_plain", "SMEM_A == 0 and SPARE_SLOT == 0 and K_LANES == 32 and COL_GROUPS == 1",
+           "{cls}: kernel='gemv' with mma='mma_sync' reads A and B from global memory, a warp per rn columns: smem_a, "
+           "spare_slot, k_lanes and col_groups keep their defaults (got smem_a={SMEM_A}, spare_slot={SPARE_SLOT}, "
+           "k_lanes={K_LANES}, col_groups={COL_GROUPS})",
            when="KERNEL == 1 and MMA == 1"),
     R.Rule("gemv_block_threads", "BN % 32 == 0 and BN >= 32",
            "{cls}.bn={BN} must be a multiple of 32 with kernel='gemv' (threads per block, whole warps)",
