@@ -202,9 +202,17 @@ def _gemm_arguments(g: argparse.ArgumentParser) -> None:
 
 
 def _gemm_op(args: argparse.Namespace):
+    from tiledsl.gemm.family import effective_op
+
     if args.precision != "ieee" and args.dtype != "float32":
         raise ValueError(f"--precision {args.precision} applies to --dtype float32, not {args.dtype}")
     op = gemm_op(args.m, args.n, args.k, args.dtype, args.layout, args.precision)
+    effective = effective_op(op)  # a 3xtf32 product the tensor-core kernel does not take: the IEEE product's
+    if effective is not op:
+        print(f"--precision 3xtf32: {op.m}x{op.n}x{op.k} {args.layout} is not on the tensor-core GEMV kernel "
+              f"({effective_op.__module__}.gemv_mma_refusal); tiledsl.gemm computes it as the IEEE product, so that "
+              "is what is tuned and stored")
+        op = effective
     if not getattr(args, "as_rows", False):
         return op
     return as_rows_op(op)
@@ -318,12 +326,12 @@ def _transpose_notes(op, s, target) -> list[str]:
 
 def _gemm_study(op) -> str:
     c_col = "-ccol" if op.layout_c == "col" else ""  # the rows of a few-column product (--as-rows)
-    return f"{op.m}x{op.n}x{op.k}-{'tf32' if op.precision == 'tf32' else op.dtype}-{op.layout}{c_col}"
+    return f"{op.m}x{op.n}x{op.k}-{op.dtype if op.precision == 'ieee' else op.precision}-{op.layout}{c_col}"
 
 
 def _gemm_text(op) -> str:
     c_col = ", C column-major" if op.layout_c == "col" else ""
-    return f"{op.m}x{op.n}x{op.k} {op.dtype}{' (tf32)' if op.precision == 'tf32' else ''} {op.layout}{c_col}"
+    return f"{op.m}x{op.n}x{op.k} {op.dtype}{'' if op.precision == 'ieee' else f' ({op.precision})'} {op.layout}{c_col}"
 
 
 SEARCH_FAMILIES: dict[str, SearchFamily] = {

@@ -593,8 +593,8 @@ _GEMV_MMA_KNOBS = (
     Knob("split_k", 1, 512, doc="K slices (1..512, at most K/16)"),
     Knob("split_k_fused", 0, 1, doc="0: the split-K kernel sums the slices (a second launch); 1: the last block of "
                                     "each column group does (split_k > 1)"),
-    Knob("min_blocks", 0, 4, doc="blocks per SM the register allocation must allow (__launch_bounds__; 0 = 1): 4 caps "
-                                 "128 threads at 128 registers"),
+    Knob("min_blocks", 1, 4, doc="blocks per SM the register allocation must allow (__launch_bounds__): 4 caps 128 "
+                                 "threads at 128 registers"),
 )
 
 
@@ -609,8 +609,7 @@ def _gemv_mma_params(s) -> dict | None:
         return None
     params = {"threads_log2": _log2(s.bn), "frags_log2": _log2(s.rn // 8) if s.rn % 8 == 0 else None,
               "unroll_log2": _log2(s.unroll), "split_k": s.split_k, "split_k_fused": int(s.split_k_fused),
-              "min_blocks": 0 if s.min_blocks == 1
-              else s.min_blocks}
+              "min_blocks": s.min_blocks}
     return _params_of(_GEMV_MMA_KNOBS, _gemv_mma_fields, s, params)
 
 
@@ -654,14 +653,15 @@ def _gemm_specialize(space: Space, op) -> Space:
     import dataclasses
 
     from tiledsl import tma
-    from tiledsl.gemm.family import GEMV_MMA_ROWS, gemv_block_rows, gemv_twelve_rows_fit, runs_gemv
+    from tiledsl.gemm.family import effective_op, gemv_block_rows, gemv_mma_refusal, gemv_twelve_rows_fit, runs_gemv
 
-    if op.precision == "3xtf32" and GEMV_MMA_ROWS[0] <= op.m <= GEMV_MMA_ROWS[1]:  # as gemv_mma_schedule
+    if op.precision == "3xtf32" and not gemv_mma_refusal(op):  # as gemv_mma_schedule (the device's rules aside)
         most = max(1, min(GEMV_SPLIT_KNOB_MAX, -(-op.k // 16)))
         low = 2 if op.layout_b == "row" else 0  # rule gemv_mma_row_b_columns
         return dataclasses.replace(GEMM_GEMV_MMA_SPACE, knobs=tuple(
             dataclasses.replace(k, high=most) if k.name == "split_k" else
             dataclasses.replace(k, low=low) if k.name == "frags_log2" else k for k in GEMM_GEMV_MMA_SPACE.knobs))
+    op = effective_op(op)  # any other 3xtf32 product: the IEEE product's space (tiledsl.gemm computes it exactly)
     if runs_gemv(op):  # exactly where builtin_choice picks the GEMV kernel
         pins = {"rows_log2": _log2(gemv_block_rows(op.m))}
         pins["rn_log2" if op.layout_b == "row" else "col_groups_log2"] = 0

@@ -1125,8 +1125,8 @@ def test_gemv_mma_3xtf32_against_float64(m, n, k, layout_b, rng):
             fused = replace(s, split_k_fused=True)
             assert bool((_gemm_nan_out(a, b, schedule=fused, precision="3xtf32") == got).all()), fused
     c0 = rng.uniform(-1, 1, (m, n))
-    two = next(v for v in variants if v.split_k > 1)
-    for s in (variants[0], two, replace(two, split_k_fused=True)):  # beta in the kernel, the split-K sum, the fused
+    one, two = next(v for v in variants if v.split_k == 1), next(v for v in variants if v.split_k > 1)
+    for s in (one, two, replace(two, split_k_fused=True)):  # beta in the kernel, the split-K sum, the fused sum
         c = cp.asarray(c0.astype(np.float32))
         tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=s, precision="3xtf32")
         assert _rel_err(c, 1.5 * ref - 0.5 * c0.astype(np.float32).astype(np.float64)) < tol * 2, s

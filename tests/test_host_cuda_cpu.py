@@ -605,3 +605,29 @@ def test_gemv_mma_3xtf32_special_values(layout_b, rng):
     assert not nan[rest].any()
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert _rel_err(got[2:4][:, [j for j in range(n) if j != 4]], ref[2:4][:, [j for j in range(n) if j != 4]]) < 1e-6
+
+
+@pytest.mark.parametrize("layout_b", ["col", "row"])
+def test_gemv_mma_3xtf32_strided_operands_and_tickets(layout_b, rng):
+    """The tensor-core GEMV kernel with leading dimensions wider than the operands (A's rows K + 4 apart, B's rows N +
+    8 or K + 4 apart, C's N + 4): a kernel reading K or N where it should read lda, ldb or ldc fails; the fused split-K
+    leaves every arrival ticket at zero for the next launch."""
+    m, n, k = 13, 36, 100
+    a, b, _ = _operands(rng, m, n, k, layout_b)
+    a_st = np.full((m, k + 4), np.nan, np.float32)
+    a_st[:, :k] = a
+    b_st = np.full((k, n + 8) if layout_b == "row" else (n, k + 4), np.nan, np.float32)
+    if layout_b == "row":
+        b_st[:, :n] = b
+    else:
+        b_st[:, :k] = b.T
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for s in (_mma_schedule(rn=32, unroll=2), _mma_schedule(rn=32, unroll=2, split_k=3, bk=32),
+              replace(_mma_schedule(rn=32, unroll=2, split_k=3, bk=32), split_k_fused=True)):
+        c = np.full((m, n + 4), -7.0, np.float32)
+        c[:, :n] = np.nan
+        wss = host_cuda.gemm(_mma_op(m, n, k, layout_b=layout_b), s, a_st, b_st, c)
+        assert _rel_err(c[:, :n], ref) < 4 * _tol(k), s
+        assert (c[:, n:] == -7.0).all(), "a store past N into C's padding"
+        if s.split_k_fused:
+            assert not wss["gemm_tickets"].any(), "the last block zeroes its ticket for the next launch"

@@ -24,7 +24,7 @@ from ..target import Target
 from ..tma import encode
 from ..transpose.family import TRANSPOSE
 from ..transpose.op import MAX_ACCESS_BYTES, TransposeOp, widest_vector
-from .family import GEMM, default_schedule, gemv_mma_schedule, runs_as_row
+from .family import GEMM, default_schedule, effective_op, runs_as_row
 from .kernel_plan import tensor_map, uses_tma
 from .op import GEMM_DTYPES, PRECISIONS, GemmOp
 from .schedule import GemmSchedule
@@ -389,8 +389,8 @@ def _gemm_into(a, b, c, alpha: float, beta: float, schedule: GemmSchedule | None
     op = GemmOp(m, n, k, dtype=dtype, layout_a=layout_a, layout_b=layout_b, align_a=align_a, align_b=align_b,
                 align_c=_align(c, ldc, m if c_col else n), read_c=beta != 0, precision=precision,
                 layout_c="col" if c_col else "row")
-    if precision == "3xtf32" and schedule is None and gemv_mma_schedule(op, target) is None:
-        op = replace(op, precision="ieee")  # no tensor-core kernel for it: the exact product, as its default's
+    if schedule is None:  # a 3xtf32 product the tensor-core kernel does not take: the exact (IEEE) product
+        op = effective_op(op, target)
     if schedule is None and not swap and (sr == 1 or n > 1) and runs_as_row(op, target):
         # one column: the single row yᵀ = xᵀ·Aᵀ into the view c.T (unit stride along M); a few columns: the few
         # rows Cᵀ = Bᵀ·Aᵀ into the column-major view c.T. No copy either way (family.rows_op)

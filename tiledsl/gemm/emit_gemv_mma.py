@@ -13,8 +13,8 @@ ties away from zero: ``(bits + 0x1000) & 0xffffe000``) and small = x − big (ex
 a·b ≈ big_a·big_b + big_a·small_b + small_a·big_b (the small·small term, at most 2^-22 of |a·b|, is dropped; the cut of
 small loses at most 2^-21 of |x|), accumulated in float32 by the tensor cores, small terms first. Each product keeps
 about 21 of float32's 24 bits. An input of magnitude at least 2^128·(1 − 2^-12) ≈ 3.40274e38, finite or infinite,
-makes every output it reaches NaN, even times 0 (its big part rounds to ∞, its small part is −∞), where IEEE float32
-gives a finite result or ±∞; a NaN input stays NaN.
+makes every output it reaches NaN, even times 0 (its big part is ∞, its small part −∞ or, for ∞ itself, NaN), where
+IEEE float32 gives a finite result or ±∞; a NaN input stays NaN.
 
 Structure of the kernel (PTX ISA: "Matrix Fragments for mma.m16n8k8", ``.tf32``):
 

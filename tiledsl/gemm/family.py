@@ -43,9 +43,8 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     tuned = registry.lookup(GEMM, op, target)
     if tuned is not None:
         return tuned
-    if op.precision == "3xtf32" and gemv_mma_schedule(op, target) is None:
-        return default_schedule(replace(op, precision="ieee"), target)
-    return builtin_schedule(op, target)
+    effective = effective_op(op, target)
+    return builtin_schedule(op, target) if effective is op else default_schedule(effective, target)
 
 
 def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
@@ -701,9 +700,9 @@ warps, where the FMA kernel with A in registers has 8) and issues 253 instructio
 element of B per lane, where the FMA kernel issues 18.7 (597 per 32 elements)."""
 
 
-def gemv_mma_refusal(op: GemmOp, target: Target) -> str:
+def gemv_mma_refusal(op: GemmOp, target: Target | None = None) -> str:
     """Why :func:`gemv_mma_schedule` gives ``op`` no schedule: its rows, or the first rule its base schedule breaks
-    (empty where it gives one)."""
+    (the device's only with ``target``); empty where it gives one."""
     if not GEMV_MMA_ROWS[0] <= op.m <= GEMV_MMA_ROWS[1]:
         return f"M = {op.m} rows"
     try:
@@ -711,6 +710,16 @@ def gemv_mma_refusal(op: GemmOp, target: Target) -> str:
     except ScheduleError as exc:
         return str(exc)
     return ""
+
+
+def effective_op(op: GemmOp, target: Target | None = None) -> GemmOp:
+    """The op ``tiledsl.gemm`` computes for ``op`` with ``schedule=None``: ``op`` itself, or for a
+    ``precision="3xtf32"`` product the tensor-core GEMV kernel does not take (:func:`gemv_mma_refusal`; the device's
+    rules only with ``target``) the IEEE product, whose schedules and tuned records (and few-column rows) compute it
+    exactly. ``default_schedule``, ``tiledsl.gemm`` and ``search.tune`` read records under the op this returns."""
+    if op.precision != "3xtf32" or not gemv_mma_refusal(op, target):
+        return op
+    return replace(op, precision="ieee")
 
 
 def _gemv_mma_base() -> GemmSchedule:
