@@ -132,7 +132,7 @@ MMA_3XTF32 = ((16, 2), (32, 2), (32, 4), (64, 2), (32, 1))
 in groups of 32: 16 is left out there), every LLM (N, K) with K and N multiples of 4, beside ``schedule=None`` exact
 (IEEE) and ``schedule=None`` with ``precision="3xtf32"`` (9-16 rows: the tensor-core kernel at 32 columns per warp,
 unroll 2), and that form with its K slices summed in the kernel (``split_k_fused``: one launch) where it splits K.
-ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T, ``min_blocks`` 1): 80, 111, 140, 188 and 86 registers, no spills."""
+ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T, ``min_blocks`` 1): 77, 118, 140, 202 and 98 registers, no spills."""
 MMA_ROWS = (4, 8, 12, 16)
 
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]

@@ -221,13 +221,15 @@ inline void mma_1688_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned 
   const unsigned g = lane / 4, t = lane % 4;
   for (unsigned i = 0; i < 4; ++i) {
     const unsigned row = g + 8 * (i / 2), col = 2 * t + i % 2;
-    float sum = d[i];
+    double sum = d[i];  // the eight products of TF32 values are exact in double, and so (nearly always) is their sum
     for (unsigned kk = 0; kk < 8; ++kk) {
       const float x = tf32(w.mma_a[(row % 8) * 4 + kk % 4][row / 8 + 2 * (kk / 4)]);
       const float y = tf32(w.mma_b[col * 4 + kk % 4][kk / 4]);
-      sum += x * y;
+      sum += static_cast<double>(x) * y;
     }
-    d[i] = sum;
+    float out = static_cast<float>(sum);  // then cut toward zero to float32, as the tensor cores' accumulation does
+    if (std::isfinite(out) && std::fabs(static_cast<double>(out)) > std::fabs(sum)) out = std::nextafter(out, 0.0f);
+    d[i] = out;
   }
   w.bar.arrive_and_wait();
 }

@@ -533,9 +533,9 @@ def test_gemv_mma_3xtf32_against_float64(m, n, k, rn, unroll, split_k, bk, layou
     ref = a.astype(np.float64) @ b.astype(np.float64)
     s = _mma_schedule(rn, unroll, split_k, bk)
     got = _run(_mma_op(m, n, k, layout_b=layout_b), s, a, b_storage)
-    assert _rel_err(got, ref) < 4 * _tol(k), s
+    assert _rel_err(got, ref) < _tol(k), s  # IEEE float32's bound
     fma = _rel_err((a @ b).astype(np.float64), ref)  # what IEEE float32 gets here (NumPy's pairwise sums)
-    assert _rel_err(got, ref) < max(16 * fma, 1e-6), (fma, s)
+    assert _rel_err(got, ref) < max(8 * fma, 1e-6), (fma, s)
     if split_k > 1:  # the slices summed in the kernel by the last block to arrive: the split-K kernel's bits
         fused = replace(s, split_k_fused=True)
         assert np.array_equal(_run(_mma_op(m, n, k, layout_b=layout_b), fused, a, b_storage), got), fused
@@ -631,3 +631,23 @@ def test_gemv_mma_3xtf32_strided_operands_and_tickets(layout_b, rng):
         assert (c[:, n:] == -7.0).all(), "a store past N into C's padding"
         if s.split_k_fused:
             assert not wss["gemm_tickets"].any(), "the last block zeroes its ticket for the next launch"
+
+
+@pytest.mark.parametrize("layout_b", ["col", "row"])
+def test_gemv_mma_3xtf32_chunks_keep_float32_accuracy(layout_b, rng):
+    """The host runner's mma.sync cuts each float32 sum toward zero, as the tensor cores do (Fasi et al., PeerJ CS
+    2021); the kernel restarts its tensor-core sums every CHUNK k16 steps and adds them with rounding, which keeps a
+    4096-deep slice within the float32 bound of float64 (1e-5 of max |C|), where one chain over the slice carries the
+    bias past it (3.9e-5 measured on the CPU)."""
+    m, n, k = 16, 64, 4096
+    a, b, b_storage = _operands(rng, m, n, k, layout_b)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    op, s = _mma_op(m, n, k, layout_b=layout_b), _mma_schedule(rn=32, unroll=2)
+    c = np.full((m, n), np.nan, np.float32)
+    host_cuda.gemm(op, s, a, b_storage, c)
+    assert _rel_err(c, ref) < _tol(k)
+    chain = "constexpr int CHUNK = 1 << 20;"  # one chunk per slice: every sum the tensor cores' own
+    source = GEMM.emit(op, s).source
+    assert "constexpr int CHUNK = 8;" in source
+    host_cuda.gemm(op, s, a, b_storage, c, edit=lambda src: src.replace("constexpr int CHUNK = 8;", chain))
+    assert not _rel_err(c, ref) < _tol(k)
