@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import dtypes
 from ..codegen.writer import Writer
+from ..planning import render_params
 from .op import GemmOp
 from .schedule import GemmSchedule
 
@@ -111,3 +112,25 @@ def fused_arrival(w: Writer) -> None:
     w("__syncthreads();",
       "if (!last_block) return;",
       "__threadfence();                     // the other slices' partial sums are read after their tickets")
+
+
+def gemv_kernel_head(w: Writer, op: GemmOp, s: GemmSchedule, p) -> str:
+    """Emit a GEMV-style kernel's split-K comment and ``extern "C"`` line; return its signature (the block's head) from
+    the plan ``p``'s parameters (``split_k_fused``: W, the workspace, before C)."""
+    if s.split_k_fused:
+        w("// split-K, fused: W is the float32 workspace [SPLIT_K][M][N]; the last of a column group's SPLIT_K blocks",
+          "// to arrive (tickets[blockIdx.z][blockIdx.x]) sums it into C")
+    elif s.split_k > 1:
+        w(f"// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; {kernel_name_reduce(op, s)} sums it")
+    w('extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)')
+    return f"{p.kernel_name}({render_params(p.params, breaks=(4,) if s.split_k_fused else (3,))})"
+
+
+def gemv_k_range(w: Writer, s: GemmSchedule) -> None:
+    """Emit a GEMV-style block's K range (:func:`k_range`); with ``split_k_fused`` its slice's partial sums go to P,
+    its slice of W."""
+    if s.split_k_fused:
+        k_range(w, s.split_k, slice_out="float* const P = W + (long long)blockIdx.y * M * N;  // this slice's "
+                                        "partial sums")
+    else:
+        k_range(w, s.split_k)

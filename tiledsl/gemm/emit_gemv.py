@@ -45,8 +45,7 @@ from .. import rules as R
 from ..codegen.prelude import helpers_for
 from ..codegen.writer import Writer
 from ..compile import KernelSource
-from ..planning import render_params
-from .emit_common import COMPONENTS, VEC_TYPES, constexpr_table, fused_arrival, k_range, kernel_name_reduce
+from .emit_common import COMPONENTS, VEC_TYPES, constexpr_table, fused_arrival, gemv_k_range, gemv_kernel_head
 from .kernel_plan import gemv_widths, plan_gemm
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
@@ -119,18 +118,8 @@ def emit_gemm_gemv(op: GemmOp, s: GemmSchedule) -> KernelSource:
     for line in R.static_asserts(GEMM_RULES, s.env()):
         w(line)
     w.blank()
-    if fused:
-        w("// split-K, fused: W is the float32 workspace [SPLIT_K][M][N]; the last of a column group's SPLIT_K blocks",
-          "// to arrive (tickets[blockIdx.z][blockIdx.x]) sums it into C")
-    elif s.split_k > 1:
-        w(f"// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; {kernel_name_reduce(op, s)} sums it")
-    w('extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)')
-    with w.block(f"{p.kernel_name}({render_params(p.params, breaks=(4,) if fused else (3,))})"):
-        if fused:
-            k_range(w, s.split_k, slice_out="float* const P = W + (long long)blockIdx.y * M * N;  // this slice's "
-                                            "partial sums")
-        else:
-            k_range(w, s.split_k)
+    with w.block(gemv_kernel_head(w, op, s, p)):
+        gemv_k_range(w, s)
         w("const int row0 = blockIdx.z * BM;                  // first row of C of this block")
         if out_op.layout_c == "col":
             w("// C is column-major: element (m, n) at C[n * ldc + m]")

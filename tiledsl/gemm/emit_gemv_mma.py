@@ -51,8 +51,7 @@ import json
 from .. import rules as R
 from ..codegen.writer import Writer
 from ..compile import KernelSource
-from ..planning import render_params
-from .emit_common import constexpr_table, fused_arrival, k_range, kernel_name_reduce
+from .emit_common import constexpr_table, fused_arrival, gemv_k_range, gemv_kernel_head
 from .kernel_plan import plan_gemm
 from .op import GemmOp
 from .schedule import GEMM_RULES, GemmSchedule
@@ -134,18 +133,8 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
     w.blank()
     _multiply_step(w, row_b)
     w.blank()
-    if fused:
-        w("// split-K, fused: W is the float32 workspace [SPLIT_K][M][N]; the last of a column group's SPLIT_K blocks",
-          "// to arrive (tickets[blockIdx.z][blockIdx.x]) sums it into C")
-    elif split:
-        w(f"// split-K: C is the float32 workspace [SPLIT_K][M][ldc]; {kernel_name_reduce(op, s)} sums it")
-    w('extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)')
-    with w.block(f"{p.kernel_name}({render_params(p.params, breaks=(4,) if fused else (3,))})"):
-        if fused:
-            k_range(w, s.split_k, slice_out="float* const P = W + (long long)blockIdx.y * M * N;  // this slice's "
-                                            "partial sums")
-        else:
-            k_range(w, s.split_k)
+    with w.block(gemv_kernel_head(w, op, s, p)):
+        gemv_k_range(w, s)
         w("// ---- lane -> fragment coordinates: g (row of A, column of B) and t (place along K) ----",
           "const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;",
           "const int row0 = blockIdx.z * BM;                                        // first row of C of this block",
