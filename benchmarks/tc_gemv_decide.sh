@@ -3,16 +3,17 @@
 # on the tensor cores"): its GPU test and memcheck, then the sweeps that time it beside schedule=None (exact) and
 # cuBLAS. Usage (on a GPU machine, from the repository root):
 #     bash benchmarks/tc_gemv_decide.sh DIR [STEP ...]
-# STEP: any of tests, memcheck, mma3x, hbm_3xtf32, hbm_ieee, ncu, ncu_nn (default: all, in that order). DIR gets decide.log
-# and each step's JSON and full log (benchmarks/decide_steps.sh). Each sweep checks its results against float64 before
+# STEP: any of tests, accumulation, memcheck, mma3x, hbm_3xtf32, hbm_ieee, ncu, ncu_nn (default: all, in that
+# order). DIR gets decide.log and each step's JSON and full log (benchmarks/decide_steps.sh). Each sweep checks its results against float64 before
 # timing. Not yet run: expected a minute or two per step on an H200.
 set -u
 dir=${1:?usage: bash benchmarks/tc_gemv_decide.sh DIR}
 shift
-script=benchmarks/tc_gemv_decide.sh default_steps="tests memcheck mma3x hbm_3xtf32 hbm_ieee ncu ncu_nn" asked_steps="$*"
+script=benchmarks/tc_gemv_decide.sh default_steps="tests accumulation memcheck mma3x hbm_3xtf32 hbm_ieee ncu ncu_nn" asked_steps="$*"
 source "$(dirname "$0")/decide_steps.sh"
 pytest=(python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gemm_gpu.py)
 step tests "${pytest[@]}" -k "3xtf32"
+step accumulation python3 benchmarks/tc_accumulation.py --out "$dir/tc_accumulation.json"
 step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "${pytest[@]}" \
   -k "(3xtf32 and 9-132-3000) or (3xtf32 and 16-8-4)"
 step mma3x python3 benchmarks/gemv_fused.py --family mma3x --out "$dir/gemv_mma3x.json"

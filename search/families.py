@@ -202,7 +202,7 @@ def _gemm_arguments(g: argparse.ArgumentParser) -> None:
 
 
 def _gemm_op(args: argparse.Namespace):
-    from tiledsl.gemm.family import effective_op
+    from tiledsl.gemm.family import effective_op, gemv_mma_refusal
 
     if args.precision != "ieee" and args.dtype != "float32":
         raise ValueError(f"--precision {args.precision} applies to --dtype float32, not {args.dtype}")
@@ -210,8 +210,8 @@ def _gemm_op(args: argparse.Namespace):
     effective = effective_op(op)  # a 3xtf32 product the tensor-core kernel does not take: the IEEE product's
     if effective is not op:
         print(f"--precision 3xtf32: {op.m}x{op.n}x{op.k} {args.layout} is not on the tensor-core GEMV kernel "
-              f"({effective_op.__module__}.gemv_mma_refusal); tiledsl.gemm computes it as the IEEE product, so that "
-              "is what is tuned and stored")
+              f"({gemv_mma_refusal(op)}); tiledsl.gemm computes it as the IEEE product, so that is what is tuned and "
+              "stored")
         op = effective
     if not getattr(args, "as_rows", False):
         return op

@@ -208,8 +208,9 @@ T exchange(T v, F src) {
 // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: every lane posts its fragments, then computes its own four
 // accumulators from the warp's (PTX ISA's fragment layout: g = lane / 4, t = lane % 4; A register r holds row g + 8·(r % 2),
 // k t + 4·(r / 2); B register r holds k t + 4·r, column g; D element i holds row g + 8·(i / 2), column 2t + i % 2). The
-// inputs' low 13 bits are ignored, as TF32 has none; the products of two TF32 values are exact in float, summed in k
-// order after the accumulator
+// inputs' low 13 bits are ignored, as TF32 has none; the accumulator and the eight products (exact) are summed exactly
+// and cut toward zero to float32 once: an idealisation of the truncation measured on V100/T4/A100 tensor cores, which
+// also drop each addend's low bits when aligning them (so the hardware's error may be larger, not smaller)
 inline void mma_1688_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
   const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   Warp& w = this_warp(tid);

@@ -11,8 +11,9 @@ gives NaN or -1, a write there ends the run with an error. The prelude's inline-
 copies are queued, their destination poisoned, and land at the wait that covers their group (a thread ending with
 copies no wait covered ends the run); float16 conversions go through ``_Float16`` (round to nearest even, as PTX's
 ``cvt.rn``); the m16n8k8 TF32 ``mma.sync`` of the tensor-core GEMV kernel becomes a warp-wide exchange of fragments
-(each lane's four accumulators from the warp's, in the PTX ISA's layout; the inputs' low 13 bits ignored, each sum
-cut toward zero to float32 as the tensor cores do). Other inline PTX (the 16-bit mma.sync,
+(each lane's four accumulators from the warp's, in the PTX ISA's layout; the inputs' low 13 bits ignored, each exact
+sum cut toward zero to float32 once: an idealisation of the truncation measured on older tensor cores, which also
+drop addends' low bits while aligning them). Other inline PTX (the 16-bit mma.sync,
 ldmatrix, wgmma, TMA) does not compile here.
 
 A block's fibers run one at a time from barrier to barrier, each stretch in index order or in reverse (``order``:

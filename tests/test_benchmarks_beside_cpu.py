@@ -1048,3 +1048,30 @@ def test_the_gpu_scripts_memcheck_selections_each_name_gpu_tests(script):
                              cwd=root, capture_output=True, text=True, timeout=300)
         assert re.search(r"^\d+/\d+ tests? collected", run.stdout, re.M) and "::" in run.stdout, (alternative,
                                                                                                    run.stdout[-500:])
+
+
+def test_tc_accumulation_probe_and_chain_compile_and_exit_without_a_gpu(monkeypatch):
+    """benchmarks/tc_accumulation.py: its one-mma probe and the tensor-core GEMV kernel with one chain per slice (the
+    shipped source with CHUNK set past any slice) compile with NVRTC for sm_90 (what the GPU will run); the probe's b
+    is a TF32 value whose sum with ±1 lies between two float32 values; without a GPU it exits with one line."""
+    import dataclasses
+
+    import numpy as np
+    import tc_accumulation
+
+    import tiledsl
+    from tiledsl.compile import KernelSource, compile_source
+    from tiledsl.gemm.family import GEMM
+    from tiledsl.gemm.schedule import GemmSchedule
+
+    compile_source(KernelSource(name="probe", source=tc_accumulation.PROBE, block=(32, 1, 1)), "sm_90")
+    b = np.float32(1.5 * 2.0**-24)
+    assert b.view(np.uint32) & 0x1FFF == 0 and float(np.float32(1.0) + b) != 1.0 + float(b)  # not a float32
+    op = tiledsl.GemmOp(16, 64, 4096, layout_b="col", precision="3xtf32")
+    ks = GEMM.emit(op, GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=32, unroll=2, vec=4))
+    line = next(ln for ln in ks.source.splitlines() if ln.startswith("constexpr int CHUNK ="))
+    compile_source(dataclasses.replace(ks, source=ks.source.replace(line, "constexpr int CHUNK = 1 << 20;")), "sm_90")
+    monkeypatch.setattr(sys, "argv", ["tc_accumulation.py"])
+    with pytest.raises(SystemExit) as exc:
+        tc_accumulation.main()
+    assert "no GPU" in str(exc.value) and "nothing was measured" in str(exc.value)

@@ -534,7 +534,7 @@ def test_gemv_mma_3xtf32_against_float64(m, n, k, rn, unroll, split_k, bk, layou
     s = _mma_schedule(rn, unroll, split_k, bk)
     got = _run(_mma_op(m, n, k, layout_b=layout_b), s, a, b_storage)
     assert _rel_err(got, ref) < _tol(k), s  # IEEE float32's bound
-    fma = _rel_err((a @ b).astype(np.float64), ref)  # what IEEE float32 gets here (NumPy's pairwise sums)
+    fma = _rel_err((a @ b).astype(np.float64), ref)  # what IEEE float32 gets here (NumPy's float32 product, BLAS)
     assert _rel_err(got, ref) < max(8 * fma, 1e-6), (fma, s)
     if split_k > 1:  # the slices summed in the kernel by the last block to arrive: the split-K kernel's bits
         fused = replace(s, split_k_fused=True)
@@ -651,3 +651,20 @@ def test_gemv_mma_3xtf32_chunks_keep_float32_accuracy(layout_b, rng):
     assert "constexpr int CHUNK = 8;" in source
     host_cuda.gemm(op, s, a, b_storage, c, edit=lambda src: src.replace("constexpr int CHUNK = 8;", chain))
     assert not _rel_err(c, ref) < _tol(k)
+
+
+@pytest.mark.parametrize("layout_b", ["col", "row"])
+def test_gemv_mma_3xtf32_every_unroll_sums_every_step_once(layout_b, rng):
+    """Unroll 1-8 (chunks of ⌊8 / unroll⌋ groups: 8, 8, 6, 8, 5, 6, 7 and 8 steps) over slices shorter than one group,
+    empty slices (split 7 of K = 100: slices of 16) and K's tail, with small integer operands (every product and sum exact, in TF32
+    and in float32): C equals the exact product, so no step is lost or counted twice."""
+    m, n = 13, 40
+    for k, split, bk in ((4, 1, 16), (132, 3, 16), (100, 7, 16)):
+        a = rng.integers(-3, 4, (m, k)).astype(np.float32)
+        b = rng.integers(-3, 4, (k, n)).astype(np.float32)
+        b_storage = b if layout_b == "row" else np.ascontiguousarray(b.T)
+        for unroll in range(1, 9):
+            s = _mma_schedule(rn=32, unroll=unroll, split_k=split, bk=bk)
+            c = np.full((m, n), np.nan, np.float32)
+            host_cuda.gemm(_mma_op(m, n, k, layout_b=layout_b), s, a, b_storage, c)
+            assert np.array_equal(c, a @ b), (k, split, unroll)

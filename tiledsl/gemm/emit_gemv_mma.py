@@ -31,9 +31,10 @@ Structure of the kernel (PTX ISA: "Matrix Fragments for mma.m16n8k8", ``.tf32``)
    k + 4t + e (e = 0…3) at columns n + 32q + 4g … + 3 (8 lanes read 128 contiguous bytes of a row), and fragment
    4q + c takes component c of each: its column slot g is column n + 32q + 4g + c. Either way a lane reads RN / 8
    16-byte vectors of B per step;
-3. ``unroll`` k16 steps are loaded before any is multiplied (their loads in flight together), then split and
+3. ``unroll`` k16 steps are loaded before any is multiplied (their loads in flight together; ptxas's registers say the
+   loads in flight stop growing past unroll 4), then split and
    multiplied into accumulators that start from zero every ``CHUNK`` steps (:data:`GEMV_MMA_CHUNK`) and are then added
-   to the running float32 sums with rounding (the tensor cores cut each sum toward zero); a last partial group of steps (K's end) is loaded with a bounds test per vector (K is a multiple of 4:
+   to the running float32 sums with rounding (tensor cores have been measured to cut each sum toward zero); a last partial group of steps (K's end) is loaded with a bounds test per vector (K is a multiple of 4:
    a vector is wholly in or out); B is read with ``__ldcs`` (evict-first: each element is read once, and A stays in
    the caches for the other warps);
 4. rows past M read row M − 1 and columns past N read column N − 1 (row-major B: the last 4, N being a multiple of
@@ -58,11 +59,13 @@ from .schedule import GEMM_RULES, GemmSchedule
 
 GEMV_MMA_CHUNK = 8
 """k16 steps (128 elements of K) whose tensor-core sums start from zero and are then added to the running float32 sums
-with rounding to nearest: the tensor cores' float32 accumulation cuts each sum toward zero (Fasi, Higham, Mikaitis and
-Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021, measured on V100, T4 and A100), a bias that a chain
-of 3·K/8 accumulations over a whole K slice carries into the result: modelled on the CPU (tests/host_cuda.h's mma.sync
-cuts toward zero), 16×64×4096 in one slice reached 3.9e-5 of max |C| against 1.9e-6 for sequential float32, and
-16×32×14336 1.2e-4 against 2.3e-6 (``docs/gemm.md``). Unroll 8 takes chunks of 8 too (CHUNK is a multiple of it)."""
+with rounding to nearest (CHUNK: ⌊8 / unroll⌋ groups of ``unroll`` steps, at least one). The tensor cores' float32
+accumulation was measured to cut each sum toward zero on V100, T4 and A100 (Fasi, Higham, Mikaitis and Pranesh,
+"Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021; sm_90's is for ``benchmarks/tc_accumulation.py`` to show), a
+bias that a chain of 3·K/8 accumulations over a whole K slice would carry into the result: in the CPU's idealised model
+(tests/host_cuda.h: one cut of the exact sum per mma), 16×64×4096 in one slice reached 3.9e-5 of max |C| against 1.9e-6
+for sequential float32, and 16×32×14336 1.2e-4 against 2.3e-6 (``docs/gemm.md``). Cheap insurance either way: about
+10 instructions per pass of two k16 steps."""
 
 TF32_SPLIT_HELPER = r"""// ---- 3xTF32: float32 in two TF32 parts ----
 // x ~ big + small, both TF32 (sign, 8 exponent bits, 10 mantissa bits; the low 13 bits zero): big is x rounded to
@@ -126,8 +129,8 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("SPLIT_K_FUSED", int(s.split_k_fused), "split_k_fused (unused)"),
     ])
     w("constexpr int FRAGS = RN / 8;  // n8 fragments of C per warp",
-      f"constexpr int CHUNK = {max(s.unroll, GEMV_MMA_CHUNK)};  // k16 steps summed into fresh accumulators "
-      "(a multiple of UNROLL)")
+      f"constexpr int CHUNK = {s.unroll * max(1, GEMV_MMA_CHUNK // s.unroll)};  // k16 steps summed into fresh "
+      f"accumulators: {max(1, GEMV_MMA_CHUNK // s.unroll)} groups of UNROLL")
     for line in R.static_asserts(GEMM_RULES, s.env()):
         w(line)
     w.blank()
@@ -157,9 +160,9 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
               "float acc[FRAGS][4] = {};  // fragment j: (row g, columns n0 + 8j + 2t, +1), then row g + 8")
         with w.block("if (n0 < N)"):
             w("int k = k_begin;",
-              "// ---- chunks of CHUNK k16 steps, each into fresh accumulators added to acc after it (the tensor cores",
-              "// cut each sum toward zero: a chain of a whole slice would carry that bias, a chunk's is added with",
-              "// rounding); within a chunk, whole groups of UNROLL steps without bounds tests ----")
+              "// ---- chunks of CHUNK k16 steps, each into fresh accumulators added to acc after it (tensor cores have",
+              "// been measured to cut each sum toward zero: a chain of a whole slice would carry that bias, a chunk's is",
+              "// added with rounding); within a chunk, whole groups of UNROLL steps without bounds tests ----")
             with w.block("while (k + 16 * UNROLL <= k_end)"):
                 w("float part[FRAGS][4] = {};",
                   "#pragma unroll 1")

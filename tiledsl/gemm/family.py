@@ -40,11 +40,11 @@ def default_schedule(op: GemmOp, target: Target) -> GemmSchedule:
     included (the exact kernels compute it).
     """
     refuse_empty(op, "choose a schedule for")
-    tuned = registry.lookup(GEMM, op, target)
-    if tuned is not None:
-        return tuned
     effective = effective_op(op, target)
-    return builtin_schedule(op, target) if effective is op else default_schedule(effective, target)
+    if effective is not op:
+        return default_schedule(effective, target)
+    tuned = registry.lookup(GEMM, op, target)
+    return tuned if tuned is not None else builtin_schedule(op, target)
 
 
 def builtin_schedule(op: GemmOp, target: Target) -> GemmSchedule:
@@ -713,10 +713,11 @@ def gemv_mma_refusal(op: GemmOp, target: Target | None = None) -> str:
 
 
 def effective_op(op: GemmOp, target: Target | None = None) -> GemmOp:
-    """The op ``tiledsl.gemm`` computes for ``op`` with ``schedule=None``: ``op`` itself, or for a
-    ``precision="3xtf32"`` product the tensor-core GEMV kernel does not take (:func:`gemv_mma_refusal`; the device's
-    rules only with ``target``) the IEEE product, whose schedules and tuned records (and few-column rows) compute it
-    exactly. ``default_schedule``, ``tiledsl.gemm`` and ``search.tune`` read records under the op this returns."""
+    """The op whose schedule ``tiledsl.gemm`` looks up for ``op`` with ``schedule=None`` (before
+    :func:`runs_as_row`): ``op`` itself, or for a ``precision="3xtf32"`` product the tensor-core GEMV kernel does not
+    take (:func:`gemv_mma_refusal`; the device's rules only with ``target``) the IEEE product, whose schedules and tuned
+    records (and few-column rows) compute it exactly. ``default_schedule``, ``tiledsl.gemm`` and ``search.tune`` read
+    records under the op this returns (``search.tune`` without the device's rules: it runs on the CPU too)."""
     if op.precision != "3xtf32" or not gemv_mma_refusal(op, target):
         return op
     return replace(op, precision="ieee")
