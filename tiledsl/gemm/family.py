@@ -973,6 +973,15 @@ the register pick on every product of at least 64 MiB (16 rows 0.538 → 0.455 o
 ``schedule=None`` does not take it (docs/gemm.md, "Measured on the H200 (2026-12-05)")."""
 
 
+def _torch_linear_rows(op: GemmOp, base: GemmSchedule) -> bool:
+    """Whether ``op`` with ``base``'s rows is what the column-major-B variants (:func:`gemv_ring_column_b`,
+    :func:`gemv_lanes_column_b`) apply to: an IEEE float32 product of a row-major A and a column-major B into a
+    row-major C (torch's Linear with a few tokens), 8, 12 or 16 rows per block, A and B read 4 wide along K."""
+    layouts = (op.layout_a, op.layout_b, op.layout_c) == ("row", "col", "row")
+    return (op.dtype == "float32" and op.precision == "ieee" and layouts and base.bm in (8, 12, 16)
+            and op.align_a >= 4 and op.align_b >= 4)
+
+
 def gemv_ring_column_b(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSchedule | None:
     """:func:`gemv_base_schedule`'s pick ``base`` for ``op`` as the column-major-B kernel with a ring
     (``smem_a``, ``spare_slot``, ``k_lanes``: :data:`GEMV_COLUMN_B_RING`): K slices at most 512 deep, as many as fill
@@ -982,9 +991,7 @@ def gemv_ring_column_b(op: GemmOp, base: GemmSchedule, target: Target) -> GemmSc
     None elsewhere. Offered by the search and the benchmarks (``--variant ring``); ``schedule=None`` does not take it:
     timed slower than the register kernel (:data:`GEMV_COLUMN_B_RING`)."""
     bn, k_lanes, rn, unroll, deepest = GEMV_COLUMN_B_RING
-    layouts = (op.layout_a, op.layout_b, op.layout_c) == ("row", "col", "row")
-    if not (op.dtype == "float32" and op.precision == "ieee" and layouts and base.bm in (8, 12, 16)
-            and op.align_a >= 4 and op.align_b >= 4):
+    if not _torch_linear_rows(op, base):
         return None
     ring = replace(base, bn=bn, rn=rn, vec=4, unroll=unroll, smem_a=True, spare_slot=True, k_lanes=k_lanes,
                    min_blocks=0, split_k=1, split_k_fused=False)
@@ -1021,9 +1028,7 @@ def gemv_lanes_column_b(op: GemmOp, base: GemmSchedule, target: Target, k_lanes:
     given = (k_lanes, rn, unroll, bn, min_blocks)
     k_lanes, rn, unroll, bn, min_blocks = (d if v is None else v for v, d in zip(given, GEMV_COLUMN_B_LANES,
                                                                                   strict=True))
-    layouts = (op.layout_a, op.layout_b, op.layout_c) == ("row", "col", "row")
-    if not (op.dtype == "float32" and op.precision == "ieee" and layouts and base.bm in (8, 12, 16)
-            and not base.smem_a and op.align_a >= 4 and op.align_b >= 4 and base.bm * rn % k_lanes == 0):
+    if not (_torch_linear_rows(op, base) and not base.smem_a and base.bm * rn % k_lanes == 0):
         return None
     lanes = replace(base, bn=bn, rn=rn, vec=4, unroll=unroll, k_lanes=k_lanes, min_blocks=min_blocks, split_k=1,
                     split_k_fused=False)
@@ -1060,7 +1065,7 @@ def gemv_lanes_split_k(op: GemmOp, s: GemmSchedule, target: Target) -> GemmSched
     (and where :func:`gemv_lanes_column_b` does not apply: rows, layouts, alignment)."""
     fewest_n, most_n, shallowest_k, deepest_k = GEMV_LANES_RANGE
     measured = fewest_n <= op.n <= most_n and shallowest_k <= op.k <= deepest_k and target.cc == 90
-    if not measured or s.smem_a or s.split_k == 1 or op.layout_b != "col" or s.k_lanes != 32:
+    if not measured or s.smem_a or s.split_k == 1 or op.layout_b != "col":  # (s has 32 lanes: the pick before lanes)
         return None
     return gemv_lanes_column_b(op, s, target)
 
