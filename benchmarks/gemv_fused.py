@@ -153,18 +153,14 @@ def variants(base, op, target, family: str) -> dict:
     from tiledsl.gemm.family import gemv_split
 
     if family == "mma3x":  # the tensor-core GEMV kernel (precision="3xtf32") at several widths and depths
-        from tiledsl.gemm.family import GEMV_MMA, gemv_whole_waves
+        from tiledsl.gemm.family import gemv_mma_form, gemv_mma_shape
 
         op3 = replace(op, precision="3xtf32")
         out = {}
         for rn, unroll in MMA_3XTF32:
-            s = tiledsl.GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=rn, unroll=unroll, vec=4)
-            s = replace(s, min_blocks=max(1, min(4, 65536 // (128 * s.est_registers))))  # blocks its registers allow
             if op.layout_b == "row" and rn % 32:  # a row-major B's lanes read 4 adjacent columns for 4 fragments
                 continue
-            pick = gemv_split(op3, s, target, blocks_per_sm=s.min_blocks, min_depth=GEMV_MMA[4])
-            out[f"3xtf32 rn{rn} u{unroll}"] = replace(s, split_k=gemv_whole_waves(op3, s, target, 1, pick,
-                                                                                   min_depth=GEMV_MMA[4]))
+            out[f"3xtf32 rn{rn} u{unroll}"] = gemv_mma_form(op3, target, gemv_mma_shape(128, rn, unroll))
         split = out.get("3xtf32 rn32 u2")  # schedule=None's form, its slices summed in the kernel (one launch)
         if split is not None and split.split_k > 1:
             out["3xtf32 rn32 u2 fused"] = replace(split, split_k_fused=True)

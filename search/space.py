@@ -616,26 +616,14 @@ def _gemv_mma_params(s) -> dict | None:
 def _gemv_mma_seeds(op, target) -> list:
     """The library's pick (``tiledsl.gemm.family.gemv_mma_schedule``) and the forms ``benchmarks/gemv_fused.py
     --family mma3x`` times around it (16 to 64 columns per warp, unroll 1 to 4, K slices filling whole waves)."""
-    from tiledsl.gemm.family import GEMV_MMA, gemv_mma_schedule, gemv_split, gemv_whole_waves
+    from tiledsl.gemm.family import gemv_mma_form, gemv_mma_schedule, gemv_mma_shape
 
     pick = gemv_mma_schedule(op, target)
     cands = [] if pick is None else [pick]
-    for rn, unroll in ((16, 2), (32, 1), (32, 4), (64, 2)):
-        s = _gemv_mma_form(rn, unroll)
-        split = gemv_whole_waves(op, s, target, 1, gemv_split(op, s, target, blocks_per_sm=s.min_blocks,
-                                                               min_depth=GEMV_MMA[4]), min_depth=GEMV_MMA[4])
-        cands.append(replace(s, split_k=split))
+    cands += [gemv_mma_form(op, target, gemv_mma_shape(128, rn, unroll)) for rn, unroll in ((16, 2), (32, 1), (32, 4),
+                                                                                             (64, 2))]
     cands += [replace(c, split_k_fused=True) for c in cands if c.split_k > 1]  # the same, one launch
     return _valid_seeds("gemm", cands, op, target, _gemv_mma_params)
-
-
-def _gemv_mma_form(rn: int, unroll: int):
-    """The tensor-core GEMV schedule of 128 threads with ``rn`` columns per warp at ``unroll``, ``min_blocks`` as many
-    blocks of 128 threads as its register estimate allows (at most 4)."""
-    from tiledsl.gemm import GemmSchedule
-
-    s = GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=rn, unroll=unroll, vec=4)
-    return replace(s, min_blocks=max(1, min(4, 65536 // (128 * s.est_registers))))
 
 
 GEMM_GEMV_MMA_SPACE = Space("gemm", _GEMV_MMA_KNOBS, _gemv_mma_fields, _gemv_mma_params, _gemv_mma_seeds, _gemm_work,

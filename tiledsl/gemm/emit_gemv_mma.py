@@ -186,13 +186,13 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
 def _multiply_step(w: Writer, row_b: bool) -> None:
     """Emit ``multiply_step``: one k16 step's TF32 split of a lane's vectors and, per fragment and half, three m16n8k8
     products (small terms first)."""
-    b_at = ("b[j] is column n0 + 8j + g at k + 4t; fragment j takes its elements 2h, 2h + 1" if not row_b else
-            "b[v] is row k + 4t + v % 4 at columns n0 + 32 (v / 4) + 4g … + 3; fragment 4q + c takes component c of "
-            "b[4q + 2h] and b[4q + 2h + 1]")
+    b_at = ("// b[j] is column n0 + 8j + g at k + 4t; fragment j takes its elements 2h, 2h + 1" if not row_b else
+            "// b[v] is row k + 4t + v % 4 at columns n0 + 32 (v / 4) + 4g … + 3; fragment 4q + c takes component c of\n"
+            "// b[4q + 2h] and b[4q + 2h + 1]")
     b0, b1 = (("[j][e]", "[j][e + 1]") if not row_b else ("[j / 4 * 4 + e][j % 4]", "[j / 4 * 4 + e + 1][j % 4]"))
     w("// one k16 step from k: lo / hi are A's rows g and g + 8 at k + 4t (element e is k + 4t + e); half h of the step",
-      "// takes elements 2h (the fragment's k-slot t) and 2h + 1 (slot t + 4) of each row; " + b_at[:b_at.index(";")] + ";",
-      "//" + b_at[b_at.index(";") + 1:],
+      "// takes elements 2h (the fragment's k-slot t) and 2h + 1 (slot t + 4) of each row",
+      b_at,
       "__device__ __forceinline__ void multiply_step(float (&acc)[FRAGS][4], const float4& lo, const float4& hi,")
     with w.block("                                              const float4 (&b)[FRAGS])"):
         w("unsigned lo_big[4], lo_small[4], hi_big[4], hi_small[4], b_big[FRAGS][4], b_small[FRAGS][4];",

@@ -732,17 +732,28 @@ def _gemv_mma_base() -> GemmSchedule:
 def gemv_mma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The tensor-core GEMV schedule (``kernel="gemv"``, ``mma="mma_sync"``; :mod:`tiledsl.gemm.emit_gemv_mma`) for a
     ``precision="3xtf32"`` product of :data:`GEMV_MMA_ROWS` rows, x @ W or x @ W.T (A and C row-major, B either), A and
-    B 16-byte aligned, on sm_80 or newer: :data:`GEMV_MMA`'s blocks, K slices filling whole waves of
-    the blocks its ``min_blocks`` leaves on an SM (:func:`gemv_whole_waves`, each slice at least 64 deep). None where the
-    kernel does not apply (the rules say why)."""
-    if op.precision != "3xtf32" or not GEMV_MMA_ROWS[0] <= op.m <= GEMV_MMA_ROWS[1]:
+    B 16-byte aligned, on sm_80 or newer: :data:`GEMV_MMA`'s form (:func:`gemv_mma_form`). None where the kernel does
+    not apply (:func:`gemv_mma_refusal` says why)."""
+    if op.precision != "3xtf32" or gemv_mma_refusal(op, target):
         return None
-    base, depth = _gemv_mma_base(), GEMV_MMA[4]
-    if not _applies(base, op, target):
-        return None
+    return gemv_mma_form(op, target, _gemv_mma_base())
+
+
+def gemv_mma_form(op: GemmOp, target: Target, base: GemmSchedule) -> GemmSchedule:
+    """The tensor-core GEMV schedule ``base`` with the K slices that fill whole waves of the blocks its ``min_blocks``
+    leaves on an SM (:func:`gemv_whole_waves`, each slice at least :data:`GEMV_MMA`'s 64 deep): the form
+    :func:`gemv_mma_schedule` takes, the search seeds (:func:`gemv_mma_shape`'s) and ``benchmarks/gemv_fused.py
+    --family mma3x`` times."""
+    depth = GEMV_MMA[4]
     pick = gemv_split(op, base, target, blocks_per_sm=base.min_blocks, min_depth=depth)
-    split = gemv_whole_waves(op, base, target, 1, pick, min_depth=depth)
-    return replace(base, split_k=split) if split > 1 else base
+    return replace(base, split_k=gemv_whole_waves(op, base, target, 1, pick, min_depth=depth))
+
+
+def gemv_mma_shape(bn: int, rn: int, unroll: int) -> GemmSchedule:
+    """The tensor-core GEMV schedule of ``bn`` threads, ``rn`` columns per warp and ``unroll``, one K slice,
+    ``min_blocks`` as many blocks per SM as its register estimate allows (at most 4)."""
+    s = GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=bn, bk=16, rn=rn, unroll=unroll, vec=4)
+    return replace(s, min_blocks=max(1, min(4, 65536 // (bn * s.est_registers))))
 
 
 GEMV_TWELVE_ROWS_MEASURED = "benchmarks/results/few_rows_h200_2026-12-05"
