@@ -145,6 +145,7 @@ struct Warp {
   Barrier bar;
   std::uint64_t slot[32] = {};
   unsigned mma_a[32][4] = {}, mma_b[32][2] = {};  // each lane's fragments of an mma.sync
+  double dmma_a[32][8] = {}, dmma_b[32][4] = {};  // and of a float64 one
 };
 
 struct Block {
@@ -231,6 +232,30 @@ inline void mma_1688_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned 
     float out = static_cast<float>(sum);  // then cut toward zero to float32, as the tensor cores' accumulation does
     if (std::isfinite(out) && std::fabs(static_cast<double>(out)) > std::fabs(sum)) out = std::nextafter(out, 0.0f);
     d[i] = out;
+  }
+  w.bar.arrive_and_wait();
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64: every lane posts its fragments, then computes its own four
+// accumulators from the warp's (PTX ISA's fragment layout: g = lane / 4, t = lane % 4; A register r holds row
+// g + 8·(r % 2), k t + 4·(r / 2); B register r holds k t + 4·r, column g; D element i holds row g + 8·(i / 2), column
+// 2t + i % 2). IEEE float64, rounded to nearest: the accumulator plus the sixteen products, one fused multiply-add each
+// in k order (the hardware's order within the instruction is not documented; with float32 operands every product is
+// exact and only the sums round)
+inline void mma_16816_f64(double (&d)[4], const double (&a)[8], const double (&b)[4]) {
+  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  Warp& w = this_warp(tid);
+  const unsigned lane = tid % 32;
+  std::memcpy(w.dmma_a[lane], a, sizeof a);
+  std::memcpy(w.dmma_b[lane], b, sizeof b);
+  w.bar.arrive_and_wait();
+  const unsigned g = lane / 4, t = lane % 4;
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned row = g + 8 * (i / 2), col = 2 * t + i % 2;
+    double sum = d[i];
+    for (unsigned kk = 0; kk < 16; ++kk)
+      sum = std::fma(w.dmma_a[(row % 8) * 4 + kk % 4][row / 8 + 2 * (kk / 4)], w.dmma_b[col * 4 + kk % 4][kk / 4], sum);
+    d[i] = sum;
   }
   w.bar.arrive_and_wait();
 }

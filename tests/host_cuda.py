@@ -13,7 +13,8 @@ copies no wait covered ends the run); float16 conversions go through ``_Float16`
 ``cvt.rn``); the m16n8k8 TF32 ``mma.sync`` of the tensor-core GEMV kernel becomes a warp-wide exchange of fragments
 (each lane's four accumulators from the warp's, in the PTX ISA's layout; the inputs' low 13 bits ignored, each exact
 sum cut toward zero to float32 once: an idealisation of the truncation measured on older tensor cores, which also
-drop addends' low bits while aligning them). Other inline PTX (the 16-bit mma.sync,
+drop addends' low bits while aligning them); the m16n8k16 float64 ``mma.sync`` (``mma="dmma"``) likewise, each sum
+rounded to nearest in float64. Other inline PTX (the 16-bit mma.sync,
 ldmatrix, wgmma, TMA) does not compile here.
 
 A block's fibers run one at a time from barrier to barrier, each stretch in index order or in reverse (``order``:
@@ -86,6 +87,12 @@ inline void tdsl_mma_1688_tf32(float (&d)[4], unsigned a0, unsigned a1, unsigned
 }
 """
 
+HOST_MMA_16816_F64 = r"""// ---- host stand-in for the m16n8k16 float64 mma.sync (a warp-wide exchange of fragments) ----
+inline void tdsl_mma_16816_f64(double (&d)[4], const double (&a)[8], const double (&b)[4]) {
+  host_cuda::mma_16816_f64(d, a, b);
+}
+"""
+
 HOST_HALF = r"""// ---- host stand-ins for the float16 conversions (the bfloat16 ones are plain C++ and stay) ----
 inline float tdsl_h2f(unsigned short h) { _Float16 v; std::memcpy(&v, &h, 2); return (float)v; }
 inline unsigned short tdsl_f2h(float f) { const _Float16 v = (_Float16)f; unsigned short h; std::memcpy(&h, &v, 2); return h; }
@@ -98,9 +105,10 @@ _SHARED = re.compile(r"__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][\w ]*?)\s
 def _host_helpers(source: str) -> str:
     """``source`` with the prelude's inline-PTX helpers (tiledsl.codegen.prelude) replaced by host versions."""
     from tiledsl.codegen import prelude
-    from tiledsl.gemm.emit_gemv_mma import MMA_1688_TF32_HELPER
+    from tiledsl.gemm.emit_gemv_mma import MMA_1688_TF32_HELPER, MMA_16816_F64_HELPER
 
     source = source.replace(prelude.ASYNC_COPY_HELPERS, HOST_ASYNC_COPY).replace(MMA_1688_TF32_HELPER, HOST_MMA_1688_TF32)
+    source = source.replace(MMA_16816_F64_HELPER, HOST_MMA_16816_F64)
     half_asm = prelude.HALF_HELPERS[:prelude.HALF_HELPERS.index("__device__ __forceinline__ float tdsl_bf2f")]
     return source.replace(half_asm, HOST_HALF)
 

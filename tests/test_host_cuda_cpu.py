@@ -505,14 +505,16 @@ def test_a_write_next_to_a_buffer_ends_the_run():
 
 
 # ---- the tensor-core GEMV kernel (precision="3xtf32": kernel="gemv", mma="mma_sync"), its mma.sync a warp-wide exchange
-def _mma_schedule(rn=32, unroll=2, split_k=1, bk=16, bn=128):
-    return tiledsl.GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=bn, bk=bk, rn=rn, unroll=unroll, vec=4,
+def _mma_schedule(rn=32, unroll=2, split_k=1, bk=16, bn=128, mma="mma_sync"):
+    return tiledsl.GemmSchedule(kernel="gemv", mma=mma, bm=16, bn=bn, bk=bk, rn=rn, unroll=unroll, vec=4,
                                 split_k=split_k)
 
 
-def _mma_op(m, n, k, read_c=False, layout_b="col"):
+def _mma_op(m, n, k, read_c=False, layout_b="col", mma="mma_sync"):
+    """The op of the tensor-core GEMV tests: precision "3xtf32" for mma.sync on TF32, "ieee" for the FP64 tensor cores
+    (mma="dmma")."""
     return tiledsl.GemmOp(m, n, k, layout_b=layout_b, align_a=4, align_b=4, align_c=4 if n % 4 == 0 else 1,
-                          read_c=read_c, precision="3xtf32")
+                          read_c=read_c, precision="3xtf32" if mma == "mma_sync" else "ieee")
 
 
 @pytest.mark.parametrize("m,n,k,rn,unroll,split_k,bk,layout_b", [
@@ -607,9 +609,10 @@ def test_gemv_mma_3xtf32_special_values(layout_b, rng):
     assert _rel_err(got[2:4][:, [j for j in range(n) if j != 4]], ref[2:4][:, [j for j in range(n) if j != 4]]) < 1e-6
 
 
+@pytest.mark.parametrize("mma", ["mma_sync", "dmma"])
 @pytest.mark.parametrize("layout_b", ["col", "row"])
-def test_gemv_mma_3xtf32_strided_operands_and_tickets(layout_b, rng):
-    """The tensor-core GEMV kernel with leading dimensions wider than the operands (A's rows K + 4 apart, B's rows N +
+def test_gemv_mma_strided_operands_and_tickets(layout_b, mma, rng):
+    """The tensor-core GEMV kernels (3xTF32 and float64) with leading dimensions wider than the operands (A's rows K + 4 apart, B's rows N +
     8 or K + 4 apart, C's N + 4): a kernel reading K or N where it should read lda, ldb or ldc fails; the fused split-K
     leaves every arrival ticket at zero for the next launch."""
     m, n, k = 13, 36, 100
@@ -622,11 +625,11 @@ def test_gemv_mma_3xtf32_strided_operands_and_tickets(layout_b, rng):
     else:
         b_st[:, :k] = b.T
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    for s in (_mma_schedule(rn=32, unroll=2), _mma_schedule(rn=32, unroll=2, split_k=3, bk=32),
-              replace(_mma_schedule(rn=32, unroll=2, split_k=3, bk=32), split_k_fused=True)):
+    for s in (_mma_schedule(rn=32, unroll=2, mma=mma), _mma_schedule(rn=32, unroll=2, split_k=3, bk=32, mma=mma),
+              replace(_mma_schedule(rn=32, unroll=2, split_k=3, bk=32, mma=mma), split_k_fused=True)):
         c = np.full((m, n + 4), -7.0, np.float32)
         c[:, :n] = np.nan
-        wss = host_cuda.gemm(_mma_op(m, n, k, layout_b=layout_b), s, a_st, b_st, c)
+        wss = host_cuda.gemm(_mma_op(m, n, k, layout_b=layout_b, mma=mma), s, a_st, b_st, c)
         assert _rel_err(c[:, :n], ref) < 4 * _tol(k), s
         assert (c[:, n:] == -7.0).all(), "a store past N into C's padding"
         if s.split_k_fused:
@@ -653,18 +656,141 @@ def test_gemv_mma_3xtf32_chunks_keep_float32_accuracy(layout_b, rng):
     assert not _rel_err(c, ref) < _tol(k)
 
 
+@pytest.mark.parametrize("mma", ["mma_sync", "dmma"])
 @pytest.mark.parametrize("layout_b", ["col", "row"])
-def test_gemv_mma_3xtf32_every_unroll_sums_every_step_once(layout_b, rng):
+def test_gemv_mma_every_unroll_sums_every_step_once(layout_b, mma, rng):
     """Unroll 1-8 (chunks of ⌊8 / unroll⌋ groups: 8, 8, 6, 8, 5, 6, 7 and 8 steps) over slices shorter than one group,
     empty slices (split 7 of K = 100: slices of 16) and K's tail, with small integer operands (every product and sum exact, in TF32
-    and in float32): C equals the exact product, so no step is lost or counted twice."""
+    and in float32): C equals the exact product, so no step is lost or counted twice. On the FP64 tensor cores (mma="dmma")
+    the same, one loop of groups and a tail of single steps."""
     m, n = 13, 40
     for k, split, bk in ((4, 1, 16), (132, 3, 16), (100, 7, 16)):
         a = rng.integers(-3, 4, (m, k)).astype(np.float32)
         b = rng.integers(-3, 4, (k, n)).astype(np.float32)
         b_storage = b if layout_b == "row" else np.ascontiguousarray(b.T)
         for unroll in range(1, 9):
-            s = _mma_schedule(rn=32, unroll=unroll, split_k=split, bk=bk)
+            s = _mma_schedule(rn=32, unroll=unroll, split_k=split, bk=bk, mma=mma)
             c = np.full((m, n), np.nan, np.float32)
-            host_cuda.gemm(_mma_op(m, n, k, layout_b=layout_b), s, a, b_storage, c)
+            host_cuda.gemm(_mma_op(m, n, k, layout_b=layout_b, mma=mma), s, a, b_storage, c)
             assert np.array_equal(c, a @ b), (k, split, unroll)
+
+
+# ---- the GEMV kernel on the FP64 tensor cores (mma="dmma": float32 inputs widened exactly, float64 sums); the host
+# runner's m16n8k16 f64 mma.sync a warp-wide exchange, IEEE float64
+def _dmma_bound(a, b, ref, split_k):
+    """Per element, |C − A·B| for a float32 C from float64 sums: one slice, the float32 rounding of the result (2^-24 of
+    it) and the float64 sums' error, in the kernel and in NumPy's reference (each at most K·2^-53 of Σ|a·b|, Higham's
+    γ_K); split_k slices, each slice's float32 rounding and the split-K sums' float32 additions (split_k + 1 roundings of
+    at most 2^-24 of Σ|a·b|)."""
+    k = a.shape[1]
+    total = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    if split_k == 1:
+        return 2.0**-24 * np.abs(ref) + 2 * k * 2.0**-53 * total
+    return (split_k + 1) * 2.0**-24 * total + 2 * k * 2.0**-53 * total
+
+
+@pytest.mark.parametrize("m,n,k,rn,unroll,split_k,bk,layout_b", [
+    (16, 64, 64, 32, 2, 1, 16, "col"), (12, 72, 100, 16, 2, 1, 16, "col"), (1, 40, 36, 8, 1, 1, 16, "col"),
+    (9, 129, 260, 64, 4, 1, 16, "col"), (16, 200, 1028, 32, 4, 3, 32, "col"), (13, 33, 516, 8, 3, 2, 64, "col"),
+    (16, 7, 4, 8, 1, 1, 16, "col"), (5, 300, 48, 32, 1, 1, 16, "col"), (16, 40, 2052, 16, 8, 1, 16, "col"),
+    (16, 64, 64, 32, 2, 1, 16, "row"), (12, 72, 100, 32, 2, 1, 16, "row"), (1, 4, 36, 32, 1, 1, 16, "row"),
+    (9, 132, 260, 64, 4, 1, 16, "row"), (16, 200, 1028, 64, 4, 3, 32, "row"), (13, 36, 516, 32, 3, 2, 64, "row"),
+    (5, 300, 48, 32, 1, 1, 16, "row"), (16, 36, 2052, 32, 8, 1, 16, "row")])
+def test_gemv_dmma_against_float64(m, n, k, rn, unroll, split_k, bk, layout_b, rng):
+    """x @ W.T and x @ W on the FP64 tensor cores (mma="dmma", precision "ieee"): 8-64 columns per warp (row-major B:
+    groups of 32), unroll 1-8, K ≡ 4, 0 and 12 mod 16, one slice and 2-3 (the split-K kernel, and summed in the kernel:
+    the same bits), rows past M (1-16 rows), columns past N: every element within its float64-sum bound
+    (:func:`_dmma_bound`: with one slice, half an ulp of float32 and K·2^-52 of Σ|a·b|, which float32 sums over K
+    terms exceed), the same bits in both orders, every load inside A and B; then alpha and beta on a given C."""
+    a, b, b_storage = _operands(rng, m, n, k, layout_b)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    s = _mma_schedule(rn, unroll, split_k, bk, mma="dmma")
+    op = _mma_op(m, n, k, layout_b=layout_b, mma="dmma")
+    got = _run(op, s, a, b_storage)
+    assert (np.abs(got - ref) <= _dmma_bound(a, b, ref, split_k)).all(), s
+    if split_k > 1:  # the slices summed in the kernel by the last block to arrive: the split-K kernel's bits
+        fused = replace(s, split_k_fused=True)
+        assert np.array_equal(_run(op, fused, a, b_storage), got), fused
+    c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    op_c = _mma_op(m, n, k, read_c=True, layout_b=layout_b, mma="dmma")
+    got = _run(op_c, s, a, b_storage, alpha=1.5, beta=-0.5, c0=c0)
+    want = 1.5 * ref - 0.5 * c0.astype(np.float64)
+    bound = 1.5 * _dmma_bound(a, b, ref, split_k) + 2.0**-24 * (np.abs(want) + 0.5 * np.abs(c0) + 1.5 * np.abs(ref))
+    assert (np.abs(got - want) <= bound).all(), s
+    if split_k > 1:
+        fused = replace(s, split_k_fused=True)
+        assert np.array_equal(_run(op_c, fused, a, b_storage, alpha=1.5, beta=-0.5, c0=c0), got), fused
+
+
+def test_gemv_dmma_one_slice_is_nearly_correctly_rounded(rng):
+    """With one slice every product is exact and the sums are float64's: on 16×64×4096 at least 99 % of C is A·B
+    rounded to float32 (correct rounding), where float32 FMA chains (NumPy's float32 product, here) get far fewer: the
+    kernel's sums are float64 from its loads to its last rounding."""
+    m, n, k = 16, 64, 4096
+    a, b, b_storage = _operands(rng, m, n, k, "col")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    c = np.full((m, n), np.nan, np.float32)
+    host_cuda.gemm(_mma_op(m, n, k, mma="dmma"), _mma_schedule(rn=32, unroll=2, mma="dmma"), a, b_storage, c)
+    rounded = ref.astype(np.float32)
+    assert np.mean(c == rounded) >= 0.99
+    assert np.mean((a @ b) == rounded) < 0.9  # float32 sums: the check above can tell them apart
+
+
+@pytest.mark.parametrize("layout_b,what,edit", [
+    ("col", "A's fragment registers in row order (the wrong PTX layout)",
+     lambda src: src.replace("{lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w}",
+                             "{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}")),
+    ("col", "B's registers from swapped components",
+     lambda src: src.replace("{b[j].x, b[j].y, b[j].z, b[j].w}", "{b[j].y, b[j].x, b[j].z, b[j].w}")),
+    ("col", "the sums rounded to float32 after every step",
+     lambda src: src.replace("tdsl_mma_16816_f64(acc[j], a, bj);",
+                             "tdsl_mma_16816_f64(acc[j], a, bj);\n    for (double& x : acc[j]) x = static_cast<float>(x);")),
+    ("col", "the last steps read without their bounds test",
+     lambda src: src.replace("const bool in = k + 4 * t < k_end;", "const bool in = true;")),
+    ("row", "a fragment's column slot from the wrong component (row-major B)",
+     lambda src: src.replace("bd[j / 4 * 4 + 1][j % 4]", "bd[j / 4 * 4 + 1][(j + 1) % 4]")),
+    ("row", "the column-major B's column mapping in the epilogue (row-major B)",
+     lambda src: src.replace("n0 + 32 * (j / 4) + 4 * (2 * t + i % 2) + j % 4;", "n0 + 8 * j + 2 * t + i % 2;")),
+])
+def test_gemv_dmma_broken_variants_fail(layout_b, what, edit, rng):
+    """Each check of the FP64 tensor-core test above fails on a kernel broken on purpose: the host runner's float64
+    mma.sync follows the PTX ISA's fragment layout, a read past the end of B stops the run, and float32 sums miss the
+    float64 bound."""
+    m, n, k = 16, 40, 1028  # K ≡ 4 mod 16: a last step with lanes past the end
+    a, b, b_col = _operands(rng, m, n, k, layout_b)
+    op, s = _mma_op(m, n, k, layout_b=layout_b, mma="dmma"), _mma_schedule(rn=8 if layout_b == "col" else 32,
+                                                                            unroll=2, mma="dmma")
+    source = GEMM.emit(op, s).source
+    assert edit(source) != source, what
+    c = np.full((m, n), np.nan, np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    try:
+        host_cuda.gemm(op, s, a, b_col, c, edit=edit)
+    except host_cuda.HostRunError:
+        return  # a read past B's end
+    assert not (np.abs(c - ref) <= _dmma_bound(a, b, ref, 1)).all(), what
+
+
+@pytest.mark.parametrize("layout_b", ["col", "row"])
+def test_gemv_dmma_special_values(layout_b, rng):
+    """IEEE arithmetic in float64, rounded to float32 once (docs/gemm.md): a NaN input makes its row NaN, ∞·0 is NaN, an
+    ∞ of B makes its column ±∞ (one infinite term per output), and products past float32's range that cancel leave a
+    finite, correct result (3.4e38·2 − 3.4e38·2: float32 sums give ∞ − ∞ = NaN there)."""
+    m, n, k = 12, 40, 36
+    a, b, _ = _operands(rng, m, n, k, layout_b)
+    a[0, 5], a[0, 6], b[5, :], b[6, :] = 3.4e38, 3.4e38, 2.0, -2.0  # row 0: +6.8e38 − 6.8e38, past float32, cancel
+    a[1, 7] = np.nan
+    b[9, 4] = np.inf
+    b[10, :], a[4, 10] = 0.0, np.inf  # ∞·0: row 4 NaN
+    b_storage = b if layout_b == "row" else np.ascontiguousarray(b.T)
+    got = _run(_mma_op(m, n, k, layout_b=layout_b, mma="dmma"), _mma_schedule(rn=32, unroll=2, mma="dmma"), a,
+               b_storage)
+    with np.errstate(invalid="ignore"):
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.isnan(got[1]).all() and np.isnan(got[4]).all()
+    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(np.isinf(got), np.isinf(ref))
+    assert np.array_equal(np.sign(got[np.isinf(ref)]), np.sign(ref[np.isinf(ref)]))
+    finite = np.isfinite(ref)
+    assert finite[0].sum() == n - 1 and np.isfinite(got[0][finite[0]]).all()  # row 0: finite but column 4
+    bound = _dmma_bound(np.nan_to_num(a, posinf=0), np.nan_to_num(b, posinf=0), ref, 1)
+    assert (np.abs(got[finite] - ref[finite]) <= bound[finite]).all()

@@ -31,9 +31,9 @@ from .errors import ToolchainError
 __all__ = ["MATH", "LoopMix", "disassemble", "find_nvdisasm", "hottest_loop", "loop_mix", "loops"]
 
 MATH = frozenset({"FFMA", "FADD", "FMUL", "FFMA32I", "FADD32I", "FMUL32I", "HFMA2", "HADD2", "HMUL2", "DFMA",
-                  "DADD", "DMUL", "HMMA", "HGMMA", "IMMA"})
+                  "DADD", "DMUL", "HMMA", "HGMMA", "IMMA", "DMMA"})
 """Opcodes counted as math when choosing the hottest loop: FP32 (with the immediate forms), packed FP16, FP64, and
-the tensor cores' MMAs (floating-point and integer)."""
+the tensor cores' MMAs (floating-point, float64 and integer)."""
 
 NVDISASM_TIMEOUT_S = 120.0
 """The longest nvdisasm may take on one cubin (a few hundred KB take under a second)."""

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from .. import dtypes
 from ..gemm.kernel_plan import gemv_widths, plan_gemm
-from ..gemm.schedule import gemv_slice_depth
+from ..gemm.schedule import gemv_slice_depth, tensor_core_gemv
 from ..occupancy import Occupancy, Waves, occupancy, waves
 from ..target import Target
 
@@ -143,7 +143,7 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
     k_slice = gemv_slice_depth(op.k, s)  # the emitter's k_per_split
     if s.smem_a:  # A is read from shared memory: a thread's iterations are single k steps of one VB-wide load
         va = 1
-    if s.mma == "mma_sync":  # the tensor-core kernel (precision="3xtf32"): per k16 step a lane reads one 4-wide vector
+    if tensor_core_gemv(s):  # the tensor-core kernels (mma_sync, dmma): per k16 step a lane reads one 4-wide vector
         # of each of its warp's rn / 8 fragments' columns (the streaming model's latency was fitted on the FMA kernels)
         iterations, lanes = -(-k_slice // 16), 1.0
         per_iteration = s.rn // 8 * 4 * e
@@ -157,7 +157,7 @@ def gemv_time(op, s, target: Target, hbm_bytes_per_s: float, registers: int | No
         per_iteration = s.rn * vb * e * lanes
     in_flight = min(s.unroll, iterations)  # a short slice holds fewer iterations than the unroll allows
     compiled = registers is not None
-    if registers is None and s.mma == "mma_sync":
+    if registers is None and tensor_core_gemv(s):
         registers = p.est_registers
     elif registers is None and op.layout_b == "col" and not s.smem_a:
         registers = column_b_registers(s.bm, s.rn, vb, s.unroll)

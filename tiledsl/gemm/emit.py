@@ -33,7 +33,7 @@ from .emit_mma import emit_gemm_mma
 from .emit_wgmma import emit_gemm_wgmma
 from .kernel_plan import canonical, grid, kernel_name, kernel_name_reduce, plan_gemm, splitk_reduce_plan
 from .op import GemmOp
-from .schedule import GEMM_RULES, GemmSchedule, tile_loads, tile_pieces
+from .schedule import GEMM_RULES, GemmSchedule, tensor_core_gemv, tile_loads, tile_pieces
 
 __all__ = ["emit_gemm", "emit_splitk_reduce", "grid", "kernel_name", "kernel_name_reduce"]
 
@@ -79,7 +79,7 @@ def emit_gemm(op: GemmOp, s: GemmSchedule) -> KernelSource:
         Launch on a 1-D grid of ceil(M/bm)·ceil(N/bn) blocks (see :func:`grid`).
     """
     s.check_op(op)
-    if s.kernel == "gemv" and s.mma == "mma_sync":
+    if tensor_core_gemv(s):
         return emit_gemm_gemv_mma(op, s)
     if s.kernel == "gemv":
         return emit_gemm_gemv(op, s)

@@ -22,9 +22,10 @@ def kernel_name(op: GemmOp, s: GemmSchedule) -> str:
     split = f"_sk{s.split_k}{'f' if s.split_k_fused else ''}" if s.split_k > 1 else ""  # f: summed in the kernel
     inputs = ("tf32" if op.precision == "tf32" and s.mma == "wgmma"  # FMA kernels stay exact
               else "tf32x3" if op.precision == "3xtf32" and s.mma == "mma_sync" else dt)
+    accumulate = "f64" if s.mma == "dmma" else "f32"  # the FP64 tensor cores sum in float64
     kind = "gemv_" if s.kernel == "gemv" else ""
     c_col = "_ccol" if op.layout_c == "col" else ""
-    return (f"tiledsl_{kind}gemm_{inputs}f32{dt}_{op.layout.lower()}{c_col}_v{op.align_a}{op.align_b}{op.align_c}"
+    return (f"tiledsl_{kind}gemm_{inputs}{accumulate}{dt}_{op.layout.lower()}{c_col}_v{op.align_a}{op.align_b}{op.align_c}"
             f"_{beta}_{s.bm}x{s.bn}x{s.bk}{split}_{s.short_hash()}")
 
 

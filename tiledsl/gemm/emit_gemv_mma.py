@@ -1,14 +1,24 @@
-"""GEMV-style GEMM on the tensor cores (``kernel="gemv"``, ``mma="mma_sync"``, ``GemmOp.precision="3xtf32"``): a pure
-function (GemmOp, GemmSchedule) -> KernelSource for C (M×N) = A (M×K) · B (K×N) with few rows M, float32 inputs split
-into TF32 parts; A row-major, C row-major, B either column-major (x @ W.T, torch's Linear with a few tokens: W [N, K]
-row-major) or row-major (x @ W, W [K, N]).
+"""GEMV-style GEMM on the tensor cores: a pure function (GemmOp, GemmSchedule) -> KernelSource for C (M×N) = A (M×K) ·
+B (K×N) with few rows M and float32 inputs, on TF32 (``kernel="gemv"``, ``mma="mma_sync"``,
+``GemmOp.precision="3xtf32"``: each input split into TF32 parts) or on float64 (``mma="dmma"``, precision "ieee": each
+input widened to float64 exactly); A row-major, C row-major, B either column-major (x @ W.T, torch's Linear with a few
+tokens: W [N, K] row-major) or row-major (x @ W, W [K, N]).
 
 Why: with sixteen rows every element of W read feeds 16 FMAs; at the HBM rate that is about half of the FP32 units'
 peak, and the FMA kernel's other instructions (loads, address arithmetic, the warp's sums) leave it short of the
 bandwidth. One ``mma.sync.m16n8k8`` with TF32 inputs does 1024 multiply-adds per warp instruction; three of them per
-product (below) keep float32's accuracy within a few bits and need a fraction of the FMA kernel's issue slots.
+product (below) keep float32's accuracy within a few bits and need a fraction of the FMA kernel's issue slots. One
+``mma.sync.m16n8k16`` on float64 (SASS ``DMMA``, sm_90) does 2048 per instruction, exactly: the float64 tensor cores'
+peak (67 TFLOP/s on H100/H200 SXM, NVIDIA's H100 datasheet) equals the FP32 units', and sixteen rows at the HBM rate
+need about half of it, with one conversion per element of W (F2F.F64.F32) in place of the FMA kernel's ~19 issue slots.
 
-Precision (CUTLASS's "3xTF32"): each float32 x becomes big = x rounded to TF32 (10 explicit mantissa bits, to nearest,
+Precision, ``mma="dmma"``: a float32 value is exactly a float64 value, and the product of two is exact in float64 (24 +
+24 significand bits ≤ 53); the tensor cores sum in float64 with rounding to nearest (``.rn``, IEEE 754), and the result
+is rounded to float32 once (with alpha and beta applied in float64). Each output is at least as accurate as an IEEE
+float32 FMA chain over the same slice, though not bit-equal to one; special values follow IEEE arithmetic in float64
+(a partial sum past float32's range stays finite until the last rounding).
+
+Precision, ``mma="mma_sync"`` (CUTLASS's "3xTF32"): each float32 x becomes big = x rounded to TF32 (10 explicit mantissa bits, to nearest,
 ties away from zero: ``(bits + 0x1000) & 0xffffe000``) and small = x − big (exact) cut to TF32 (``& 0xffffe000``);
 a·b ≈ big_a·big_b + big_a·small_b + small_a·big_b (the small·small term, at most 2^-22 of |a·b|, is dropped; the cut of
 small loses at most 2^-21 of |x|), accumulated in float32 by the tensor cores, small terms first. Each product keeps
@@ -16,7 +26,8 @@ about 21 of float32's 24 bits. An input of magnitude at least 2^128·(1 − 2^-1
 makes every output it reaches NaN, even times 0 (its big part is ∞, its small part −∞ or, for ∞ itself, NaN), where
 IEEE float32 gives a finite result or ±∞; a NaN input stays NaN.
 
-Structure of the kernel (PTX ISA: "Matrix Fragments for mma.m16n8k8", ``.tf32``):
+Structure of the kernel (PTX ISA: "Matrix Fragments for mma.m16n8k8", ``.tf32``, and for mma.m16n8k16, ``.f64``:
+A register 2i + h holds row g + 8h at k-slot t + 4i, B register i k-slot t + 4i of column g, the accumulators as TF32's):
 
 1. grid: x = blocks of ``(bn / 32) · rn`` columns of C, y = ``split_k`` slices of K (each a multiple of ``bk``, which
    is a multiple of 16), z = groups of 16 rows of C; ``bn`` threads per block, warp w owning ``rn`` columns (``rn / 8``
@@ -25,6 +36,7 @@ Structure of the kernel (PTX ISA: "Matrix Fragments for mma.m16n8k8", ``.tf32``)
    g + 8 at k + 4t. The fragment's K order is permuted: its k-slot t holds element k + 4t + 2h and slot t + 4 element
    k + 4t + 2h + 1 in half h (0, 1) of the step. A dot product does not depend on the order of its terms, and A and B
    use the same permutation, so the two m16n8k8 products of each half sum the 16 terms of the step exactly once.
+   On float64 one m16n8k16 takes the whole step: k-slot t + 4i holds element k + 4t + i (i = 0…3).
    Column-major B: the lane reads the 4 floats of column n + 8j + g (a row of W) at k + 4t for each fragment j, each
    row of W 64 contiguous bytes per step from the 4 lanes of a group; fragment j's column slot g is column n + 8j + g.
    Row-major B: the warp's columns are groups of 32, four fragments each; per group q the lane reads W's rows
@@ -33,15 +45,17 @@ Structure of the kernel (PTX ISA: "Matrix Fragments for mma.m16n8k8", ``.tf32``)
    16-byte vectors of B per step;
 3. ``unroll`` k16 steps are loaded before any is multiplied (their loads in flight together; ptxas's registers say the
    loads in flight stop growing past unroll 4), then split and
-   multiplied into accumulators that start from zero every ``CHUNK`` steps (:data:`GEMV_MMA_CHUNK`) and are then added
-   to the running float32 sums with rounding (tensor cores have been measured to cut each sum toward zero); a last partial group of steps (K's end) is loaded with a bounds test per vector (K is a multiple of 4:
+   multiplied (TF32: into accumulators that start from zero every ``CHUNK`` steps, :data:`GEMV_MMA_CHUNK`, and are then
+   added to the running float32 sums with rounding, as tensor cores have been measured to cut each sum toward zero;
+   float64: into the float64 sums directly); a last partial group of steps (K's end) is loaded with a bounds test per
+   vector (K is a multiple of 4:
    a vector is wholly in or out); B is read with ``__ldcs`` (evict-first: each element is read once, and A stays in
    the caches for the other warps);
 4. rows past M read row M − 1 and columns past N read column N − 1 (row-major B: the last 4, N being a multiple of
    4), in bounds and never stored;
 5. epilogue: lane (g, t) holds rows g and g + 8 of column slots 2t and 2t + 1 of each fragment (column-major B:
    columns n + 8j + 2t + e; row-major B: columns n + 32q + 4(2t + e) + c of fragment 4q + c): C = alpha·acc (+ beta·C),
-   with split-K the slice's float32 partial sums to the workspace, summed by the split-K kernel, or
+   with split-K the slice's partial sums rounded to float32 to the workspace, summed by the split-K kernel, or
    (``split_k_fused``) by the last of the column group's blocks to take its ticket, in slice order either way.
 """
 
@@ -55,7 +69,7 @@ from ..compile import KernelSource
 from .emit_common import constexpr_table, fused_arrival, gemv_k_range, gemv_kernel_head
 from .kernel_plan import plan_gemm
 from .op import GemmOp
-from .schedule import GEMM_RULES, GemmSchedule
+from .schedule import GEMM_RULES, MMA_KINDS, GemmSchedule
 
 GEMV_MMA_CHUNK = 8
 """k16 steps (128 elements of K) whose tensor-core sums start from zero and are then added to the running float32 sums
@@ -74,6 +88,19 @@ TF32_SPLIT_HELPER = r"""// ---- 3xTF32: float32 in two TF32 parts ----
 __device__ __forceinline__ void tdsl_split_tf32(float x, unsigned& big, unsigned& small) {
   big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
   small = __float_as_uint(x - __uint_as_float(big)) & 0xffffe000u;
+}
+"""
+
+MMA_16816_F64_HELPER = r"""// ---- FP64 tensor cores (PTX ISA: mma.sync.aligned.m16n8k16, .f64; sm_90) ----
+// D = A·B + D on one m16n8k16 fragment, IEEE float64 with rounding to nearest: A row-major 16x16 (register 2i + h:
+// row g + 8h, k t + 4i), B column-major 16x8 (register i: k t + 4i, column g), accumulators (d0, d1: row g, columns 2t,
+// 2t+1; d2, d3: row g+8), for g = lane / 4, t = lane % 4
+__device__ __forceinline__ void tdsl_mma_16816_f64(double (&d)[4], const double (&a)[8], const double (&b)[4]) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7, %8, %9, %10, %11}, "
+      "{%12, %13, %14, %15}, {%0, %1, %2, %3};\n"
+      : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
+        "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
 }
 """
 
@@ -99,26 +126,31 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         (x: ⌈N / ((bn / 32)·rn)⌉ blocks of columns, y: ``split_k`` K slices, z: ⌈M / 16⌉ groups of rows).
     """
     p = plan_gemm(op, s)
+    f64 = s.mma == "dmma"  # float64 tensor cores (else TF32, 3xTF32)
+    acc_t = "double" if f64 else "float"
     split = s.split_k > 1
     fused = s.split_k_fused  # the slices summed by the last block of each column group (rule split_k_fused_on_gemv)
     row_b = op.layout_b == "row"
     w = Writer()
     w(f"// tiledsl GEMV-style GEMM on the tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]"
       f"{' + beta * C' if op.read_c and (fused or not split) else ''}, few rows M",
+      "// float32 in/out, each input widened to float64 exactly, one m16n8k16 float64 product per step (exact "
+      "products),\n// float64 accumulation, one rounding to float32;" if f64 else
       "// float32 in/out, each input split into two TF32 parts, three m16n8k8 products per term (3xTF32), float32 "
       "accumulation;",
       "// A row-major, B column-major (W[N][K]: x @ W.T), C row-major" if not row_b else
       "// A row-major, B row-major (W[K][N]: x @ W), C row-major",
       f"// schedule: {json.dumps(s.header_dict(), sort_keys=True)}",
-      TF32_SPLIT_HELPER.rstrip("\n"), MMA_1688_TF32_HELPER.rstrip("\n"))
+      *((MMA_16816_F64_HELPER.rstrip("\n"),) if f64 else
+        (TF32_SPLIT_HELPER.rstrip("\n"), MMA_1688_TF32_HELPER.rstrip("\n"))))
     w.blank()
-    w("// ---- schedule (tiledsl.GemmSchedule, kernel='gemv', mma='mma_sync') ----")
+    w(f"// ---- schedule (tiledsl.GemmSchedule, kernel='gemv', mma='{s.mma}') ----")
     constexpr_table(w, [
         ("BM", s.bm, "bm: rows of C per block (one m16 fragment)"), ("BN", s.bn, "bn: threads per block"),
         ("BK", s.bk, "bk: K slices start on multiples of it"), ("RN", s.rn, "rn: columns of C per warp (RN / 8 n8 "
                                                                            "fragments)"),
         ("UNROLL", s.unroll, "unroll: k16 steps per thread in flight"), ("SPLIT_K", s.split_k, "split_k: K slices"),
-        ("MMA", 1, "mma='mma_sync'"), ("KERNEL", 1, "kernel='gemv'"), ("THREADS", s.threads, "= bn"),
+        ("MMA", MMA_KINDS.index(s.mma), f"mma='{s.mma}'"), ("KERNEL", 1, "kernel='gemv'"), ("THREADS", s.threads, "= bn"),
         ("MIN_BLOCKS", p.min_blocks, "min_blocks"),
         # fields of the other kernels, unused here; the rule table's static_asserts name them
         ("RM", s.rm, "rm (unused)"), ("WM", s.wm, "wm (unused)"), ("WN", s.wn, "wn (unused)"),
@@ -128,13 +160,14 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("K_LANES", s.k_lanes, "k_lanes (unused)"), ("COL_GROUPS", s.col_groups, "col_groups (unused)"),
         ("SPLIT_K_FUSED", int(s.split_k_fused), "split_k_fused (unused)"),
     ])
-    w("constexpr int FRAGS = RN / 8;  // n8 fragments of C per warp",
-      f"constexpr int CHUNK = {s.unroll * max(1, GEMV_MMA_CHUNK // s.unroll)};  // k16 steps summed into fresh "
-      f"accumulators: {max(1, GEMV_MMA_CHUNK // s.unroll)} groups of UNROLL")
+    w("constexpr int FRAGS = RN / 8;  // n8 fragments of C per warp")
+    if not f64:
+        w(f"constexpr int CHUNK = {s.unroll * max(1, GEMV_MMA_CHUNK // s.unroll)};  // k16 steps summed into fresh "
+          f"accumulators: {max(1, GEMV_MMA_CHUNK // s.unroll)} groups of UNROLL")
     for line in R.static_asserts(GEMM_RULES, s.env()):
         w(line)
     w.blank()
-    _multiply_step(w, row_b)
+    (_multiply_step_f64 if f64 else _multiply_step)(w, row_b)
     w.blank()
     with w.block(gemv_kernel_head(w, op, s, p)):
         gemv_k_range(w, s)
@@ -151,36 +184,84 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
               "long long b_at[FRAGS];",
               "#pragma unroll",
               "for (int v = 0; v < FRAGS; ++v) b_at[v] = (4 * t + v % 4) * ldb + min(n0 + 32 * (v / 4) + 4 * g, N - 4);",
-              "float acc[FRAGS][4] = {};  // fragment 4q + c: (row g, columns n0 + 32q + 8t + c, + 4), then row g + 8")
+              f"{acc_t} acc[FRAGS][4] = {{}};  // fragment 4q + c: (row g, columns n0 + 32q + 8t + c, + 4), then row g + 8")
         else:
             w("// vector j of B per step: column n0 + 8j + g (a row of W) at k + 4t (columns past N: the last, never stored)",
               "const float* b_col[FRAGS];",
               "#pragma unroll",
               "for (int j = 0; j < FRAGS; ++j) b_col[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + 4 * t;",
-              "float acc[FRAGS][4] = {};  // fragment j: (row g, columns n0 + 8j + 2t, +1), then row g + 8")
+              f"{acc_t} acc[FRAGS][4] = {{}};  // fragment j: (row g, columns n0 + 8j + 2t, +1), then row g + 8")
         with w.block("if (n0 < N)"):
-            w("int k = k_begin;",
-              "// ---- chunks of CHUNK k16 steps, each into fresh accumulators added to acc after it (tensor cores have",
-              "// been measured to cut each sum toward zero: a chain of a whole slice would carry that bias, a chunk's is",
-              "// added with rounding); within a chunk, whole groups of UNROLL steps without bounds tests ----")
-            with w.block("while (k + 16 * UNROLL <= k_end)"):
-                w("float part[FRAGS][4] = {};",
-                  "#pragma unroll 1")
-                with w.block("for (int group = 0; group < CHUNK / UNROLL && k + 16 * UNROLL <= k_end; ++group, "
-                             "k += 16 * UNROLL)"):
-                    _main_steps(w, row_b)
-                _add_part(w)
-            w("// ---- the slice's last steps: a vector past k_end reads as zeros ----")
-            with w.block("if (k < k_end)"):
-                w("float part[FRAGS][4] = {};")
-                with w.block("for (; k < k_end; k += 16)"):
-                    _tail_step(w, row_b)
-                _add_part(w)
-        _epilogue(w, op, split, row_b, fused)
+            (_steps_f64 if f64 else _steps_tf32)(w, row_b)
+        _epilogue(w, op, split, row_b, fused, f64)
         if fused:
             fused_arrival(w)
             _fused_sum(w, op)
     return KernelSource(name=p.kernel_name, source=w.text(), block=(s.threads, 1, 1), dynamic_smem_bytes=0)
+
+
+def _steps_tf32(w: Writer, row_b: bool) -> None:
+    """Emit the slice's k16 steps on TF32: chunks of CHUNK steps into fresh float32 accumulators ``part``, each added
+    to ``acc`` with rounding."""
+    w("int k = k_begin;",
+      "// ---- chunks of CHUNK k16 steps, each into fresh accumulators added to acc after it (tensor cores have",
+      "// been measured to cut each sum toward zero: a chain of a whole slice would carry that bias, a chunk's is",
+      "// added with rounding); within a chunk, whole groups of UNROLL steps without bounds tests ----")
+    with w.block("while (k + 16 * UNROLL <= k_end)"):
+        w("float part[FRAGS][4] = {};",
+          "#pragma unroll 1")
+        with w.block("for (int group = 0; group < CHUNK / UNROLL && k + 16 * UNROLL <= k_end; ++group, "
+                     "k += 16 * UNROLL)"):
+            _main_steps(w, row_b, "part")
+        _add_part(w)
+    w("// ---- the slice's last steps: a vector past k_end reads as zeros ----")
+    with w.block("if (k < k_end)"):
+        w("float part[FRAGS][4] = {};")
+        with w.block("for (; k < k_end; k += 16)"):
+            _tail_step(w, row_b, "part")
+        _add_part(w)
+
+
+def _steps_f64(w: Writer, row_b: bool) -> None:
+    """Emit the slice's k16 steps on float64: every product into ``acc`` (float64 sums, rounded to nearest)."""
+    w("int k = k_begin;",
+      "// ---- whole groups of UNROLL k16 steps, without bounds tests ----",
+      "#pragma unroll 1")
+    with w.block("for (; k + 16 * UNROLL <= k_end; k += 16 * UNROLL)"):
+        _main_steps(w, row_b, "acc")
+    w("// ---- the slice's last steps (fewer than UNROLL): a vector past k_end reads as zeros ----",
+      "#pragma unroll 1")
+    with w.block("for (; k < k_end; k += 16)"):
+        _tail_step(w, row_b, "acc")
+
+
+def _multiply_step_f64(w: Writer, row_b: bool) -> None:
+    """Emit ``multiply_step`` on float64: one k16 step's vectors widened to float64 (exact) and, per fragment, one
+    m16n8k16 product."""
+    w("// one k16 step from k: lo / hi are A's rows g and g + 8 at k + 4t (element i is k + 4t + i, the fragment's k-slot",
+      "// t + 4i: A register 2i + h is element i of row g + 8h, B register i element i of the fragment's column)",
+      "// b[j] is column n0 + 8j + g at k + 4t" if not row_b else
+      "// b[v] is row k + 4t + v % 4 at columns n0 + 32 (v / 4) + 4g … + 3; fragment 4q + c takes component c of\n"
+      "// b[4q], …, b[4q + 3]",
+      "__device__ __forceinline__ void multiply_step(double (&acc)[FRAGS][4], const float4& lo, const float4& hi,")
+    with w.block("                                              const float4 (&b)[FRAGS])"):
+        w("const double a[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};  // float32 -> float64: exact")
+        if row_b:
+            w("double bd[FRAGS][4];",
+              "#pragma unroll",
+              "for (int v = 0; v < FRAGS; ++v) {",
+              "  bd[v][0] = b[v].x; bd[v][1] = b[v].y; bd[v][2] = b[v].z; bd[v][3] = b[v].w;",
+              "}",
+              "#pragma unroll")
+            with w.block("for (int j = 0; j < FRAGS; ++j)"):
+                w("const double bj[4] = {bd[j / 4 * 4][j % 4], bd[j / 4 * 4 + 1][j % 4], bd[j / 4 * 4 + 2][j % 4],",
+                  "                      bd[j / 4 * 4 + 3][j % 4]};",
+                  "tdsl_mma_16816_f64(acc[j], a, bj);")
+        else:
+            w("#pragma unroll")
+            with w.block("for (int j = 0; j < FRAGS; ++j)"):
+                w("const double bj[4] = {b[j].x, b[j].y, b[j].z, b[j].w};",
+                  "tdsl_mma_16816_f64(acc[j], a, bj);")
 
 
 def _multiply_step(w: Writer, row_b: bool) -> None:
@@ -223,9 +304,9 @@ def _b_load(row_b: bool, k: str) -> str:
     return f"__ldcs(reinterpret_cast<const float4*>({at}))"
 
 
-def _main_steps(w: Writer, row_b: bool) -> None:
+def _main_steps(w: Writer, row_b: bool, into: str) -> None:
     """Emit the body of a group of UNROLL whole k16 steps: every step's loads first (in flight together), then each
-    step multiplied."""
+    step multiplied into the accumulators ``into``."""
     v = "v" if row_b else "j"
     w("float4 lo[UNROLL], hi[UNROLL], b[UNROLL][FRAGS];  // step u's vectors of A's two rows and of B",
       "#pragma unroll")
@@ -235,11 +316,12 @@ def _main_steps(w: Writer, row_b: bool) -> None:
           "hi[u] = *reinterpret_cast<const float4*>(a_hi + kk);",
           "#pragma unroll",
           f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[u][{v}] = {_b_load(row_b, 'kk')};  // B: read once")
-    w("#pragma unroll", "for (int u = 0; u < UNROLL; ++u) multiply_step(part, lo[u], hi[u], b[u]);")
+    w("#pragma unroll", f"for (int u = 0; u < UNROLL; ++u) multiply_step({into}, lo[u], hi[u], b[u]);")
 
 
-def _tail_step(w: Writer, row_b: bool) -> None:
-    """Emit the body of one k16 step at the slice's end, each vector read only where it starts before k_end."""
+def _tail_step(w: Writer, row_b: bool, into: str) -> None:
+    """Emit the body of one k16 step at the slice's end, each vector read only where it starts before k_end, multiplied
+    into the accumulators ``into``."""
     v = "v" if row_b else "j"
     w("const bool in = k + 4 * t < k_end;  // this lane's vectors: wholly in or out (K is a multiple of 4)",
       "const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);",
@@ -248,7 +330,7 @@ def _tail_step(w: Writer, row_b: bool) -> None:
       "float4 b[FRAGS];",
       "#pragma unroll",
       f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[{v}] = in ? {_b_load(row_b, 'k')} : zero;",
-      "multiply_step(part, lo, hi, b);")
+      f"multiply_step({into}, lo, hi, b);")
 
 
 def _add_part(w: Writer) -> None:
@@ -259,9 +341,10 @@ def _add_part(w: Writer) -> None:
       "  for (int i = 0; i < 4; ++i) acc[j][i] += part[j][i];")
 
 
-def _epilogue(w: Writer, op: GemmOp, split: bool, row_b: bool, fused: bool) -> None:
+def _epilogue(w: Writer, op: GemmOp, split: bool, row_b: bool, fused: bool, f64: bool) -> None:
     """Emit the stores of the warp's fragments: lane (g, t) holds rows g and g + 8 of column slots 2t + e of each
-    fragment j (columns n0 + 8j + 2t + e; row-major B: n0 + 32 (j / 4) + 4 (2t + e) + j % 4)."""
+    fragment j (columns n0 + 8j + 2t + e; row-major B: n0 + 32 (j / 4) + 4 (2t + e) + j % 4); float64 sums are
+    rounded to float32 once, after alpha and beta."""
     scale, beta = ("", False) if split else ("alpha * ", op.read_c)
     out, ld = ("P", "N") if fused else ("C", "ldc")
     w("// ---- epilogue: " + ("the slice's partial sums to P, its slice of W" if fused else
@@ -275,7 +358,11 @@ def _epilogue(w: Writer, op: GemmOp, split: bool, row_b: bool, fused: bool) -> N
                                                                else "n0 + 8 * j + 2 * t + i % 2;"))
             with w.block("if (m < M && n < N)"):
                 w(f"float* const c = {out} + (long long)m * {ld} + n;")
-                w(f"*c = {scale}acc[j][i]" + (" + beta * *c;" if beta else ";"))
+                if f64:
+                    w(f"*c = static_cast<float>({scale}acc[j][i]" + (" + beta * static_cast<double>(*c));" if beta
+                                                                     else ");"))
+                else:
+                    w(f"*c = {scale}acc[j][i]" + (" + beta * *c;" if beta else ";"))
 
 
 def _fused_sum(w: Writer, op: GemmOp) -> None:

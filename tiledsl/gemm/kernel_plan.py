@@ -17,7 +17,7 @@ from ..tma import TENSOR_MAP_C_TYPE, TensorMap2D
 from .emit_common import kernel_name, kernel_name_reduce
 from .emit_mma import smem_tile_elems
 from .op import GemmOp
-from .schedule import GemmSchedule, estimate_registers, gemv_smem_a_bytes
+from .schedule import GemmSchedule, estimate_registers, gemv_smem_a_bytes, tensor_core_gemv
 
 __all__ = ["GemmDetail", "canonical", "gemv_columns_per_block", "gemv_widths", "grid", "k_major", "kernel_name",
            "kernel_name_reduce", "plan_gemm", "splitk_reduce_plan", "stream_k_split", "tensor_map", "tma_box",
@@ -111,7 +111,7 @@ def gemv_columns_per_block(op: GemmOp, s: GemmSchedule) -> int:
     """kernel='gemv': columns of C one block covers: ``col_groups`` groups of ``vec`` (B's load width) per thread
     along a row-major B (N contiguous); ``rn`` per group of ``k_lanes`` lanes along a column-major B (K contiguous:
     one group per warp unless ``k_lanes`` < 32)."""
-    if s.mma == "mma_sync":  # the tensor-core kernel: rn columns per warp, either layout of B
+    if tensor_core_gemv(s):  # the tensor-core kernel: rn columns per warp, either layout of B
         return s.bn // 32 * s.rn
     return s.bn * gemv_widths(op, s)[1] * s.col_groups if op.layout_b == "row" else s.bn // s.k_lanes * s.rn
 
@@ -241,7 +241,7 @@ def plan_gemm(op: GemmOp, s: GemmSchedule, target: Target | None = None) -> Plan
     c_max = 2 if tensor_cores else cn  # mma.sync fragments hold 2 adjacent columns of C
     if s.kernel == "gemv":  # a thread's vb columns (row-major B), or one column per warp; a column-major C: scalar
         # (the two-kernel split-K's row-major workspace excepted)
-        c_max = vb if (op.layout_b == "row" and s.mma == "fma"  # the tensor-core GEMV stores one element at a time
+        c_max = vb if (op.layout_b == "row" and s.mma == "fma"  # the tensor-core GEMVs store one element at a time
                        and (op.layout_c == "row" or s.split_k > 1 and not s.split_k_fused)) else 1
     fused = s.split_k_fused  # split-K finished in the kernel: C is the kernel's own output, the partials a buffer
     if s.split_k > 1 and not fused:  # the main kernel writes float32 partial sums; the followup finishes C

@@ -29,29 +29,35 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls} warp tile wm×wn={WM}×{WN} must be positive (give both, or 0 and 0 to choose automatically)"),
     R.Rule("vec_width", "VEC == 1 or VEC == 2 or VEC == 4",
            "{cls}.vec={VEC} must be 1, 2 or 4 elements per global load", when="MMA == 0"),
+    # the fourth kind ('dmma') through `when`: the expression is every kernel's static_assert, and the shipped tuned
+    # records hash their kernels' source (tiledsl.registry)
     R.Rule("mma_kind", "MMA == 0 or MMA == 1 or MMA == 2",
-           "{cls}.mma must be 'fma', 'mma_sync' or 'wgmma'"),
+           "{cls}.mma must be 'fma', 'mma_sync', 'wgmma' or 'dmma'", when="MMA != 3"),
     R.Rule("kernel_kind", "KERNEL == 0 or KERNEL == 1", "{cls}.kernel must be 'tiled' or 'gemv'"),
     R.Rule("gemv_on_fma", "MMA == 0",
-           "{cls}.kernel='gemv' runs on the FMA units (mma='fma') or, for precision='3xtf32', on mma.sync "
-           "(mma='mma_sync'), not wgmma", when="KERNEL == 1 and MMA != 1"),
+           "{cls}.kernel='gemv' runs on the FMA units (mma='fma'), the FP64 tensor cores (mma='dmma', float32 inputs) "
+           "or, for precision='3xtf32', mma.sync on TF32 (mma='mma_sync'), not wgmma",
+           when="KERNEL == 1 and MMA != 1 and MMA != 3"),
+    R.Rule("dmma_gemv_only", "KERNEL == 1",
+           "{cls}.mma='dmma' (the FP64 tensor cores) runs the GEMV-style kernel only: kernel='gemv'", when="MMA == 3"),
     R.Rule("gemv_rows", "BM <= 16",
            "{cls}.bm={BM} must be ≤ 16 with kernel='gemv' (the rows of A a thread keeps in registers)",
            when="KERNEL == 1"),
     R.Rule("gemv_mma_rows", "BM == 16",
-           "{cls}.bm={BM} must be 16 with kernel='gemv' and mma='mma_sync' (the rows of one m16n8k8 fragment; rows "
-           "past M are read from row M − 1 and never stored)", when="KERNEL == 1 and MMA == 1"),
+           "{cls}.bm={BM} must be 16 with kernel='gemv' on the tensor cores (mma='mma_sync' or 'dmma': the rows of one "
+           "m16n8k8 or m16n8k16 fragment; rows past M are read from row M − 1 and never stored)",
+           when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
     R.Rule("gemv_mma_columns", "RN % 8 == 0 and RN >= 8 and RN <= 64",
-           "{cls}.rn={RN} must be 8, 16, …, 64 with kernel='gemv' and mma='mma_sync' (a warp's columns of C: whole "
-           "n8 fragments, at most 8)", when="KERNEL == 1 and MMA == 1"),
+           "{cls}.rn={RN} must be 8, 16, …, 64 with kernel='gemv' on the tensor cores (mma='mma_sync' or 'dmma': a "
+           "warp's columns of C, whole n8 fragments, at most 8)", when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
     R.Rule("gemv_mma_unroll", "UNROLL >= 1 and UNROLL <= 8",
-           "{cls}.unroll={UNROLL} must be in 1..8 with kernel='gemv' and mma='mma_sync' (k16 steps per thread in "
-           "flight)", when="KERNEL == 1 and MMA == 1"),
+           "{cls}.unroll={UNROLL} must be in 1..8 with kernel='gemv' on the tensor cores (mma='mma_sync' or 'dmma': "
+           "k16 steps per thread in flight)", when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
     R.Rule("gemv_mma_plain", "SMEM_A == 0 and SPARE_SLOT == 0 and K_LANES == 32 and COL_GROUPS == 1",
-           "{cls}: kernel='gemv' with mma='mma_sync' reads A and B from global memory, a warp per rn columns: smem_a, "
-           "spare_slot, k_lanes and col_groups keep their defaults (got smem_a={SMEM_A}, spare_slot={SPARE_SLOT}, "
-           "k_lanes={K_LANES}, col_groups={COL_GROUPS})",
-           when="KERNEL == 1 and MMA == 1"),
+           "{cls}: kernel='gemv' on the tensor cores (mma='mma_sync' or 'dmma') reads A and B from global memory, a "
+           "warp per rn columns: smem_a, spare_slot, k_lanes and col_groups keep their defaults (got smem_a={SMEM_A}, "
+           "spare_slot={SPARE_SLOT}, k_lanes={K_LANES}, col_groups={COL_GROUPS})",
+           when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
     R.Rule("gemv_block_threads", "BN % 32 == 0 and BN >= 32",
            "{cls}.bn={BN} must be a multiple of 32 with kernel='gemv' (threads per block, whole warps)",
            when="KERNEL == 1"),
@@ -119,7 +125,8 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls} warp tile wm×wn={WM}×{WN} must be multiples of 16 with mma='mma_sync' (m16n8k16 "
            "fragments, B loaded two n8 fragments at a time)", when="MMA == 1 and KERNEL == 0"),
     R.Rule("mma_bk_multiple_of_16", "BK % 16 == 0",
-           "{cls}.bk={BK} must be a multiple of 16 with mma='mma_sync' (k16 steps)", when="MMA == 1"),
+           "{cls}.bk={BK} must be a multiple of 16 with mma='mma_sync' or 'dmma' (k16 steps)",
+           when="MMA == 1 or MMA == 3"),
     R.Rule("mma_accumulators_fit_registers", "WM * WN <= 4096",
            "{cls} warp tile wm·wn={WM}·{WN} gives WM·WN/32 > 128 float32 accumulators per thread with "
            "mma='mma_sync' (registers would spill)", when="MMA == 1 and KERNEL == 0"),
@@ -170,30 +177,37 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "long K on few columns needs hundreds of slices to fill the GPU)", when="KERNEL == 1"),
     R.Rule("min_blocks_range", "MIN_BLOCKS >= 1 and MIN_BLOCKS <= 32",
            "{cls}.min_blocks={MIN_BLOCKS} must be in 1..32 (or 0 for automatic)"),
-    R.Rule("mma_needs_16_bit_inputs", "MMA == 0 or DTYPE_16BIT == 1 or (TF32 == 1 and MMA == 2) "
+    R.Rule("mma_needs_16_bit_inputs", "MMA == 0 or MMA == 3 or DTYPE_16BIT == 1 or (TF32 == 1 and MMA == 2) "
            "or (TF32X3 == 1 and MMA == 1 and KERNEL == 1)",
            "{cls}.mma selects tensor cores, which need float16 or bfloat16 inputs, or float32 with "
            "precision='tf32' and mma='wgmma', or precision='3xtf32' and kernel='gemv' with mma='mma_sync' (IEEE "
-           "float32 runs on mma='fma')", scope="op"),
+           "float32 runs on mma='fma', or on the FP64 tensor cores with kernel='gemv' and mma='dmma')", scope="op"),
     R.Rule("gemv_mma_3xtf32", "TF32X3 == 1",
            "{cls}: kernel='gemv' with mma='mma_sync' multiplies float32 inputs split into TF32 parts: the op must be "
            "float32 with precision '3xtf32' (got 16-bit inputs: {DTYPE_16BIT}, tf32: {TF32}; 16-bit inputs take the "
-           "tiled tensor-core kernels)", scope="op",
+           "tiled tensor-core kernels, IEEE float32 mma='dmma')", scope="op",
            when="KERNEL == 1 and MMA == 1"),
+    R.Rule("gemv_dmma_float32", "ITEMSIZE == 4 and DTYPE_16BIT == 0 and TF32 == 0 and TF32X3 == 0",
+           "{cls}: kernel='gemv' with mma='dmma' widens float32 inputs to float64 exactly: the op must be float32 with "
+           "precision 'ieee' (got {ITEMSIZE}-byte inputs, 16-bit: {DTYPE_16BIT}, tf32: {TF32}, 3xtf32: {TF32X3}; "
+           "precision='3xtf32' takes mma='mma_sync')", scope="op", when="MMA == 3"),
     R.Rule("gemv_mma_layouts", "LAYOUT_A_ROW == 1 and LAYOUT_C_COL == 0",
-           "{cls}: kernel='gemv' with mma='mma_sync' reads A row-major (x, K contiguous) into a row-major C (got A "
+           "{cls}: kernel='gemv' on the tensor cores reads A row-major (x, K contiguous) into a row-major C (got A "
            "row-major: {LAYOUT_A_ROW}, C column-major: {LAYOUT_C_COL})",
-           scope="op", when="KERNEL == 1 and MMA == 1"),
+           scope="op", when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
     R.Rule("gemv_mma_row_b_columns", "LAYOUT_B_COL == 1 or RN % 32 == 0",
-           "{cls}.rn={RN} must be a multiple of 32 with kernel='gemv', mma='mma_sync' and a row-major B (x @ W: a lane "
-           "reads 4 adjacent columns for 4 n8 fragments)", scope="op", when="KERNEL == 1 and MMA == 1"),
+           "{cls}.rn={RN} must be a multiple of 32 with kernel='gemv' on the tensor cores and a row-major B (x @ W: a lane "
+           "reads 4 adjacent columns for 4 n8 fragments)", scope="op", when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
     R.Rule("gemv_mma_16_byte_operands", "ALIGN_A == 4 and ALIGN_B == 4",
-           "{cls}: kernel='gemv' with mma='mma_sync' reads A and B 4 float32 wide along K: base addresses, leading "
+           "{cls}: kernel='gemv' on the tensor cores reads A and B 4 float32 wide along K: base addresses, leading "
            "dimensions and K must be multiples of 4 elements (align_a={ALIGN_A}, align_b={ALIGN_B})", scope="op",
-           when="KERNEL == 1 and MMA == 1"),
+           when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
     R.Rule("gemv_mma_needs_sm_80", "CC >= 80",
            "{cls}: kernel='gemv' with mma='mma_sync' (m16n8k8 TF32) needs sm_80 or newer, not cc {CC}",
            scope="target", resource=True, when="KERNEL == 1 and MMA == 1"),
+    R.Rule("dmma_needs_sm_90", "CC >= 90",
+           "{cls}: mma='dmma' (mma.sync m16n8k16 on float64) needs sm_90 or newer, not cc {CC}",
+           scope="target", resource=True, when="MMA == 3"),
     R.Rule("wgmma_row_128_bytes", "BK * ITEMSIZE == 128",
            "{cls}.bk={BK} must make one 128-byte swizzled row of {ITEMSIZE}-byte elements with mma='wgmma' "
            "(bk=64 for 16-bit inputs, 32 for tf32)", scope="op", when="MMA == 2"),
@@ -280,9 +294,16 @@ KERNELS = ("tiled", "gemv")
 of C (M ≤ 16: decode-time ``x @ W``): each thread streams its columns (row-major B, ``vec`` wide) or each warp
 ``rn`` columns (column-major B) down its K slice with the rows of A in registers (or, ``smem_a``, staged in shared
 memory), split-K slices combined by the deterministic split-K kernel or in the kernel."""
-MMA_KINDS = ("fma", "mma_sync", "wgmma")
-"""Instructions doing the inner product: FP32 FMA units, tensor cores through mma.sync (sm_80+), or
-Hopper's warpgroup MMA reading shared memory through descriptors (sm_90a)."""
+MMA_KINDS = ("fma", "mma_sync", "wgmma", "dmma")
+"""Instructions doing the inner product: FP32 FMA units, tensor cores through mma.sync (sm_80+),
+Hopper's warpgroup MMA reading shared memory through descriptors (sm_90a), or the FP64 tensor cores through mma.sync
+m16n8k16 on float64 (SASS ``DMMA``, sm_90; the GEMV-style kernel only, float32 inputs widened exactly)."""
+
+
+def tensor_core_gemv(s) -> bool:
+    """Whether ``s`` is the GEMV-style kernel on the tensor cores (:mod:`tiledsl.gemm.emit_gemv_mma`): ``kernel="gemv"``
+    with ``mma="mma_sync"`` (TF32, ``precision="3xtf32"``) or ``mma="dmma"`` (float64, IEEE float32 products)."""
+    return s.kernel == "gemv" and s.mma in ("mma_sync", "dmma")
 
 
 def _auto_warp_lanes_n(bm: int, bn: int, rm: int, rn: int) -> int:
@@ -327,7 +348,7 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -
     (fits the ptxas reports of the sweep in tests/test_gemm_cpu.py within ~15%), + 10 with ``stream_k`` (its
     iteration range and tile loop: ptxas's counts for 64×64 and 128×128 tiles rose by 1–10).
     """
-    if s.kernel == "gemv" and s.mma == "mma_sync":  # the tensor-core GEMV (frags = rn / 8): 34 + 16·frags +
+    if tensor_core_gemv(s):  # the tensor-core GEMV (frags = rn / 8): 34 + 16·frags +
         # min(unroll, 4)·(4 + 2·frags), fitted to ptxas's sm_90 counts (NVRTC 12.9, 16×22016×4096, min_blocks 1; x @ W.T
         # / x @ W: 77, 98 / 93, 118 / 114, 140 / 152, 145 / 156, 202 / 180, 200 / 222 and 200 / 218 registers at
         # rn/unroll 16/2, 32/1, 32/2, 32/4, 32/8, 64/2, 64/4, 64/8; ptxas holds little more at unroll 8 than at 4):
