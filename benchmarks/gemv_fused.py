@@ -135,6 +135,14 @@ unroll 2), and that form with its K slices summed in the kernel (``split_k_fused
 ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T, ``min_blocks`` 1): 77, 118, 140, 202 and 98 registers, no spills."""
 MMA_ROWS = (4, 8, 12, 16)
 
+DMMA_FORMS = ((16, 4), (32, 2), (32, 4), (64, 2), (32, 8))
+"""``--family dmma``: (``rn`` columns per warp, ``unroll`` k16 steps in flight) of the GEMV kernel on the FP64 tensor
+cores (``mma="dmma"``, precision "ieee", 128 threads, K slices filling whole waves as ``gemv_dmma_schedule`` makes them:
+its pick is ``rn32 u2``) over :data:`MMA_ROWS` rows of x @ W.T and x @ W (16 columns per warp left out with a row-major
+B), every LLM (N, K) with K and N multiples of 4, beside ``schedule=None`` (the FMA kernels), and the pick with its K
+slices summed in the kernel (``split_k_fused``) where it splits K. ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T /
+x @ W, ``min_blocks`` 1): 130, 148 / 142, 172 / 214, 225 / 214 and 188 / 224 registers, no spills."""
+
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
 """``--family groups``: products with N a multiple of 4 (B read 4 wide), beside the odd-N ones."""
 
@@ -152,18 +160,19 @@ def variants(base, op, target, family: str) -> dict:
     kernel."""
     from tiledsl.gemm.family import gemv_split
 
-    if family == "mma3x":  # the tensor-core GEMV kernel (precision="3xtf32") at several widths and depths
+    if family in ("mma3x", "dmma"):  # the tensor-core GEMV kernels (3xTF32, FP64) at several widths and depths
         from tiledsl.gemm.family import gemv_mma_form, gemv_mma_shape
 
-        op3 = replace(op, precision="3xtf32")
+        label, mma, forms = ("3xtf32", "mma_sync", MMA_3XTF32) if family == "mma3x" else ("dmma", "dmma", DMMA_FORMS)
+        op_tc = replace(op, precision="3xtf32") if family == "mma3x" else op
         out = {}
-        for rn, unroll in MMA_3XTF32:
+        for rn, unroll in forms:
             if op.layout_b == "row" and rn % 32:  # a row-major B's lanes read 4 adjacent columns for 4 fragments
                 continue
-            out[f"3xtf32 rn{rn} u{unroll}"] = gemv_mma_form(op3, target, gemv_mma_shape(128, rn, unroll))
-        split = out.get("3xtf32 rn32 u2")  # schedule=None's form, its slices summed in the kernel (one launch)
+            out[f"{label} rn{rn} u{unroll}"] = gemv_mma_form(op_tc, target, gemv_mma_shape(128, rn, unroll, mma))
+        split = out.get(f"{label} rn32 u2")  # the library's form, its slices summed in the kernel (one launch)
         if split is not None and split.split_k > 1:
-            out["3xtf32 rn32 u2 fused"] = replace(split, split_k_fused=True)
+            out[f"{label} rn32 u2 fused"] = replace(split, split_k_fused=True)
         return out
     if family == "colb_lanes":  # x @ W.T's kernel with A in registers, its lanes in groups along K
         from tiledsl.gemm import default_schedule
@@ -327,7 +336,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
     ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups", "colb", "colb_smem_a", "smem_a",
-                                                 "smem_a_depth", "waves", "few_rows", "colb_lanes", "mma3x"),
+                                                 "smem_a_depth", "waves", "few_rows", "colb_lanes", "mma3x", "dmma"),
                     default="fused",
                     help="fused: the split-K summed in the kernel against the split-K kernel; two: the split-K "
                          "kernel at several slice counts and block widths (row-major x and W only); depth: the "
@@ -347,7 +356,8 @@ def main() -> int:
                          "registers capped at 168 or 128 (min_blocks 3, or 4 at unroll 1); colb_lanes: 8, 12 and 16 "
                          "rows of x @ W.T on the kernel with A in registers and its lanes in groups along K "
                          "(COLB_LANES); mma3x: 4, 8, 12 and 16 rows of x @ W.T and x @ W on the tensor-core GEMV kernel "
-                         "(precision='3xtf32', MMA_3XTF32) beside schedule=None exact and with 3xtf32")
+                         "(precision='3xtf32', MMA_3XTF32) beside schedule=None exact and with 3xtf32; dmma: the same "
+                         "products on the FP64 tensor cores (mma='dmma', DMMA_FORMS) beside schedule=None")
     args = ap.parse_args()
     gpu_or_exit("benchmarks/gemv_fused.py")
     target = tiledsl.Target.current()
@@ -373,7 +383,7 @@ def main() -> int:
                                        target) is not None]
     if args.family == "colb_lanes":  # x @ W.T with K a multiple of 4 (B and A read 4 wide along K)
         todo = [(m, n, k, "NT", False) for m in FEW_ROWS for n, k in llm_weights() if k % 4 == 0]
-    if args.family == "mma3x":  # K (and for x @ W N) a multiple of 4: A and B read 4 wide
+    if args.family in ("mma3x", "dmma"):  # K (and for x @ W N) a multiple of 4: A and B read 4 wide
         todo = [(m, n, k, layout, False) for layout in ("NT", "NN") for m in MMA_ROWS for n, k in llm_weights()
                 if k % 4 == 0 and (layout == "NT" or n % 4 == 0)]
     if args.family == "few_rows":  # x @ W with A staged (N a multiple of 4), and x @ W.T

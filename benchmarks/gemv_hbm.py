@@ -60,7 +60,7 @@ def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, in
     return [(m, n, k, layout) for n, k in llm_weights() for layout in ("NN", "NT") for m in ms]
 
 
-VARIANTS = ("spare", "twelve", "cap168", "ring", "fused", "lanes", "registers")
+VARIANTS = ("spare", "twelve", "cap168", "ring", "fused", "lanes", "registers", "dmma")
 """``--variant`` (any of them; none: ``schedule=None`` as it is), each applied to ``schedule=None``'s GEMV pick where
 it applies: ``spare`` a spare slot in staged A's ring of B (``GemmSchedule.spare_slot``; the pick stages A with a
 row-major B), ``twelve`` 12 rows per block for 9-12 rows, ``cap168`` registers capped at 168 (``min_blocks`` 3) where
@@ -73,8 +73,10 @@ the copy in run 7, where a fixed few µs per call weigh), ``lanes`` x @ W.T's ke
 in groups along K (``tiledsl.gemm.family.gemv_lanes_column_b``: 16 lanes, ``GEMV_COLUMN_B_LANES``) where the pick
 has 8, 12 or 16 rows per block (in place of the pick, A staged or not; where the pick already is that form it runs
 as it is; ``ring`` and ``cap168`` then do not apply), ``registers`` the pick before
-``gemv_lanes_split_k`` (x @ W.T with A in registers and 32 lanes along K where the pick has its lanes in groups).
-Where none applies the product runs ``schedule=None``."""
+``gemv_lanes_split_k`` (x @ W.T with A in registers and 32 lanes along K where the pick has its lanes in groups),
+``dmma`` the GEMV kernel on the FP64 tensor cores (``tiledsl.gemm.family.gemv_dmma_schedule``: float32 inputs widened
+exactly, float64 sums; x @ W and x @ W.T with K and N multiples of 4) in place of the pick (with ``fused`` its slices
+summed in the kernel; the other variants then do not apply). Where none applies the product runs ``schedule=None``."""
 
 
 def variant_schedule(op, target, variants=()):
@@ -85,6 +87,7 @@ def variant_schedule(op, target, variants=()):
     from tiledsl.gemm import default_schedule
     from tiledsl.gemm.family import (
         gemv_base_schedule,
+        gemv_dmma_schedule,
         gemv_lanes_column_b,
         gemv_ring_column_b,
         gemv_schedule_before_lanes,
@@ -94,6 +97,11 @@ def variant_schedule(op, target, variants=()):
     pick = default_schedule(op, target)
     if pick.kernel != "gemv" or pick.mma != "fma":  # the variants are the FMA GEMV kernel's (not precision="3xtf32"'s)
         return None
+    if "dmma" in variants:  # in place of the pick (None where the FP64 kernel does not apply: schedule=None)
+        s = gemv_dmma_schedule(op, target)
+        if s is not None and "fused" in variants and s.split_k > 1:
+            s = replace(s, split_k_fused=True)
+        return s
     s = pick
     if "registers" in variants and pick.k_lanes != 32 and not pick.smem_a:
         s = gemv_schedule_before_lanes(op, target)
@@ -177,8 +185,8 @@ def main() -> int:
                          "block for 9-12 rows (twelve), registers capped at 168 for x @ W.T with A in registers "
                          "(cap168), x @ W.T's ring with its lanes in groups along K (ring), the slices summed in "
                          "the kernel (fused), x @ W.T with A in registers and its lanes in groups (lanes), the pick "
-                         "before its lanes in groups (registers), each where it applies (default: none, "
-                         "schedule=None as it is)")
+                         "before its lanes in groups (registers), the GEMV kernel on the FP64 tensor cores in place "
+                         "of the pick (dmma), each where it applies (default: none, schedule=None as it is)")
     ap.add_argument("--precision", choices=("ieee", "3xtf32"), default="ieee",
                     help="tiledsl.gemm's precision (3xtf32: x @ W and x @ W.T with 9-16 rows on the tensor cores, each input in "
                          "two TF32 parts; other products exact; default ieee)")

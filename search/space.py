@@ -186,9 +186,11 @@ def describe(schedule) -> str:
         tma = (' tma persistent' if d.get('persistent') else ' tma') if d.get('warp_specialize') else ''
         return (f"wgmma{tma} {d['bm']}x{d['bn']}x{d['bk']} s{d['stages']} "
                 f"sw{d['swizzle']}")
-    if d.get("mma") == "mma_sync" and d.get("kernel") == "gemv":
+    if d.get("mma") in ("mma_sync", "dmma") and d.get("kernel") == "gemv":
         split = f" split{d['split_k']}" if d["split_k"] > 1 else ""
-        return f"gemv 3xTF32 mma.sync threads {d['bn']} rn{d['rn']} u{d['unroll']}{split}"
+        split += " fused" if d.get("split_k_fused") and d["split_k"] > 1 else ""
+        math = "3xTF32 mma.sync" if d["mma"] == "mma_sync" else "FP64 dmma"
+        return f"gemv {math} threads {d['bn']} rn{d['rn']} u{d['unroll']}{split}"
     if d.get("mma") == "mma_sync":
         return f"mma.sync {d['bm']}x{d['bn']}x{d['bk']} w{d['wm']}x{d['wn']} s{d['stages']} sw{d['swizzle']}"
     if d.get("kernel") == "gemv":

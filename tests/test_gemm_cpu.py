@@ -76,6 +76,12 @@ FAILING = [
     ("gemv_mma_plain", dict(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=32, smem_a=True)),
     ("gemv_mma_plain", dict(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=16, rn=32, k_lanes=8)),
     ("mma_bk_multiple_of_16", dict(kernel="gemv", mma="mma_sync", bm=16, bn=128, bk=8, rn=32)),
+    ("mma_bk_multiple_of_16", dict(kernel="gemv", mma="dmma", bm=16, bn=128, bk=8, rn=32)),
+    ("dmma_gemv_only", dict(mma="dmma", bm=64, bn=64, bk=16)),
+    ("gemv_mma_rows", dict(kernel="gemv", mma="dmma", bm=8, bn=128, bk=16, rn=32)),
+    ("gemv_mma_columns", dict(kernel="gemv", mma="dmma", bm=16, bn=128, bk=16, rn=12)),
+    ("gemv_mma_unroll", dict(kernel="gemv", mma="dmma", bm=16, bn=128, bk=16, rn=32, unroll=9)),
+    ("gemv_mma_plain", dict(kernel="gemv", mma="dmma", bm=16, bn=128, bk=16, rn=32, smem_a=True)),
     ("gemv_rows", dict(kernel="gemv", bm=32, bn=128)),
     ("gemv_block_threads", dict(kernel="gemv", bm=4, bn=100)),
     ("stream_k_on_fma_tiles", dict(split_k=2, stream_k=True)),
@@ -683,6 +689,53 @@ def test_3xtf32_rules_name_what_the_tensor_core_gemv_needs():
     # the FMA GEMV kernels keep their source: gemv_on_fma's static_assert is the one they always had
     assert 'static_assert(MMA == 0, "rule gemv_on_fma");' in emit_gemm(GemmOp(4, 64, 64),
                                                                       GemmSchedule(kernel="gemv", bm=4, bn=128)).source
+
+
+@pytest.mark.parametrize("layout_b", ["col", "row"])
+@pytest.mark.parametrize("m,n,k", [(16, 22016, 4096), (12, 4096, 4096), (1, 128256, 4096), (16, 4096, 14336)])
+def test_dmma_gemv_compiles_without_spills_and_is_opt_in(m, n, k, layout_b):
+    """mma="dmma": gemv_dmma_schedule's form compiles for sm_90 and sm_90a within its register cap, without spills,
+    one m16n8k16 float64 mma.sync per fragment and k16 step (SASS DMMA) and float64 accumulators named in the kernel;
+    schedule=None keeps the FMA kernels (not measured on a GPU yet), and sm_80 is refused by name."""
+    from tiledsl.gemm.family import builtin_choice, gemv_dmma_schedule
+    from tiledsl.sass import find_nvdisasm, loop_mix
+
+    h200 = tiledsl.Target.known("H200")
+    op = GemmOp(m, n, k, layout_b=layout_b)
+    s = gemv_dmma_schedule(op, h200)
+    assert (s.kernel, s.mma, s.bm, s.rn, s.unroll) == ("gemv", "dmma", 16, 32, 2)
+    assert builtin_choice(op, h200)[0].mma == "fma"
+    kern = tiledsl.compile(op, s, arch="sm_90")
+    assert kern.spill_bytes == 0 and kern.registers <= 65536 // (s.threads * s.min_blocks), kern.registers
+    assert "_f32f64f32_" in kern.name and kern.source.count("tdsl_mma_16816_f64(acc[j], a, bj);") == 1
+    assert compile_source(emit_gemm(op, s), "sm_90a").spill_bytes == 0
+    try:
+        find_nvdisasm()
+    except tiledsl.ToolchainError:
+        return  # no SASS to read here: the counts above stand
+    loop = loop_mix(kern)
+    assert loop.counts.get("DMMA", 0) > 0 and "HMMA" not in loop.counts and "FFMA" not in loop.counts, loop.counts
+    assert gemv_dmma_schedule(op, tiledsl.Target.known("A100")) is None
+    with pytest.raises(tiledsl.ResourceError, match="dmma_needs_sm_90"):
+        s.validate(tiledsl.Target.known("A100"))
+
+
+def test_dmma_rules_name_what_the_fp64_gemv_needs():
+    """The op-scope rules of the GEMV kernel on the FP64 tensor cores, each with the argument that breaks it: IEEE
+    float32 only (3xtf32 takes mma='mma_sync', 16-bit inputs are refused), A and C row-major, 16-byte
+    operands; and mma='dmma' runs the GEMV kernel only."""
+    d = GemmSchedule(kernel="gemv", mma="dmma", bm=16, bn=128, bk=16, rn=32)
+    for op, rule in ((GemmOp(16, 64, 64, precision="3xtf32"), "gemv_dmma_float32"),
+                     (GemmOp(16, 64, 64, dtype="bfloat16"), "gemv_dmma_float32"),
+                     (GemmOp(16, 64, 64, layout_a="col"), "gemv_mma_layouts"),
+                     (GemmOp(16, 64, 64, layout_c="col"), "gemv_mma_layouts"),
+                     (GemmOp(16, 64, 66, align_a=2, align_b=2), "gemv_mma_16_byte_operands")):
+        with pytest.raises(tiledsl.ScheduleError, match=rule):
+            tiledsl.compile(op, d, arch="sm_90")
+    with pytest.raises(tiledsl.ScheduleError, match=r"mma='dmma' .*runs the GEMV-style kernel only.*rule dmma_gemv_only"):
+        GemmSchedule(mma="dmma", bm=64, bn=64, bk=16)
+    with pytest.raises(tiledsl.ScheduleError, match=r"must be one of \('fma', 'mma_sync', 'wgmma', 'dmma'\)"):
+        GemmSchedule(mma="hmma")
 
 
 def test_default_schedule_uses_tma_only_where_tensor_maps_can_be_encoded(monkeypatch):

@@ -1153,3 +1153,73 @@ def test_gemv_mma_3xtf32_special_values(layout_b, rng):
     assert not nan[rest].any()
     cols = [j for j in range(n) if j != 4]
     assert _rel_err(got[2:4][:, cols], (a.astype(np.float64) @ b.astype(np.float64))[2:4][:, cols]) < 1e-6
+
+
+@pytest.mark.parametrize("layout_b", ["col", "row"])
+@pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (12, 22016, 4096), (9, 132, 3000), (16, 36, 612), (13, 768, 768),
+                                   (16, 8, 4), (4, 1000, 516), (1, 4096, 14336)])
+def test_gemv_dmma_against_float64(m, n, k, layout_b, rng):
+    """mma="dmma": x @ W.T and x @ W on the FP64 tensor cores (mma.sync m16n8k16 f64; float32 inputs widened exactly,
+    float64 sums) on a NaN-poisoned C, every element within its float64-sum bound (one slice: half an ulp of float32
+    plus K·2^-52 of Σ|a·b|, which float32 sums over K exceed; split-K: one float32 rounding per slice and per add):
+    gemv_dmma_schedule's form, 8-64 columns per warp (row-major B: 32 and 64), unroll 1-8, one slice and the split-K
+    kernel (the fused sum: the same bits), rows past M, columns past N, K ≡ 4 mod 16 (the guarded last step); then
+    alpha and beta. With one slice at least 99 % of C is A·B correctly rounded to float32."""
+    cp = _cp()
+    a, _ = _rand((m, k), rng)
+    b, _ = _rand((k, n), rng, layout=layout_b)
+    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)
+    ref, total = ha @ hb, np.abs(ha) @ np.abs(hb)
+
+    def bound(split_k):
+        floor = 2 * k * 2.0**-53 * total  # the float64 sums' error, the kernel's and NumPy's
+        return floor + (2.0**-24 * np.abs(ref) if split_k == 1 else (split_k + 1) * 2.0**-24 * total)
+
+    from tiledsl.gemm.family import gemv_dmma_schedule
+
+    op = tiledsl.GemmOp(m, n, k, layout_b=layout_b, align_c=4 if n % 4 == 0 else 1)  # as the call's
+    pick = gemv_dmma_schedule(op, tiledsl.Target.current())
+    forms = ((8, 1, 1, 128), (16, 4, 1, 128), (32, 2, 3, 128), (64, 2, 1, 64), (32, 8, 2, 256))
+    variants = [pick] + [tiledsl.GemmSchedule(kernel="gemv", mma="dmma", bm=16, bn=bn, bk=16, rn=rn, unroll=unroll,
+                                              vec=4, split_k=split)
+                         for rn, unroll, split, bn in forms if layout_b == "col" or rn % 32 == 0]
+    for s in variants:
+        got = cp.asnumpy(_gemm_nan_out(a, b, schedule=s))
+        assert (np.abs(got - ref) <= bound(s.split_k)).all(), s
+        if s.split_k == 1 and m * n >= 4096:
+            assert np.mean(got == ref.astype(np.float32)) >= 0.99, s
+        if s.split_k > 1:  # the slices summed in the kernel: the split-K kernel's bits
+            fused = replace(s, split_k_fused=True)
+            assert bool((_gemm_nan_out(a, b, schedule=fused) == cp.asarray(got)).all()), fused
+    c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    want = 1.5 * ref - 0.5 * c0.astype(np.float64)
+    one, two = next(v for v in variants if v.split_k == 1), next(v for v in variants if v.split_k > 1)
+    for s in (one, two, replace(two, split_k_fused=True)):  # beta in the kernel, the split-K sum, the fused sum
+        c = cp.asarray(c0)
+        tiledsl.gemm(a, b, c, alpha=1.5, beta=-0.5, schedule=s)
+        slack = 2.0**-24 * (np.abs(want) + 0.5 * np.abs(c0) + 1.5 * np.abs(ref))
+        assert (np.abs(cp.asnumpy(c) - want) <= 1.5 * bound(s.split_k) + slack).all(), s
+
+
+@pytest.mark.parametrize("layout_b", ["col", "row"])
+def test_gemv_dmma_special_values(layout_b, rng):
+    """mma="dmma" follows IEEE arithmetic in float64 on the GPU's tensor cores, as documented and as the host run shows
+    (tests/test_host_cuda_cpu.py): a NaN input makes its row NaN, ∞·0 is NaN, an ∞ of B makes its column ±∞, and
+    products past float32's range that cancel (3.4e38·2 − 3.4e38·2) leave a finite, correct result."""
+    cp = _cp()
+    m, n, k = 12, 40, 36
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    a[0, 5], a[0, 6], b[5, :], b[6, :] = 3.4e38, 3.4e38, 2.0, -2.0
+    a[1, 7], b[9, 4], b[10, :], a[4, 10] = np.nan, np.inf, 0.0, np.inf
+    bd = cp.asarray(b) if layout_b == "row" else cp.asarray(np.ascontiguousarray(b.T)).T
+    s = tiledsl.GemmSchedule(kernel="gemv", mma="dmma", bm=16, bn=128, bk=16, rn=32, unroll=2, vec=4)
+    got = cp.asnumpy(_gemm_nan_out(cp.asarray(a), bd, schedule=s))
+    with np.errstate(invalid="ignore"):
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.isnan(got[1]).all() and np.isnan(got[4]).all()
+    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(np.isinf(got), np.isinf(ref))
+    assert np.array_equal(np.sign(got[np.isinf(ref)]), np.sign(ref[np.isinf(ref)]))
+    finite = np.isfinite(ref)
+    assert finite[0].sum() == n - 1
+    assert np.abs(got[finite] - ref[finite]).max() <= 1e-6 * np.abs(ref[finite]).max()

@@ -597,6 +597,11 @@ def explain_gemm(op, s, target: Target, kernel=None):
             lines += ("tensor cores (precision='3xtf32'): three m16n8k8 TF32 products per term, each input split into "
                       "two TF32 parts; the registers and compute rows above are the FP32 units', which this kernel "
                       "does not use; its stream's latency is the FMA kernels' fit (not fitted on it)",)
+        if s.mma == "dmma":
+            lines += ("FP64 tensor cores (mma='dmma'): one m16n8k16 float64 product per k16 step and fragment, each "
+                      "input widened to float64 (F2F), float64 sums; the compute row above is the FP32 units' (the "
+                      "FP64 tensor cores' peak is the same on H100/H200, not modelled here); its stream's latency is "
+                      "the FMA kernels' fit (not fitted on it)",)
     if s.stream_k and s.kernel == "tiled" and g.waves.efficiency < 1.0:  # the waves line counts whole tiles
         blocks, ksteps = _grid_work(op, s)
         sk = stream_k_split(blocks, ksteps, target.sm_count * max(g.occupancy.blocks_per_sm, 1))

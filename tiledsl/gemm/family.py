@@ -749,11 +749,36 @@ def gemv_mma_form(op: GemmOp, target: Target, base: GemmSchedule) -> GemmSchedul
     return replace(base, split_k=gemv_whole_waves(op, base, target, 1, pick, min_depth=depth))
 
 
-def gemv_mma_shape(bn: int, rn: int, unroll: int) -> GemmSchedule:
+def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync") -> GemmSchedule:
     """The tensor-core GEMV schedule of ``bn`` threads, ``rn`` columns per warp and ``unroll``, one K slice,
-    ``min_blocks`` as many blocks per SM as its register estimate allows (at most 4)."""
-    s = GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=bn, bk=16, rn=rn, unroll=unroll, vec=4)
+    ``min_blocks`` as many blocks per SM as its register estimate allows (at most 4), on TF32 (``mma="mma_sync"``) or
+    the FP64 tensor cores (``mma="dmma"``)."""
+    s = GemmSchedule(kernel="gemv", mma=mma, bm=16, bn=bn, bk=16, rn=rn, unroll=unroll, vec=4)
     return replace(s, min_blocks=max(1, min(4, 65536 // (bn * s.est_registers))))
+
+
+GEMV_DMMA = (128, 32, 2)
+"""(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``) of :func:`gemv_dmma_schedule`, chosen
+from the SASS (NVRTC 12.9, sm_90, 16×22016×4096; ``docs/gemm.md``, "Few rows on the FP64 tensor cores"): 148 / 142
+registers (x @ W.T / x @ W; three blocks of 128 threads per SM) and 112 / 116 instructions per pass of 2 k16 steps, 3.5
+per element of B per lane (the FMA kernel at sixteen rows: 18.7; 3xTF32: 8.3), of them 1.5 F2F and 0.25 DMMA."""
+
+
+def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
+    """The GEMV kernel on the FP64 tensor cores (``kernel="gemv"``, ``mma="dmma"``; :mod:`tiledsl.gemm.emit_gemv_mma`)
+    for an IEEE float32 product of at most 16 rows, x @ W or x @ W.T (A and C row-major), A and B 16-byte aligned, on
+    sm_90: :data:`GEMV_DMMA`'s form with the K slices of :func:`gemv_mma_form`. None where a rule refuses it or M > 16.
+
+    Not ``schedule=None``'s pick: the kernel has not run on a GPU yet (``bash benchmarks/tc_gemv_decide.sh DIR dmma_nt
+    dmma_nn hbm_dmma`` measures it); pass it as ``schedule=`` to opt in."""
+    if op.m > 16:
+        return None
+    s = gemv_mma_shape(*GEMV_DMMA, mma="dmma")
+    try:
+        s.check_op(op).validate(target)
+    except ScheduleError:
+        return None
+    return gemv_mma_form(op, target, s)
 
 
 GEMV_TWELVE_ROWS_MEASURED = "benchmarks/results/few_rows_h200_2026-12-05"

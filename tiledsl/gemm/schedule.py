@@ -187,10 +187,10 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "float32 with precision '3xtf32' (got 16-bit inputs: {DTYPE_16BIT}, tf32: {TF32}; 16-bit inputs take the "
            "tiled tensor-core kernels, IEEE float32 mma='dmma')", scope="op",
            when="KERNEL == 1 and MMA == 1"),
-    R.Rule("gemv_dmma_float32", "ITEMSIZE == 4 and DTYPE_16BIT == 0 and TF32 == 0 and TF32X3 == 0",
+    R.Rule("gemv_dmma_float32", "DTYPE_16BIT == 0 and TF32 == 0 and TF32X3 == 0",
            "{cls}: kernel='gemv' with mma='dmma' widens float32 inputs to float64 exactly: the op must be float32 with "
-           "precision 'ieee' (got {ITEMSIZE}-byte inputs, 16-bit: {DTYPE_16BIT}, tf32: {TF32}, 3xtf32: {TF32X3}; "
-           "precision='3xtf32' takes mma='mma_sync')", scope="op", when="MMA == 3"),
+           "precision 'ieee' (got 16-bit inputs: {DTYPE_16BIT}, tf32: {TF32}, 3xtf32: {TF32X3}; precision='3xtf32' "
+           "takes mma='mma_sync')", scope="op", when="MMA == 3"),
     R.Rule("gemv_mma_layouts", "LAYOUT_A_ROW == 1 and LAYOUT_C_COL == 0",
            "{cls}: kernel='gemv' on the tensor cores reads A row-major (x, K contiguous) into a row-major C (got A "
            "row-major: {LAYOUT_A_ROW}, C column-major: {LAYOUT_C_COL})",
@@ -354,6 +354,10 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -
         # rn/unroll 16/2, 32/1, 32/2, 32/4, 32/8, 64/2, 64/4, 64/8; ptxas holds little more at unroll 8 than at 4):
         # within 10 below (x @ W 32/8: 146 against 156) and up to 42 above
         frags = s.rn // 8
+        if s.mma == "dmma":  # float64 accumulators and widened fragments: 40 + 16·frags + min(unroll, 4)·(4 + 4·frags),
+            # fitted the same way (x @ W.T / x @ W at rn/unroll 16/2, 16/4, 32/2, 32/4, 32/8, 64/2, 64/4: 108, 130,
+            # 148 / 142, 172 / 214, 188 / 224, 225 / 214, 226 / 248): within 34 below (x @ W 32/4) and 36 above
+            return min(255, 40 + 16 * frags + min(s.unroll, 4) * (4 + 4 * frags))
         return min(255, 34 + 16 * frags + min(s.unroll, 4) * (4 + 2 * frags))
     if s.kernel == "gemv" and col_b and s.smem_a and s.spare_slot:  # the ring: bm × rn accumulators, unroll + 1
         # slots of rn vectors of B, one row's vector of A, a 64-bit pointer per column, addresses
