@@ -677,6 +677,34 @@ def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
         assert set(got) == names, (m, layout, set(got))
 
 
+def test_dmma_sweeps_build_a_valid_fp64_schedule_for_every_product():
+    """gemv_fused.py --family dmma and gemv_hbm.py --variant dmma: every product the sweep times (4, 8, 12 and 16
+    rows of each LLM x @ W.T and x @ W with K and N multiples of 4) gets its five forms on the FP64 tensor cores (four
+    for x @ W: 16 columns per warp left out), the pick's fused sum where it splits K, each passing the op's and the
+    H200's rules; gemv_hbm's variant is gemv_dmma_schedule's pick. The GPU call does not stop on a schedule the rules
+    refuse."""
+    import gemv_fused
+    import gemv_hbm
+    from beside import llm_weights
+
+    import tiledsl
+    from tiledsl.gemm.family import gemv_base_schedule, gemv_dmma_schedule
+
+    h200 = tiledsl.Target.known("H200")
+    todo = [(m, n, k, layout) for layout in ("NT", "NN") for m in gemv_fused.MMA_ROWS for n, k in llm_weights()
+            if k % 4 == 0 and (layout == "NT" or n % 4 == 0)]
+    assert len(todo) > 100
+    for m, n, k, layout in todo:
+        op = gemv_hbm.gemm_op(m, n, k, layout)
+        got = gemv_fused.variants(gemv_base_schedule(op, h200), op, h200, "dmma")
+        pick = gemv_dmma_schedule(op, h200)
+        forms = {f"dmma rn{rn} u{u}" for rn, u in gemv_fused.DMMA_FORMS if layout == "NT" or rn % 32 == 0}
+        assert set(got) == forms | ({"dmma rn32 u2 fused"} if pick.split_k > 1 else set()), (m, n, k, layout)
+        assert got["dmma rn32 u2"] == pick and gemv_hbm.variant_schedule(op, h200, ("dmma",)) == pick
+        for s in got.values():
+            assert s.mma == "dmma" and s.check_op(op).validate(h200) is s
+
+
 def test_tune_workloads_ships_only_recompared_current_winners(tmp_path, monkeypatch, capsys):
     """--ship-winners GAIN (GPU parts replaced): a winner is shipped only where a --recompare of today timed it at least
     GAIN times faster than schedule=None, its record is for the op the row's tune ran, and its kernel source and
