@@ -44,3 +44,4 @@ class TuneConfig:
     stale_after_s: int = DEFAULT_STALE_AFTER_S
     gpus: tuple[int, ...] | None = None  # --gpus resolved to device indices; None: not given (the current device)
     model_prune: float | None = None
+    mma: str = "auto"  # gemm: "dmma" searches the FP64 tensor-core GEMV space (search.space.gemv_dmma_space)

@@ -190,6 +190,10 @@ def _gemm_arguments(g: argparse.ArgumentParser) -> None:
                    help="float32 only: ieee (exact FMA kernels), tf32 (tensor cores on sm_90, operands K-major; "
                         "the layout's copy to K-major is not part of the timed kernel) or 3xtf32 (9-16 rows of x @ W "
                         "or x @ W.T on the tensor cores, each input in two TF32 parts)")
+    g.add_argument("--mma", default="auto", choices=("auto", "dmma"),
+                   help="auto: the kernels schedule=None chooses among; dmma: the GEMV kernel on the FP64 tensor cores "
+                        "(IEEE float32, 1-16 rows, x @ W or x @ W.T, A and B 16-byte aligned, sm_90): inputs widened "
+                        "exactly, float64 sums; its record is read by schedule=None like any other")
     g.add_argument("--layout", default="NN", choices=tuple(LAYOUTS),
                    help="storage of A then B, seen from C = A·B in row-major (numpy) terms: N = row-major operand, "
                         "T = column-major operand (a .T view of a contiguous array). DeepBench's cuBLAS "

@@ -607,12 +607,17 @@ def _gemv_mma_fields(p: dict) -> dict:
 
 
 def _gemv_mma_params(s) -> dict | None:
-    if getattr(s, "kernel", "tiled") != "gemv" or s.mma != "mma_sync":
+    return _gemv_tc_params(s, "mma_sync", _gemv_mma_fields)
+
+
+def _gemv_tc_params(s, mma: str, fields_of: Callable[[dict], dict]) -> dict | None:
+    """The knobs of a tensor-core GEMV schedule on ``mma`` ("mma_sync" or "dmma"), None for any other schedule."""
+    if getattr(s, "kernel", "tiled") != "gemv" or s.mma != mma:
         return None
     params = {"threads_log2": _log2(s.bn), "frags_log2": _log2(s.rn // 8) if s.rn % 8 == 0 else None,
               "unroll_log2": _log2(s.unroll), "split_k": s.split_k, "split_k_fused": int(s.split_k_fused),
               "min_blocks": s.min_blocks}
-    return _params_of(_GEMV_MMA_KNOBS, _gemv_mma_fields, s, params)
+    return _params_of(_GEMV_MMA_KNOBS, fields_of, s, params)
 
 
 def _gemv_mma_seeds(op, target) -> list:
@@ -635,6 +640,67 @@ GEMM_GEMV_MMA_SPACE = Space("gemm", _GEMV_MMA_KNOBS, _gemv_mma_fields, _gemv_mma
 by the split-K kernel or in the kernel) and the register cap. ``frags_log2`` starts at 2 (32 columns) for a row-major B; ``split_k`` is capped at ceil(K / 16)."""
 
 
+# ---- the GEMV-style kernel on the FP64 tensor cores: IEEE float32, 1-16 rows (kernel="gemv", mma="dmma") ----
+def _gemv_dmma_fields(p: dict) -> dict:
+    return {**_gemv_mma_fields(p), "mma": "dmma"}
+
+
+def _gemv_dmma_params(s) -> dict | None:
+    return _gemv_tc_params(s, "dmma", _gemv_dmma_fields)
+
+
+def _gemv_dmma_seeds(op, target) -> list:
+    """``tiledsl.gemm.family.gemv_dmma_schedule``'s pick and the forms ``benchmarks/gemv_fused.py --family dmma``
+    times around it (``DMMA_FORMS``' widths and depths, K slices filling whole waves), each also with its slices
+    summed in the kernel where it splits K."""
+    from tiledsl.gemm.family import gemv_dmma_schedule, gemv_mma_form, gemv_mma_shape
+
+    pick = gemv_dmma_schedule(op, target)
+    cands = [] if pick is None else [pick]
+    cands += [gemv_mma_form(op, target, gemv_mma_shape(128, rn, unroll, "dmma")) for rn, unroll in ((16, 4), (32, 4),
+                                                                                                    (64, 2), (32, 8))]
+    cands += [replace(c, split_k_fused=True) for c in cands if c.split_k > 1]
+    return _valid_seeds("gemm", cands, op, target, _gemv_dmma_params)
+
+
+GEMM_GEMV_DMMA_SPACE = Space("gemm", _GEMV_MMA_KNOBS, _gemv_dmma_fields, _gemv_dmma_params, _gemv_dmma_seeds,
+                             _gemm_work, structure_ignore=(), canonical=_plan_canonical)
+"""The GEMV kernel on the FP64 tensor cores (``mma="dmma"``) for IEEE float32 products of 1-16 rows, x @ W or x @ W.T:
+the knobs of :data:`GEMM_GEMV_MMA_SPACE`. Not a space ``schedule=None``'s kernels live in (``schedule=None`` does not
+take the kernel yet): ``python -m search.tune gemm ... --mma dmma`` searches it (:func:`gemv_dmma_space`)."""
+
+
+def _tensor_core_gemv_space(space: Space, op) -> Space:
+    """``space`` (a tensor-core GEMV space) for ``op``: K slices at most ceil(K / 16), at least 32 columns per warp
+    for a row-major B (rule ``gemv_mma_row_b_columns``)."""
+    import dataclasses
+
+    most = max(1, min(GEMV_SPLIT_KNOB_MAX, -(-op.k // 16)))
+    low = 2 if op.layout_b == "row" else 0
+    return dataclasses.replace(space, knobs=tuple(
+        dataclasses.replace(k, high=most) if k.name == "split_k" else
+        dataclasses.replace(k, low=low) if k.name == "frags_log2" else k for k in space.knobs))
+
+
+def gemv_dmma_space(op) -> Space:
+    """:data:`GEMM_GEMV_DMMA_SPACE` for ``op`` (``search.tune gemm --mma dmma``).
+
+    Raises:
+        ValueError: ``op`` has more than 16 rows, or a rule of the kernel refuses it (the message names the rule:
+            IEEE float32 only, A and C row-major, A and B 16-byte aligned).
+    """
+    from tiledsl.errors import ScheduleError
+    from tiledsl.gemm.family import GEMV_DMMA, gemv_mma_shape
+
+    if op.m > 16:
+        raise ValueError(f"--mma dmma: M={op.m} must be at most 16 (the kernel's blocks are one m16 fragment of rows)")
+    try:
+        gemv_mma_shape(*GEMV_DMMA, mma="dmma").check_op(op)
+    except ScheduleError as exc:
+        raise ValueError(f"--mma dmma: {exc}") from None
+    return _tensor_core_gemv_space(GEMM_GEMV_DMMA_SPACE, op)
+
+
 def _gemm_specialize(space: Space, op) -> Space:
     """The tensor-core GEMV space for ``precision="3xtf32"`` products of 9-16 rows; the GEMV space where
     ``schedule=None`` runs the GEMV-style kernel (few rows of C), pinned to the op's rows;
@@ -646,11 +712,7 @@ def _gemm_specialize(space: Space, op) -> Space:
     from tiledsl.gemm.family import effective_op, gemv_block_rows, gemv_mma_refusal, gemv_twelve_rows_fit, runs_gemv
 
     if op.precision == "3xtf32" and not gemv_mma_refusal(op):  # as gemv_mma_schedule (the device's rules aside)
-        most = max(1, min(GEMV_SPLIT_KNOB_MAX, -(-op.k // 16)))
-        low = 2 if op.layout_b == "row" else 0  # rule gemv_mma_row_b_columns
-        return dataclasses.replace(GEMM_GEMV_MMA_SPACE, knobs=tuple(
-            dataclasses.replace(k, high=most) if k.name == "split_k" else
-            dataclasses.replace(k, low=low) if k.name == "frags_log2" else k for k in GEMM_GEMV_MMA_SPACE.knobs))
+        return _tensor_core_gemv_space(GEMM_GEMV_MMA_SPACE, op)
     op = effective_op(op)  # any other 3xtf32 product: the IEEE product's space (tiledsl.gemm computes it exactly)
     if runs_gemv(op):  # exactly where builtin_choice picks the GEMV kernel
         pins = {"rows_log2": _log2(gemv_block_rows(op.m))}

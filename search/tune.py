@@ -71,7 +71,7 @@ from .model_worker import ModelWorker
 from .objective import load_model
 from .observers import Progress, SearchObserver, TimeSplit
 from .runner import Budget, Runner
-from .space import describe, space_for
+from .space import describe, gemv_dmma_space, space_for
 from .storage import (
     DEFAULT_STALE_AFTER_S,
     Heartbeat,
@@ -93,11 +93,12 @@ __all__ = ["LAYOUTS", "SAMPLERS", "Finalist", "TuneConfig", "TuneResult", "build
 DEFAULT_OUT = "tune-out"  # the results folder without --export: tune-out/<study name>/
 
 
-def default_study_name(family: str, op, device_tag: str, model_only: bool) -> str:
-    """``<family>-<op>-<device>[-model]``; the op part comes from the family's table row, e.g.
+def default_study_name(family: str, op, device_tag: str, model_only: bool, mma: str = "auto") -> str:
+    """``<family>-<op>-<device>[-dmma][-model]``; the op part comes from the family's table row, e.g.
     ``gemm-4096x4096x4096-float32-NN-H200``, ``reduce-16384x16384-sum-axis1-float32-H200``,
-    ``transpose-16384x16384-float32-H200``."""
-    return f"{family}-{get_family(family).study_shape(op)}-{device_tag}" + ("-model" if model_only else "")
+    ``transpose-16384x16384-float32-H200``; ``-dmma`` for ``--mma dmma``'s space."""
+    return (f"{family}-{get_family(family).study_shape(op)}-{device_tag}" + ("" if mma == "auto" else f"-{mma}")
+            + ("-model" if model_only else ""))
 
 
 # ---------------------------------------------------------------- the run
@@ -219,7 +220,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     op = cfg.op
     refuse_empty(op, "tune")  # SpecError: tiledsl answers an empty op without a kernel
     pruner = ModelPruner(cfg.model_prune)
-    space = space_for(cfg.family).for_op(op)
+    space = gemv_dmma_space(op) if cfg.mma == "dmma" else space_for(cfg.family).for_op(op)
     target, calibration = _target(cfg, out)
     mode = "model-only" if cfg.model_only else "measured"
     _check_devices(cfg, target)
@@ -227,7 +228,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     if unused is not None:  # --as-rows on a product schedule=None computes as given: say it before the search
         out(f"warning: {unused}; tuning it anyway (its record will not be stored for schedule=None)")
     model = load_model()
-    name = cfg.study_name or default_study_name(cfg.family, op, device_tag(target.name), cfg.model_only)
+    name = cfg.study_name or default_study_name(cfg.family, op, device_tag(target.name), cfg.model_only, cfg.mma)
     storage = make_storage(cfg.storage, cfg.stale_after_s)
     study = _open_study(cfg, name, storage, space, target, model, mode)
     n_before = len(study.trials)
@@ -506,13 +507,15 @@ def _common(sp: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace, argv: list[str] | None = None) -> TuneConfig:
     """A :class:`TuneConfig` from parsed arguments."""
     op = get_family(args.family).op_from_args(args)
+    if getattr(args, "mma", "auto") == "dmma" and not args.lookup:
+        gemv_dmma_space(op)  # ValueError naming the rule or the rows the FP64 kernel refuses
     return TuneConfig(family=args.family, op=op, trials=args.trials, timeout_s=args.timeout, sampler=args.sampler,
                       seed=args.seed, storage=args.storage, study_name=args.study_name, export=args.export,
                       export_default=args.export is None, report_json=args.report_json,
                       model_only=args.model_only, device=args.device, jobs=args.jobs, seed_top=args.seed_top,
                       compile_top=args.compile_top, final_top=args.final_top, ship=args.ship,
                       progress=not args.no_progress, stale_after_s=args.stale_after, gpus=_gpus(args),
-                      model_prune=args.model_prune,
+                      model_prune=args.model_prune, mma=getattr(args, "mma", "auto"),
                       command=mask_text("python -m search.tune " + " ".join(argv if argv is not None else sys.argv[1:])))
 
 

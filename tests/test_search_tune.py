@@ -419,3 +419,32 @@ def test_a_few_rows_tune_searches_and_exports_the_gemv_kernel(tmp_path, cache, c
     assert first["schedule"] == builtin_schedule(tiledsl.GemmOp(1, 4096, 4096), tiledsl.Target.known("H200")).to_dict()
     assert all(t["schedule"]["kernel"] == "gemv" for t in report["trials"] if t.get("schedule"))
     assert "tiledsl_gemv_gemm" in (out / "kernel.cu").read_text()
+
+
+def test_mma_dmma_searches_the_fp64_gemv_space_and_refuses_what_it_cannot_run(tmp_path, cache, capsys):
+    """--mma dmma: a model-only tune of 16×4096×4096 x @ W.T samples only the GEMV kernel on the FP64 tensor cores
+    (gemv_dmma_schedule's pick among the space's seeds), names its study apart (-dmma) and exports a kernel whose source holds the
+    float64 mma.sync; products the kernel cannot run are refused before the search, naming the rule or the rows."""
+    out = tmp_path / "best"
+    args = ["gemm", "--m", "16", "--n", "4096", "--k", "4096", "--layout", "NT", "--mma", "dmma", "--trials", "12",
+            "--model-only", "--storage", f"sqlite:///{tmp_path / 't.db'}", "--no-progress", "--export", str(out),
+            "--compile-top", "1"]
+    assert tune.main(args) == 0
+    text = capsys.readouterr().out
+    assert "gemm-16x4096x4096-float32-NT-H200-dmma-model" in text
+    report = json.loads((out / "report.json").read_text())
+    schedules = [t["schedule"] for t in report["trials"] if t.get("schedule")]
+    assert schedules and all((d["kernel"], d["mma"]) == ("gemv", "dmma") for d in schedules)
+    from search.space import gemv_dmma_space
+    from tiledsl.gemm.family import gemv_dmma_schedule
+    op, h200 = tiledsl.GemmOp(16, 4096, 4096, layout_b="col"), tiledsl.Target.known("H200")
+    assert gemv_dmma_schedule(op, h200) in gemv_dmma_space(op).seeds(op, h200), "the pick is among the seeds"
+    assert "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64" in (out / "kernel.cu").read_text()
+    for extra, what in ((["--m", "17", "--n", "64", "--k", "64"], "M=17 must be at most 16"),
+                        (["--m", "16", "--n", "64", "--k", "64", "--layout", "TN"], "rule gemv_mma_layouts"),
+                        (["--m", "16", "--n", "64", "--k", "64", "--precision", "3xtf32"], "rule gemv_dmma_float32"),
+                        (["--m", "16", "--n", "64", "--k", "66"], "rule gemv_mma_16_byte_operands")):
+        with pytest.raises(SystemExit):
+            tune.main(["gemm", *extra, "--mma", "dmma", "--model-only", "--storage",
+                       f"sqlite:///{tmp_path / 'r.db'}", "--no-progress"])
+        assert what in capsys.readouterr().err, what
