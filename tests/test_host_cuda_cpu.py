@@ -18,6 +18,7 @@ import pytest
 import tiledsl
 from tiledsl.gemm import default_schedule
 from tiledsl.gemm.family import GEMM
+from tiledsl.gemm.schedule import gemv_slice_depth
 
 pytestmark = pytest.mark.skipif(host_cuda.compiler() is None,
                                 reason="no g++ on PATH: the host runs of emitted kernels need a C++20 compiler")
@@ -579,8 +580,9 @@ def test_gemv_mma_broken_variants_fail(layout_b, what, edit, rng):
     c = np.full((m, n), np.nan, np.float32)
     try:
         host_cuda.gemm(op, s, a, b_col, c, edit=edit)
-    except host_cuda.HostRunError:
-        return  # a read past B's end
+    except host_cuda.HostRunError as exc:
+        assert "failed on the host" in str(exc), exc  # a read past B's end, not a variant that does not compile
+        return
     assert not _rel_err(c, a.astype(np.float64) @ b.astype(np.float64)) < 4 * _tol(k), what
 
 
@@ -677,16 +679,19 @@ def test_gemv_mma_every_unroll_sums_every_step_once(layout_b, mma, rng):
 
 # ---- the GEMV kernel on the FP64 tensor cores (mma="dmma": float32 inputs widened exactly, float64 sums); the host
 # runner's m16n8k16 f64 mma.sync a warp-wide exchange, IEEE float64
-def _dmma_bound(a, b, ref, split_k):
-    """Per element, |C − A·B| for a float32 C from float64 sums: one slice, the float32 rounding of the result (2^-24 of
-    it) and the float64 sums' error, in the kernel and in NumPy's reference (each at most K·2^-53 of Σ|a·b|, Higham's
-    γ_K); split_k slices, each slice's float32 rounding and the split-K sums' float32 additions (split_k + 1 roundings of
-    at most 2^-24 of Σ|a·b|)."""
+def _dmma_bound(a, b, ref, depth):
+    """Per element, |C − A·B| for a float32 C from float64 sums over K slices ``depth`` deep (K: one slice): the float64
+    sums' error, in the kernel and in NumPy's reference (each at most K·2^-53 of Σ|a·b|, Higham's γ_K), plus half an
+    ulp of float32 per rounding: of the result with one slice; with several, of each slice's sum P_z and of each float32
+    prefix sum P_0 + … + P_z the split-K sums form (the last one the result). Float32 sums within a slice exceed it."""
     k = a.shape[1]
-    total = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-    if split_k == 1:
-        return 2.0**-24 * np.abs(ref) + 2 * k * 2.0**-53 * total
-    return (split_k + 1) * 2.0**-24 * total + 2 * k * 2.0**-53 * total
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    floor = 2 * k * 2.0**-53 * (np.abs(a64) @ np.abs(b64))
+    if depth >= k:
+        return floor + 2.0**-24 * np.abs(ref)
+    partials = [a64[:, z:z + depth] @ b64[z:z + depth] for z in range(0, k, depth)]
+    prefixes = np.cumsum(partials, axis=0)
+    return floor + 2.0**-24 * (np.abs(partials).sum(axis=0) + np.abs(prefixes[1:]).sum(axis=0))
 
 
 @pytest.mark.parametrize("m,n,k,rn,unroll,split_k,bk,layout_b", [
@@ -700,14 +705,16 @@ def test_gemv_dmma_against_float64(m, n, k, rn, unroll, split_k, bk, layout_b, r
     """x @ W.T and x @ W on the FP64 tensor cores (mma="dmma", precision "ieee"): 8-64 columns per warp (row-major B:
     groups of 32), unroll 1-8, K ≡ 4, 0 and 12 mod 16, one slice and 2-3 (the split-K kernel, and summed in the kernel:
     the same bits), rows past M (1-16 rows), columns past N: every element within its float64-sum bound
-    (:func:`_dmma_bound`: with one slice, half an ulp of float32 and K·2^-52 of Σ|a·b|, which float32 sums over K
-    terms exceed), the same bits in both orders, every load inside A and B; then alpha and beta on a given C."""
+    (:func:`_dmma_bound`: with one slice, half an ulp of float32 and K·2^-52 of Σ|a·b|; with slices, a float32 rounding
+    per slice and per prefix sum; float32 sums within a slice exceed both), the same bits in both orders, every load
+    inside A and B; then alpha and beta on a given C."""
     a, b, b_storage = _operands(rng, m, n, k, layout_b)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     s = _mma_schedule(rn, unroll, split_k, bk, mma="dmma")
     op = _mma_op(m, n, k, layout_b=layout_b, mma="dmma")
+    depth = gemv_slice_depth(k, s)
     got = _run(op, s, a, b_storage)
-    assert (np.abs(got - ref) <= _dmma_bound(a, b, ref, split_k)).all(), s
+    assert (np.abs(got - ref) <= _dmma_bound(a, b, ref, depth)).all(), s
     if split_k > 1:  # the slices summed in the kernel by the last block to arrive: the split-K kernel's bits
         fused = replace(s, split_k_fused=True)
         assert np.array_equal(_run(op, fused, a, b_storage), got), fused
@@ -715,7 +722,7 @@ def test_gemv_dmma_against_float64(m, n, k, rn, unroll, split_k, bk, layout_b, r
     op_c = _mma_op(m, n, k, read_c=True, layout_b=layout_b, mma="dmma")
     got = _run(op_c, s, a, b_storage, alpha=1.5, beta=-0.5, c0=c0)
     want = 1.5 * ref - 0.5 * c0.astype(np.float64)
-    bound = 1.5 * _dmma_bound(a, b, ref, split_k) + 2.0**-24 * (np.abs(want) + 0.5 * np.abs(c0) + 1.5 * np.abs(ref))
+    bound = 1.5 * _dmma_bound(a, b, ref, depth) + 2.0**-24 * (np.abs(want) + 0.5 * np.abs(c0) + 1.5 * np.abs(ref))
     assert (np.abs(got - want) <= bound).all(), s
     if split_k > 1:
         fused = replace(s, split_k_fused=True)
@@ -766,18 +773,25 @@ def test_gemv_dmma_broken_variants_fail(layout_b, what, edit, rng):
     ref = a.astype(np.float64) @ b.astype(np.float64)
     try:
         host_cuda.gemm(op, s, a, b_col, c, edit=edit)
-    except host_cuda.HostRunError:
-        return  # a read past B's end
-    assert not (np.abs(c - ref) <= _dmma_bound(a, b, ref, 1)).all(), what
+    except host_cuda.HostRunError as exc:
+        assert "failed on the host" in str(exc), exc  # a read past B's end, not a variant that does not compile
+        return
+    assert not (np.abs(c - ref) <= _dmma_bound(a, b, ref, k)).all(), what
+    if "float32" in what:  # and with K split three ways: the per-slice bound still tells float32 sums apart
+        split = replace(s, split_k=3, bk=32)
+        host_cuda.gemm(op, split, a, b_col, c, edit=edit)
+        assert not (np.abs(c - ref) <= _dmma_bound(a, b, ref, gemv_slice_depth(k, split))).all(), what
 
 
 @pytest.mark.parametrize("layout_b", ["col", "row"])
 def test_gemv_dmma_special_values(layout_b, rng):
     """IEEE arithmetic in float64, rounded to float32 once (docs/gemm.md): a NaN input makes its row NaN, ∞·0 is NaN, an
-    ∞ of B makes its column ±∞ (one infinite term per output), and products past float32's range that cancel leave a
-    finite, correct result (3.4e38·2 − 3.4e38·2: float32 sums give ∞ − ∞ = NaN there)."""
+    ∞ of B makes its column ±∞ (one infinite term per output), and two products past float32's range that cancel leave
+    the exact 0 (3.4e38·2 − 3.4e38·2, row 0's only nonzero terms: float32 sums give ∞ − ∞ = NaN there; beside other
+    terms float64 would absorb those of them below the large sum's ulp)."""
     m, n, k = 12, 40, 36
     a, b, _ = _operands(rng, m, n, k, layout_b)
+    a[0, :] = 0.0
     a[0, 5], a[0, 6], b[5, :], b[6, :] = 3.4e38, 3.4e38, 2.0, -2.0  # row 0: +6.8e38 − 6.8e38, past float32, cancel
     a[1, 7] = np.nan
     b[9, 4] = np.inf
@@ -791,6 +805,24 @@ def test_gemv_dmma_special_values(layout_b, rng):
     assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(np.isinf(got), np.isinf(ref))
     assert np.array_equal(np.sign(got[np.isinf(ref)]), np.sign(ref[np.isinf(ref)]))
     finite = np.isfinite(ref)
-    assert finite[0].sum() == n - 1 and np.isfinite(got[0][finite[0]]).all()  # row 0: finite but column 4
-    bound = _dmma_bound(np.nan_to_num(a, posinf=0), np.nan_to_num(b, posinf=0), ref, 1)
+    assert finite[0].sum() == n - 1 and (got[0][finite[0]] == 0).all()  # row 0: exactly 0 but column 4 (0·∞)
+    bound = _dmma_bound(np.nan_to_num(a, posinf=0), np.nan_to_num(b, posinf=0), ref, k)
     assert (np.abs(got[finite] - ref[finite]) <= bound[finite]).all()
+
+
+def test_gemv_dmma_applies_alpha_and_beta_before_its_one_rounding():
+    """With one slice the kernel rounds alpha·sum + beta·C to float32 once: a sum of 2^24 + 1 (exact in float64, a tie
+    between two float32 values) times alpha = 1.5 is 25165825.5, which rounds to 25165826; rounding the sum first gives
+    2^24 and then 25165824. With beta = 1 and C = 1: 2^24 + 2, where rounding the sum first gives 2^24."""
+    m, n, k = 16, 40, 36
+    a = np.zeros((m, k), np.float32)
+    b = np.zeros((k, n), np.float32)
+    a[:, 0], a[:, 1], b[0, :], b[1, :] = 4096.0, 1.0, 4096.0, 1.0  # each element of C: 4096·4096 + 1 = 2^24 + 1
+    s = _mma_schedule(rn=32, unroll=2, mma="dmma")
+    for layout_b in ("col", "row"):
+        b_storage = b if layout_b == "row" else np.ascontiguousarray(b.T)
+        got = _run(_mma_op(m, n, k, layout_b=layout_b, mma="dmma"), s, a, b_storage, alpha=1.5)
+        assert (got == np.float32(25165826.0)).all(), np.unique(got)
+        got = _run(_mma_op(m, n, k, read_c=True, layout_b=layout_b, mma="dmma"), s, a, b_storage, alpha=1.0, beta=1.0,
+                   c0=np.ones((m, n), np.float32))
+        assert (got == np.float32(2.0**24 + 2)).all(), np.unique(got)
