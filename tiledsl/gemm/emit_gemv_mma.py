@@ -13,10 +13,12 @@ peak (67 TFLOP/s on H100/H200 SXM, NVIDIA's H100 datasheet) equals the FP32 unit
 need about half of it, with one conversion per element of W (F2F.F64.F32) in place of the FMA kernel's ~19 issue slots.
 
 Precision, ``mma="dmma"``: a float32 value is exactly a float64 value, and the product of two is exact in float64 (24 +
-24 significand bits ≤ 53); the tensor cores sum in float64 with rounding to nearest (``.rn``, IEEE 754), and the result
-is rounded to float32 once (with alpha and beta applied in float64). Each output is at least as accurate as an IEEE
-float32 FMA chain over the same slice, though not bit-equal to one; special values follow IEEE arithmetic in float64
-(a partial sum past float32's range stays finite until the last rounding).
+24 significand bits ≤ 53); the tensor cores sum in float64 with rounding to nearest (``.rn``, IEEE 754). With one K
+slice the result is rounded to float32 once, alpha and beta applied in float64 first; with ``split_k`` each slice's
+sum is rounded to float32 and the slices are summed in float32 (the split-K kernel, or the fused sum), alpha and beta
+in float32. The error bound (half an ulp of float32 per rounding, plus float64's) is below an IEEE float32 FMA chain's
+over the same K; the bits differ from one. Special values follow IEEE arithmetic in float64 (a partial sum past
+float32's range stays finite until it is rounded to float32).
 
 Precision, ``mma="mma_sync"`` (CUTLASS's "3xTF32"): each float32 x becomes big = x rounded to TF32 (10 explicit mantissa bits, to nearest,
 ties away from zero: ``(bits + 0x1000) & 0xffffe000``) and small = x − big (exact) cut to TF32 (``& 0xffffe000``);
@@ -134,8 +136,10 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
     w = Writer()
     w(f"// tiledsl GEMV-style GEMM on the tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]"
       f"{' + beta * C' if op.read_c and (fused or not split) else ''}, few rows M",
-      "// float32 in/out, each input widened to float64 exactly, one m16n8k16 float64 product per step (exact "
-      "products),\n// float64 accumulation, one rounding to float32;" if f64 else
+      ("// float32 in/out, each input widened to float64 exactly, one m16n8k16 float64 product per step (exact "
+       "products),\n// float64 accumulation per K slice, rounded to float32 for the split-K sum;" if split else
+       "// float32 in/out, each input widened to float64 exactly, one m16n8k16 float64 product per step (exact "
+       "products),\n// float64 accumulation, one rounding to float32;") if f64 else
       "// float32 in/out, each input split into two TF32 parts, three m16n8k8 products per term (3xTF32), float32 "
       "accumulation;",
       "// A row-major, B column-major (W[N][K]: x @ W.T), C row-major" if not row_b else

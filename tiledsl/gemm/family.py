@@ -759,9 +759,10 @@ def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync") -> Gemm
 
 GEMV_DMMA = (128, 32, 2)
 """(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``) of :func:`gemv_dmma_schedule`, chosen
-from the SASS (NVRTC 12.9, sm_90, 16×22016×4096; ``docs/gemm.md``, "Few rows on the FP64 tensor cores"): 148 / 142
-registers (x @ W.T / x @ W; three blocks of 128 threads per SM) and 112 / 116 instructions per pass of 2 k16 steps, 3.5
-per element of B per lane (the FMA kernel at sixteen rows: 18.7; 3xTF32: 8.3), of them 1.5 F2F and 0.25 DMMA."""
+from the SASS, not from a GPU run (NVRTC 12.9, sm_90, 16×22016×4096 with the pick's ``min_blocks`` 3 and 3 K slices;
+``docs/gemm.md``, "Few rows on the FP64 tensor cores"): 142 / 134 registers (x @ W.T / x @ W; three blocks of 128
+threads per SM) and 141 / 131 instructions per pass of 2 k16 steps, 4.4 / 4.1 per element of B per lane (the FMA
+kernel at sixteen rows: 18.7; 3xTF32: 8.3), of them 1.5 F2F and 0.25 DMMA."""
 
 
 def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:

@@ -103,7 +103,7 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "MMA == 0 and KERNEL == 0 and STAGES == 2 and UNROLL == BK",
            "{cls}.fragment_prefetch=True needs the FMA kernel's register-prefetch double buffer with the k loop "
            "fully unrolled (mma='fma', kernel='tiled', stages=2, unroll=bk; got mma kind {MMA} (0 = 'fma', "
-           "1 = 'mma_sync', 2 = 'wgmma'), kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), stages={STAGES}, "
+           "1 = 'mma_sync', 2 = 'wgmma', 3 = 'dmma'), kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), stages={STAGES}, "
            "unroll={UNROLL}, bk={BK})", when="FRAGMENT_PREFETCH == 1"),
     R.Rule("persistent_needs_tma", "MMA == 2 and WARP_SPECIALIZE == 1 and SPLIT_K == 1",
            "{cls}.persistent=True needs mma='wgmma' with warp_specialize=True and split_k=1 (the TMA producer "
@@ -356,7 +356,8 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -
         frags = s.rn // 8
         if s.mma == "dmma":  # float64 accumulators and widened fragments: 40 + 16·frags + min(unroll, 4)·(4 + 4·frags),
             # fitted the same way (x @ W.T / x @ W at rn/unroll 16/2, 16/4, 32/2, 32/4, 32/8, 64/2, 64/4: 108, 130,
-            # 148 / 142, 172 / 214, 188 / 224, 225 / 214, 226 / 248): within 34 below (x @ W 32/4) and 36 above
+            # 148 / 142, 172 / 214, 188 / 224, 225 / 214, 226 / 248): within 40 below (x @ W 32/8: 184 against 224)
+            # and 29 above
             return min(255, 40 + 16 * frags + min(s.unroll, 4) * (4 + 4 * frags))
         return min(255, 34 + 16 * frags + min(s.unroll, 4) * (4 + 2 * frags))
     if s.kernel == "gemv" and col_b and s.smem_a and s.spare_slot:  # the ring: bm × rn accumulators, unroll + 1
