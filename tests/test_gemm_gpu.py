@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from dmma_cases import check_special_values, dmma_bound, special_operands
 
 import tiledsl
 
@@ -1171,16 +1172,10 @@ def test_gemv_dmma_against_float64(m, n, k, layout_b, rng):
     b, _ = _rand((k, n), rng, layout=layout_b)
     ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)
     ref = ha @ hb
-    floor = 2 * k * 2.0**-53 * (np.abs(ha) @ np.abs(hb))  # the float64 sums' error, the kernel's and NumPy's
     from tiledsl.gemm.schedule import gemv_slice_depth
 
     def bound(s):
-        depth = gemv_slice_depth(k, s)
-        if depth >= k:
-            return floor + 2.0**-24 * np.abs(ref)
-        partials = [ha[:, z:z + depth] @ hb[z:z + depth] for z in range(0, k, depth)]
-        prefixes = np.cumsum(partials, axis=0)
-        return floor + 2.0**-24 * (np.abs(partials).sum(axis=0) + np.abs(prefixes[1:]).sum(axis=0))
+        return dmma_bound(ha, hb, ref, gemv_slice_depth(k, s))
 
     from tiledsl.gemm.family import gemv_dmma_schedule
 
@@ -1214,20 +1209,7 @@ def test_gemv_dmma_special_values(layout_b, rng):
     (tests/test_host_cuda_cpu.py): a NaN input makes its row NaN, ∞·0 is NaN, an ∞ of B makes its column ±∞, and two
     products past float32's range that cancel (3.4e38·2 − 3.4e38·2, row 0's only nonzero terms) leave the exact 0."""
     cp = _cp()
-    m, n, k = 12, 40, 36
-    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-    a[0, :] = 0.0
-    a[0, 5], a[0, 6], b[5, :], b[6, :] = 3.4e38, 3.4e38, 2.0, -2.0
-    a[1, 7], b[9, 4], b[10, :], a[4, 10] = np.nan, np.inf, 0.0, np.inf
+    a, b = special_operands(rng)
     bd = cp.asarray(b) if layout_b == "row" else cp.asarray(np.ascontiguousarray(b.T)).T
     s = tiledsl.GemmSchedule(kernel="gemv", mma="dmma", bm=16, bn=128, bk=16, rn=32, unroll=2, vec=4)
-    got = cp.asnumpy(_gemm_nan_out(cp.asarray(a), bd, schedule=s))
-    with np.errstate(invalid="ignore"):
-        ref = a.astype(np.float64) @ b.astype(np.float64)
-    assert np.isnan(got[1]).all() and np.isnan(got[4]).all()
-    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(np.isinf(got), np.isinf(ref))
-    assert np.array_equal(np.sign(got[np.isinf(ref)]), np.sign(ref[np.isinf(ref)]))
-    finite = np.isfinite(ref)
-    assert finite[0].sum() == n - 1 and (got[0][finite[0]] == 0).all()  # row 0: exactly 0 but column 4 (0·∞)
-    assert np.abs(got[finite] - ref[finite]).max() <= 1e-6 * np.abs(ref[finite]).max()
+    check_special_values(cp.asnumpy(_gemm_nan_out(cp.asarray(a), bd, schedule=s)), a, b)

@@ -14,6 +14,7 @@ from dataclasses import replace
 import host_cuda
 import numpy as np
 import pytest
+from dmma_cases import check_special_values, dmma_bound, special_operands
 
 import tiledsl
 from tiledsl.gemm import default_schedule
@@ -679,19 +680,6 @@ def test_gemv_mma_every_unroll_sums_every_step_once(layout_b, mma, rng):
 
 # ---- the GEMV kernel on the FP64 tensor cores (mma="dmma": float32 inputs widened exactly, float64 sums); the host
 # runner's m16n8k16 f64 mma.sync a warp-wide exchange, IEEE float64
-def _dmma_bound(a, b, ref, depth):
-    """Per element, |C − A·B| for a float32 C from float64 sums over K slices ``depth`` deep (K: one slice): the float64
-    sums' error, in the kernel and in NumPy's reference (each at most K·2^-53 of Σ|a·b|, Higham's γ_K), plus half an
-    ulp of float32 per rounding: of the result with one slice; with several, of each slice's sum P_z and of each float32
-    prefix sum P_0 + … + P_z the split-K sums form (the last one the result). Float32 sums within a slice exceed it."""
-    k = a.shape[1]
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    floor = 2 * k * 2.0**-53 * (np.abs(a64) @ np.abs(b64))
-    if depth >= k:
-        return floor + 2.0**-24 * np.abs(ref)
-    partials = [a64[:, z:z + depth] @ b64[z:z + depth] for z in range(0, k, depth)]
-    prefixes = np.cumsum(partials, axis=0)
-    return floor + 2.0**-24 * (np.abs(partials).sum(axis=0) + np.abs(prefixes[1:]).sum(axis=0))
 
 
 @pytest.mark.parametrize("m,n,k,rn,unroll,split_k,bk,layout_b", [
@@ -705,7 +693,7 @@ def test_gemv_dmma_against_float64(m, n, k, rn, unroll, split_k, bk, layout_b, r
     """x @ W.T and x @ W on the FP64 tensor cores (mma="dmma", precision "ieee"): 8-64 columns per warp (row-major B:
     groups of 32), unroll 1-8, K ≡ 4, 0 and 12 mod 16, one slice and 2-3 (the split-K kernel, and summed in the kernel:
     the same bits), rows past M (1-16 rows), columns past N: every element within its float64-sum bound
-    (:func:`_dmma_bound`: with one slice, half an ulp of float32 and K·2^-52 of Σ|a·b|; with slices, a float32 rounding
+    (:func:`dmma_bound`: with one slice, half an ulp of float32 and K·2^-52 of Σ|a·b|; with slices, a float32 rounding
     per slice and per prefix sum; float32 sums within a slice exceed both), the same bits in both orders, every load
     inside A and B; then alpha and beta on a given C."""
     a, b, b_storage = _operands(rng, m, n, k, layout_b)
@@ -714,7 +702,7 @@ def test_gemv_dmma_against_float64(m, n, k, rn, unroll, split_k, bk, layout_b, r
     op = _mma_op(m, n, k, layout_b=layout_b, mma="dmma")
     depth = gemv_slice_depth(k, s)
     got = _run(op, s, a, b_storage)
-    assert (np.abs(got - ref) <= _dmma_bound(a, b, ref, depth)).all(), s
+    assert (np.abs(got - ref) <= dmma_bound(a, b, ref, depth)).all(), s
     if split_k > 1:  # the slices summed in the kernel by the last block to arrive: the split-K kernel's bits
         fused = replace(s, split_k_fused=True)
         assert np.array_equal(_run(op, fused, a, b_storage), got), fused
@@ -722,7 +710,7 @@ def test_gemv_dmma_against_float64(m, n, k, rn, unroll, split_k, bk, layout_b, r
     op_c = _mma_op(m, n, k, read_c=True, layout_b=layout_b, mma="dmma")
     got = _run(op_c, s, a, b_storage, alpha=1.5, beta=-0.5, c0=c0)
     want = 1.5 * ref - 0.5 * c0.astype(np.float64)
-    bound = 1.5 * _dmma_bound(a, b, ref, depth) + 2.0**-24 * (np.abs(want) + 0.5 * np.abs(c0) + 1.5 * np.abs(ref))
+    bound = 1.5 * dmma_bound(a, b, ref, depth) + 2.0**-24 * (np.abs(want) + 0.5 * np.abs(c0) + 1.5 * np.abs(ref))
     assert (np.abs(got - want) <= bound).all(), s
     if split_k > 1:
         fused = replace(s, split_k_fused=True)
@@ -776,11 +764,11 @@ def test_gemv_dmma_broken_variants_fail(layout_b, what, edit, rng):
     except host_cuda.HostRunError as exc:
         assert "failed on the host" in str(exc), exc  # a read past B's end, not a variant that does not compile
         return
-    assert not (np.abs(c - ref) <= _dmma_bound(a, b, ref, k)).all(), what
+    assert not (np.abs(c - ref) <= dmma_bound(a, b, ref, k)).all(), what
     if "float32" in what:  # and with K split three ways: the per-slice bound still tells float32 sums apart
         split = replace(s, split_k=3, bk=32)
         host_cuda.gemm(op, split, a, b_col, c, edit=edit)
-        assert not (np.abs(c - ref) <= _dmma_bound(a, b, ref, gemv_slice_depth(k, split))).all(), what
+        assert not (np.abs(c - ref) <= dmma_bound(a, b, ref, gemv_slice_depth(k, split))).all(), what
 
 
 @pytest.mark.parametrize("layout_b", ["col", "row"])
@@ -789,25 +777,12 @@ def test_gemv_dmma_special_values(layout_b, rng):
     ∞ of B makes its column ±∞ (one infinite term per output), and two products past float32's range that cancel leave
     the exact 0 (3.4e38·2 − 3.4e38·2, row 0's only nonzero terms: float32 sums give ∞ − ∞ = NaN there; beside other
     terms float64 would absorb those of them below the large sum's ulp)."""
-    m, n, k = 12, 40, 36
-    a, b, _ = _operands(rng, m, n, k, layout_b)
-    a[0, :] = 0.0
-    a[0, 5], a[0, 6], b[5, :], b[6, :] = 3.4e38, 3.4e38, 2.0, -2.0  # row 0: +6.8e38 − 6.8e38, past float32, cancel
-    a[1, 7] = np.nan
-    b[9, 4] = np.inf
-    b[10, :], a[4, 10] = 0.0, np.inf  # ∞·0: row 4 NaN
+    a, b = special_operands(rng)
+    (m, k), n = a.shape, b.shape[1]
     b_storage = b if layout_b == "row" else np.ascontiguousarray(b.T)
     got = _run(_mma_op(m, n, k, layout_b=layout_b, mma="dmma"), _mma_schedule(rn=32, unroll=2, mma="dmma"), a,
                b_storage)
-    with np.errstate(invalid="ignore"):
-        ref = a.astype(np.float64) @ b.astype(np.float64)
-    assert np.isnan(got[1]).all() and np.isnan(got[4]).all()
-    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(np.isinf(got), np.isinf(ref))
-    assert np.array_equal(np.sign(got[np.isinf(ref)]), np.sign(ref[np.isinf(ref)]))
-    finite = np.isfinite(ref)
-    assert finite[0].sum() == n - 1 and (got[0][finite[0]] == 0).all()  # row 0: exactly 0 but column 4 (0·∞)
-    bound = _dmma_bound(np.nan_to_num(a, posinf=0), np.nan_to_num(b, posinf=0), ref, k)
-    assert (np.abs(got[finite] - ref[finite]) <= bound[finite]).all()
+    check_special_values(got, a, b)
 
 
 def test_gemv_dmma_applies_alpha_and_beta_before_its_one_rounding():
