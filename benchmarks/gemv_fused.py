@@ -139,8 +139,9 @@ DMMA_FORMS = ((16, 4), (32, 2), (32, 4), (64, 2), (32, 8))
 """``--family dmma``: (``rn`` columns per warp, ``unroll`` k16 steps in flight) of the GEMV kernel on the FP64 tensor
 cores (``mma="dmma"``, precision "ieee", 128 threads, K slices filling whole waves as ``gemv_dmma_schedule`` makes them:
 its pick is ``rn32 u2``) over :data:`MMA_ROWS` rows of x @ W.T and x @ W (16 columns per warp left out with a row-major
-B), every LLM (N, K) with K and N multiples of 4, beside ``schedule=None`` (the FMA kernels), and the pick with its K
-slices summed in the kernel (``split_k_fused``) where it splits K. ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T /
+B), every LLM (N, K) with K and N multiples of 4, beside ``schedule=None`` (the FMA kernels), and the pick
+(``GEMV_DMMA``: 16 columns at unroll 4 for x @ W.T, 32 at unroll 4 for x @ W) with its K slices summed in the kernel
+(``split_k_fused``) where it splits K. ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T /
 x @ W, ``min_blocks`` 1): 130, 148 / 142, 172 / 214, 225 / 214 and 188 / 224 registers, no spills."""
 
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
@@ -170,9 +171,11 @@ def variants(base, op, target, family: str) -> dict:
             if op.layout_b == "row" and rn % 32:  # a row-major B's lanes read 4 adjacent columns for 4 fragments
                 continue
             out[f"{label} rn{rn} u{unroll}"] = gemv_mma_form(op_tc, target, gemv_mma_shape(128, rn, unroll, mma))
-        split = out.get(f"{label} rn32 u2")  # the library's form, its slices summed in the kernel (one launch)
-        if split is not None and split.split_k > 1:
-            out[f"{label} rn32 u2 fused"] = replace(split, split_k_fused=True)
+        from tiledsl.gemm.family import gemv_dmma_schedule
+
+        pick = out.get("3xtf32 rn32 u2") if family == "mma3x" else gemv_dmma_schedule(op, target)  # the library's form
+        if pick is not None and pick.split_k > 1:  # its slices summed in the kernel (one launch)
+            out[f"{label} rn{pick.rn} u{pick.unroll} fused"] = replace(pick, split_k_fused=True)
         return out
     if family == "colb_lanes":  # x @ W.T's kernel with A in registers, its lanes in groups along K
         from tiledsl.gemm import default_schedule
@@ -385,7 +388,7 @@ def main() -> int:
         todo = [(m, n, k, "NT", False) for m in FEW_ROWS for n, k in llm_weights() if k % 4 == 0]
     if args.family in ("mma3x", "dmma"):  # K (and for x @ W N) a multiple of 4: A and B read 4 wide
         todo = [(m, n, k, layout, False) for layout in ("NT", "NN") for m in MMA_ROWS for n, k in llm_weights()
-                if k % 4 == 0 and (layout == "NT" or n % 4 == 0)]
+                if k % 4 == 0 and (layout == "NT" or n % 4 == 0) and (not args.layouts or layout in args.layouts)]
     if args.family == "few_rows":  # x @ W with A staged (N a multiple of 4), and x @ W.T
         todo = [(m, n, k, layout, False) for layout in ("NN", "NT") for m in FEW_ROWS for n, k in llm_weights()
                 if layout == "NT" or n % 4 == 0]

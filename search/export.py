@@ -389,10 +389,11 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
             "that path untimed")
     elif mode == "measured" and (unused := rows_unused(cfg.family, op, target)) is not None:
         out(f"not stored for schedule=None: {unused}")
-    elif mode == "measured" and cfg.mma != "auto":
-        out(f"not stored for schedule=None: --mma {cfg.mma} searched a space without schedule=None's own kernel, "
-            "which this run did not time, so a stored record could be slower than the call without it; pass the "
-            "exported schedule as schedule= where it wins (benchmarks/gemv_hbm.py --variant dmma times both)")
+    elif mode == "measured" and (cfg.mma != "auto" or winner.schedule.mma == "dmma"):
+        out("not stored for schedule=None: the FP64 tensor-core GEMV space (--mma dmma) does not hold schedule=None's "
+            "own kernel, which this run did not time, so a stored record could be slower than the call without it; "
+            "time the exported schedule beside schedule=None (tiledsl.timing.time_gpu) and pass it as schedule= "
+            "where it wins")
     elif mode == "measured":
         figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}
         try:

@@ -193,7 +193,8 @@ def _gemm_arguments(g: argparse.ArgumentParser) -> None:
     g.add_argument("--mma", default="auto", choices=("auto", "dmma"),
                    help="auto: the kernels schedule=None chooses among; dmma: the GEMV kernel on the FP64 tensor cores "
                         "(IEEE float32, 1-16 rows, x @ W or x @ W.T, A and B 16-byte aligned, sm_90): inputs widened "
-                        "exactly, float64 sums; its record is read by schedule=None like any other")
+                        "exactly, float64 sums per K slice rounded to float32; its winner is exported, never stored "
+                        "for schedule=None")
     g.add_argument("--layout", default="NN", choices=tuple(LAYOUTS),
                    help="storage of A then B, seen from C = A·B in row-major (numpy) terms: N = row-major operand, "
                         "T = column-major operand (a .T view of a contiguous array). DeepBench's cuBLAS "

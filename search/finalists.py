@@ -186,16 +186,20 @@ def model_only_finalists(study, space: Space, target, cfg: TuneConfig, model: Mo
                 "schedule=None runs, measured on the GPU in the project's benchmarks (docs/search.md)")
             winner = kept
         return finals, winner, info
-    # nothing compiled is free of spills: the library's default for this op
-    default = family(cfg.family).default_schedule(op, target)
-    ex = model.explain(op, default, target)
-    bar.grow()
-    winner = compile_one(default, None, ex.get("predicted_s"), ex.get("bound_by"))
+    # nothing compiled is free of spills: the library's default for this op (not with --mma dmma: not in its space)
     worst = min((f for f in compiled.values() if "registers" in f.resources),
                 key=lambda f: f.resources["spill_bytes"], default=None)
     why = (f"none of the {len(compiled)} compiled candidates is free of register spills (fewest: trial "
            f"{worst.number}, {worst.resources['spill_bytes']} bytes)" if worst is not None
            else f"none of the {len(compiled)} compiled candidates compiled")
+    if cfg.mma != "auto":
+        info["fallback"] = why
+        out(f"warning: {why}; nothing exported (--mma {cfg.mma}: the library default is not a kernel of its space)")
+        return finals, None, info
+    default = family(cfg.family).default_schedule(op, target)
+    ex = model.explain(op, default, target)
+    bar.grow()
+    winner = compile_one(default, None, ex.get("predicted_s"), ex.get("bound_by"))
     default_res = ("does not compile" if "error" in winner.resources else
                    f"{winner.resources['registers']} registers, {winner.resources['spill_bytes']} spill bytes")
     info["fallback"] = why

@@ -686,18 +686,13 @@ def gemv_dmma_space(op) -> Space:
     """:data:`GEMM_GEMV_DMMA_SPACE` for ``op`` (``search.tune gemm --mma dmma``).
 
     Raises:
-        ValueError: ``op`` has more than 16 rows, or a rule of the kernel refuses it (the message names the rule:
-            IEEE float32 only, A and C row-major, A and B 16-byte aligned).
+        ValueError: ``op`` has more than 16 rows, or a rule of the kernel refuses it
+            (``tiledsl.gemm.family.gemv_dmma_refusal``: the message names the rule).
     """
-    from tiledsl.errors import ScheduleError
-    from tiledsl.gemm.family import GEMV_DMMA, gemv_mma_shape
+    from tiledsl.gemm.family import gemv_dmma_refusal
 
-    if op.m > 16:
-        raise ValueError(f"--mma dmma: M={op.m} must be at most 16 (the kernel's blocks are one m16 fragment of rows)")
-    try:
-        gemv_mma_shape(*GEMV_DMMA, mma="dmma").check_op(op)
-    except ScheduleError as exc:
-        raise ValueError(f"--mma dmma: {exc}") from None
+    if why := gemv_dmma_refusal(op):
+        raise ValueError(f"--mma dmma: {why}")
     return _tensor_core_gemv_space(GEMM_GEMV_DMMA_SPACE, op)
 
 

@@ -144,6 +144,18 @@ def _check_devices(cfg: TuneConfig, target) -> None:
                          f"{target.name} like device 0; one study measures one kind of GPU (run one study per kind)")
 
 
+def _check_mma(cfg: TuneConfig, op, target) -> None:
+    """``--mma dmma``: the FP64 tensor-core GEMV kernel runs ``op`` on ``target`` (sm_90), checked before the search.
+
+    Raises:
+        SystemExit: it does not (``tiledsl.gemm.family.gemv_dmma_refusal``: the rows, or the rule, device included).
+    """
+    from tiledsl.gemm.family import gemv_dmma_refusal
+
+    if cfg.mma == "dmma" and (why := gemv_dmma_refusal(op, target)):
+        raise SystemExit(f"--mma dmma on {target.name} ({target.arch}): {why}")
+
+
 def _target(cfg: TuneConfig, out) -> tuple[object, str | None]:
     """The device to tune for and the calibration file its figures came from (``--model-only``), or None.
     Without a GPU, ``cfg.model_only`` is set (and said)."""
@@ -180,7 +192,7 @@ def _open_study(cfg: TuneConfig, name: str, storage, space, target, model, mode:
                                     sampler=make_sampler(cfg.sampler, cfg.seed, space), load_if_exists=True)
         expire_stale(study, cfg.stale_after_s)  # trials of workers that died (no heartbeat) become FAIL
         meta = {"family": cfg.family, "op": cfg.op.to_dict(), "device": target.name, "arch": target.arch,
-                "mode": mode}
+                "mode": mode, **({} if cfg.mma == "auto" else {"mma": cfg.mma})}  # one space per study
         old = study.user_attrs.get("meta")
         if old is None:
             study.set_user_attr("meta", meta)
@@ -222,6 +234,7 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     pruner = ModelPruner(cfg.model_prune)
     space = gemv_dmma_space(op) if cfg.mma == "dmma" else space_for(cfg.family).for_op(op)
     target, calibration = _target(cfg, out)
+    _check_mma(cfg, op, target)
     mode = "model-only" if cfg.model_only else "measured"
     _check_devices(cfg, target)
     unused = rows_unused(cfg.family, op, target)
@@ -539,6 +552,8 @@ def _lookup(cfg: TuneConfig) -> int:
     target = tiledsl.Target.current() if tiledsl.gpu_available() else tiledsl.Target.known(cfg.device or DEFAULT_DEVICE)
     hit, reasons = lookup_hit(cfg.family, cfg.op, target)
     print(f"lookup {cfg.family} {op_text(cfg.op)} on {target.name} ({target.arch}):")
+    if cfg.mma != "auto":
+        print(f"  note: --mma {cfg.mma} winners are never stored for schedule=None; this is schedule=None's own lookup")
     for r in reasons:
         print(f"  miss: {r}")
     if hit is not None:
@@ -575,6 +590,9 @@ def check_args(args: argparse.Namespace) -> str | None:
     opened (URL, password masked, and reason)."""
     if args.lookup:
         return None
+    if getattr(args, "mma", "auto") != "auto" and args.ship:
+        return (f"--ship with --mma {args.mma}: its winner is never stored for schedule=None (the space does not hold "
+                "schedule=None's own kernel, which the run does not time), so there is nothing to ship")
     if args.export is not None:
         why = export_problem(args.export)
         if why is not None:

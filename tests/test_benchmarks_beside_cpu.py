@@ -681,8 +681,8 @@ def test_dmma_sweeps_build_a_valid_fp64_schedule_for_every_product():
     """gemv_fused.py --family dmma and gemv_hbm.py --variant dmma: every product the sweep times (4, 8, 12 and 16
     rows of each LLM x @ W.T and x @ W with K and N multiples of 4) gets its five forms on the FP64 tensor cores (four
     for x @ W: 16 columns per warp left out), the pick's fused sum where it splits K, each passing the op's and the
-    H200's rules; gemv_hbm's variant is gemv_dmma_schedule's pick. The GPU call does not stop on a schedule the rules
-    refuse."""
+    H200's rules; gemv_hbm's variant is gemv_dmma_schedule's pick, one of the forms. The GPU call does not stop on a
+    schedule the rules refuse; --layouts keeps only the layouts it names."""
     import gemv_fused
     import gemv_hbm
     from beside import llm_weights
@@ -699,8 +699,9 @@ def test_dmma_sweeps_build_a_valid_fp64_schedule_for_every_product():
         got = gemv_fused.variants(gemv_base_schedule(op, h200), op, h200, "dmma")
         pick = gemv_dmma_schedule(op, h200)
         forms = {f"dmma rn{rn} u{u}" for rn, u in gemv_fused.DMMA_FORMS if layout == "NT" or rn % 32 == 0}
-        assert set(got) == forms | ({"dmma rn32 u2 fused"} if pick.split_k > 1 else set()), (m, n, k, layout)
-        assert got["dmma rn32 u2"] == pick and gemv_hbm.variant_schedule(op, h200, ("dmma",)) == pick
+        name = f"dmma rn{pick.rn} u{pick.unroll}"
+        assert set(got) == forms | ({f"{name} fused"} if pick.split_k > 1 else set()), (m, n, k, layout)
+        assert got[name] == pick and gemv_hbm.variant_schedule(op, h200, ("dmma",)) == pick
         for s in got.values():
             assert s.mma == "dmma" and s.check_op(op).validate(h200) is s
 

@@ -1168,6 +1168,8 @@ def test_gemv_dmma_against_float64(m, n, k, layout_b, rng):
     kernel (the fused sum: the same bits), rows past M, columns past N, K ≡ 4 mod 16 (the guarded last step); then
     alpha and beta. With one slice at least 99 % of C is A·B correctly rounded to float32."""
     cp = _cp()
+    if tiledsl.Target.current().cc < 90:
+        pytest.skip("mma='dmma' needs sm_90 (rule dmma_needs_sm_90)")
     a, _ = _rand((m, k), rng)
     b, _ = _rand((k, n), rng, layout=layout_b)
     ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)
@@ -1209,6 +1211,8 @@ def test_gemv_dmma_special_values(layout_b, rng):
     (tests/test_host_cuda_cpu.py): a NaN input makes its row NaN, ∞·0 is NaN, an ∞ of B makes its column ±∞, and two
     products past float32's range that cancel (3.4e38·2 − 3.4e38·2, row 0's only nonzero terms) leave the exact 0."""
     cp = _cp()
+    if tiledsl.Target.current().cc < 90:
+        pytest.skip("mma='dmma' needs sm_90 (rule dmma_needs_sm_90)")
     a, b = special_operands(rng)
     bd = cp.asarray(b) if layout_b == "row" else cp.asarray(np.ascontiguousarray(b.T)).T
     s = tiledsl.GemmSchedule(kernel="gemv", mma="dmma", bm=16, bn=128, bk=16, rn=32, unroll=2, vec=4)

@@ -440,7 +440,8 @@ def test_mma_dmma_searches_the_fp64_gemv_space_and_refuses_what_it_cannot_run(tm
     op, h200 = tiledsl.GemmOp(16, 4096, 4096, layout_b="col"), tiledsl.Target.known("H200")
     assert gemv_dmma_schedule(op, h200) in gemv_dmma_space(op).seeds(op, h200), "the pick is among the seeds"
     assert "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64" in (out / "kernel.cu").read_text()
-    for extra, what in ((["--m", "17", "--n", "64", "--k", "64"], "M=17 must be at most 16"),
+    for extra, what in ((["--m", "17", "--n", "64", "--k", "64"], "M = 17 rows"),
+                        (["--m", "16", "--n", "64", "--k", "64", "--ship"], "--ship with --mma dmma"),
                         (["--m", "16", "--n", "64", "--k", "64", "--layout", "TN"], "rule gemv_mma_layouts"),
                         (["--m", "16", "--n", "64", "--k", "64", "--precision", "3xtf32"], "rule gemv_dmma_float32"),
                         (["--m", "16", "--n", "64", "--k", "66"], "rule gemv_mma_16_byte_operands")):
@@ -448,3 +449,18 @@ def test_mma_dmma_searches_the_fp64_gemv_space_and_refuses_what_it_cannot_run(tm
             tune.main(["gemm", *extra, "--mma", "dmma", "--model-only", "--storage",
                        f"sqlite:///{tmp_path / 'r.db'}", "--no-progress"])
         assert what in capsys.readouterr().err, what
+
+
+
+def test_mma_dmma_refuses_a_device_before_sm_90_and_a_study_of_the_other_space(tmp_path, cache, capsys):
+    """--mma dmma on an A100 (sm_80) stops before the search, naming the device and rule dmma_needs_sm_90; a study made
+    by one space is refused to a run of the other (its meta names the space), so no FP64 trial reaches a schedule=None
+    search or the reverse."""
+    db = f"sqlite:///{tmp_path / 't.db'}"
+    base = ["gemm", "--m", "16", "--n", "4096", "--k", "4096", "--layout", "NT", "--model-only", "--storage", db,
+            "--no-progress", "--trials", "4", "--compile-top", "1", "--export", str(tmp_path / "out")]
+    with pytest.raises(SystemExit, match=r"--mma dmma on A100 \(sm_80\): .*rule dmma_needs_sm_90"):
+        tune.main([*base, "--mma", "dmma", "--device", "A100"])
+    assert tune.main([*base, "--mma", "dmma", "--study-name", "shared"]) == 0
+    with pytest.raises(SystemExit, match="study 'shared' .* was made for .*'mma': 'dmma'"):
+        tune.main([*base, "--study-name", "shared"])

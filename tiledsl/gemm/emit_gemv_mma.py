@@ -348,7 +348,7 @@ def _add_part(w: Writer) -> None:
 def _epilogue(w: Writer, op: GemmOp, split: bool, row_b: bool, fused: bool, f64: bool) -> None:
     """Emit the stores of the warp's fragments: lane (g, t) holds rows g and g + 8 of column slots 2t + e of each
     fragment j (columns n0 + 8j + 2t + e; row-major B: n0 + 32 (j / 4) + 4 (2t + e) + j % 4); float64 sums are
-    rounded to float32 once, after alpha and beta."""
+    rounded to float32 once: after alpha and beta with one slice, as the slice's partial sum with split-K."""
     scale, beta = ("", False) if split else ("alpha * ", op.read_c)
     out, ld = ("P", "N") if fused else ("C", "ldc")
     w("// ---- epilogue: " + ("the slice's partial sums to P, its slice of W" if fused else

@@ -757,29 +757,44 @@ def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync") -> Gemm
     return replace(s, min_blocks=max(1, min(4, 65536 // (bn * s.est_registers))))
 
 
-GEMV_DMMA = (128, 32, 2)
-"""(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``) of :func:`gemv_dmma_schedule`, chosen
-from the SASS, not from a GPU run (NVRTC 12.9, sm_90, 16×22016×4096 with the pick's ``min_blocks`` 3 and 3 K slices;
-``docs/gemm.md``, "Few rows on the FP64 tensor cores"): 142 / 134 registers (x @ W.T / x @ W; three blocks of 128
-threads per SM) and 141 / 131 instructions per pass of 2 k16 steps, 4.4 / 4.1 per element of B per lane (the FMA
-kernel at sixteen rows: 18.7; 3xTF32: 8.3), of them 1.5 F2F and 0.25 DMMA."""
+GEMV_DMMA = {"col": (128, 16, 4), "row": (128, 32, 4)}
+"""(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``) of :func:`gemv_dmma_schedule` by the
+layout of B: x @ W.T ("col") and x @ W ("row"). The fastest of the five forms ``python benchmarks/gemv_fused.py --family
+dmma`` timed on an H100 (2026-12-05, commit 4364a86, ``benchmarks/results/tc_gemv_h100_2026-12-05/gemv_dmma.json``;
+one run, in-sample; not yet on an H200): on the LLM products of at least 64 MiB, geomean over schedule=None's FMA
+kernels, x @ W.T 16 columns per warp at unroll 4: 1.101× at 16 rows (faster on 12 of 12), 1.068× at 12, 0.93× at 4 and
+8 rows; x @ W 32 columns at unroll 4: 1.076× at 16 rows (10 of 11), 1.054× at 12, 1.034× at 8, 0.99× at 4. ptxas (NVRTC
+12.9, sm_90, 16×22016×4096, one slice): 130 and 214 registers; the estimate's ``min_blocks`` 4 and 2."""
+
+
+def gemv_dmma_refusal(op: GemmOp, target: Target | None = None) -> str:
+    """Why :func:`gemv_dmma_schedule` gives ``op`` no schedule: its rows (at most 16), or the first rule its form breaks
+    (IEEE float32, A and C row-major, A and B 16-byte aligned; with ``target``, sm_90); empty where it gives one."""
+    if op.m > 16:
+        return f"M = {op.m} rows (at most 16: one m16 fragment of rows per block)"
+    try:
+        _gemv_dmma_base(op).check_op(op).validate(target)
+    except ScheduleError as exc:
+        return str(exc)
+    return ""
+
+
+def _gemv_dmma_base(op: GemmOp) -> GemmSchedule:
+    return gemv_mma_shape(*GEMV_DMMA[op.layout_b], mma="dmma")
 
 
 def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The GEMV kernel on the FP64 tensor cores (``kernel="gemv"``, ``mma="dmma"``; :mod:`tiledsl.gemm.emit_gemv_mma`)
     for an IEEE float32 product of at most 16 rows, x @ W or x @ W.T (A and C row-major), A and B 16-byte aligned, on
-    sm_90: :data:`GEMV_DMMA`'s form with the K slices of :func:`gemv_mma_form`. None where a rule refuses it or M > 16.
+    sm_90: :data:`GEMV_DMMA`'s form for the layout of B, with the K slices of :func:`gemv_mma_form`. None where
+    :func:`gemv_dmma_refusal` refuses it.
 
-    Not ``schedule=None``'s pick: the kernel has not run on a GPU yet (``bash benchmarks/tc_gemv_decide.sh DIR dmma_nt
-    dmma_nn hbm_dmma`` measures it); pass it as ``schedule=`` to opt in."""
-    if op.m > 16:
+    Not ``schedule=None``'s pick: measured on an H100 only (faster than the FMA kernels at 12-16 rows there,
+    :data:`GEMV_DMMA`); the H200 run that would make it the default is ``bash benchmarks/tc_gemv_decide.sh DIR dmma_nt
+    dmma_nn hbm_dmma hbm_ieee``. Pass it as ``schedule=`` to opt in."""
+    if gemv_dmma_refusal(op, target):
         return None
-    s = gemv_mma_shape(*GEMV_DMMA, mma="dmma")
-    try:
-        s.check_op(op).validate(target)
-    except ScheduleError:
-        return None
-    return gemv_mma_form(op, target, s)
+    return gemv_mma_form(op, target, _gemv_dmma_base(op))
 
 
 GEMV_TWELVE_ROWS_MEASURED = "benchmarks/results/few_rows_h200_2026-12-05"
