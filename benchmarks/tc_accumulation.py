@@ -7,7 +7,7 @@ Two measurements (docs/gemm.md, "Few rows on the tensor cores", "Accumulation in
 1. **One mma.sync.m16n8k8 TF32** whose exact result lies strictly between two float32 values: accumulator 1, one
    product 1 · 1.5·2^-24, the other products 0. Rounded to nearest the sum is 1 + 2^-23; cut toward zero it is 1
    (what Fasi, Higham, Mikaitis and Pranesh measured on V100, T4 and A100; sm_90 is what this shows). The same for
-   −1 (−1 − 2^-23 or −1).
+   −1 with the product −1.5·2^-24 (−1 − 2^-23 or −1).
 2. **The tensor-core GEMV kernel with one accumulator chain per K slice** (its source with ``CHUNK`` set past any
    slice: every sum the tensor cores' own) beside the kernel as shipped (its sums restarted every ``CHUNK`` k16 steps
    and added with rounding), on 16×64×4096 and 16×32×14336 (x @ W.T, one slice), fresh uniform(−1, 1) data: the
@@ -47,14 +47,15 @@ def probe(arch: str) -> list[dict]:
     kernel = cp.RawKernel(PROBE, "probe", options=(f"-arch={arch}",))
     rows = []
     for c in (1.0, -1.0):
-        b = np.float32(1.5 * 2.0**-24)  # a TF32 value (one mantissa bit)
+        b = np.float32(np.copysign(1.5 * 2.0**-24, c))  # a TF32 value (one mantissa bit), of C's sign: |C + b| lies
+        # strictly between |C| and |C| + 2^-23, nearer the latter (a b of the other sign would make a tie)
         out = cp.zeros(1, cp.float32)
         kernel((1,), (32,), (cp.asarray([c, b], cp.float32), out))
         got = float(out.get()[0])
         nearest = float(np.float32(c) + np.float32(np.copysign(2.0**-23, c)))
         rows.append(dict(kind="probe", c=c, b=float(b), result=got, exact=c + float(b),
                          rounding="toward zero" if got == c else "to nearest" if got == nearest else "other"))
-        print(f"mma.sync m16n8k8 TF32: C = {c:+.0f} plus 1.5*2^-24 -> {got!r} ({rows[-1]['rounding']})", flush=True)
+        print(f"mma.sync m16n8k8 TF32: C = {c:+.0f} plus {b:+.3g} -> {got!r} ({rows[-1]['rounding']})", flush=True)
     return rows
 
 
