@@ -77,11 +77,11 @@ GEMV_MMA_CHUNK = 8
 """k16 steps (128 elements of K) whose tensor-core sums start from zero and are then added to the running float32 sums
 with rounding to nearest (CHUNK: ⌊8 / unroll⌋ groups of ``unroll`` steps, at least one). The tensor cores' float32
 accumulation was measured to cut each sum toward zero on V100, T4 and A100 (Fasi, Higham, Mikaitis and Pranesh,
-"Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021; sm_90's is for ``benchmarks/tc_accumulation.py`` to show), a
-bias that a chain of 3·K/8 accumulations over a whole K slice would carry into the result: in the CPU's idealised model
-(tests/host_cuda.h: one cut of the exact sum per mma), 16×64×4096 in one slice reached 3.9e-5 of max |C| against 1.9e-6
-for sequential float32, and 16×32×14336 1.2e-4 against 2.3e-6 (``docs/gemm.md``). Cheap insurance either way: about
-10 instructions per pass of two k16 steps."""
+"Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021) and on an H100 (sm_90; ``python benchmarks/tc_accumulation.py``,
+2026-12-05: 1 + 1.5·2^-24 came back 1), a bias that a chain of 3·K/8 accumulations over a whole K slice carries into the
+result: on that H100 one chain per slice reached 2.5e-5 of max |C| on 16×64×4096 and 9.6e-5 on 16×32×14336, over
+float32's bound, and these chunks 7.8e-7 and 1.2e-6 (``docs/gemm.md``); about 10 instructions per pass of two k16
+steps."""
 
 TF32_SPLIT_HELPER = r"""// ---- 3xTF32: float32 in two TF32 parts ----
 // x ~ big + small, both TF32 (sign, 8 exponent bits, 10 mantissa bits; the low 13 bits zero): big is x rounded to
