@@ -137,10 +137,10 @@ MMA_ROWS = (4, 8, 12, 16)
 
 DMMA_FORMS = ((16, 4), (32, 2), (32, 4), (64, 2), (32, 8))
 """``--family dmma``: (``rn`` columns per warp, ``unroll`` k16 steps in flight) of the GEMV kernel on the FP64 tensor
-cores (``mma="dmma"``, precision "ieee", 128 threads, K slices filling whole waves as ``gemv_dmma_schedule`` makes them:
-its pick is ``rn32 u2``) over :data:`MMA_ROWS` rows of x @ W.T and x @ W (16 columns per warp left out with a row-major
+cores (``mma="dmma"``, precision "ieee", 128 threads, K slices filling whole waves as ``gemv_dmma_schedule`` makes them)
+over :data:`MMA_ROWS` rows of x @ W.T and x @ W (16 columns per warp left out with a row-major
 B), every LLM (N, K) with K and N multiples of 4, beside ``schedule=None`` (the FMA kernels), and the pick
-(``GEMV_DMMA``: 16 columns at unroll 4 for x @ W.T, 32 at unroll 4 for x @ W) with its K slices summed in the kernel
+(``GEMV_DMMA``: 16 columns at unroll 4 for x @ W.T, 64 at unroll 2 for x @ W) with its K slices summed in the kernel
 (``split_k_fused``) where it splits K. ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T /
 x @ W, ``min_blocks`` 1): 130, 148 / 142, 172 / 214, 225 / 214 and 188 / 224 registers, no spills."""
 

@@ -703,7 +703,7 @@ def test_dmma_gemv_compiles_without_spills_and_is_opt_in(m, n, k, layout_b):
     h200 = tiledsl.Target.known("H200")
     op = GemmOp(m, n, k, layout_b=layout_b)
     s = gemv_dmma_schedule(op, h200)
-    assert (s.kernel, s.mma, s.bm, s.rn, s.unroll) == ("gemv", "dmma", 16, 16 if layout_b == "col" else 32, 4)
+    assert (s.kernel, s.mma, s.bm, s.rn, s.unroll) == ("gemv", "dmma", 16, *((16, 4) if layout_b == "col" else (64, 2)))
     assert builtin_choice(op, h200)[0].mma == "fma"
     kern = tiledsl.compile(op, s, arch="sm_90")
     assert kern.spill_bytes == 0 and kern.registers <= 65536 // (s.threads * s.min_blocks), kern.registers

@@ -758,14 +758,15 @@ def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync") -> Gemm
     return replace(s, min_blocks=max(1, min(4, 65536 // (bn * s.est_registers))))
 
 
-GEMV_DMMA = {"col": (128, 16, 4), "row": (128, 32, 4)}
+GEMV_DMMA = {"col": (128, 16, 4), "row": (128, 64, 2)}
 """(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``) of :func:`gemv_dmma_schedule` by the
-layout of B: x @ W.T ("col") and x @ W ("row"). The fastest of the five forms ``python benchmarks/gemv_fused.py --family
-dmma`` timed on an H100 (2026-12-05, commit 4364a86, ``benchmarks/results/tc_gemv_h100_2026-12-05/gemv_dmma.json``;
-one run, in-sample; not yet on an H200): on the LLM products of at least 64 MiB, geomean over schedule=None's FMA
-kernels, x @ W.T 16 columns per warp at unroll 4: 1.101× at 16 rows (faster on 12 of 12), 1.068× at 12, 0.93× at 4 and
-8 rows; x @ W 32 columns at unroll 4: 1.076× at 16 rows (10 of 11), 1.054× at 12, 1.034× at 8, 0.99× at 4. ptxas (NVRTC
-12.9, sm_90, 16×22016×4096, one slice): 130 and 214 registers; the estimate's ``min_blocks`` 4 and 2."""
+layout of B: x @ W.T ("col") and x @ W ("row"). Of the five forms ``python benchmarks/gemv_fused.py --family dmma``
+timed on an H100 (2026-12-05, commit 4364a86, ``benchmarks/results/tc_gemv_h100_2026-12-05/gemv_dmma.json``; one run,
+in-sample; not yet on an H200), on the LLM products of at least 64 MiB, geomean over schedule=None's FMA kernels: x @ W.T
+16 columns per warp at unroll 4, the fastest at every row count: 1.101× at 16 rows (faster on 12 of 12), 1.068× at 12,
+0.94× at 8, 0.93× at 4; x @ W 64 columns at unroll 2, faster on 11 of 11 at 12 and 16 rows: 1.068× at 16 (32 columns
+at unroll 4: 1.076×, faster on 10), 1.058× at 12, 1.042× at 8, 1.002× at 4. Their ``min_blocks`` from the register
+estimate: 4 and 2."""
 
 
 def gemv_dmma_refusal(op: GemmOp, target: Target | None = None) -> str:
