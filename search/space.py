@@ -623,14 +623,22 @@ def _gemv_tc_params(s, mma: str, fields_of: Callable[[dict], dict]) -> dict | No
 def _gemv_mma_seeds(op, target) -> list:
     """The library's pick (``tiledsl.gemm.family.gemv_mma_schedule``) and the forms ``benchmarks/gemv_fused.py
     --family mma3x`` times around it (16 to 64 columns per warp, unroll 1 to 4, K slices filling whole waves)."""
-    from tiledsl.gemm.family import gemv_mma_form, gemv_mma_schedule, gemv_mma_shape
+    from tiledsl.gemm.family import gemv_mma_schedule
 
-    pick = gemv_mma_schedule(op, target)
+    return _tc_gemv_seeds(op, target, gemv_mma_schedule(op, target), "mma_sync", ((16, 2), (32, 1), (32, 4), (64, 2)),
+                          _gemv_mma_params)
+
+
+def _tc_gemv_seeds(op, target, pick, mma: str, forms, to_params) -> list:
+    """Seeds of a tensor-core GEMV space: the library's ``pick`` (None: none) and the ``forms`` ((rn, unroll), 128
+    threads, K slices filling whole waves: ``tiledsl.gemm.family.gemv_mma_form``) on ``mma``, each also with its slices
+    summed in the kernel where it splits K (one launch)."""
+    from tiledsl.gemm.family import gemv_mma_form, gemv_mma_shape
+
     cands = [] if pick is None else [pick]
-    cands += [gemv_mma_form(op, target, gemv_mma_shape(128, rn, unroll)) for rn, unroll in ((16, 2), (32, 1), (32, 4),
-                                                                                             (64, 2))]
-    cands += [replace(c, split_k_fused=True) for c in cands if c.split_k > 1]  # the same, one launch
-    return _valid_seeds("gemm", cands, op, target, _gemv_mma_params)
+    cands += [gemv_mma_form(op, target, gemv_mma_shape(128, rn, unroll, mma)) for rn, unroll in forms]
+    cands += [replace(c, split_k_fused=True) for c in cands if c.split_k > 1]
+    return _valid_seeds("gemm", cands, op, target, to_params)
 
 
 GEMM_GEMV_MMA_SPACE = Space("gemm", _GEMV_MMA_KNOBS, _gemv_mma_fields, _gemv_mma_params, _gemv_mma_seeds, _gemm_work,
@@ -653,14 +661,10 @@ def _gemv_dmma_seeds(op, target) -> list:
     """``tiledsl.gemm.family.gemv_dmma_schedule``'s pick and the forms ``benchmarks/gemv_fused.py --family dmma``
     times around it (``DMMA_FORMS``' widths and depths, K slices filling whole waves), each also with its slices
     summed in the kernel where it splits K."""
-    from tiledsl.gemm.family import gemv_dmma_schedule, gemv_mma_form, gemv_mma_shape
+    from tiledsl.gemm.family import gemv_dmma_schedule
 
-    pick = gemv_dmma_schedule(op, target)
-    cands = [] if pick is None else [pick]
-    cands += [gemv_mma_form(op, target, gemv_mma_shape(128, rn, unroll, "dmma")) for rn, unroll in ((16, 4), (32, 4),
-                                                                                                    (64, 2), (32, 8))]
-    cands += [replace(c, split_k_fused=True) for c in cands if c.split_k > 1]
-    return _valid_seeds("gemm", cands, op, target, _gemv_dmma_params)
+    return _tc_gemv_seeds(op, target, gemv_dmma_schedule(op, target), "dmma", ((16, 4), (32, 4), (64, 2), (32, 8)),
+                          _gemv_dmma_params)
 
 
 GEMM_GEMV_DMMA_SPACE = Space("gemm", _GEMV_MMA_KNOBS, _gemv_dmma_fields, _gemv_dmma_params, _gemv_dmma_seeds,

@@ -706,8 +706,13 @@ def gemv_mma_refusal(op: GemmOp, target: Target | None = None) -> str:
     (the device's only with ``target``); empty where it gives one."""
     if not GEMV_MMA_ROWS[0] <= op.m <= GEMV_MMA_ROWS[1]:
         return f"M = {op.m} rows"
+    return _rule_refusal(_gemv_mma_base(), op, target)
+
+
+def _rule_refusal(s: GemmSchedule, op: GemmOp, target: Target | None) -> str:
+    """The first op rule (and with ``target`` device rule) ``s`` breaks for ``op``, as its message; empty where none."""
     try:
-        _gemv_mma_base().check_op(op).validate(target)
+        s.check_op(op).validate(target)
     except ScheduleError as exc:
         return str(exc)
     return ""
@@ -774,11 +779,7 @@ def gemv_dmma_refusal(op: GemmOp, target: Target | None = None) -> str:
     (IEEE float32, A and C row-major, A and B 16-byte aligned; with ``target``, sm_90); empty where it gives one."""
     if op.m > 16:
         return f"M = {op.m} rows (at most 16: one m16 fragment of rows per block)"
-    try:
-        _gemv_dmma_base(op).check_op(op).validate(target)
-    except ScheduleError as exc:
-        return str(exc)
-    return ""
+    return _rule_refusal(_gemv_dmma_base(op), op, target)
 
 
 def _gemv_dmma_base(op: GemmOp) -> GemmSchedule:
