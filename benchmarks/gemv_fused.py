@@ -135,14 +135,16 @@ unroll 2), and that form with its K slices summed in the kernel (``split_k_fused
 ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T, ``min_blocks`` 1): 77, 118, 140, 202 and 98 registers, no spills."""
 MMA_ROWS = (4, 8, 12, 16)
 
-DMMA_FORMS = ((16, 4), (32, 2), (32, 4), (64, 2), (32, 8))
-"""``--family dmma``: (``rn`` columns per warp, ``unroll`` k16 steps in flight) of the GEMV kernel on the FP64 tensor
-cores (``mma="dmma"``, precision "ieee", 128 threads, K slices filling whole waves as ``gemv_dmma_schedule`` makes them)
-over :data:`MMA_ROWS` rows of x @ W.T and x @ W (16 columns per warp left out with a row-major
-B), every LLM (N, K) with K and N multiples of 4, beside ``schedule=None`` (the FMA kernels), and the pick
-(``GEMV_DMMA``: 16 columns at unroll 4 for x @ W.T, 64 at unroll 2 for x @ W) with its K slices summed in the kernel
-(``split_k_fused``) where it splits K. ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T /
-x @ W, ``min_blocks`` 1): 130, 148 / 142, 172 / 214, 225 / 214 and 188 / 224 registers, no spills."""
+DMMA_FORMS = ((16, 4, False), (16, 2, True), (16, 4, True), (32, 2, False), (32, 2, True), (32, 4, False),
+              (64, 1, True), (64, 2, False), (64, 2, True))
+"""``--family dmma``: (``rn`` columns per warp, ``unroll`` k16 steps in flight, ``ring``: the ring of steps,
+``fragment_prefetch``) of the GEMV kernel on the FP64 tensor cores (``mma="dmma"``, precision "ieee", 128 threads, K
+slices filling whole waves as ``gemv_dmma_schedule`` makes them) over :data:`MMA_ROWS` rows (or ``--rows``) of x @ W.T
+and x @ W (16 columns per warp left out with a row-major B), every LLM (N, K) with K and N multiples of 4, beside
+``schedule=None`` (the FMA kernels), and the pick (``GEMV_DMMA``) with its K slices summed in the kernel
+(``split_k_fused``) where it splits K. ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T / x @ W, ``min_blocks`` 1,
+without the ring): 130, 148 / 142, 172 / 214, 225 / 214 and 188 / 224 registers for 16×4, 32×2, 32×4 and 64×2, no
+spills (and 32×8)."""
 
 GROUPS_ALIGNED = [(m, n, k) for m in (1, 4, 16) for n, k in ((768, 768), (4096, 4096), (14336, 4096))]
 """``--family groups``: products with N a multiple of 4 (B read 4 wide), beside the odd-N ones."""
@@ -164,18 +166,21 @@ def variants(base, op, target, family: str) -> dict:
     if family in ("mma3x", "dmma"):  # the tensor-core GEMV kernels (3xTF32, FP64) at several widths and depths
         from tiledsl.gemm.family import gemv_mma_form, gemv_mma_shape
 
-        label, mma, forms = ("3xtf32", "mma_sync", MMA_3XTF32) if family == "mma3x" else ("dmma", "dmma", DMMA_FORMS)
+        label, mma, forms = (("3xtf32", "mma_sync", tuple((rn, u, False) for rn, u in MMA_3XTF32)) if family == "mma3x"
+                             else ("dmma", "dmma", DMMA_FORMS))
         op_tc = replace(op, precision="3xtf32") if family == "mma3x" else op
         out = {}
-        for rn, unroll in forms:
+        for rn, unroll, ring in forms:
             if op.layout_b == "row" and rn % 32:  # a row-major B's lanes read 4 adjacent columns for 4 fragments
                 continue
-            out[f"{label} rn{rn} u{unroll}"] = gemv_mma_form(op_tc, target, gemv_mma_shape(128, rn, unroll, mma))
+            s = gemv_mma_form(op_tc, target, gemv_mma_shape(128, rn, unroll, mma, ring))
+            out[f"{label} rn{rn} u{unroll}{' ring' if ring else ''}"] = s
         from tiledsl.gemm.family import gemv_dmma_schedule
 
         pick = out.get("3xtf32 rn32 u2") if family == "mma3x" else gemv_dmma_schedule(op, target)  # the library's form
         if pick is not None and pick.split_k > 1:  # its slices summed in the kernel (one launch)
-            out[f"{label} rn{pick.rn} u{pick.unroll} fused"] = replace(pick, split_k_fused=True)
+            ring = " ring" if pick.fragment_prefetch else ""
+            out[f"{label} rn{pick.rn} u{pick.unroll}{ring} fused"] = replace(pick, split_k_fused=True)
         return out
     if family == "colb_lanes":  # x @ W.T's kernel with A in registers, its lanes in groups along K
         from tiledsl.gemm import default_schedule
@@ -338,6 +343,8 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/gemv_fused_h200.json")
     ap.add_argument("--quick", action="store_true", help="every fourth LLM product and the DeepBench rows")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT", "TT"), help="only these products (default: all)")
+    ap.add_argument("--rows", nargs="+", type=int, choices=MMA_ROWS,
+                    help="mma3x and dmma: only these row counts (default: all of MMA_ROWS)")
     ap.add_argument("--family", choices=("fused", "two", "depth", "launch", "groups", "colb", "colb_smem_a", "smem_a",
                                                  "smem_a_depth", "waves", "few_rows", "colb_lanes", "mma3x", "dmma"),
                     default="fused",
@@ -387,7 +394,7 @@ def main() -> int:
     if args.family == "colb_lanes":  # x @ W.T with K a multiple of 4 (B and A read 4 wide along K)
         todo = [(m, n, k, "NT", False) for m in FEW_ROWS for n, k in llm_weights() if k % 4 == 0]
     if args.family in ("mma3x", "dmma"):  # K (and for x @ W N) a multiple of 4: A and B read 4 wide
-        todo = [(m, n, k, layout, False) for layout in ("NT", "NN") for m in MMA_ROWS for n, k in llm_weights()
+        todo = [(m, n, k, layout, False) for layout in ("NT", "NN") for m in args.rows or MMA_ROWS for n, k in llm_weights()
                 if k % 4 == 0 and (layout == "NT" or n % 4 == 0) and (not args.layouts or layout in args.layouts)]
     if args.family == "few_rows":  # x @ W with A staged (N a multiple of 4), and x @ W.T
         todo = [(m, n, k, layout, False) for layout in ("NN", "NT") for m in FEW_ROWS for n, k in llm_weights()

@@ -76,7 +76,8 @@ as it is; ``ring`` and ``cap168`` then do not apply), ``registers`` the pick bef
 ``gemv_lanes_split_k`` (x @ W.T with A in registers and 32 lanes along K where the pick has its lanes in groups),
 ``dmma`` the GEMV kernel on the FP64 tensor cores (``tiledsl.gemm.family.gemv_dmma_schedule``: float32 inputs widened
 exactly, float64 sums; x @ W and x @ W.T with K and N multiples of 4) in place of the pick (with ``fused`` its slices
-summed in the kernel; the other variants then do not apply). Where none applies the product runs ``schedule=None``."""
+summed in the kernel, with ``ring`` its ring of k16 steps, ``fragment_prefetch``; the other variants then do not
+apply). Where none applies the product runs ``schedule=None``."""
 
 
 def variant_schedule(op, target, variants=()):
@@ -89,6 +90,8 @@ def variant_schedule(op, target, variants=()):
         gemv_base_schedule,
         gemv_dmma_schedule,
         gemv_lanes_column_b,
+        gemv_mma_form,
+        gemv_mma_shape,
         gemv_ring_column_b,
         gemv_schedule_before_lanes,
         gemv_twelve_rows_fit,
@@ -99,6 +102,8 @@ def variant_schedule(op, target, variants=()):
         return None
     if "dmma" in variants:  # in place of the pick (None where the FP64 kernel does not apply: schedule=None)
         s = gemv_dmma_schedule(op, target)
+        if s is not None and "ring" in variants:  # its ring of k16 steps (fragment_prefetch; min_blocks and K slices
+            s = gemv_mma_form(op, target, gemv_mma_shape(s.bn, s.rn, s.unroll, "dmma", ring=True))  # its registers)
         if s is not None and "fused" in variants and s.split_k > 1:
             s = replace(s, split_k_fused=True)
         return s

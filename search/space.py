@@ -190,7 +190,8 @@ def describe(schedule) -> str:
         split = f" split{d['split_k']}" if d["split_k"] > 1 else ""
         split += " fused" if d.get("split_k_fused") and d["split_k"] > 1 else ""
         math = "3xTF32 mma.sync" if d["mma"] == "mma_sync" else "FP64 dmma"
-        return f"gemv {math} threads {d['bn']} rn{d['rn']} u{d['unroll']}{split}"
+        ring = " ring" if d.get("fragment_prefetch") else ""
+        return f"gemv {math} threads {d['bn']} rn{d['rn']} u{d['unroll']}{ring}{split}"
     if d.get("mma") == "mma_sync":
         return f"mma.sync {d['bm']}x{d['bn']}x{d['bk']} w{d['wm']}x{d['wn']} s{d['stages']} sw{d['swizzle']}"
     if d.get("kernel") == "gemv":
@@ -607,17 +608,20 @@ def _gemv_mma_fields(p: dict) -> dict:
 
 
 def _gemv_mma_params(s) -> dict | None:
-    return _gemv_tc_params(s, "mma_sync", _gemv_mma_fields)
+    return _gemv_tc_params(s, "mma_sync", _GEMV_MMA_KNOBS, _gemv_mma_fields)
 
 
-def _gemv_tc_params(s, mma: str, fields_of: Callable[[dict], dict]) -> dict | None:
-    """The knobs of a tensor-core GEMV schedule on ``mma`` ("mma_sync" or "dmma"), None for any other schedule."""
+def _gemv_tc_params(s, mma: str, knobs: tuple, fields_of: Callable[[dict], dict]) -> dict | None:
+    """The ``knobs`` of a tensor-core GEMV schedule on ``mma`` ("mma_sync" or "dmma"), None for any other
+    schedule."""
     if getattr(s, "kernel", "tiled") != "gemv" or s.mma != mma:
         return None
     params = {"threads_log2": _log2(s.bn), "frags_log2": _log2(s.rn // 8) if s.rn % 8 == 0 else None,
               "unroll_log2": _log2(s.unroll), "split_k": s.split_k, "split_k_fused": int(s.split_k_fused),
               "min_blocks": s.min_blocks}
-    return _params_of(_GEMV_MMA_KNOBS, fields_of, s, params)
+    if any(k.name == "ring" for k in knobs):
+        params["ring"] = int(s.fragment_prefetch)
+    return _params_of(knobs, fields_of, s, params)
 
 
 def _gemv_mma_seeds(op, target) -> list:
@@ -629,14 +633,16 @@ def _gemv_mma_seeds(op, target) -> list:
                           _gemv_mma_params)
 
 
-def _tc_gemv_seeds(op, target, pick, mma: str, forms, to_params) -> list:
+def _tc_gemv_seeds(op, target, pick, mma: str, forms, to_params, ring: bool = False) -> list:
     """Seeds of a tensor-core GEMV space: the library's ``pick`` (None: none) and the ``forms`` ((rn, unroll), 128
     threads, K slices filling whole waves: ``tiledsl.gemm.family.gemv_mma_form``) on ``mma``, each also with its slices
-    summed in the kernel where it splits K (one launch)."""
+    summed in the kernel where it splits K (one launch); with ``ring`` each form also through the ring of steps
+    (``fragment_prefetch``)."""
     from tiledsl.gemm.family import gemv_mma_form, gemv_mma_shape
 
     cands = [] if pick is None else [pick]
-    cands += [gemv_mma_form(op, target, gemv_mma_shape(128, rn, unroll, mma)) for rn, unroll in forms]
+    cands += [gemv_mma_form(op, target, gemv_mma_shape(128, rn, unroll, mma, r)) for rn, unroll in forms
+              for r in ((False, True) if ring else (False,))]
     cands += [replace(c, split_k_fused=True) for c in cands if c.split_k > 1]
     return _valid_seeds("gemm", cands, op, target, to_params)
 
@@ -649,28 +655,34 @@ by the split-K kernel or in the kernel) and the register cap. ``frags_log2`` sta
 
 
 # ---- the GEMV-style kernel on the FP64 tensor cores: IEEE float32, 1-16 rows (kernel="gemv", mma="dmma") ----
+_GEMV_DMMA_KNOBS = (*_GEMV_MMA_KNOBS,
+                    Knob("ring", 0, 1, doc="0: groups of unroll k16 steps, each loaded then multiplied; 1: a ring of "
+                                           "unroll steps, each slot refilled unroll steps ahead once multiplied "
+                                           "(fragment_prefetch)"))
+
+
 def _gemv_dmma_fields(p: dict) -> dict:
-    return {**_gemv_mma_fields(p), "mma": "dmma"}
+    return {**_gemv_mma_fields(p), "mma": "dmma", "fragment_prefetch": bool(p["ring"])}
 
 
 def _gemv_dmma_params(s) -> dict | None:
-    return _gemv_tc_params(s, "dmma", _gemv_dmma_fields)
+    return _gemv_tc_params(s, "dmma", _GEMV_DMMA_KNOBS, _gemv_dmma_fields)
 
 
 def _gemv_dmma_seeds(op, target) -> list:
     """``tiledsl.gemm.family.gemv_dmma_schedule``'s pick and the forms ``benchmarks/gemv_fused.py --family dmma``
     times around it (``DMMA_FORMS``' widths and depths, K slices filling whole waves), each also with its slices
-    summed in the kernel where it splits K."""
+    summed in the kernel where it splits K, and each with and without the ring of steps."""
     from tiledsl.gemm.family import gemv_dmma_schedule
 
     return _tc_gemv_seeds(op, target, gemv_dmma_schedule(op, target), "dmma", ((16, 4), (32, 4), (64, 2), (32, 8)),
-                          _gemv_dmma_params)
+                          _gemv_dmma_params, ring=True)
 
 
-GEMM_GEMV_DMMA_SPACE = Space("gemm", _GEMV_MMA_KNOBS, _gemv_dmma_fields, _gemv_dmma_params, _gemv_dmma_seeds,
+GEMM_GEMV_DMMA_SPACE = Space("gemm", _GEMV_DMMA_KNOBS, _gemv_dmma_fields, _gemv_dmma_params, _gemv_dmma_seeds,
                              _gemm_work, structure_ignore=(), canonical=_plan_canonical)
 """The GEMV kernel on the FP64 tensor cores (``mma="dmma"``) for IEEE float32 products of 1-16 rows, x @ W or x @ W.T:
-the knobs of :data:`GEMM_GEMV_MMA_SPACE`. Not a space ``schedule=None``'s kernels live in (``schedule=None`` does not
+the knobs of :data:`GEMM_GEMV_MMA_SPACE` and ``ring`` (``fragment_prefetch``). Not a space ``schedule=None``'s kernels live in (``schedule=None`` does not
 take the kernel yet): ``python -m search.tune gemm ... --mma dmma`` searches it (:func:`gemv_dmma_space`)."""
 
 

@@ -504,6 +504,11 @@ def test_fragment_prefetch_rule_names_the_offending_kernel():
         GemmSchedule(kernel="gemv", bm=4, bn=128, bk=8, unroll=8, fragment_prefetch=True).validate()
     with pytest.raises(tiledsl.ScheduleError, match=r"mma kind 1 \(0 = 'fma', 1 = 'mma_sync'"):
         GemmSchedule(mma="mma_sync", bk=32, unroll=32, smem_pad=8, fragment_prefetch=True).validate()
+    # the tensor-core GEMV: the FP64 kernel's ring of k16 steps (mma='dmma') is one; 3xTF32's (mma_sync) has none
+    tc_gemv = dict(kernel="gemv", bm=16, bn=128, bk=16, rn=16, unroll=4, vec=4, fragment_prefetch=True)
+    GemmSchedule(mma="dmma", **tc_gemv).validate()
+    with pytest.raises(tiledsl.ScheduleError, match=r"fragment_prefetch_needs_unrolled_double_buffer"):
+        GemmSchedule(mma="mma_sync", **tc_gemv).validate()
 
 
 def test_fragment_prefetch_source_and_unchanged_neighbours():

@@ -1165,8 +1165,9 @@ def test_gemv_dmma_against_float64(m, n, k, layout_b, rng):
     of float32 per rounding: of the result with one slice; of each slice's sum and each prefix sum of the split-K sum
     with several; float32 sums within a slice exceed it):
     gemv_dmma_schedule's form, 8-64 columns per warp (row-major B: 32 and 64), unroll 1-8, one slice and the split-K
-    kernel (the fused sum: the same bits), rows past M, columns past N, K ≡ 4 mod 16 (the guarded last step); then
-    alpha and beta. With one slice at least 99 % of C is A·B correctly rounded to float32."""
+    kernel (the fused sum: the same bits), each through the ring of k16 steps too (``fragment_prefetch``: the same
+    bits), rows past M, columns past N, K ≡ 4 mod 16 (the guarded last step); then alpha and beta. With one slice at
+    least 99 % of C is A·B correctly rounded to float32."""
     cp = _cp()
     if tiledsl.Target.current().cc < 90:
         pytest.skip("mma='dmma' needs sm_90 (rule dmma_needs_sm_90)")
@@ -1195,6 +1196,8 @@ def test_gemv_dmma_against_float64(m, n, k, layout_b, rng):
         if s.split_k > 1:  # the slices summed in the kernel: the split-K kernel's bits
             fused = replace(s, split_k_fused=True)
             assert bool((_gemm_nan_out(a, b, schedule=fused) == cp.asarray(got)).all()), fused
+        ring = replace(s, fragment_prefetch=True)  # the ring of k16 steps: the same sums in the same order
+        assert bool((_gemm_nan_out(a, b, schedule=ring) == cp.asarray(got)).all()), ring
     c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
     want = 1.5 * ref - 0.5 * c0.astype(np.float64)
     one, two = next(v for v in variants if v.split_k == 1), next(v for v in variants if v.split_k > 1)

@@ -695,7 +695,8 @@ def test_gemv_dmma_against_float64(m, n, k, rn, unroll, split_k, bk, layout_b, r
     the same bits), rows past M (1-16 rows), columns past N: every element within its float64-sum bound
     (:func:`dmma_bound`: with one slice, half an ulp of float32 and K·2^-52 of Σ|a·b|; with slices, a float32 rounding
     per slice and per prefix sum; float32 sums within a slice exceed both), the same bits in both orders, every load
-    inside A and B; then alpha and beta on a given C."""
+    inside A and B; the ring of steps (``fragment_prefetch``: slices of no whole group, one, and many) the same bits
+    as the groups; then alpha and beta on a given C."""
     a, b, b_storage = _operands(rng, m, n, k, layout_b)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     s = _mma_schedule(rn, unroll, split_k, bk, mma="dmma")
@@ -703,6 +704,8 @@ def test_gemv_dmma_against_float64(m, n, k, rn, unroll, split_k, bk, layout_b, r
     depth = gemv_slice_depth(k, s)
     got = _run(op, s, a, b_storage)
     assert (np.abs(got - ref) <= dmma_bound(a, b, ref, depth)).all(), s
+    ring = replace(s, fragment_prefetch=True)
+    assert np.array_equal(_run(op, ring, a, b_storage), got), ring
     if split_k > 1:  # the slices summed in the kernel by the last block to arrive: the split-K kernel's bits
         fused = replace(s, split_k_fused=True)
         assert np.array_equal(_run(op, fused, a, b_storage), got), fused
@@ -770,6 +773,33 @@ def test_gemv_dmma_broken_variants_fail(layout_b, what, edit, rng):
         c = ref.astype(np.float32)  # within the bound: only what the split kernel writes can break it
         host_cuda.gemm(op, split, a, b_col, c, edit=edit)
         assert not (np.abs(c - ref) <= dmma_bound(a, b, ref, gemv_slice_depth(k, split))).all(), what
+
+
+@pytest.mark.parametrize("what,edit", [
+    ("the ring's last steps never multiplied",
+     lambda src: src.replace("for (int u = 0; u < UNROLL; ++u) multiply_step(acc, lo[u], hi[u], b[u]);\n", "", 1)),
+    ("a slot refilled one step too far ahead",
+     lambda src: src.replace("k + 16 * (u + UNROLL)", "k + 16 * (u + UNROLL + 1)")),
+    ("refills while the ring's next group does not fit",
+     lambda src: src.replace("k + 32 * UNROLL <= k_end", "k + 16 * UNROLL < k_end")),
+])
+def test_gemv_dmma_ring_broken_variants_fail(what, edit, rng):
+    """The ring test above (the same bits as the groups) fails on a ring broken on purpose: steps lost, steps taken
+    twice or from past the slice (a read past B's end stops the run)."""
+    m, n, k = 16, 40, 1028  # 64 steps and a partial one: the ring's loop, its last group and the tail all run
+    a, b, b_col = _operands(rng, m, n, k, "col")
+    op, s = _mma_op(m, n, k, mma="dmma"), _mma_schedule(rn=8, unroll=4, mma="dmma")
+    ring = replace(s, fragment_prefetch=True)
+    source = GEMM.emit(op, ring).source
+    assert edit(source) != source, what
+    groups = _run(op, s, a, b_col)
+    c = np.full((m, n), np.nan, np.float32)
+    try:
+        host_cuda.gemm(op, ring, a, b_col, c, edit=edit)
+    except host_cuda.HostRunError as exc:
+        assert "failed on the host" in str(exc), exc  # a read past B's end, not a variant that does not compile
+        return
+    assert not np.array_equal(c, groups), what
 
 
 @pytest.mark.parametrize("layout_b", ["col", "row"])

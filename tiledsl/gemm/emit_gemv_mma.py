@@ -196,7 +196,7 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
               "for (int j = 0; j < FRAGS; ++j) b_col[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + 4 * t;",
               f"{acc_t} acc[FRAGS][4] = {{}};  // fragment j: (row g, columns n0 + 8j + 2t, +1), then row g + 8")
         with w.block("if (n0 < N)"):
-            (_steps_f64 if f64 else _steps_tf32)(w, row_b)
+            _steps_f64(w, row_b, s.fragment_prefetch) if f64 else _steps_tf32(w, row_b)
         _epilogue(w, op, split, row_b, fused, f64)
         if fused:
             fused_arrival(w)
@@ -226,13 +226,18 @@ def _steps_tf32(w: Writer, row_b: bool) -> None:
         _add_part(w)
 
 
-def _steps_f64(w: Writer, row_b: bool) -> None:
-    """Emit the slice's k16 steps on float64: every product into ``acc`` (float64 sums, rounded to nearest)."""
-    w("int k = k_begin;",
-      "// ---- whole groups of UNROLL k16 steps, without bounds tests ----",
-      "#pragma unroll 1")
-    with w.block("for (; k + 16 * UNROLL <= k_end; k += 16 * UNROLL)"):
-        _main_steps(w, row_b, "acc")
+def _steps_f64(w: Writer, row_b: bool, ring: bool) -> None:
+    """Emit the slice's k16 steps on float64: every product into ``acc`` (float64 sums, rounded to nearest). ``ring``
+    (``fragment_prefetch``): the whole steps through a ring of UNROLL slots, each refilled UNROLL steps ahead as soon
+    as its step is multiplied (:func:`_ring_steps`); else groups of UNROLL steps, each loaded then multiplied."""
+    w("int k = k_begin;")
+    if ring:
+        _ring_steps(w, row_b)
+    else:
+        w("// ---- whole groups of UNROLL k16 steps, without bounds tests ----",
+          "#pragma unroll 1")
+        with w.block("for (; k + 16 * UNROLL <= k_end; k += 16 * UNROLL)"):
+            _main_steps(w, row_b, "acc")
     w("// ---- the slice's last steps (fewer than UNROLL): a vector past k_end reads as zeros ----",
       "#pragma unroll 1")
     with w.block("for (; k < k_end; k += 16)"):
@@ -308,19 +313,50 @@ def _b_load(row_b: bool, k: str) -> str:
     return f"__ldcs(reinterpret_cast<const float4*>({at}))"
 
 
+def _step_loads(w: Writer, row_b: bool, kk: str) -> None:
+    """Emit the loads of one whole k16 step at K offset ``kk`` into slot ``u`` (``lo[u]``, ``hi[u]``, ``b[u]``)."""
+    v = "v" if row_b else "j"
+    w(f"lo[u] = *reinterpret_cast<const float4*>(a_lo + {kk});",
+      f"hi[u] = *reinterpret_cast<const float4*>(a_hi + {kk});",
+      "#pragma unroll",
+      f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[u][{v}] = {_b_load(row_b, kk)};  // B: read once")
+
+
 def _main_steps(w: Writer, row_b: bool, into: str) -> None:
     """Emit the body of a group of UNROLL whole k16 steps: every step's loads first (in flight together), then each
     step multiplied into the accumulators ``into``."""
-    v = "v" if row_b else "j"
     w("float4 lo[UNROLL], hi[UNROLL], b[UNROLL][FRAGS];  // step u's vectors of A's two rows and of B",
       "#pragma unroll")
     with w.block("for (int u = 0; u < UNROLL; ++u)"):
-        w("const int kk = k + 16 * u;",
-          "lo[u] = *reinterpret_cast<const float4*>(a_lo + kk);",
-          "hi[u] = *reinterpret_cast<const float4*>(a_hi + kk);",
-          "#pragma unroll",
-          f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[u][{v}] = {_b_load(row_b, 'kk')};  // B: read once")
+        w("const int kk = k + 16 * u;")
+        _step_loads(w, row_b, "kk")
     w("#pragma unroll", f"for (int u = 0; u < UNROLL; ++u) multiply_step({into}, lo[u], hi[u], b[u]);")
+
+
+def _ring_steps(w: Writer, row_b: bool) -> None:
+    """Emit the slice's whole k16 steps through a ring of UNROLL slots (``fragment_prefetch``): the first UNROLL steps
+    loaded, then per step the oldest slot multiplied into ``acc`` and refilled with the step UNROLL ahead, so UNROLL
+    steps of loads stay in flight while the tensor cores work (the group form has none in flight while it multiplies);
+    the last UNROLL steps multiplied without refills. The steps are multiplied in K order either way: the same sums,
+    bit for bit, as the group form."""
+    w("// ---- a ring of UNROLL k16 steps in flight: slot u holds the slice's steps u, u + UNROLL, u + 2 UNROLL, … in",
+      "// turn; multiplying a slot's step is followed at once by its refill with the step UNROLL ahead (whole steps",
+      "// only, no bounds tests) ----")
+    with w.block("if (k + 16 * UNROLL <= k_end)"):
+        w("float4 lo[UNROLL], hi[UNROLL], b[UNROLL][FRAGS];  // slot u: a step's vectors of A's two rows and of B",
+          "#pragma unroll")
+        with w.block("for (int u = 0; u < UNROLL; ++u)"):
+            _step_loads(w, row_b, "k + 16 * u")
+        w("#pragma unroll 1")
+        with w.block("for (; k + 32 * UNROLL <= k_end; k += 16 * UNROLL)"):
+            w("#pragma unroll")
+            with w.block("for (int u = 0; u < UNROLL; ++u)"):
+                w("multiply_step(acc, lo[u], hi[u], b[u]);")
+                _step_loads(w, row_b, "k + 16 * (u + UNROLL)")
+        w("// the ring's last UNROLL steps, no refills",
+          "#pragma unroll",
+          "for (int u = 0; u < UNROLL; ++u) multiply_step(acc, lo[u], hi[u], b[u]);",
+          "k += 16 * UNROLL;")
 
 
 def _tail_step(w: Writer, row_b: bool, into: str) -> None:

@@ -755,11 +755,11 @@ def gemv_mma_form(op: GemmOp, target: Target, base: GemmSchedule) -> GemmSchedul
     return replace(base, split_k=gemv_whole_waves(op, base, target, 1, pick, min_depth=depth))
 
 
-def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync") -> GemmSchedule:
+def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync", ring: bool = False) -> GemmSchedule:
     """The tensor-core GEMV schedule of ``bn`` threads, ``rn`` columns per warp and ``unroll``, one K slice,
     ``min_blocks`` as many blocks per SM as its register estimate allows (at most 4), on TF32 (``mma="mma_sync"``) or
-    the FP64 tensor cores (``mma="dmma"``)."""
-    s = GemmSchedule(kernel="gemv", mma=mma, bm=16, bn=bn, bk=16, rn=rn, unroll=unroll, vec=4)
+    the FP64 tensor cores (``mma="dmma"``; ``ring``: its ring of k16 steps, ``fragment_prefetch``)."""
+    s = GemmSchedule(kernel="gemv", mma=mma, bm=16, bn=bn, bk=16, rn=rn, unroll=unroll, vec=4, fragment_prefetch=ring)
     return replace(s, min_blocks=max(1, min(4, 65536 // (bn * s.est_registers))))
 
 

@@ -104,7 +104,8 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "{cls}.fragment_prefetch=True needs the FMA kernel's register-prefetch double buffer with the k loop "
            "fully unrolled (mma='fma', kernel='tiled', stages=2, unroll=bk; got mma kind {MMA} (0 = 'fma', "
            "1 = 'mma_sync', 2 = 'wgmma', 3 = 'dmma'), kernel kind {KERNEL} (0 = 'tiled', 1 = 'gemv'), stages={STAGES}, "
-           "unroll={UNROLL}, bk={BK})", when="FRAGMENT_PREFETCH == 1"),
+           "unroll={UNROLL}, bk={BK})", when="FRAGMENT_PREFETCH == 1 and MMA != 3"),
+    # mma='dmma' (kernel='gemv' only, rule dmma_gemv_only): fragment_prefetch is its ring of UNROLL k16 steps
     R.Rule("persistent_needs_tma", "MMA == 2 and WARP_SPECIALIZE == 1 and SPLIT_K == 1",
            "{cls}.persistent=True needs mma='wgmma' with warp_specialize=True and split_k=1 (the TMA producer "
            "walks the block's C tiles; got mma kind {MMA}, warp_specialize={WARP_SPECIALIZE}, split_k={SPLIT_K})",
@@ -357,8 +358,12 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -
         if s.mma == "dmma":  # float64 accumulators and widened fragments: 40 + 16·frags + min(unroll, 4)·(4 + 4·frags),
             # fitted the same way (x @ W.T / x @ W at rn/unroll 16/2, 16/4, 32/2, 32/4, 32/8, 64/2, 64/4: 108, 130,
             # 148 / 142, 172 / 214, 188 / 224, 225 / 214, 226 / 248): within 40 below (x @ W 32/8: 184 against 224)
-            # and 29 above
-            return min(255, 40 + 16 * frags + min(s.unroll, 4) * (4 + 4 * frags))
+            # and 29 above. Its ring of steps (fragment_prefetch): 3·min(unroll, 4)·(4 + 4·frags) in place of one
+            # (ptxas issues a slot's refill before the slot's products, so about twice the ring is live), fitted to
+            # the same (16×22016×4096, x @ W.T / x @ W at 16/2, 16/3, 16/4, 32/2, 32/4, 64/1, 64/2: 150, 196, 200,
+            # 228 / 208, 254 / 246, — / 224, — / 252): within 18 below and 31 above where under 255
+            ring = 3 if s.fragment_prefetch else 1
+            return min(255, 40 + 16 * frags + ring * min(s.unroll, 4) * (4 + 4 * frags))
         return min(255, 34 + 16 * frags + min(s.unroll, 4) * (4 + 2 * frags))
     if s.kernel == "gemv" and col_b and s.smem_a and s.spare_slot:  # the ring: bm × rn accumulators, unroll + 1
         # slots of rn vectors of B, one row's vector of A, a 64-bit pointer per column, addresses
@@ -442,7 +447,9 @@ class GemmSchedule(ScheduleRecord):
         fragment_prefetch: (FMA kernel, stages=2, unroll=bk) keep two register sets of A/B fragments: each k
             step loads the next step's fragments before its FMAs, and the last k step of a K tile loads the
             next tile's first fragments right after the barrier, so the FMAs of that step hide the barrier's
-            shared-memory latency (CUTLASS's warp-level fragment prefetch).
+            shared-memory latency (CUTLASS's warp-level fragment prefetch). With ``kernel="gemv"`` and
+            ``mma="dmma"``: a ring of ``unroll`` k16 steps, each slot refilled ``unroll`` steps ahead as soon as its
+            step is multiplied, so loads stay in flight while the tensor cores work (the same sums, bit for bit).
         persistent: (TMA wgmma kernel only) launch one block per SM, each walking C tiles
             ``blockIdx.x, blockIdx.x + gridDim.x, …`` in rasterization order; the producer warpgroup
             loads the next tile's K tiles while the consumers store the last tile (the epilogue and
