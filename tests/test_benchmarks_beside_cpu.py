@@ -679,10 +679,11 @@ def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
 
 def test_dmma_sweeps_build_a_valid_fp64_schedule_for_every_product():
     """gemv_fused.py --family dmma and gemv_hbm.py --variant dmma: every product the sweep times (4, 8, 12 and 16
-    rows of each LLM x @ W.T and x @ W with K and N multiples of 4) gets its five forms on the FP64 tensor cores (four
-    for x @ W: 16 columns per warp left out), the pick's fused sum where it splits K, each passing the op's and the
-    H200's rules; gemv_hbm's variant is gemv_dmma_schedule's pick, one of the forms. The GPU call does not stop on a
-    schedule the rules refuse; --layouts keeps only the layouts it names."""
+    rows of each LLM x @ W.T and x @ W with K and N multiples of 4) gets its forms on the FP64 tensor cores (16 columns
+    per warp left out for x @ W), some through the ring of steps, the pick's fused sum where it splits K, each passing
+    the op's and the H200's rules; gemv_hbm's variant is gemv_dmma_schedule's pick, one of the forms, and with "ring"
+    the ring's form of the same shape. The GPU call does not stop on a schedule the rules refuse; --layouts keeps only
+    the layouts it names."""
     import gemv_fused
     import gemv_hbm
     from beside import llm_weights
@@ -698,12 +699,16 @@ def test_dmma_sweeps_build_a_valid_fp64_schedule_for_every_product():
         op = gemv_hbm.gemm_op(m, n, k, layout)
         got = gemv_fused.variants(gemv_base_schedule(op, h200), op, h200, "dmma")
         pick = gemv_dmma_schedule(op, h200)
-        forms = {f"dmma rn{rn} u{u}" for rn, u in gemv_fused.DMMA_FORMS if layout == "NT" or rn % 32 == 0}
+        forms = {f"dmma rn{rn} u{u}{' ring' if ring else ''}" for rn, u, ring in gemv_fused.DMMA_FORMS
+                 if layout == "NT" or rn % 32 == 0}
         name = f"dmma rn{pick.rn} u{pick.unroll}"
         assert set(got) == forms | ({f"{name} fused"} if pick.split_k > 1 else set()), (m, n, k, layout)
         assert got[name] == pick and gemv_hbm.variant_schedule(op, h200, ("dmma",)) == pick
-        for s in got.values():
+        ring = gemv_hbm.variant_schedule(op, h200, ("dmma", "ring"))
+        assert ring.fragment_prefetch and (ring.rn, ring.unroll) == (pick.rn, pick.unroll), (m, n, k, layout)
+        for label, s in [*got.items(), ("ring variant ring", ring)]:
             assert s.mma == "dmma" and s.check_op(op).validate(h200) is s
+            assert s.fragment_prefetch == ("ring" in label.split()), label
 
 
 def test_tune_workloads_ships_only_recompared_current_winners(tmp_path, monkeypatch, capsys):
