@@ -53,6 +53,18 @@ def _run(op, s, a, b_storage, alpha=1.0, beta=0.0, c0=None):
     return out[0]
 
 
+def _broken_run(op, s, a, b_storage, edit) -> np.ndarray | None:
+    """C (NaN-poisoned first) by ``s``'s kernels with ``edit`` applied to the source, or None where the run stopped
+    on a fault the host runner catches (a read outside A or B); a variant that does not compile fails the test."""
+    c = np.full((op.m, op.n), np.nan, np.float32)
+    try:
+        host_cuda.gemm(op, s, a, b_storage, c, edit=edit)
+    except host_cuda.HostRunError as exc:
+        assert "failed on the host" in str(exc), exc  # a read past B's end, not a variant that does not compile
+        return None
+    return c
+
+
 def _tol(k):
     return 1e-5 * max(1.0, (k / 4096) ** 0.5)
 
@@ -578,13 +590,8 @@ def test_gemv_mma_broken_variants_fail(layout_b, what, edit, rng):
     op, s = _mma_op(m, n, k, layout_b=layout_b), _mma_schedule(rn=8 if layout_b == "col" else 32, unroll=2)
     source = GEMM.emit(op, s).source
     assert edit(source) != source, what
-    c = np.full((m, n), np.nan, np.float32)
-    try:
-        host_cuda.gemm(op, s, a, b_col, c, edit=edit)
-    except host_cuda.HostRunError as exc:
-        assert "failed on the host" in str(exc), exc  # a read past B's end, not a variant that does not compile
-        return
-    assert not _rel_err(c, a.astype(np.float64) @ b.astype(np.float64)) < 4 * _tol(k), what
+    if (c := _broken_run(op, s, a, b_col, edit)) is not None:
+        assert not _rel_err(c, a.astype(np.float64) @ b.astype(np.float64)) < 4 * _tol(k), what
 
 
 @pytest.mark.parametrize("layout_b", ["col", "row"])
@@ -760,12 +767,8 @@ def test_gemv_dmma_broken_variants_fail(layout_b, what, edit, rng):
                                                                             unroll=2, mma="dmma")
     source = GEMM.emit(op, s).source
     assert edit(source) != source, what
-    c = np.full((m, n), np.nan, np.float32)
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    try:
-        host_cuda.gemm(op, s, a, b_col, c, edit=edit)
-    except host_cuda.HostRunError as exc:
-        assert "failed on the host" in str(exc), exc  # a read past B's end, not a variant that does not compile
+    if (c := _broken_run(op, s, a, b_col, edit)) is None:
         return
     assert not (np.abs(c - ref) <= dmma_bound(a, b, ref, k)).all(), what
     if "float32" in what:  # and with K split three ways: the per-slice bound still tells float32 sums apart
@@ -792,14 +795,8 @@ def test_gemv_dmma_ring_broken_variants_fail(what, edit, rng):
     ring = replace(s, fragment_prefetch=True)
     source = GEMM.emit(op, ring).source
     assert edit(source) != source, what
-    groups = _run(op, s, a, b_col)
-    c = np.full((m, n), np.nan, np.float32)
-    try:
-        host_cuda.gemm(op, ring, a, b_col, c, edit=edit)
-    except host_cuda.HostRunError as exc:
-        assert "failed on the host" in str(exc), exc  # a read past B's end, not a variant that does not compile
-        return
-    assert not np.array_equal(c, groups), what
+    if (c := _broken_run(op, ring, a, b_col, edit)) is not None:
+        assert not np.array_equal(c, _run(op, s, a, b_col)), what
 
 
 @pytest.mark.parametrize("layout_b", ["col", "row"])
