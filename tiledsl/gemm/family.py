@@ -73,6 +73,13 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
     if op.layout_c == "col":
         return gemv_schedule(op, target), ("the GEMV-style kernel: the only one that writes a column-major C (a "
                                            "few-column product run as rows, runs_as_row)")
+    if runs_gemv(op) and (dmma := gemv_dmma_default(op, target)) is not None:
+        low, high, min_b = GEMV_DMMA_DEFAULT[op.layout_b]
+        return dmma, (f"the GEMV-style kernel on the FP64 tensor cores (gemv_dmma_default): IEEE float32, M = {op.m} in "
+                      f"{low}..{high} rows of x @ W{'.T' if op.layout_b == 'col' else ''}"
+                      + (f", B of at least {min_b >> 20} MiB" if min_b else "") + f", on {target.name}: {dmma.rn} "
+                      f"columns per warp, unroll {dmma.unroll}{' through its ring of steps' if dmma.fragment_prefetch else ''}"
+                      f", {dmma.split_k} K slices (inputs widened to float64 exactly, float64 sums)")
     if runs_gemv(op):
         s = gemv_schedule(op, target)
         one = (f"; one launch (gemv_one_launch): {s.split_k} K slices summed in the kernel, the product's A, B and C "
@@ -763,15 +770,28 @@ def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync", ring: b
     return replace(s, min_blocks=max(1, min(4, 65536 // (bn * s.est_registers))))
 
 
-GEMV_DMMA = {"col": (128, 16, 4), "row": (128, 64, 2)}
-"""(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``) of :func:`gemv_dmma_schedule` by the
-layout of B: x @ W.T ("col") and x @ W ("row"). Of the five forms ``python benchmarks/gemv_fused.py --family dmma``
-timed on an H100 (2026-12-05, commit 4364a86, ``benchmarks/results/tc_gemv_h100_2026-12-05/gemv_dmma.json``; one run,
-in-sample; not yet on an H200), on the LLM products of at least 64 MiB, geomean over schedule=None's FMA kernels: x @ W.T
-16 columns per warp at unroll 4, the fastest at every row count: 1.101× at 16 rows (faster on 12 of 12), 1.068× at 12,
-0.94× at 8, 0.93× at 4; x @ W 64 columns at unroll 2, faster on 11 of 11 at 12 and 16 rows: 1.068× at 16 (32 columns
-at unroll 4: 1.076×, faster on 10), 1.058× at 12, 1.042× at 8, 1.002× at 4. Their ``min_blocks`` from the register
-estimate: 4 and 2."""
+GEMV_DMMA = {"col": (128, 16, 4, False), "row": (128, 64, 2, True)}
+"""(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``, the ring of steps) of
+:func:`gemv_dmma_schedule` by the layout of B: x @ W.T ("col") and x @ W ("row"). ``python benchmarks/gemv_fused.py
+--family dmma`` on an H200 (2026-12-05, commit b8f1d6b, ``benchmarks/results/tc_gemv_h200_2026-12-05/``; one run,
+in-sample), the LLM products of at least 64 MiB, geomean over schedule=None's FMA kernels: x @ W.T 16 columns per warp
+at unroll 4 without the ring, the fastest of nine forms at 12 and 16 rows: 1.216× and 1.362× (faster on 12 of 12 each;
+with the ring 1.134× and 1.271×); x @ W 64 columns at unroll 2 with the ring: 1.055× at 12 rows (8 of 11), 1.080× at 16
+(11 of 11; without the ring 1.027× and 1.055×). On an H100 (``tc_gemv_h100_2026-12-05/gemv_dmma.json``, without the
+ring): x @ W.T 1.101× at 16 rows, 1.068× at 12, 0.94× at 8; x @ W 1.068× and 1.058×. ``min_blocks`` from the
+register estimate: 4 and 2."""
+
+GEMV_DMMA_DEFAULT = {"col": (12, 16, 0), "row": (16, 16, 64 << 20)}
+"""Where ``schedule=None`` takes :func:`gemv_dmma_schedule` (:func:`gemv_dmma_default`), by the layout of B: (fewest
+rows, most rows, fewest bytes of B). Measured on an H200 (:data:`GEMV_DMMA`'s run; 12 and 16 rows were timed, 8 only on
+an H100, where it lost): x @ W.T at 12 and 16 rows on every LLM product, 1.14-1.62× faster (the products of 2-16 MiB
+included); x @ W at 16 rows on B of at least 64 MiB, 1.035-1.141× (smaller ones 0.87-0.96×, and at 12 rows three of
+eleven 0.985-0.992×: not taken)."""
+
+GEMV_DMMA_DEFAULT_GPUS = ("H100", "H200")
+"""The GPUs :func:`gemv_dmma_default` takes the FP64 tensor cores on (by name): those measured, whose FP64 tensor-core
+rate equals their FP32 rate (67 TFLOP/s, the H100 datasheet; the H200 has the same SMs). Another sm_90 part may
+carry far fewer FP64 units."""
 
 
 def gemv_dmma_refusal(op: GemmOp, target: Target | None = None) -> str:
@@ -783,7 +803,8 @@ def gemv_dmma_refusal(op: GemmOp, target: Target | None = None) -> str:
 
 
 def _gemv_dmma_base(op: GemmOp) -> GemmSchedule:
-    return gemv_mma_shape(*GEMV_DMMA[op.layout_b], mma="dmma")
+    bn, rn, unroll, ring = GEMV_DMMA[op.layout_b]
+    return gemv_mma_shape(bn, rn, unroll, mma="dmma", ring=ring)
 
 
 def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
@@ -792,12 +813,22 @@ def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     sm_90: :data:`GEMV_DMMA`'s form for the layout of B, with the K slices of :func:`gemv_mma_form`. None where
     :func:`gemv_dmma_refusal` refuses it.
 
-    Not ``schedule=None``'s pick: measured on an H100 only (faster than the FMA kernels at 12-16 rows there,
-    :data:`GEMV_DMMA`); the H200 run that would make it the default is ``bash benchmarks/tc_gemv_decide.sh DIR dmma_nt
-    dmma_nn hbm_dmma hbm_ieee``. Pass it as ``schedule=`` to opt in."""
+    ``schedule=None`` takes it where :func:`gemv_dmma_default` says; elsewhere pass it as ``schedule=`` to opt in."""
     if gemv_dmma_refusal(op, target):
         return None
     return gemv_mma_form(op, target, _gemv_dmma_base(op))
+
+
+def gemv_dmma_default(op: GemmOp, target: Target) -> GemmSchedule | None:
+    """:func:`gemv_dmma_schedule` where ``schedule=None`` takes it (:data:`GEMV_DMMA_DEFAULT`: x @ W.T of 12-16 rows,
+    x @ W of 16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels on an H200) on the GPUs
+    of :data:`GEMV_DMMA_DEFAULT_GPUS`; None elsewhere (the FMA GEMV kernel stays)."""
+    if op.layout_b not in GEMV_DMMA_DEFAULT or not any(g in target.name for g in GEMV_DMMA_DEFAULT_GPUS):
+        return None
+    low, high, min_b = GEMV_DMMA_DEFAULT[op.layout_b]
+    if not (low <= op.m <= high and 4 * op.n * op.k >= min_b):
+        return None
+    return gemv_dmma_schedule(op, target)
 
 
 GEMV_TWELVE_ROWS_MEASURED = "benchmarks/results/few_rows_h200_2026-12-05"
