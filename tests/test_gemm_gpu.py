@@ -831,7 +831,7 @@ def test_gemv_smem_a_against_float64(dtype, la, m, n, k, rng):
     empty for the short K), unroll 1, 2 and 8 (rings longer than the slice), the split-K kernel and the fused split-K (the same bits);
     a NaN-poisoned C, then alpha and beta; schedule=None stages A for 5-16 float32 rows of an aligned x @ W."""
     cp = _cp()
-    from tiledsl.gemm.family import default_schedule, gemv_block_rows
+    from tiledsl.gemm.family import gemv_block_rows, gemv_schedule
     from tiledsl.gemm.schedule import gemv_smem_a_bytes
 
     tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
@@ -857,8 +857,8 @@ def test_gemv_smem_a_against_float64(dtype, la, m, n, k, rng):
     assert _rel_err(c, ref) < tol * 2
     op = tiledsl.GemmOp(m, n, k, dtype=dtype, layout_a=la, align_a=4 if la == "row" and k % 4 == 0 else 1,
                         align_b=4 if n % 4 == 0 else 2 if n % 2 == 0 else 1, align_c=4 if n % 4 == 0 else 1)
-    staged = default_schedule(op, tiledsl.Target.current()).smem_a
-    assert staged == (dtype == "float32" and la == "row" and m > 4 and n % 4 == 0), op
+    staged = gemv_schedule(op, tiledsl.Target.current()).smem_a  # the FMA GEMV pick (schedule=None's unless
+    assert staged == (dtype == "float32" and la == "row" and m > 4 and n % 4 == 0), op  # gemv_dmma_default)
     assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol
 
 
@@ -902,7 +902,7 @@ def test_gemv_twelve_rows_per_block_against_float64(lb, m, n, k, rng):
     the warp's 32 lanes, the per-value shuffles) and registers capped at 168 and 128 (min_blocks 3 and 4; 96 bytes
     spill at 168), on a NaN-poisoned C; then alpha and beta."""
     cp = _cp()
-    from tiledsl.gemm.family import default_schedule
+    from tiledsl.gemm.family import gemv_schedule
 
     tol = 1e-5 * max(1.0, (k / 4096) ** 0.5)
     a, ha = _rand((m, k), rng)
@@ -910,7 +910,7 @@ def test_gemv_twelve_rows_per_block_against_float64(lb, m, n, k, rng):
     along = n if lb == "row" else k
     op = tiledsl.GemmOp(m, n, k, layout_b=lb, align_a=4 if k % 4 == 0 else 1,
                         align_b=4 if along % 4 == 0 else 2 if along % 2 == 0 else 1, align_c=4 if n % 4 == 0 else 1)
-    pick = replace(default_schedule(op, tiledsl.Target.current()), bm=12, min_blocks=0)
+    pick = replace(gemv_schedule(op, tiledsl.Target.current()), bm=12, min_blocks=0)  # the FMA GEMV pick
     variants = [pick, replace(pick, smem_a=False, spare_slot=False, split_k=min(3, k))]
     if lb == "row" and op.align_b == 4:  # staged: slices of A within 48 KiB (rule smem_a_slice_fits)
         split = max(min(3, k), -(-k // 512))
@@ -1017,7 +1017,7 @@ def test_gemv_smem_a_column_major_b_against_float64(dtype, la, m, n, k, rng):
     N; a NaN-poisoned C, then alpha and beta; schedule=None stages A for 5-16 float32 rows of an aligned x @ W.T whose
     W is at most 16 MiB, N ≥ 768, K ≤ 4096 (gemv_staged_a_column_b)."""
     cp = _cp()
-    from tiledsl.gemm.family import default_schedule, gemv_block_rows
+    from tiledsl.gemm.family import gemv_block_rows, gemv_schedule
     from tiledsl.gemm.schedule import gemv_smem_a_bytes
 
     tol = (1e-5 if dtype == "float32" else 2e-3) * max(1.0, (k / 4096) ** 0.5)
@@ -1046,7 +1046,7 @@ def test_gemv_smem_a_column_major_b_against_float64(dtype, la, m, n, k, rng):
     al_k = 4 if k % 4 == 0 else 2 if k % 2 == 0 else 1
     op = tiledsl.GemmOp(m, n, k, dtype=dtype, layout_a=la, layout_b="col", align_a=al_k if la == "row" else 1,
                         align_b=al_k, align_c=4 if n % 4 == 0 else 2 if n % 2 == 0 else 1)
-    staged = default_schedule(op, tiledsl.Target.current()).smem_a  # gemv_staged_a_column_b
+    staged = gemv_schedule(op, tiledsl.Target.current()).smem_a  # gemv_staged_a_column_b (the FMA GEMV pick)
     assert staged == (dtype == "float32" and la == "row" and m > 4 and k % 4 == 0 and k * n * 4 <= 16 << 20
                       and n >= 768 and k <= 4096), op
     assert _rel_err(_gemm_nan_out(a, b), ha @ hb) < tol

@@ -81,34 +81,7 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
                       f"columns per warp, unroll {dmma.unroll}{' through its ring of steps' if dmma.fragment_prefetch else ''}"
                       f", {dmma.split_k} K slices (inputs widened to float64 exactly, float64 sums)")
     if runs_gemv(op):
-        s = gemv_schedule(op, target)
-        one = (f"; one launch (gemv_one_launch): {s.split_k} K slices summed in the kernel, the product's A, B and C "
-               f"within {GEMV_ONE_LAUNCH_MAX_BYTES >> 20} MiB" if s.split_k_fused and op.layout_b == "row" else "")
-        if s.col_groups > 1:
-            one += (f"; {s.col_groups} groups of single columns per thread at unroll {s.unroll} (gemv_column_groups): "
-                    f"B's rows allow only scalar loads (align_b 1)")
-        if s.smem_a and op.layout_b == "row":
-            one += (f"; A staged in shared memory (gemv_staged_a): {s.bm} rows per block, {s.split_k} K slices of "
-                    f"at most {GEMV_SMEM_A_MAX_DEPTH}, {s.unroll} loads of B in flight per thread"
-                    + (f", a spare slot in their ring (from {GEMV_SPARE_SLOT_MIN_ROWS} rows per block)"
-                       if s.spare_slot else ""))
-        elif s.smem_a:
-            one += (f"; A staged in shared memory (gemv_staged_a_column_b): {s.bm} rows per block, {s.split_k} K "
-                    f"slices of at most {GEMV_COLUMN_B_STAGED[4]}, B of at most {GEMV_COLUMN_B_STAGED[5] >> 20} MiB "
-                    f"(N ≥ {GEMV_COLUMN_B_STAGED[6]}, K ≤ {GEMV_COLUMN_B_STAGED[7]}), "
-                    f"{s.rn} columns per warp")
-        elif op.layout_b == "col" and s.bm > 1:
-            one += f"; A in registers, not staged (gemv_column_b_unstaged): {gemv_column_b_unstaged(op, s)}"
-            if s.k_lanes != 32:
-                one += (f"; its lanes in groups of {s.k_lanes} along K, {s.rn} columns per group (gemv_lanes_split_k: "
-                        f"the register pick split K), {s.split_k} K slices")
-        if s.bm == 12 and gemv_twelve_rows_fit(op.m):
-            one += f"; 12 rows per block for {op.m} rows (gemv_twelve_rows), not 16"
-        base = gemv_base_schedule(op, target)
-        if s == gemv_register_waves(op, base, target):
-            one += (f"; K slices filling whole waves (gemv_register_waves): {s.split_k} instead of {base.split_k} "
-                    "(those were for four blocks per SM; A in registers leaves two)")
-        return s, f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows (GEMV_MAX_M){one}"
+        return gemv_choice(op, target)
     tall = tall_thin_schedule(op, target)
     if tall is not None:
         return tall, (f"the tall-thin rule (tall_thin_schedule): float32, N = {op.n} in {TALL_THIN_MIN_N}..64, "
@@ -118,6 +91,40 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
     if one_row is not None:
         return one_row
     return wide_or_generic_choice(op, target)
+
+
+def gemv_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
+    """(:func:`gemv_schedule`, the rules that shaped it and why, for ``search.tune --lookup``): the FMA GEMV kernel's
+    pick for a few-row ``op`` (:func:`runs_gemv`), what :func:`builtin_choice` returns there unless
+    :func:`gemv_dmma_default` takes the FP64 tensor cores."""
+    s = gemv_schedule(op, target)
+    one = (f"; one launch (gemv_one_launch): {s.split_k} K slices summed in the kernel, the product's A, B and C "
+           f"within {GEMV_ONE_LAUNCH_MAX_BYTES >> 20} MiB" if s.split_k_fused and op.layout_b == "row" else "")
+    if s.col_groups > 1:
+        one += (f"; {s.col_groups} groups of single columns per thread at unroll {s.unroll} (gemv_column_groups): "
+                f"B's rows allow only scalar loads (align_b 1)")
+    if s.smem_a and op.layout_b == "row":
+        one += (f"; A staged in shared memory (gemv_staged_a): {s.bm} rows per block, {s.split_k} K slices of "
+                f"at most {GEMV_SMEM_A_MAX_DEPTH}, {s.unroll} loads of B in flight per thread"
+                + (f", a spare slot in their ring (from {GEMV_SPARE_SLOT_MIN_ROWS} rows per block)"
+                   if s.spare_slot else ""))
+    elif s.smem_a:
+        one += (f"; A staged in shared memory (gemv_staged_a_column_b): {s.bm} rows per block, {s.split_k} K "
+                f"slices of at most {GEMV_COLUMN_B_STAGED[4]}, B of at most {GEMV_COLUMN_B_STAGED[5] >> 20} MiB "
+                f"(N ≥ {GEMV_COLUMN_B_STAGED[6]}, K ≤ {GEMV_COLUMN_B_STAGED[7]}), "
+                f"{s.rn} columns per warp")
+    elif op.layout_b == "col" and s.bm > 1:
+        one += f"; A in registers, not staged (gemv_column_b_unstaged): {gemv_column_b_unstaged(op, s)}"
+        if s.k_lanes != 32:
+            one += (f"; its lanes in groups of {s.k_lanes} along K, {s.rn} columns per group (gemv_lanes_split_k: "
+                    f"the register pick split K), {s.split_k} K slices")
+    if s.bm == 12 and gemv_twelve_rows_fit(op.m):
+        one += f"; 12 rows per block for {op.m} rows (gemv_twelve_rows), not 16"
+    base = gemv_base_schedule(op, target)
+    if s == gemv_register_waves(op, base, target):
+        one += (f"; K slices filling whole waves (gemv_register_waves): {s.split_k} instead of {base.split_k} "
+                "(those were for four blocks per SM; A in registers leaves two)")
+    return s, f"the GEMV-style kernel: M = {op.m} ≤ {gemv_max_rows(op)} rows (GEMV_MAX_M){one}"
 
 
 def wide_or_generic_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
