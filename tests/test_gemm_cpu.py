@@ -698,18 +698,25 @@ def test_3xtf32_rules_name_what_the_tensor_core_gemv_needs():
 
 @pytest.mark.parametrize("layout_b", ["col", "row"])
 @pytest.mark.parametrize("m,n,k", [(16, 22016, 4096), (12, 4096, 4096), (1, 128256, 4096), (16, 4096, 14336)])
-def test_dmma_gemv_compiles_without_spills_and_is_opt_in(m, n, k, layout_b):
-    """mma="dmma": gemv_dmma_schedule's form compiles for sm_90 and sm_90a within its register cap, without spills,
-    one m16n8k16 float64 mma.sync per fragment and k16 step (SASS DMMA) and float64 accumulators named in the kernel;
-    schedule=None keeps the FMA kernels (not measured on a GPU yet), and sm_80 is refused by name."""
+def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, n, k, layout_b):
+    """mma="dmma": gemv_dmma_schedule's form compiles for sm_90 and sm_90a within its register cap, without spills, one m16n8k16 float64 mma.sync per fragment and k16 step (SASS DMMA) and float64
+    accumulators named in the kernel; schedule=None takes it on an H200 or H100 exactly where GEMV_DMMA_DEFAULT says
+    (x @ W.T of 12-16 rows, x @ W of 16 rows with B of at least 64 MiB), the FMA kernels elsewhere and on an A100 (sm_80
+    is refused by name)."""
     from tiledsl.gemm.family import builtin_choice, gemv_dmma_schedule
     from tiledsl.sass import find_nvdisasm, loop_mix
 
-    h200 = tiledsl.Target.known("H200")
+    h200, h100, a100 = (tiledsl.Target.known(name) for name in ("H200", "H100", "A100"))
     op = GemmOp(m, n, k, layout_b=layout_b)
     s = gemv_dmma_schedule(op, h200)
-    assert (s.kernel, s.mma, s.bm, s.rn, s.unroll) == ("gemv", "dmma", 16, *((16, 4) if layout_b == "col" else (64, 2)))
-    assert builtin_choice(op, h200)[0].mma == "fma"
+    assert (s.kernel, s.mma, s.bm, s.rn, s.unroll, s.fragment_prefetch) == (
+        ("gemv", "dmma", 16, 16, 4, False) if layout_b == "col" else ("gemv", "dmma", 16, 64, 2, False))
+    takes = 12 <= m <= 16 if layout_b == "col" else m == 16 and 4 * n * k >= 64 << 20
+    for target in (h200, h100):
+        choice, why = builtin_choice(op, target)
+        assert (choice == gemv_dmma_schedule(op, target)) == takes and (choice.mma == "dmma") == takes, (op, target)
+        assert ("gemv_dmma_default" in why) == takes
+    assert builtin_choice(op, a100)[0].mma == "fma"
     kern = tiledsl.compile(op, s, arch="sm_90")
     assert kern.spill_bytes == 0 and kern.registers <= 65536 // (s.threads * s.min_blocks), kern.registers
     assert "_f32f64f32_" in kern.name and kern.source.count("tdsl_mma_16816_f64(acc[j], a, bj);") == 1

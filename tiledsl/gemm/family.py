@@ -777,23 +777,24 @@ def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync", ring: b
     return replace(s, min_blocks=max(1, min(4, 65536 // (bn * s.est_registers))))
 
 
-GEMV_DMMA = {"col": (128, 16, 4, False), "row": (128, 64, 2, True)}
+GEMV_DMMA = {"col": (128, 16, 4, False), "row": (128, 64, 2, False)}
 """(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``, the ring of steps) of
 :func:`gemv_dmma_schedule` by the layout of B: x @ W.T ("col") and x @ W ("row"). ``python benchmarks/gemv_fused.py
 --family dmma`` on an H200 (2026-12-05, commit b8f1d6b, ``benchmarks/results/tc_gemv_h200_2026-12-05/``; one run,
 in-sample), the LLM products of at least 64 MiB, geomean over schedule=None's FMA kernels: x @ W.T 16 columns per warp
 at unroll 4 without the ring, the fastest of nine forms at 12 and 16 rows: 1.216× and 1.362× (faster on 12 of 12 each;
-with the ring 1.134× and 1.271×); x @ W 64 columns at unroll 2 with the ring: 1.055× at 12 rows (8 of 11), 1.080× at 16
-(11 of 11; without the ring 1.027× and 1.055×). On an H100 (``tc_gemv_h100_2026-12-05/gemv_dmma.json``, without the
-ring): x @ W.T 1.101× at 16 rows, 1.068× at 12, 0.94× at 8; x @ W 1.068× and 1.058×. ``min_blocks`` from the
-register estimate: 4 and 2."""
+with the ring 1.134× and 1.271×); x @ W 64 columns at unroll 2: 1.027× at 12 rows (6 of 11), 1.055× at 16 (10 of 11).
+Its ring was faster still (1.055× and 1.080×) but holds 255 registers and spills 48 bytes where K is not split
+(ptxas, NVRTC 12.9: 16×128256×4096), so the pick keeps the groups. On an H100 (``tc_gemv_h100_2026-12-05/gemv_dmma.json``):
+x @ W.T 1.101× at 16 rows, 1.068× at 12, 0.94× at 8; x @ W 1.068× and 1.058×. ``min_blocks`` from the register
+estimate: 4 and 2."""
 
 GEMV_DMMA_DEFAULT = {"col": (12, 16, 0), "row": (16, 16, 64 << 20)}
 """Where ``schedule=None`` takes :func:`gemv_dmma_schedule` (:func:`gemv_dmma_default`), by the layout of B: (fewest
 rows, most rows, fewest bytes of B). Measured on an H200 (:data:`GEMV_DMMA`'s run; 12 and 16 rows were timed, 8 only on
 an H100, where it lost): x @ W.T at 12 and 16 rows on every LLM product, 1.14-1.62× faster (the products of 2-16 MiB
-included); x @ W at 16 rows on B of at least 64 MiB, 1.035-1.141× (smaller ones 0.87-0.96×, and at 12 rows three of
-eleven 0.985-0.992×: not taken)."""
+included); x @ W at 16 rows on B of at least 64 MiB, 0.988-1.122× (1.055× geomean, 10 of 11 faster; smaller ones
+0.84-1.03×, and at 12 rows 1.027×, 5 of 11 slower: not taken)."""
 
 GEMV_DMMA_DEFAULT_GPUS = ("H100", "H200")
 """The GPUs :func:`gemv_dmma_default` takes the FP64 tensor cores on (by name): those measured, whose FP64 tensor-core
