@@ -1026,10 +1026,10 @@ def test_gemv_register_waves_fills_whole_waves_of_two_blocks_per_sm():
 def test_gemv_spare_slot_copies_no_slot_within_128_registers(arch):
     """spare_slot (a ring of UNROLL + 1 loads of B, a running pointer into B): the source loads into the slot the step
     before emptied and copies no slot; ptxas keeps 128 registers or fewer without spills."""
-    from tiledsl.gemm import default_schedule
+    from tiledsl.gemm.family import gemv_schedule
 
     op = GemmOp(16, 22016, 4096)
-    spare = default_schedule(op, tiledsl.Target.known("H200"))  # schedule=None's since 2026-12-05
+    spare = gemv_schedule(op, tiledsl.Target.known("H200"))  # the FMA GEMV pick (schedule=None's below 64 MiB of B)
     assert spare.smem_a and spare.unroll == 8 and spare.spare_slot
     copied = replace(spare, spare_slot=False)
     src = emit_gemm(op, spare).source
@@ -1074,7 +1074,7 @@ def test_gemv_spare_slot_sass_keeps_each_load_before_its_fmas(arch):
     """The SASS of the spare-slot loop (nvdisasm, the sass extra): each step's load of B precedes that step's FMAs
     (ptxas moves every load of an unguarded pass to its end) and fewer instructions per FFMA than the copied ring
     (sixteen rows, unroll 8, NVRTC 12.9: 716 per 576 FFMAs against 818 per 512)."""
-    from tiledsl.gemm import default_schedule
+    from tiledsl.gemm.family import gemv_schedule
     from tiledsl.sass import disassemble, find_nvdisasm, hottest_loop
 
     try:
@@ -1082,7 +1082,7 @@ def test_gemv_spare_slot_sass_keeps_each_load_before_its_fmas(arch):
     except tiledsl.ToolchainError as exc:
         pytest.skip(f"no nvdisasm: {exc}")
     op = GemmOp(16, 22016, 4096)
-    copied = replace(default_schedule(op, tiledsl.Target.known("H200")), spare_slot=False)
+    copied = replace(gemv_schedule(op, tiledsl.Target.known("H200")), spare_slot=False)  # the FMA GEMV pick
     kernels = {s.spare_slot: tiledsl.compile(op, s, arch=arch) for s in (copied, replace(copied, spare_slot=True))}
     per_ffma = {}
     for spare_slot, kernel in kernels.items():
@@ -1228,13 +1228,13 @@ def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
     slices at most 512 deep and none empty, unroll 8, four blocks of 128 threads per SM; and (gemv_staged_a_column_b)
     times a column-major B of at most 16 MiB: 4 columns per warp, unroll 1; odd N, a larger column-major B, a
     column-major A, 16-bit inputs and 4 rows keep A in registers. The reason (what --lookup prints) names the rule."""
-    from tiledsl.gemm.family import GEMV_SMEM_A_MAX_DEPTH, builtin_choice, default_schedule
+    from tiledsl.gemm.family import GEMV_SMEM_A_MAX_DEPTH, default_schedule, gemv_choice
     from tiledsl.target import resolve
 
     target = resolve("H200")
     for m, n, k in ((16, 4096, 4096), (9, 14336, 4096), (12, 768, 3072), (16, 128256, 4096), (16, 4096, 14336),
-                    (8, 4096, 4096), (5, 28672, 4096)):
-        s, why = builtin_choice(GemmOp(m, n, k), target)
+                    (8, 4096, 4096), (5, 28672, 4096)):  # the FMA GEMV pick (16 rows of 64 MiB: gemv_dmma_default's)
+        s, why = gemv_choice(GemmOp(m, n, k), target)
         bm = 8 if m <= 8 else 12 if m <= 12 else 16  # 12 rows per block for 9-12 rows (gemv_twelve_rows)
         assert s.smem_a and s.bm == bm and s.unroll == 8 and s.min_blocks == 4, (m, n, k, s)
         assert s.spare_slot == (bm >= 12) and (("spare slot" in why) == s.spare_slot)  # GEMV_SPARE_SLOT_MIN_ROWS
@@ -1243,7 +1243,7 @@ def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
         assert -(-k // (-(-k // (s.split_k * s.bk)) * s.bk)) == s.split_k  # no slice past K
         assert -(-k // (s.split_k * s.bk)) * s.bk <= GEMV_SMEM_A_MAX_DEPTH and "gemv_staged_a" in why
     for m, n, k in ((16, 1024, 4096), (5, 768, 768), (12, 3072, 768)):  # x @ W.T, W of at most 16 MiB
-        s, why = builtin_choice(GemmOp(m, n, k, layout_b="col"), target)
+        s, why = gemv_choice(GemmOp(m, n, k, layout_b="col"), target)
         assert s.smem_a and (s.bn, s.rn, s.unroll, s.min_blocks) == (128, 4, 1, 4), (m, n, k, s)
         assert -(-k // s.split_k) <= 512 and "gemv_staged_a_column_b" in why
     for op in (GemmOp(16, 50257, 768, align_b=1, align_c=1), GemmOp(16, 4096, 4096, layout_b="col"),
@@ -1258,7 +1258,7 @@ def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
                        (GemmOp(16, 1024, 8192, layout_b="col"), "K = 8192 > 4096"),
                        (GemmOp(4, 1024, 4096, layout_b="col"), "4 rows per block, not one of (8, 16)"),
                        (GemmOp(16, 1024, 4098, layout_b="col", align_a=2, align_b=2), "align_a 2, align_b 2")):
-        s, why = builtin_choice(op, target)
+        s, why = gemv_choice(op, target)
         assert not s.smem_a and f"not staged (gemv_column_b_unstaged): {reason}" in why, (op, why)
 
 
@@ -1293,7 +1293,7 @@ def test_gemv_fused_split_k_changes_no_other_kernel():
 
 
 def test_gemv_rules_and_default():
-    from tiledsl.gemm.family import default_schedule
+    from tiledsl.gemm.family import default_schedule, gemv_schedule
 
     with pytest.raises(tiledsl.ScheduleError, match="gemv_rows"):
         GemmSchedule(kernel="gemv", bm=32, bn=128)
@@ -1324,8 +1324,9 @@ def test_gemv_rules_and_default():
     assert default_schedule(GemmOp(17, 4096, 4096), h200).kernel == "tiled"
     assert default_schedule(GemmOp(1, 4096, 4096, layout_b="col"), h200).kernel == "gemv"
     # 2-16 float32 rows times a column-major B (torch's Linear): 4 warps of 4 columns, unroll 2 (GEMV_COLUMN_B_ROWS)
-    for m in (2, 5, 16):
-        s = default_schedule(GemmOp(m, 4096, 4096, layout_b="col"), h200)
+    assert default_schedule(GemmOp(16, 4096, 4096, layout_b="col"), h200).mma == "dmma"  # gemv_dmma_default
+    for m in (2, 5, 16):  # the FMA GEMV pick
+        s = gemv_schedule(GemmOp(m, 4096, 4096, layout_b="col"), h200)
         assert (s.kernel, s.bn, s.rn, s.unroll, s.split_k_fused) == ("gemv", 128, 4, 2, False) and s.split_k > 1
     assert default_schedule(GemmOp(17, 4096, 4096, layout_b="col"), h200).kernel == "tiled"
     half = dict(dtype="float16", align_a=8, align_b=8, align_c=8)
@@ -1843,13 +1844,14 @@ def test_swizzle_group_must_fit_a_32_bit_int():
 
 
 def test_schedule_none_takes_lanes_in_groups_only_where_measured():
-    """``gemv_lanes_split_k``: schedule=None runs x @ W.T with A in registers and its lanes in groups of 16 where the
+    """``gemv_lanes_split_k``: the FMA GEMV pick (schedule=None's where gemv_dmma_default does not take the FP64
+    tensor cores: below 12 rows, off the H100/H200) runs x @ W.T with A in registers and its lanes in groups of 16 where the
     register pick splits K, an aligned IEEE float32 product of a row-major A into a row-major C with 5-16 rows, N and
     K within GEMV_LANES_RANGE, on sm_90; the register pick (32 lanes) elsewhere: one slice (N = 22016), N or K out of
     the measured range, K not a multiple of 4 (A and B not 4 wide), float16, a column-major C, an A100 target; A
     staged for a small W."""
-    from tiledsl.gemm import default_schedule
     from tiledsl.gemm.family import GEMV_LANES_RANGE
+    from tiledsl.gemm.family import gemv_schedule as default_schedule  # the FMA GEMV pick
 
     h200, a100 = tiledsl.Target.known("H200"), tiledsl.Target.known("A100")
 
