@@ -280,7 +280,9 @@ def test_shared_memory_level_exists_exactly_when_the_emitted_kernel_has_shared_m
     requested, 671 MB of wavefronts for 1×4096×4096). The tiled kernel keeps its level, and so does the GEMV kernel
     with A staged in shared memory (``smem_a``, sixteen rows of x @ W): bm·K·4 bytes written per block of columns,
     bm elements read per thread and k."""
-    s = tiledsl.api.family("gemm").default_schedule(op, H200)
+    from tiledsl.gemm.family import gemv_schedule, runs_gemv
+
+    s = gemv_schedule(op, H200) if runs_gemv(op) else tiledsl.api.family("gemm").default_schedule(op, H200)  # FMA
     src = tiledsl.api.family("gemm").emit(op, s).source
     has_smem = "__shared__" in src
     assert has_smem == (s.kernel == "tiled" or s.smem_a) == cg.uses_shared_memory(s.kernel, s.smem_a)
@@ -335,11 +337,11 @@ def test_staged_a_is_priced_with_its_own_latency():
     GEMV_SMEM_A_EFFECTIVE_LATENCY_S, below the register kernels' GEMV_EFFECTIVE_LATENCY_S, and so ranks the staged
     pick of 16×14336×4096 ahead of A in registers, as measured (91.7 against 129.6 µs, gemv_smem_a_h200_run2.json)."""
     from tiledsl.costmodel import gemv as gv
-    from tiledsl.gemm.family import builtin_choice, gemv_base_schedule
+    from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule
 
     assert gv.GEMV_SMEM_A_EFFECTIVE_LATENCY_S < gv.GEMV_EFFECTIVE_LATENCY_S
     op = tiledsl.GemmOp(16, 14336, 4096)
-    staged, registers = builtin_choice(op, H200)[0], gemv_base_schedule(op, H200)
+    staged, registers = gemv_schedule(op, H200), gemv_base_schedule(op, H200)  # the FMA GEMV picks
     assert staged.smem_a and not registers.smem_a
     assert predict(op, staged, "H200") < predict(op, registers, "H200")
     t_fast = gv.gemv_time(op, staged, H200, 4.2e12).stream_s
