@@ -365,7 +365,11 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
 
     import tiledsl
     from tiledsl.compile import nvrtc_version
+    from tiledsl.gemm.family import gemv_dmma_default
     from tiledsl.registry import make_record, shipped_path, store
+
+    def dmma_default(op, target) -> bool:  # schedule=None runs the FP64 GEMV kernel: its space holds the default
+        return cfg.family == "gemm" and gemv_dmma_default(op, target) is not None
 
     k = tiledsl.compile(op, winner.schedule, arch=target.arch)
     measured = None
@@ -389,11 +393,11 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
             "that path untimed")
     elif mode == "measured" and (unused := rows_unused(cfg.family, op, target)) is not None:
         out(f"not stored for schedule=None: {unused}")
-    elif mode == "measured" and (cfg.mma != "auto" or winner.schedule.mma == "dmma"):
+    elif mode == "measured" and (cfg.mma != "auto" or winner.schedule.mma == "dmma") and not dmma_default(op, target):
         out("not stored for schedule=None: the FP64 tensor-core GEMV space (--mma dmma) does not hold schedule=None's "
-            "own kernel, which this run did not time, so a stored record could be slower than the call without it; "
-            "time the exported schedule beside schedule=None (tiledsl.timing.time_gpu) and pass it as schedule= "
-            "where it wins")
+            "own kernel for this product on this device, which this run did not time, so a stored record could be "
+            "slower than the call without it; time the exported schedule beside schedule=None "
+            "(tiledsl.timing.time_gpu) and pass it as schedule= where it wins")
     elif mode == "measured":
         figs = {kk: rec[kk] for kk in ("mode", "measured", "predicted", "compiler", "date", "command")}
         try:

@@ -712,6 +712,24 @@ def gemv_dmma_space(op) -> Space:
     return _tensor_core_gemv_space(GEMM_GEMV_DMMA_SPACE, op)
 
 
+def tune_space(family: str, op, target, mma: str = "auto") -> Space:
+    """The space a tune of ``op`` on ``target`` searches: the FP64 tensor-core GEMV space (:func:`gemv_dmma_space`)
+    with ``mma="dmma"``, or where ``schedule=None`` takes that kernel on ``target``
+    (``tiledsl.gemm.family.gemv_dmma_default``: the library default must be a point of the space, so that a tune
+    measures it first and never stores a record slower than it); else the family's space for ``op``.
+
+    Raises:
+        ValueError: ``mma="dmma"`` and the FP64 kernel refuses ``op`` (:func:`gemv_dmma_space`)."""
+    if mma == "dmma":
+        return gemv_dmma_space(op)
+    if family == "gemm":
+        from tiledsl.gemm.family import gemv_dmma_default
+
+        if gemv_dmma_default(op, target) is not None:
+            return gemv_dmma_space(op)
+    return space_for(family).for_op(op)
+
+
 def _gemm_specialize(space: Space, op) -> Space:
     """The tensor-core GEMV space for ``precision="3xtf32"`` products of 9-16 rows; the GEMV space where
     ``schedule=None`` runs the GEMV-style kernel (few rows of C), pinned to the op's rows;

@@ -71,7 +71,7 @@ from .model_worker import ModelWorker
 from .objective import load_model
 from .observers import Progress, SearchObserver, TimeSplit
 from .runner import Budget, Runner
-from .space import describe, gemv_dmma_space, space_for
+from .space import describe, gemv_dmma_space, tune_space
 from .storage import (
     DEFAULT_STALE_AFTER_S,
     Heartbeat,
@@ -232,8 +232,8 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     op = cfg.op
     refuse_empty(op, "tune")  # SpecError: tiledsl answers an empty op without a kernel
     pruner = ModelPruner(cfg.model_prune)
-    space = gemv_dmma_space(op) if cfg.mma == "dmma" else space_for(cfg.family).for_op(op)
     target, calibration = _target(cfg, out)
+    space = tune_space(cfg.family, op, target, cfg.mma)
     _check_mma(cfg, op, target)
     mode = "model-only" if cfg.model_only else "measured"
     _check_devices(cfg, target)

@@ -116,15 +116,29 @@ def test_tie_break_is_deterministic():
 def test_few_rows_search_the_gemv_kernel_the_default_runs(op, rows_log2, rn_pinned):
     """Where schedule=None runs the GEMV-style kernel, the tuner searches that kernel's knobs (block width, load
     width, unroll, columns per warp, K slices, how they are summed) with the rows pinned to the op's, and the
-    library default is a point of the space (so a tune measures it first)."""
+    library default is a point of the space (so a tune measures it first); where schedule=None takes the FP64
+    tensor-core GEMV kernel on the device (gemv_dmma_default: 16 rows of these on an H200), a tune searches that
+    kernel's space (tune_space), of which the default is a point, and on an A100 the FMA GEMV space."""
+    from search.space import tune_space
     from search.strategy import library_default
-    from tiledsl.gemm.family import builtin_schedule
+    from tiledsl.gemm.family import builtin_schedule, gemv_dmma_default, gemv_schedule
 
     target = tiledsl.Target.known("H200")
     space = GEMM_SPACE.for_op(op)
     pinned = {k.name: k.low for k in space.knobs if k.low == k.high}
     assert pinned.get("rows_log2") == rows_log2 and ("rn_log2" in pinned) == rn_pinned
     assert ("col_groups_log2" in pinned) == (op.layout_b == "col")  # groups of columns: a row-major B only
+    if gemv_dmma_default(op, target) is not None:
+        dmma = tune_space("gemm", op, target)
+        assert "ring" in {k.name for k in dmma.knobs} and builtin_schedule(op, target).mma == "dmma"
+        assert library_default(dmma, op, target) == builtin_schedule(op, target)
+        assert library_default(space, op, target) is None  # the FMA space cannot express it
+        a100 = tiledsl.Target.known("A100")
+        assert tune_space("gemm", op, a100).knobs == space.knobs and builtin_schedule(op, a100).mma == "fma"
+        fma = gemv_schedule(op, target)  # the FMA GEMV pick is a point of the FMA space
+        assert space.build(space.from_schedule(fma), target, op) == fma
+        return
+    assert tune_space("gemm", op, target).knobs == space.knobs
     default = builtin_schedule(op, target)
     assert default.kernel == "gemv" and library_default(space, op, target) == default
     seeds = space.seeds(op, target)
