@@ -60,9 +60,10 @@ def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, in
     return [(m, n, k, layout) for n, k in llm_weights() for layout in ("NN", "NT") for m in ms]
 
 
-VARIANTS = ("spare", "twelve", "cap168", "ring", "fused", "lanes", "registers", "dmma")
-"""``--variant`` (any of them; none: ``schedule=None`` as it is), each applied to ``schedule=None``'s GEMV pick where
-it applies: ``spare`` a spare slot in staged A's ring of B (``GemmSchedule.spare_slot``; the pick stages A with a
+VARIANTS = ("spare", "twelve", "cap168", "ring", "fused", "lanes", "registers", "dmma", "fma")
+"""``--variant`` (any of them; none: ``schedule=None`` as it is), each applied to ``schedule=None``'s FMA GEMV pick
+(``tiledsl.gemm.family.gemv_schedule``; where ``schedule=None`` takes the FP64 tensor-core kernel,
+``gemv_dmma_default``, the FMA pick it replaced, which ``fma`` alone times) where it applies: ``spare`` a spare slot in staged A's ring of B (``GemmSchedule.spare_slot``; the pick stages A with a
 row-major B), ``twelve`` 12 rows per block for 9-12 rows, ``cap168`` registers capped at 168 (``min_blocks`` 3) where
 the pick keeps A in registers with a column-major B from 8 rows, ``ring`` the column-major-B kernel with a ring and
 its lanes in groups along K (``tiledsl.gemm.family.gemv_ring_column_b``) where the pick has 8, 12 or 16 rows per block
@@ -93,12 +94,13 @@ def variant_schedule(op, target, variants=()):
         gemv_mma_form,
         gemv_mma_shape,
         gemv_ring_column_b,
+        gemv_schedule,
         gemv_schedule_before_lanes,
         gemv_twelve_rows_fit,
     )
 
     pick = default_schedule(op, target)
-    if pick.kernel != "gemv" or pick.mma != "fma":  # the variants are the FMA GEMV kernel's (not precision="3xtf32"'s)
+    if pick.kernel != "gemv" or pick.mma == "mma_sync":  # the variants are the GEMV kernels' (not precision="3xtf32"'s)
         return None
     if "dmma" in variants:  # in place of the pick (None where the FP64 kernel does not apply: schedule=None)
         s = gemv_dmma_schedule(op, target)
@@ -107,8 +109,8 @@ def variant_schedule(op, target, variants=()):
         if s is not None and "fused" in variants and s.split_k > 1:
             s = replace(s, split_k_fused=True)
         return s
-    s = pick
-    if "registers" in variants and pick.k_lanes != 32 and not pick.smem_a:
+    fma = s = pick if pick.mma == "fma" else gemv_schedule(op, target)  # the FMA GEMV pick (gemv_dmma_default aside)
+    if "registers" in variants and s.k_lanes != 32 and not s.smem_a:
         s = gemv_schedule_before_lanes(op, target)
     if "twelve" in variants and gemv_twelve_rows_fit(op.m):
         s = replace(s, bm=12)
@@ -122,6 +124,8 @@ def variant_schedule(op, target, variants=()):
         s = replace(s, split_k_fused=True)
     if "cap168" in variants and not s.smem_a and op.layout_b == "col" and op.m >= 8 and s.k_lanes == 32:
         s = replace(s, min_blocks=3)
+    if s == fma and "fma" not in variants:  # no variant applied: schedule=None as it is
+        return None
     return None if s == pick else s
 
 

@@ -642,9 +642,14 @@ def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
 
     import tiledsl
     from tiledsl.gemm import default_schedule
-    from tiledsl.gemm.family import gemv_base_schedule
+    from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule
 
     h200 = tiledsl.Target.known("H200")
+    # where schedule=None takes the FP64 kernel (12-16 rows of x @ W.T), "fma" times the FMA pick it replaced
+    op16 = gemv_hbm.gemm_op(16, 14336, 4096, "NT")
+    assert default_schedule(op16, h200).mma == "dmma" and gemv_hbm.variant_schedule(op16, h200, ()) is None
+    assert gemv_hbm.variant_schedule(op16, h200, ("fma",)) == gemv_schedule(op16, h200)
+    assert gemv_hbm.variant_schedule(gemv_hbm.gemm_op(8, 14336, 4096, "NT"), h200, ("fma",)) is None  # the FMA pick
     for (m, layout), variants, want in [
             # since 2026-12-05 schedule=None has 12 rows for 9-12 (x @ W, x @ W.T with A in registers) and the
             # spare slot from 12 rows per block: those variants change nothing there
@@ -663,8 +668,8 @@ def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
             assert (ring.bm, ring.spare_slot, ring.k_lanes, ring.rn) == (s.bm, True, 8, 2), ring
         fused = gemv_hbm.variant_schedule(gemv_hbm.gemm_op(m, 4096, 4096, layout), h200, ("fused",))
         assert (fused is not None and fused.split_k_fused) == (m <= 4 and layout == "NN" or layout == "NT" and m > 1), m
-        if s is not None and not (s.spare_slot and layout == "NT"):  # the rest of schedule=None's pick as it is
-            pick = default_schedule(op, h200)
+        if s is not None and not (s.spare_slot and layout == "NT"):  # the rest of the FMA GEMV pick as it is
+            pick = gemv_schedule(op, h200)  # schedule=None's unless gemv_dmma_default takes the FP64 kernel
             assert replace(s, bm=16, spare_slot=False, min_blocks=0) == replace(pick, bm=16, min_blocks=0)
         got = gemv_fused.variants(gemv_base_schedule(op, h200), op, h200, "few_rows")
         # schedule=None stages A for 5-16 rows of x @ W, with the spare slot from 12 rows per block (9-16 rows)
