@@ -8,7 +8,8 @@
 # hbm_ieee, ncu, ncu_nn (default: all,
 # in that order; a device call of at most 10 minutes takes a few of them: each sweep step about 2-5 minutes, an
 # estimate). DIR gets decide.log and each step's JSON and full log (benchmarks/decide_steps.sh). Each sweep checks
-# its results against float64 before timing. Not yet run.
+# its results against float64 before timing. Run in part on an H100 (2026-12-05, benchmarks/results/tc_gemv_h100_2026-12-05/) and an H200
+# (tests, ncu_dmma and the dmma sweeps at 12 and 16 rows: benchmarks/results/tc_gemv_h200_2026-12-05/).
 set -u
 dir=${1:?usage: bash benchmarks/tc_gemv_decide.sh DIR}
 shift
