@@ -141,8 +141,9 @@ DMMA_FORMS = ((16, 4, False), (16, 2, True), (16, 4, True), (32, 2, False), (32,
 ``fragment_prefetch``) of the GEMV kernel on the FP64 tensor cores (``mma="dmma"``, precision "ieee", 128 threads, K
 slices filling whole waves as ``gemv_dmma_schedule`` makes them) over :data:`MMA_ROWS` rows (or ``--rows``) of x @ W.T
 and x @ W (16 columns per warp left out with a row-major B), every LLM (N, K) with K and N multiples of 4, beside
-``schedule=None`` (the FMA kernels), and the pick (``GEMV_DMMA``) with its K slices summed in the kernel
-(``split_k_fused``) where it splits K. ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T / x @ W, ``min_blocks`` 1,
+``schedule=None``, the pick (``GEMV_DMMA``) with its K slices summed in the kernel (``split_k_fused``) where it
+splits K, and where ``schedule=None`` is the FP64 kernel (``gemv_dmma_default``) the FMA GEMV pick it replaced
+(``fma``). ptxas (sm_90, NVRTC 12.9, 16×22016×4096 x @ W.T / x @ W, ``min_blocks`` 1,
 without the ring): 130, 148 / 142, 172 / 214, 225 / 214 and 188 / 224 registers for 16×4, 32×2, 32×4 and 64×2, no
 spills (and 32×8)."""
 
@@ -181,6 +182,10 @@ def variants(base, op, target, family: str) -> dict:
         if pick is not None and pick.split_k > 1:  # its slices summed in the kernel (one launch)
             ring = " ring" if pick.fragment_prefetch else ""
             out[f"{label} rn{pick.rn} u{pick.unroll}{ring} fused"] = replace(pick, split_k_fused=True)
+        from tiledsl.gemm.family import builtin_schedule, gemv_schedule
+
+        if family == "dmma" and builtin_schedule(op, target).mma == "dmma":  # schedule=None is the FP64 kernel
+            out["fma"] = gemv_schedule(op, target)  # here: the FMA GEMV pick it replaced, timed beside it
         return out
     if family == "colb_lanes":  # x @ W.T's kernel with A in registers, its lanes in groups along K
         from tiledsl.gemm import default_schedule

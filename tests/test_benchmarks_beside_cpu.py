@@ -694,6 +694,7 @@ def test_dmma_sweeps_build_a_valid_fp64_schedule_for_every_product():
     from beside import llm_weights
 
     import tiledsl
+    from tiledsl.gemm import default_schedule
     from tiledsl.gemm.family import gemv_base_schedule, gemv_dmma_schedule
 
     h200 = tiledsl.Target.known("H200")
@@ -707,12 +708,14 @@ def test_dmma_sweeps_build_a_valid_fp64_schedule_for_every_product():
         forms = {f"dmma rn{rn} u{u}{' ring' if ring else ''}" for rn, u, ring in gemv_fused.DMMA_FORMS
                  if layout == "NT" or rn % 32 == 0}
         name = f"dmma rn{pick.rn} u{pick.unroll}"
-        assert set(got) == forms | ({f"{name} fused"} if pick.split_k > 1 else set()), (m, n, k, layout)
+        fma = {"fma"} if default_schedule(op, h200).mma == "dmma" else set()  # the FMA pick schedule=None replaced
+        assert set(got) == forms | fma | ({f"{name} fused"} if pick.split_k > 1 else set()), (m, n, k, layout)
+        assert not fma or (got["fma"].mma == "fma" and got["fma"].kernel == "gemv")
         assert got[name] == pick and gemv_hbm.variant_schedule(op, h200, ("dmma",)) == pick
         ring = gemv_hbm.variant_schedule(op, h200, ("dmma", "ring"))
         assert ring.fragment_prefetch and (ring.rn, ring.unroll) == (pick.rn, pick.unroll), (m, n, k, layout)
         for label, s in [*got.items(), ("ring variant ring", ring)]:
-            assert s.mma == "dmma" and s.check_op(op).validate(h200) is s
+            assert s.mma == ("fma" if label == "fma" else "dmma") and s.check_op(op).validate(h200) is s
             assert s.fragment_prefetch == ("ring" in label.split()), label
 
 
