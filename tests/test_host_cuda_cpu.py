@@ -18,7 +18,7 @@ from dmma_cases import check_special_values, dmma_bound, special_operands
 
 import tiledsl
 from tiledsl.gemm import default_schedule
-from tiledsl.gemm.family import GEMM
+from tiledsl.gemm.family import GEMM, gemv_schedule
 from tiledsl.gemm.schedule import gemv_slice_depth
 
 pytestmark = pytest.mark.skipif(host_cuda.compiler() is None,
@@ -127,13 +127,13 @@ def test_a_wrong_ring_fails_here():
 @pytest.mark.parametrize("m", [9, 11, 12])
 def test_twelve_rows_per_block(layout_b, m, rng):
     """bm = 12 (three 16-byte broadcasts of the staged A per k; with a column-major B 12·rn sums per warp, the
-    per-value shuffles where they do not fill the warp's lanes) for 9-12 rows: schedule=None's pick with 12 rows per
+    per-value shuffles where they do not fill the warp's lanes) for 9-12 rows: the FMA GEMV pick with 12 rows per
     block, staged and not, then alpha and beta on a C holding values."""
     n, k = (132, 300) if layout_b == "row" else (77, 516)
     a, b, bs = _operands(rng, m, n, k, layout_b)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     op = _op(m, n, k, layout_b)
-    pick = replace(default_schedule(op, H200), bm=12)
+    pick = replace(gemv_schedule(op, H200), bm=12)  # the FMA GEMV pick (12 rows of x @ W.T: gemv_dmma_default's)
     variants = [pick, replace(pick, smem_a=not pick.smem_a, spare_slot=False, min_blocks=0)]
     if layout_b == "col":
         variants += [replace(pick, rn=rn, split_k=3) for rn in (1, 2)]  # 12·rn sums: never a multiple of 32

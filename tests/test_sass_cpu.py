@@ -30,8 +30,13 @@ def _nvdisasm_or_skip() -> None:
 
 
 def _compiled(m, n, k, layout_b="row", arch="sm_90"):
+    """schedule=None's kernel on an H200, but the FMA GEMV pick where it takes the FP64 tensor cores
+    (gemv_dmma_default: 12-16 rows of x @ W.T, 16 of a large x @ W)."""
+    from tiledsl.gemm.family import gemv_schedule, runs_gemv
+
     op = tiledsl.GemmOp(m, n, k, layout_b=layout_b)
-    return tiledsl.compile(op, default_schedule(op, tiledsl.Target.known("H200")), arch=arch)
+    h200 = tiledsl.Target.known("H200")
+    return tiledsl.compile(op, gemv_schedule(op, h200) if runs_gemv(op) else default_schedule(op, h200), arch=arch)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -153,7 +158,7 @@ def test_disassemble_parses_nvdisasms_listing(monkeypatch):
                                          # and RN columns of B
 ])
 def test_gemv_hottest_loop_holds_the_products_fmas(m, layout_b, ffma, ldg, lds):
-    """The hottest loop of schedule=None's GEMV kernel for m rows of x @ W (row-major W) and x @ W.T: its FFMA, global
+    """The hottest loop of the FMA GEMV kernel's pick for m rows of x @ W (row-major W) and x @ W.T: its FFMA, global
     and shared loads per pass are those the schedule implies per step (``ffma``, ``ldg``, ``lds``) times its steps
     per pass: unroll, or unroll + 1 with a spare slot in the ring (x @ W from 12 rows per block)."""
     _nvdisasm_or_skip()
