@@ -186,7 +186,8 @@ def model_only_finalists(study, space: Space, target, cfg: TuneConfig, model: Mo
                 "schedule=None runs, measured on the GPU in the project's benchmarks (docs/search.md)")
             winner = kept
         return finals, winner, info
-    # nothing compiled is free of spills: the library's default for this op (not with --mma dmma: not in its space)
+    # nothing compiled is free of spills: the library's default for this op (not with --mma dmma, whose space need not
+    # hold it and whose winners are never stored)
     worst = min((f for f in compiled.values() if "registers" in f.resources),
                 key=lambda f: f.resources["spill_bytes"], default=None)
     why = (f"none of the {len(compiled)} compiled candidates is free of register spills (fewest: trial "
@@ -194,7 +195,7 @@ def model_only_finalists(study, space: Space, target, cfg: TuneConfig, model: Mo
            else f"none of the {len(compiled)} compiled candidates compiled")
     if cfg.mma != "auto":
         info["fallback"] = why
-        out(f"warning: {why}; nothing exported (--mma {cfg.mma}: the library default is not a kernel of its space)")
+        out(f"warning: {why}; nothing exported (--mma {cfg.mma}: its space need not hold the library default)")
         return finals, None, info
     default = family(cfg.family).default_schedule(op, target)
     ex = model.explain(op, default, target)

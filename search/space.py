@@ -636,13 +636,14 @@ def _gemv_mma_seeds(op, target) -> list:
 def _tc_gemv_seeds(op, target, pick, mma: str, forms, to_params, ring: bool = False) -> list:
     """Seeds of a tensor-core GEMV space: the library's ``pick`` (None: none) and the ``forms`` ((rn, unroll), 128
     threads, K slices filling whole waves: ``tiledsl.gemm.family.gemv_mma_form``) on ``mma``, each also with its slices
-    summed in the kernel where it splits K (one launch); with ``ring`` each form also through the ring of steps
-    (``fragment_prefetch``)."""
+    summed in the kernel where it splits K (one launch); with ``ring`` each form of unroll 4 or less also through the
+    ring of steps (``fragment_prefetch``)."""
     from tiledsl.gemm.family import gemv_mma_form, gemv_mma_shape
 
     cands = [] if pick is None else [pick]
     cands += [gemv_mma_form(op, target, gemv_mma_shape(128, rn, unroll, mma, r)) for rn, unroll in forms
-              for r in ((False, True) if ring else (False,))]
+              for r in ((False, True) if ring and unroll <= 4 else (False,))]  # the ring's registers are estimated
+    # to unroll 4 (GemmSchedule.est_registers): deeper rings spill
     cands += [replace(c, split_k_fused=True) for c in cands if c.split_k > 1]
     return _valid_seeds("gemm", cands, op, target, to_params)
 
@@ -682,8 +683,9 @@ def _gemv_dmma_seeds(op, target) -> list:
 GEMM_GEMV_DMMA_SPACE = Space("gemm", _GEMV_DMMA_KNOBS, _gemv_dmma_fields, _gemv_dmma_params, _gemv_dmma_seeds,
                              _gemm_work, structure_ignore=(), canonical=_plan_canonical)
 """The GEMV kernel on the FP64 tensor cores (``mma="dmma"``) for IEEE float32 products of 1-16 rows, x @ W or x @ W.T:
-the knobs of :data:`GEMM_GEMV_MMA_SPACE` and ``ring`` (``fragment_prefetch``). Not a space ``schedule=None``'s kernels live in (``schedule=None`` does not
-take the kernel yet): ``python -m search.tune gemm ... --mma dmma`` searches it (:func:`gemv_dmma_space`)."""
+the knobs of :data:`GEMM_GEMV_MMA_SPACE` and ``ring`` (``fragment_prefetch``). ``python -m search.tune gemm ... --mma dmma``
+searches it (:func:`gemv_dmma_space`), and a plain tune does where ``schedule=None`` takes the kernel on the device
+(:func:`tune_space`)."""
 
 
 def _tensor_core_gemv_space(space: Space, op) -> Space:
@@ -720,14 +722,17 @@ def tune_space(family: str, op, target, mma: str = "auto") -> Space:
 
     Raises:
         ValueError: ``mma="dmma"`` and the FP64 kernel refuses ``op`` (:func:`gemv_dmma_space`)."""
-    if mma == "dmma":
-        return gemv_dmma_space(op)
-    if family == "gemm":
-        from tiledsl.gemm.family import gemv_dmma_default
+    return gemv_dmma_space(op) if searches_dmma(family, op, target, mma) else space_for(family).for_op(op)
 
-        if gemv_dmma_default(op, target) is not None:
-            return gemv_dmma_space(op)
-    return space_for(family).for_op(op)
+
+def searches_dmma(family: str, op, target, mma: str = "auto") -> bool:
+    """Whether :func:`tune_space` gives the FP64 tensor-core GEMV space: with ``mma="dmma"``, or a GEMM ``op`` whose
+    ``schedule=None`` on ``target`` is that kernel (``tiledsl.gemm.family.gemv_dmma_default``)."""
+    if mma == "dmma":
+        return True
+    from tiledsl.gemm.family import gemv_dmma_default
+
+    return family == "gemm" and gemv_dmma_default(op, target) is not None
 
 
 def _gemm_specialize(space: Space, op) -> Space:

@@ -71,7 +71,7 @@ from .model_worker import ModelWorker
 from .objective import load_model
 from .observers import Progress, SearchObserver, TimeSplit
 from .runner import Budget, Runner
-from .space import describe, gemv_dmma_space, tune_space
+from .space import describe, gemv_dmma_space, searches_dmma, tune_space
 from .storage import (
     DEFAULT_STALE_AFTER_S,
     Heartbeat,
@@ -179,8 +179,9 @@ def _target(cfg: TuneConfig, out) -> tuple[object, str | None]:
     return target, None
 
 
-def _open_study(cfg: TuneConfig, name: str, storage, space, target, model, mode: str):
-    """Create or resume the study ``name``; the study, refused when it was made for another op, device or mode.
+def _open_study(cfg: TuneConfig, name: str, storage, space, target, model, mode: str, mma: str = "auto"):
+    """Create or resume the study ``name``; the study, refused when it was made for another op, device, mode or
+    space (``mma``: "dmma" where it searches the FP64 tensor-core GEMV space, :func:`search.space.tune_space`).
 
     Raises:
         SystemExit: the study exists with a different op, device or mode.
@@ -192,7 +193,7 @@ def _open_study(cfg: TuneConfig, name: str, storage, space, target, model, mode:
                                     sampler=make_sampler(cfg.sampler, cfg.seed, space), load_if_exists=True)
         expire_stale(study, cfg.stale_after_s)  # trials of workers that died (no heartbeat) become FAIL
         meta = {"family": cfg.family, "op": cfg.op.to_dict(), "device": target.name, "arch": target.arch,
-                "mode": mode, **({} if cfg.mma == "auto" else {"mma": cfg.mma})}  # one space per study
+                "mode": mode, **({} if mma == "auto" else {"mma": mma})}  # one space per study
         old = study.user_attrs.get("meta")
         if old is None:
             study.set_user_attr("meta", meta)
@@ -241,9 +242,12 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     if unused is not None:  # --as-rows on a product schedule=None computes as given: say it before the search
         out(f"warning: {unused}; tuning it anyway (its record will not be stored for schedule=None)")
     model = load_model()
-    name = cfg.study_name or default_study_name(cfg.family, op, device_tag(target.name), cfg.model_only, cfg.mma)
+    # the space's kind, also where a plain tune searches the FP64 space (schedule=None's kernel on this device): its
+    # studies kept apart from the FMA space's
+    mma = "dmma" if searches_dmma(cfg.family, op, target, cfg.mma) else cfg.mma
+    name = cfg.study_name or default_study_name(cfg.family, op, device_tag(target.name), cfg.model_only, mma)
     storage = make_storage(cfg.storage, cfg.stale_after_s)
-    study = _open_study(cfg, name, storage, space, target, model, mode)
+    study = _open_study(cfg, name, storage, space, target, model, mode, mma)
     n_before = len(study.trials)
     out(f"study {name!r} in {mask(cfg.storage)}: {n_before} earlier trials"
         + (" (resuming)" if n_before else "") + f"; {mode} on {target.name} ({target.arch}); "

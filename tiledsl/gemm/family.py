@@ -789,11 +789,11 @@ Its ring was faster still (1.055× and 1.080×) but holds 255 registers and spil
 x @ W.T 1.101× at 16 rows, 1.068× at 12, 0.94× at 8; x @ W 1.068× and 1.058×. ``min_blocks`` from the register
 estimate: 4 and 2."""
 
-GEMV_DMMA_DEFAULT = {"col": (12, 16, 0), "row": (16, 16, 64 << 20)}
+GEMV_DMMA_DEFAULT = {"col": (12, 16, 2 << 20), "row": (16, 16, 64 << 20)}
 """Where ``schedule=None`` takes :func:`gemv_dmma_schedule` (:func:`gemv_dmma_default`), by the layout of B: (fewest
-rows, most rows, fewest bytes of B). Measured on an H200 (:data:`GEMV_DMMA`'s run; 12 and 16 rows were timed, 8 only on
-an H100, where it lost): x @ W.T at 12 and 16 rows on every LLM product, 1.14-1.62× faster (the products of 2-16 MiB
-included); x @ W at 16 rows on B of at least 64 MiB, 0.988-1.122× (1.055× geomean, 10 of 11 faster; smaller ones
+rows, most rows, fewest bytes of B). Measured on an H200 (:data:`GEMV_DMMA`'s run; 12 and 16 rows were timed, 13-15
+lie between them; 8 only on an H100, where it lost): x @ W.T at 12 and 16 rows on every LLM product, 1.14-1.62×
+faster (the products of 2-16 MiB included; the smallest, 768 × 768, is 2.25 MiB: smaller B were not measured); x @ W at 16 rows on B of at least 64 MiB, 0.988-1.122× (1.055× geomean, 10 of 11 faster; smaller ones
 0.84-1.03×, and at 12 rows 1.027×, 5 of 11 slower: not taken)."""
 
 GEMV_DMMA_DEFAULT_GPUS = ("H100", "H200")
@@ -828,9 +828,12 @@ def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
 
 
 def gemv_dmma_default(op: GemmOp, target: Target) -> GemmSchedule | None:
-    """:func:`gemv_dmma_schedule` where ``schedule=None`` takes it (:data:`GEMV_DMMA_DEFAULT`: x @ W.T of 12-16 rows,
-    x @ W of 16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels on an H200) on the GPUs
-    of :data:`GEMV_DMMA_DEFAULT_GPUS`; None elsewhere (the FMA GEMV kernel stays)."""
+    """:func:`gemv_dmma_schedule` where ``schedule=None`` takes it (:data:`GEMV_DMMA_DEFAULT`: x @ W.T of 12-16 rows
+    with B of at least 2 MiB, x @ W of 16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels
+    on an H200) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`, where the kernel's rules take the op
+    (:func:`gemv_dmma_refusal`: IEEE float32, A and C row-major, A and B 16-byte aligned); None elsewhere (the FMA GEMV
+    kernel stays). The bits of a row then depend on how many rows the call has (11 rows: FMA sums; 12: float64 sums
+    rounded once per slice), as with any change of kernel."""
     if op.layout_b not in GEMV_DMMA_DEFAULT or not any(g in target.name for g in GEMV_DMMA_DEFAULT_GPUS):
         return None
     low, high, min_b = GEMV_DMMA_DEFAULT[op.layout_b]

@@ -361,7 +361,8 @@ def estimate_registers(s: GemmSchedule, va: int, vb: int, col_b: bool = False) -
             # and 29 above. Its ring of steps (fragment_prefetch): 3·min(unroll, 4)·(4 + 4·frags) in place of one
             # (ptxas issues a slot's refill before the slot's products, so about twice the ring is live), fitted to
             # the same (16×22016×4096, x @ W.T / x @ W at 16/2, 16/3, 16/4, 32/2, 32/4, 64/1, 64/2: 150, 196, 200,
-            # 228 / 208, 254 / 246, — / 224, — / 252): within 18 below and 31 above where under 255
+            # 228 / 208, 254 / 246, — / 224, — / 252): within 18 below and 31 above where under 255; past unroll 4
+            # every slot of the ring stays live, and the estimate falls short (8 columns at unroll 8: 152 against 168)
             ring = 3 if s.fragment_prefetch else 1
             return min(255, 40 + 16 * frags + ring * min(s.unroll, 4) * (4 + 4 * frags))
         return min(255, 34 + 16 * frags + min(s.unroll, 4) * (4 + 2 * frags))
