@@ -699,10 +699,11 @@ def test_3xtf32_rules_name_what_the_tensor_core_gemv_needs():
 @pytest.mark.parametrize("layout_b", ["col", "row"])
 @pytest.mark.parametrize("m,n,k", [(16, 22016, 4096), (12, 4096, 4096), (1, 128256, 4096), (16, 4096, 14336)])
 def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, n, k, layout_b):
-    """mma="dmma": gemv_dmma_schedule's form compiles for sm_90 and sm_90a within its register cap, without spills, one m16n8k16 float64 mma.sync per fragment and k16 step (SASS DMMA) and float64
-    accumulators named in the kernel; schedule=None takes it on an H200 or H100 exactly where GEMV_DMMA_DEFAULT says
-    (x @ W.T of 12-16 rows, x @ W of 16 rows with B of at least 64 MiB), the FMA kernels elsewhere and on an A100 (sm_80
-    is refused by name)."""
+    """mma="dmma": gemv_dmma_schedule's form compiles for sm_90 and sm_90a within its register cap, without spills,
+    one m16n8k16 float64 mma.sync per fragment and k16 step (SASS DMMA) and float64 accumulators named in the kernel;
+    schedule=None takes it on an H200 or H100 exactly where GEMV_DMMA_DEFAULT says (x @ W.T of 12-16 rows, x @ W of
+    16 rows with B of at least 64 MiB; these B are all larger than 2 MiB), the FMA kernels elsewhere and on an A100
+    (sm_80 is refused by name)."""
     from tiledsl.gemm.family import builtin_choice, gemv_dmma_schedule
     from tiledsl.sass import find_nvdisasm, loop_mix
 
@@ -730,6 +731,28 @@ def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, 
     assert gemv_dmma_schedule(op, tiledsl.Target.known("A100")) is None
     with pytest.raises(tiledsl.ResourceError, match="dmma_needs_sm_90"):
         s.validate(tiledsl.Target.known("A100"))
+
+
+def test_the_fp64_default_falls_back_to_the_fma_kernels_where_it_does_not_apply():
+    """gemv_dmma_default takes only what the FP64 kernel runs and was measured on: 16 rows of x @ W.T fall back to the
+    FMA GEMV kernel with A or B misaligned, a column-major A, a column-major C (few columns run as rows), tf32, 16-bit
+    inputs, W under 2 MiB, another sm_90 part's name, an A100; a 3xtf32 product keeps its TF32 tensor-core kernel;
+    beta (read_c) keeps the FP64 kernel."""
+    from dataclasses import replace as dc_replace
+
+    from tiledsl.gemm.family import builtin_choice, gemv_dmma_default
+
+    h200 = tiledsl.Target.known("H200")
+    base = GemmOp(16, 4096, 4096, layout_b="col")
+    assert gemv_dmma_default(base, h200) is not None and builtin_choice(base, h200)[0].mma == "dmma"
+    assert builtin_choice(dc_replace(base, read_c=True), h200)[0].mma == "dmma"
+    for op in (dc_replace(base, align_a=1), dc_replace(base, align_b=2), dc_replace(base, layout_a="col", align_a=1),
+               dc_replace(base, layout_c="col"), dc_replace(base, precision="tf32"), GemmOp(16, 512, 1000, layout_b="col"),
+               GemmOp(16, 4096, 4096, layout_b="col", dtype="float16", align_a=8, align_b=8, align_c=8)):
+        assert gemv_dmma_default(op, h200) is None and builtin_choice(op, h200)[0].mma != "dmma", op
+    assert builtin_choice(dc_replace(base, precision="3xtf32"), h200)[0].mma == "mma_sync"
+    for target in (dc_replace(h200, name="NVIDIA H20"), tiledsl.Target.known("A100")):
+        assert gemv_dmma_default(base, target) is None and builtin_choice(base, target)[0].mma == "fma", target.name
 
 
 def test_dmma_rules_name_what_the_fp64_gemv_needs():
@@ -1228,13 +1251,21 @@ def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
     slices at most 512 deep and none empty, unroll 8, four blocks of 128 threads per SM; and (gemv_staged_a_column_b)
     times a column-major B of at most 16 MiB: 4 columns per warp, unroll 1; odd N, a larger column-major B, a
     column-major A, 16-bit inputs and 4 rows keep A in registers. The reason (what --lookup prints) names the rule."""
-    from tiledsl.gemm.family import GEMV_SMEM_A_MAX_DEPTH, default_schedule, gemv_choice
+    from tiledsl.gemm.family import (
+        GEMV_SMEM_A_MAX_DEPTH,
+        builtin_choice,
+        default_schedule,
+        gemv_choice,
+        gemv_dmma_default,
+    )
     from tiledsl.target import resolve
 
     target = resolve("H200")
     for m, n, k in ((16, 4096, 4096), (9, 14336, 4096), (12, 768, 3072), (16, 128256, 4096), (16, 4096, 14336),
                     (8, 4096, 4096), (5, 28672, 4096)):  # the FMA GEMV pick (16 rows of 64 MiB: gemv_dmma_default's)
         s, why = gemv_choice(GemmOp(m, n, k), target)
+        assert (builtin_choice(GemmOp(m, n, k), target) == (s, why)) == (gemv_dmma_default(GemmOp(m, n, k), target)
+                                                                          is None)
         bm = 8 if m <= 8 else 12 if m <= 12 else 16  # 12 rows per block for 9-12 rows (gemv_twelve_rows)
         assert s.smem_a and s.bm == bm and s.unroll == 8 and s.min_blocks == 4, (m, n, k, s)
         assert s.spare_slot == (bm >= 12) and (("spare slot" in why) == s.spare_slot)  # GEMV_SPARE_SLOT_MIN_ROWS
@@ -1850,6 +1881,7 @@ def test_schedule_none_takes_lanes_in_groups_only_where_measured():
     K within GEMV_LANES_RANGE, on sm_90; the register pick (32 lanes) elsewhere: one slice (N = 22016), N or K out of
     the measured range, K not a multiple of 4 (A and B not 4 wide), float16, a column-major C, an A100 target; A
     staged for a small W."""
+    from tiledsl.gemm import default_schedule as schedule_none
     from tiledsl.gemm.family import GEMV_LANES_RANGE
     from tiledsl.gemm.family import gemv_schedule as default_schedule  # the FMA GEMV pick
 
@@ -1862,6 +1894,8 @@ def test_schedule_none_takes_lanes_in_groups_only_where_measured():
     for m, n, k in ((5, 4096, 4096), (8, 4096, 14336), (12, 6144, 4096), (16, 4096, 11008)):
         s = default_schedule(op(m, n, k), h200)
         assert (s.k_lanes, s.rn, s.unroll, s.smem_a) == (16, 4, 2, False) and s.split_k > 1, (m, n, k, s)
+        assert (schedule_none(op(m, n, k), h200) == s) == (m < 12)  # from 12 rows the FP64 kernel (gemv_dmma_default)
+        assert schedule_none(op(m, n, k), a100).k_lanes == 32  # sm_80: the register pick
     assert GEMV_LANES_RANGE == (4096, 6144, 4096, 14336)
     elsewhere = [(op(16, 22016, 4096), h200), (op(16, 2048, 4096), h200), (op(16, 4096, 16384), h200),
                  (op(16, 4096, 4098), h200), (op(16, 4096, 4096, dtype="float16"), h200),

@@ -454,13 +454,49 @@ def test_mma_dmma_searches_the_fp64_gemv_space_and_refuses_what_it_cannot_run(tm
 
 def test_mma_dmma_refuses_a_device_before_sm_90_and_a_study_of_the_other_space(tmp_path, cache, capsys):
     """--mma dmma on an A100 (sm_80) stops before the search, naming the device and rule dmma_needs_sm_90; a study made
-    by one space is refused to a run of the other (its meta names the space), so no FP64 trial reaches a schedule=None
-    search or the reverse."""
+    by one space is refused to a run of the other (its meta names the space), so no FP64 trial reaches a search of the
+    FMA kernels or the reverse. Where schedule=None is the FP64 kernel (16 rows of x @ W.T on an H200) a plain tune
+    searches that space: named -dmma, sampling FP64 kernels only, sharing its study with --mma dmma."""
     db = f"sqlite:///{tmp_path / 't.db'}"
-    base = ["gemm", "--m", "16", "--n", "4096", "--k", "4096", "--layout", "NT", "--model-only", "--storage", db,
-            "--no-progress", "--trials", "4", "--compile-top", "1", "--export", str(tmp_path / "out")]
+    common = ["--layout", "NT", "--model-only", "--storage", db, "--no-progress", "--trials", "4", "--compile-top", "1",
+              "--export", str(tmp_path / "out")]
+    base = ["gemm", "--m", "8", "--n", "4096", "--k", "4096", *common]  # 8 rows: schedule=None's FMA GEMV kernel
     with pytest.raises(SystemExit, match=r"--mma dmma on A100 \(sm_80\): .*rule dmma_needs_sm_90"):
         tune.main([*base, "--mma", "dmma", "--device", "A100"])
     assert tune.main([*base, "--mma", "dmma", "--study-name", "shared"]) == 0
     with pytest.raises(SystemExit, match="study 'shared' .* was made for .*'mma': 'dmma'"):
         tune.main([*base, "--study-name", "shared"])
+    sixteen = ["gemm", "--m", "16", "--n", "4096", "--k", "4096", *common]
+    capsys.readouterr()
+    assert tune.main(sixteen) == 0  # a plain tune: the FP64 space, where schedule=None's kernel lives
+    text = capsys.readouterr().out
+    assert "gemm-16x4096x4096-float32-NT-H200-dmma-model" in text
+    import optuna
+
+    study = optuna.load_study(study_name="gemm-16x4096x4096-float32-NT-H200-dmma-model", storage=db)
+    assert study.user_attrs["meta"]["mma"] == "dmma" and "ring" in study.trials[0].params
+    assert tune.main([*sixteen, "--mma", "dmma"]) == 0  # the same study, resumed by --mma dmma
+    assert len(optuna.load_study(study_name="gemm-16x4096x4096-float32-NT-H200-dmma-model", storage=db).trials) == 8
+
+
+def test_a_measured_fp64_winner_is_stored_only_where_schedule_none_runs_that_kernel(tmp_path, cache):
+    """export_winner (measured mode, the GPU's figures given): a plain tune's FP64 GEMV winner is stored where
+    schedule=None runs that kernel on the device (16 rows of x @ W.T on an H200: its space holds the default), and
+    schedule=None then reads it; the same winner of --mma dmma is never stored (whatever schedule=None runs), nor a
+    plain tune's FP64 winner where schedule=None runs the FMA kernels (8 rows)."""
+    from search.config import TuneConfig
+    from search.export import export_winner
+    from search.finalists import Finalist
+    from tiledsl.gemm.family import gemv_dmma_schedule
+    from tiledsl.registry import lookup
+
+    h200 = tiledsl.Target.known("H200")
+    for m, n, mma, stored in ((16, 4096, "auto", True), (16, 6144, "dmma", False), (8, 4096, "auto", False)):
+        op = tiledsl.GemmOp(m, n, 4096, layout_b="col")
+        winner = Finalist(number=0, schedule=gemv_dmma_schedule(op, h200), median_s=3e-5, spread=0.01)
+        lines = []
+        export_winner(TuneConfig(family="gemm", op=op, mma=mma), str(tmp_path / f"out{m}-{n}-{mma}"), op, h200, winner,
+                      4e-5, "measured", "study", "model", "2026-12-05", out=lines.append)
+        text = "\n".join(lines)
+        assert ("stored for schedule=None:" in text and "not stored" not in text) == stored, (m, mma, text)
+        assert (lookup("gemm", op, h200) == winner.schedule) == stored, (m, mma)
