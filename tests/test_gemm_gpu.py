@@ -829,7 +829,8 @@ def test_gemv_smem_a_against_float64(dtype, la, m, n, k, rng):
     """smem_a (A's K slice staged in shared memory, a ring of loads of B): B read 1, 2 or 4 wide, rows past M and
     columns past N, the first three of 1, 3, 16 and 64 slices whose slice of A fits 48 KiB (16 leaves slices past K
     empty for the short K), unroll 1, 2 and 8 (rings longer than the slice), the split-K kernel and the fused split-K (the same bits);
-    a NaN-poisoned C, then alpha and beta; schedule=None stages A for 5-16 float32 rows of an aligned x @ W."""
+    a NaN-poisoned C, then alpha and beta; the FMA GEMV pick stages A for 5-16 float32 rows of an aligned x @ W
+    (schedule=None's, but for 16 rows of a W of 64 MiB or more: gemv_dmma_default)."""
     cp = _cp()
     from tiledsl.gemm.family import gemv_block_rows, gemv_schedule
     from tiledsl.gemm.schedule import gemv_smem_a_bytes
@@ -1014,8 +1015,9 @@ def test_gemv_smem_a_column_major_b_against_float64(dtype, la, m, n, k, rng):
     reading B and the staged A VB wide (K odd, 2 mod 4 and 0 mod 4: scalar, 2- and 4-wide), 1, 2 and 4 columns per
     warp (the reduce-scatter epilogue where bm·rn fills the warp's lanes, the per-value shuffles where it does not),
     unroll 1 and 2, one slice, the split-K kernel and the fused split-K (the same bits), rows past M and columns past
-    N; a NaN-poisoned C, then alpha and beta; schedule=None stages A for 5-16 float32 rows of an aligned x @ W.T whose
-    W is at most 16 MiB, N ≥ 768, K ≤ 4096 (gemv_staged_a_column_b)."""
+    N; a NaN-poisoned C, then alpha and beta; the FMA GEMV pick stages A for 5-16 float32 rows of an aligned x @ W.T
+    whose W is at most 16 MiB, N ≥ 768, K ≤ 4096 (gemv_staged_a_column_b; schedule=None's below 12 rows, from 12 the
+    FP64 kernel's: gemv_dmma_default)."""
     cp = _cp()
     from tiledsl.gemm.family import gemv_block_rows, gemv_schedule
     from tiledsl.gemm.schedule import gemv_smem_a_bytes

@@ -49,7 +49,9 @@ A register 2i + h holds row g + 8h at k-slot t + 4i, B register i k-slot t + 4i 
    loads in flight stop growing past unroll 4), then split and
    multiplied (TF32: into accumulators that start from zero every ``CHUNK`` steps, :data:`GEMV_MMA_CHUNK`, and are then
    added to the running float32 sums with rounding, as tensor cores have been measured to cut each sum toward zero;
-   float64: into the float64 sums directly); a last partial group of steps (K's end) is loaded with a bounds test per
+   float64: into the float64 sums directly; with ``fragment_prefetch`` a ring of UNROLL slots instead, each refilled
+   UNROLL steps ahead as soon as its step is multiplied, the same steps in the same order); a last partial group of
+   steps (K's end) is loaded with a bounds test per
    vector (K is a multiple of 4:
    a vector is wholly in or out); B is read with ``__ldcs`` (evict-first: each element is read once, and A stays in
    the caches for the other warps);
