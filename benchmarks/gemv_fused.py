@@ -165,7 +165,13 @@ def variants(base, op, target, family: str) -> dict:
     from tiledsl.gemm.family import gemv_split
 
     if family in ("mma3x", "dmma"):  # the tensor-core GEMV kernels (3xTF32, FP64) at several widths and depths
-        from tiledsl.gemm.family import gemv_mma_form, gemv_mma_shape
+        from tiledsl.gemm.family import (
+            builtin_schedule,
+            gemv_dmma_schedule,
+            gemv_mma_form,
+            gemv_mma_shape,
+            gemv_schedule,
+        )
 
         label, mma, forms = (("3xtf32", "mma_sync", tuple((rn, u, False) for rn, u in MMA_3XTF32)) if family == "mma3x"
                              else ("dmma", "dmma", DMMA_FORMS))
@@ -176,14 +182,10 @@ def variants(base, op, target, family: str) -> dict:
                 continue
             s = gemv_mma_form(op_tc, target, gemv_mma_shape(128, rn, unroll, mma, ring))
             out[f"{label} rn{rn} u{unroll}{' ring' if ring else ''}"] = s
-        from tiledsl.gemm.family import gemv_dmma_schedule
-
         pick = out.get("3xtf32 rn32 u2") if family == "mma3x" else gemv_dmma_schedule(op, target)  # the library's form
         if pick is not None and pick.split_k > 1:  # its slices summed in the kernel (one launch)
             ring = " ring" if pick.fragment_prefetch else ""
             out[f"{label} rn{pick.rn} u{pick.unroll}{ring} fused"] = replace(pick, split_k_fused=True)
-        from tiledsl.gemm.family import builtin_schedule, gemv_schedule
-
         if family == "dmma" and builtin_schedule(op, target).mma == "dmma":  # schedule=None is the FP64 kernel
             out["fma"] = gemv_schedule(op, target)  # here: the FMA GEMV pick it replaced, timed beside it
         return out

@@ -365,11 +365,9 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
 
     import tiledsl
     from tiledsl.compile import nvrtc_version
-    from tiledsl.gemm.family import gemv_dmma_default
     from tiledsl.registry import make_record, shipped_path, store
 
-    def dmma_default(op, target) -> bool:  # schedule=None runs the FP64 GEMV kernel: its space holds the default
-        return cfg.family == "gemm" and gemv_dmma_default(op, target) is not None
+    from .space import searches_dmma
 
     k = tiledsl.compile(op, winner.schedule, arch=target.arch)
     measured = None
@@ -393,7 +391,7 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
             "that path untimed")
     elif mode == "measured" and (unused := rows_unused(cfg.family, op, target)) is not None:
         out(f"not stored for schedule=None: {unused}")
-    elif mode == "measured" and (cfg.mma != "auto" or winner.schedule.mma == "dmma" and not dmma_default(op, target)):
+    elif mode == "measured" and (cfg.mma != "auto" or winner.schedule.mma == "dmma" and not searches_dmma(cfg.family, op, target)):
         out("not stored for schedule=None: --mma dmma searches the FP64 tensor-core GEMV space whatever schedule=None "
             "runs (a plain tune searches it, and stores its winner, where schedule=None runs that kernel on this "
             "device); time the exported schedule beside schedule=None (tiledsl.timing.time_gpu) and pass it as "

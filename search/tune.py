@@ -595,8 +595,9 @@ def check_args(args: argparse.Namespace) -> str | None:
     if args.lookup:
         return None
     if getattr(args, "mma", "auto") != "auto" and args.ship:
-        return (f"--ship with --mma {args.mma}: its winner is never stored for schedule=None (the space does not hold "
-                "schedule=None's own kernel, which the run does not time), so there is nothing to ship")
+        return (f"--ship with --mma {args.mma}: its winner is never stored for schedule=None (its space need not hold "
+                "schedule=None's own kernel; a plain tune searches it, stores and ships, where schedule=None runs it), "
+                "so there is nothing to ship")
     if args.export is not None:
         why = export_problem(args.export)
         if why is not None:

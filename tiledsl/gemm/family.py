@@ -73,15 +73,16 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
     if op.layout_c == "col":
         return gemv_schedule(op, target), ("the GEMV-style kernel: the only one that writes a column-major C (a "
                                            "few-column product run as rows, runs_as_row)")
-    if runs_gemv(op) and (dmma := gemv_dmma_default(op, target)) is not None:
+    if runs_gemv(op):
+        dmma = gemv_dmma_default(op, target)
+        if dmma is None:
+            return gemv_choice(op, target)
         low, high, min_b = GEMV_DMMA_DEFAULT[op.layout_b]
         return dmma, (f"the GEMV-style kernel on the FP64 tensor cores (gemv_dmma_default): IEEE float32, M = {op.m} in "
                       f"{low}..{high} rows of x @ W{'.T' if op.layout_b == 'col' else ''}"
                       + (f", B of at least {min_b >> 20} MiB" if min_b else "") + f", on {target.name}: {dmma.rn} "
                       f"columns per warp, unroll {dmma.unroll}{' through its ring of steps' if dmma.fragment_prefetch else ''}"
                       f", {dmma.split_k} K slices (inputs widened to float64 exactly, float64 sums)")
-    if runs_gemv(op):
-        return gemv_choice(op, target)
     tall = tall_thin_schedule(op, target)
     if tall is not None:
         return tall, (f"the tall-thin rule (tall_thin_schedule): float32, N = {op.n} in {TALL_THIN_MIN_N}..64, "
