@@ -22,6 +22,7 @@ from tiledsl.gemm.kernel_plan import gemv_columns_per_block, k_major, tma_box, u
 from .config import TuneConfig
 from .families import get, op_text, rows_instead, rows_unused
 from .finalists import Finalist
+from .space import searches_dmma
 from .storage import mask, mask_text
 
 
@@ -366,8 +367,6 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
     import tiledsl
     from tiledsl.compile import nvrtc_version
     from tiledsl.registry import make_record, shipped_path, store
-
-    from .space import searches_dmma
 
     k = tiledsl.compile(op, winner.schedule, arch=target.arch)
     measured = None
