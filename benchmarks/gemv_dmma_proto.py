@@ -1,0 +1,277 @@
+"""Prototype variants (outside the library) of the FP64 tensor-core GEMV kernel for x @ W.T (W [N, K] row-major), timed
+GPU alone beside the library's pick, to decide what the emitter does next (session 35, 2026-12-05).
+
+Nsight Compute on the pick (16×22016×4096, H200, session 34): L2 88.6 % busy at 79.6 % of DRAM's peak, most warp cycles
+waiting on L1TEX, issue slots 15.8 %: every warp reads its own copy of A (16 rows × its K slice: as many bytes as its
+W) through L1, and W's evict-first loads allocate in L1 beside it. The variants:
+
+- ``base``: the library's source for the pick (``schedule=None`` where it runs the FP64 kernel, else ``GEMV_DMMA``'s form);
+- ``cg`` / ``na``: W read with ``ld.global.cg`` (L2 only) / ``ld.global.nc.L1::no_allocate`` in place of ``__ldcs``;
+- ``na_el``: ``na`` and A read with ``ld.global.nc.L1::evict_last``;
+- ``bn256``: 8 warps per block (the block's warps share A in L1), 2 blocks per SM;
+- ``sa`` (and ``sa3``: 3 blocks per SM, ``sa_na``, ``sa256``): A staged once per block in shared memory, already in float64 and in fragment order
+  (one 16-byte load per element pair), two chunks of UNROLL k16 steps, one ``__syncthreads`` per chunk; W as ``base``
+  (``na``: no L1 allocation); ``sa256``: 8 warps.
+
+Every variant's C is compared bit for bit with ``base``'s on the same data (same steps, same order: the same sums), and
+``base``'s with a float64 product. Timed with ``time_gpu(gpu_only=True)`` (L2 flushed clean before each, the stream
+held), the GEMV kernel alone (not the split-K sum, the same for all), median of 30; share of a 2 GiB copy timed the same
+way. Products: the LLM set's (N, K) of at least 64 MiB with K a multiple of 64.
+
+Run (GPU): ``python benchmarks/gemv_dmma_proto.py --m 16 12 --out benchmarks/results/gemv_dmma_proto.json``; under
+Nsight Compute ``ncu --profile-from-start off ... python benchmarks/gemv_dmma_proto.py --profile 16 22016 4096``
+(each variant's kernel profiled once; the times it prints are then the profiler's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from dataclasses import replace
+
+import cupy as cp
+import numpy as np
+from beside import copy_gbps, gpu_name, llm_weights
+
+import tiledsl
+from tiledsl.compile import KernelSource, compile_source
+from tiledsl.gemm import default_schedule
+from tiledsl.gemm.emit_gemv_mma import MMA_16816_F64_HELPER, emit_gemm_gemv_mma
+from tiledsl.gemm.family import gemv_dmma_schedule
+from tiledsl.runtime import launch
+from tiledsl.timing import time_gpu
+
+LOADS = r"""
+__device__ __forceinline__ float4 ld_cg(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ float4 ld_na(const float* p) {
+  float4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float4 ld_el(const float* p) {
+  float4 v;
+  asm volatile("ld.global.nc.L1::evict_last.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float4 ld_cs(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
+"""
+
+STAGED = r"""
+// A staged once per block: sa[buffer][step u][element pair p][lane] = (A[g][k + 16u + 4t + p], A[g + 8][...]) in
+// float64, for lane (g, t): each lane reads its 8 A registers of a step as 4 conflict-free 16-byte loads
+constexpr int FRAGS = RN / 8;
+constexpr int ITEMS = UNROLL * 64;                        // float4 of A per chunk: UNROLL steps x 2 rows-halves x 32 lanes
+constexpr int PER = (ITEMS + THREADS - 1) / THREADS;      // per thread
+extern "C" __global__ void __launch_bounds__(THREADS, MINB)
+gemv_dmma_staged(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K,
+                 long long lda, long long ldb, long long ldc, int k_per_split) {
+  extern __shared__ double2 sa[];
+  const int k_begin = min(K, (int)blockIdx.y * k_per_split), k_end = min(K, k_begin + k_per_split);
+  C += (long long)blockIdx.y * M * ldc;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int row0 = blockIdx.z * 16;
+  const int n0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;
+  const float* b_col[FRAGS];
+  #pragma unroll
+  for (int j = 0; j < FRAGS; ++j) b_col[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + 4 * t;
+  double acc[FRAGS][4] = {};
+  float4 av[PER];
+  const int chunks = (k_end - k_begin) / (16 * UNROLL);  // the host makes every slice a multiple of 16 * UNROLL
+  auto load_a = [&](int k) {
+    #pragma unroll
+    for (int q = 0; q < PER; ++q) {
+      const int i = threadIdx.x + q * THREADS;
+      if (i < ITEMS) {
+        const int s = i / 64, h = (i / 32) % 2, l = i % 32;
+        const int row = min(row0 + l / 4 + 8 * h, M - 1);
+        av[q] = *reinterpret_cast<const float4*>(A + (long long)row * lda + k + 16 * s + 4 * (l % 4));
+      }
+    }
+  };
+  auto store_a = [&](int buf) {
+    double* const d = reinterpret_cast<double*>(sa);
+    #pragma unroll
+    for (int q = 0; q < PER; ++q) {
+      const int i = threadIdx.x + q * THREADS;
+      if (i < ITEMS) {
+        const int s = i / 64, h = (i / 32) % 2, l = i % 32;
+        const int base = ((buf * UNROLL + s) * 4 * 32 + l) * 2 + h;
+        d[base] = av[q].x; d[base + 64] = av[q].y; d[base + 128] = av[q].z; d[base + 192] = av[q].w;
+      }
+    }
+  };
+  if (chunks > 0) { load_a(k_begin); store_a(0); }
+  __syncthreads();
+  #pragma unroll 1
+  for (int c = 0; c < chunks; ++c) {
+    const int k = k_begin + c * 16 * UNROLL;
+    float4 b[UNROLL][FRAGS];
+    if (n0 < N) {
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        #pragma unroll
+        for (int j = 0; j < FRAGS; ++j) b[u][j] = LDB(b_col[j] + k + 16 * u);
+    }
+    if (c + 1 < chunks) load_a(k + 16 * UNROLL);
+    if (n0 < N) {
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const double2* const s2 = sa + ((c & 1) * UNROLL + u) * 4 * 32 + lane;
+        const double2 p0 = s2[0], p1 = s2[32], p2 = s2[64], p3 = s2[96];
+        const double a[8] = {p0.x, p0.y, p1.x, p1.y, p2.x, p2.y, p3.x, p3.y};
+        #pragma unroll
+        for (int j = 0; j < FRAGS; ++j) {
+          const double bj[4] = {b[u][j].x, b[u][j].y, b[u][j].z, b[u][j].w};
+          tdsl_mma_16816_f64(acc[j], a, bj);
+        }
+      }
+    }
+    if (c + 1 < chunks) store_a((c + 1) & 1);
+    __syncthreads();
+  }
+  #pragma unroll
+  for (int j = 0; j < FRAGS; ++j)
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int m = row0 + g + 8 * (i / 2), n = n0 + 8 * j + 2 * t + i % 2;
+      if (m < M && n < N) C[(long long)m * ldc + n] = static_cast<float>(acc[j][i]);
+    }
+}
+"""
+
+
+def base_kernel(op, s, variant):
+    """The library's source for ``s``, its loads changed as ``variant`` says; (Kernel, grid, k_per_split)."""
+    ks = emit_gemm_gemv_mma(op, s)
+    src = ks.source
+    if variant in ("cg", "na", "na_el"):
+        body = src.index('extern "C"')
+        src = src[:body] + LOADS + src[body:]
+        src = src.replace("__ldcs(reinterpret_cast<const float4*>(b_col[j] + kk))", f"ld_{variant[:2]}(b_col[j] + kk)")
+        src = src.replace("__ldcs(reinterpret_cast<const float4*>(b_col[j] + k))", f"ld_{variant[:2]}(b_col[j] + k)")
+        if variant == "na_el":
+            src = re.sub(r"\*reinterpret_cast<const float4\*>\((a_(?:lo|hi) \+ kk?)\)", r"ld_el(\1)", src)
+        assert "__ldcs(reinterpret_cast<const float4*>(b_col" not in src, "a W load was not replaced"
+    kern = compile_source(replace(ks, source=src), "sm_90")
+    grid = (math.ceil(op.n / (s.bn // 32 * s.rn)), s.split_k, math.ceil(op.m / 16))
+    return kern, grid
+
+
+def staged_kernel(op, s, variant):
+    threads = 256 if variant == "sa256" else s.bn
+    minb = max(1, s.min_blocks * s.bn // threads - (variant == "sa3"))
+    ldb = "ld_na" if variant == "sa_na" else "ld_cs"
+    src = (MMA_16816_F64_HELPER + LOADS + f"#define LDB {ldb}\nconstexpr int THREADS = {threads}, RN = {s.rn}, "
+           f"UNROLL = {s.unroll}, MINB = {minb};\n" + STAGED)
+    ks = KernelSource(name="gemv_dmma_staged", source=src, block=(threads, 1, 1),
+                      dynamic_smem_bytes=2 * s.unroll * 4 * 32 * 16)
+    kern = compile_source(ks, "sm_90")
+    grid = (math.ceil(op.n / (threads // 32 * s.rn)), s.split_k, math.ceil(op.m / 16))
+    return kern, grid
+
+
+VARIANTS = ("base", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256")
+
+
+def kernel_for(op, s, variant):
+    if variant.startswith("sa"):
+        kern, grid = staged_kernel(op, s, variant)
+        step = 16 * s.unroll
+        kps = math.ceil(op.k / (s.split_k * step)) * step
+        return kern, grid, ("staged", kps)
+    if variant == "bn256":
+        s = replace(s, bn=256, min_blocks=max(1, s.min_blocks // 2))
+        variant = "base"
+    kern, grid = base_kernel(op, s, variant)
+    return kern, grid, ("lib", None)
+
+
+def run_product(m, n, k, copy, variants, target, profile=False):
+    op = tiledsl.GemmOp(m, n, k, layout_a="row", layout_b="col")
+    s = default_schedule(op, target)
+    if s.mma != "dmma":
+        s = gemv_dmma_schedule(op, target)
+    rng = cp.random.default_rng(m * 7919 + n + k)
+    a = rng.standard_normal((m, k), dtype=cp.float32)
+    w = rng.standard_normal((n, k), dtype=cp.float32)
+    ref = (a.astype(cp.float64) @ w.T.astype(cp.float64))
+    rows, base_c = [], None
+    for v in variants:
+        kern, grid, (kind, kps) = kernel_for(op, s, v)
+        split = grid[1]
+        ws = cp.full((split, m, n), cp.nan, dtype=cp.float32)
+        if kind == "lib":
+            args = (a, w, ws, np.int32(m), np.int32(n), np.int32(k), np.int64(k), np.int64(k), np.int64(n),
+                    np.float32(1.0))
+        else:
+            args = (a, w, ws, np.int32(m), np.int32(n), np.int32(k), np.int64(k), np.int64(k), np.int64(n),
+                    np.int32(kps))
+
+        def call(kern=kern, grid=grid, args=args):
+            launch(kern, grid, args)
+        call()
+        cp.cuda.Device().synchronize()
+        if profile:  # one launch between cudaProfilerStart and Stop, for Nsight Compute
+            cp.cuda.profiler.start()
+            call()
+            cp.cuda.Device().synchronize()
+            cp.cuda.profiler.stop()
+        c = ws.sum(axis=0)
+        if v == "base":
+            base_c = c
+            err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
+            same = True
+            if not err < 1e-5:
+                raise SystemExit(f"{m}x{n}x{k} base: error {err:.3e} against float64")
+        else:
+            same = bool(cp.array_equal(c, base_c))
+            err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
+            if not err < 1e-5:
+                raise SystemExit(f"{m}x{n}x{k} {v}: error {err:.3e} against float64")
+        t = time_gpu(call, gpu_only=True, warmup=3, repeat=30).median_ms
+        gbps = n * k * 4 / t / 1e6
+        rows.append(dict(m=m, n=n, k=k, variant=v, split=split, grid=grid, registers=kern.registers,
+                         spill_bytes=kern.spill_bytes, gpu_ms=t, gbps=gbps, of_copy=gbps / copy, bits_equal=same,
+                         err=err))
+        print(f"{m:3d} {n:6d} {k:6d} {v:6s} split {split} regs {kern.registers:3d} spill {kern.spill_bytes:3d} "
+              f"{t * 1e3:8.1f} us {gbps:7.0f} GB/s {gbps / copy:.3f} of copy  same={same} err={err:.1e}", flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--m", type=int, nargs="+", default=[16, 12])
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    ap.add_argument("--min-mib", type=float, default=64.0)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--profile", nargs=3, type=int, metavar=("M", "N", "K"),
+                    help="one product, each variant launched once more inside cudaProfilerStart/Stop (for ncu "
+                         "--profile-from-start off)")
+    args = ap.parse_args()
+    target = tiledsl.Target.current()
+    if args.profile:
+        run_product(*args.profile, 1.0, args.variants, target, profile=True)
+        return
+    copy = copy_gbps(gpu_only=True)
+    print(f"{gpu_name()}: copy {copy:.0f} GB/s (GPU alone)")
+    rows = []
+    for m in args.m:
+        for n, k in llm_weights():
+            if n * k * 4 >= args.min_mib * 2**20 and k % 64 == 0:
+                rows += run_product(m, n, k, copy, args.variants, target)
+    for m in args.m:
+        for v in args.variants:
+            f = [r["of_copy"] for r in rows if r["m"] == m and r["variant"] == v]
+            print(f"m={m:2d} {v:6s} geomean {math.exp(sum(map(math.log, f)) / len(f)):.3f} of copy "
+                  f"(min {min(f):.3f}, max {max(f):.3f}, {sum(x >= 0.85 for x in f)} of {len(f)} at >= 0.85)")
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(dict(gpu=gpu_name(), copy_gbps=copy, rows=rows), fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
