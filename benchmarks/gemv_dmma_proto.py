@@ -144,6 +144,101 @@ gemv_dmma_staged(const float* __restrict__ A, const float* __restrict__ B, float
 """
 
 
+RING = r"""
+// W and A through a per-warp ring of STAGES k16 steps in shared memory, filled by cp.async: each lane copies the very
+// vectors it later reads (A's rows g and g + 8, B's FRAGS columns at k + 4t), so no other lane's copy is waited for
+// and no barrier is needed; slot layout [vector][lane] (16-byte loads and stores, conflict-free)
+constexpr int FRAGS = RN / 8;
+constexpr int VECS = 2 + FRAGS;  // per lane and step: A rows g, g + 8; B vectors 0 .. FRAGS-1
+__device__ __forceinline__ void cp16(float4* smem, const float* gmem, bool in, bool l1) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  const int n = in ? 16 : 0;
+  if (l1) asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" :: "r"(s), "l"(gmem), "r"(n));
+  else asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void wait_groups() { asm volatile("cp.async.wait_group %0;" :: "n"(N)); }
+__device__ __forceinline__ void multiply_step(double (&acc)[FRAGS][4], const float4& lo, const float4& hi,
+                                              const float4 (&b)[FRAGS]) {
+  const double a[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};
+  #pragma unroll
+  for (int j = 0; j < FRAGS; ++j) {
+    const double bj[4] = {b[j].x, b[j].y, b[j].z, b[j].w};
+    tdsl_mma_16816_f64(acc[j], a, bj);
+  }
+}
+extern "C" __global__ void __launch_bounds__(THREADS, MINB)
+gemv_dmma_ring(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K,
+               long long lda, long long ldb, long long ldc, int k_per_split) {
+  extern __shared__ float4 ring[];
+  const int k_begin = min(K, (int)blockIdx.y * k_per_split), k_end = min(K, k_begin + k_per_split);
+  C += (long long)blockIdx.y * M * ldc;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int row0 = blockIdx.z * 16;
+  const int n0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;
+  const float* const a_lo = A + (long long)min(row0 + g, M - 1) * lda + 4 * t;
+  const float* const a_hi = A + (long long)min(row0 + g + 8, M - 1) * lda + 4 * t;
+  const float* b_col[FRAGS];
+  #pragma unroll
+  for (int j = 0; j < FRAGS; ++j) b_col[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + 4 * t;
+  float4* const mine = ring + (threadIdx.x / 32) * (STAGES * VECS * 32) + lane;
+  double acc[FRAGS][4] = {};
+  const int steps = (k_end - k_begin + 15) / 16;
+  auto request = [&](int i) {  // step i of the slice into slot i % STAGES; vectors past k_end: zeros, nothing read
+    const int k = k_begin + 16 * i;
+    const bool in = k + 4 * t < k_end;
+    const int kk = in ? k : k_begin;
+    float4* const slot = mine + (i % STAGES) * (VECS * 32);
+    cp16(slot, a_lo + kk, in, A_L1);
+    cp16(slot + 32, a_hi + kk, in, A_L1);
+    #pragma unroll
+    for (int j = 0; j < FRAGS; ++j) cp16(slot + (2 + j) * 32, b_col[j] + kk, in, false);
+  };
+  if (n0 < N) {
+    #pragma unroll
+    for (int i = 0; i < STAGES - 1; ++i) {
+      if (i < steps) request(i);
+      commit();
+    }
+    #pragma unroll 1
+    for (int i = 0; i < steps; ++i) {
+      if (i + STAGES - 1 < steps) request(i + STAGES - 1);  // into the slot step i - 1 was read from
+      commit();
+      wait_groups<STAGES - 1>();  // this lane's copies of step i have landed
+      const float4* const slot = mine + (i % STAGES) * (VECS * 32);
+      float4 b[FRAGS];
+      #pragma unroll
+      for (int j = 0; j < FRAGS; ++j) b[j] = slot[(2 + j) * 32];
+      multiply_step(acc, slot[0], slot[32], b);
+    }
+  }
+  #pragma unroll
+  for (int j = 0; j < FRAGS; ++j)
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int m = row0 + g + 8 * (i / 2), n = n0 + 8 * j + 2 * t + i % 2;
+      if (m < M && n < N) C[(long long)m * ldc + n] = static_cast<float>(acc[j][i]);
+    }
+}
+"""
+
+RING_FORMS = {  # variant: (STAGES, blocks per SM, A through L1)
+    "r4m4": (4, 4, 1), "r6m4": (6, 4, 1), "r8m4": (8, 4, 1), "r4m6": (4, 6, 1), "r3m8": (3, 8, 1),
+    "r6m4cg": (6, 4, 0), "r5m5": (5, 5, 1),
+}
+
+
+def ring_kernel(op, s, variant):
+    stages, minb, a_l1 = RING_FORMS[variant]
+    src = (MMA_16816_F64_HELPER + f"constexpr int THREADS = {s.bn}, RN = {s.rn}, STAGES = {stages}, MINB = {minb};\n"
+           f"constexpr bool A_L1 = {'true' if a_l1 else 'false'};\n" + RING)
+    smem = s.bn // 32 * stages * (2 + s.rn // 8) * 32 * 16
+    ks = KernelSource(name="gemv_dmma_ring", source=src, block=(s.bn, 1, 1), dynamic_smem_bytes=smem)
+    kern = compile_source(ks, "sm_90")
+    grid = (math.ceil(op.n / (s.bn // 32 * s.rn)), s.split_k, math.ceil(op.m / 16))
+    return kern, grid
+
+
 def base_kernel(op, s, variant):
     """The library's source for ``s``, its loads changed as ``variant`` says; (Kernel, grid, k_per_split)."""
     ks = emit_gemm_gemv_mma(op, s)
@@ -174,10 +269,14 @@ def staged_kernel(op, s, variant):
     return kern, grid
 
 
-VARIANTS = ("base", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256")
+VARIANTS = ("base", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256", *RING_FORMS)
 
 
 def kernel_for(op, s, variant):
+    if variant in RING_FORMS:  # the library's K slices (BK = 16): the same steps in the same order as base
+        kern, grid = ring_kernel(op, s, variant)
+        kps = math.ceil(op.k / (s.split_k * 16)) * 16
+        return kern, grid, ("staged", kps)
     if variant.startswith("sa"):
         kern, grid = staged_kernel(op, s, variant)
         step = 16 * s.unroll
