@@ -645,7 +645,7 @@ def test_gemv_hbm_and_gemv_fused_time_the_few_row_candidates_where_they_apply():
     from tiledsl.gemm.family import gemv_base_schedule, gemv_schedule
 
     h200 = tiledsl.Target.known("H200")
-    # where schedule=None takes the FP64 kernel (12-16 rows of x @ W.T), "fma" times the FMA pick it replaced
+    # where schedule=None takes the FP64 kernel (9-16 rows of x @ W.T), "fma" times the FMA pick it replaced
     op16 = gemv_hbm.gemm_op(16, 14336, 4096, "NT")
     assert default_schedule(op16, h200).mma == "dmma" and gemv_hbm.variant_schedule(op16, h200, ()) is None
     assert gemv_hbm.variant_schedule(op16, h200, ("fma",)) == gemv_schedule(op16, h200)

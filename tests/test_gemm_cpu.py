@@ -697,12 +697,13 @@ def test_3xtf32_rules_name_what_the_tensor_core_gemv_needs():
 
 
 @pytest.mark.parametrize("layout_b", ["col", "row"])
-@pytest.mark.parametrize("m,n,k", [(16, 22016, 4096), (12, 4096, 4096), (1, 128256, 4096), (16, 4096, 14336)])
+@pytest.mark.parametrize("m,n,k", [(16, 22016, 4096), (12, 4096, 4096), (1, 128256, 4096), (16, 4096, 14336),
+                                   (9, 14336, 4096), (11, 768, 3072), (8, 4096, 4096)])
 def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, n, k, layout_b):
     """mma="dmma": gemv_dmma_schedule's form compiles for sm_90 and sm_90a within its register cap, without spills,
     one m16n8k16 float64 mma.sync per fragment and k16 step (SASS DMMA) and float64 accumulators named in the kernel;
-    schedule=None takes it on an H200 or H100 exactly where GEMV_DMMA_DEFAULT says (x @ W.T of 12-16 rows, x @ W of
-    16 rows with B of at least 64 MiB; these B are all larger than 2 MiB), the FMA kernels elsewhere and on an A100
+    schedule=None takes it on an H200 or H100 exactly where GEMV_DMMA_DEFAULT says (x @ W.T of 9-16 rows, x @ W of
+    16 rows with B of at least 64 MiB; these B are all larger than 2 MiB; 8 rows stay on the FMA kernels), the FMA kernels elsewhere and on an A100
     (sm_80 is refused by name)."""
     from tiledsl.gemm.family import builtin_choice, gemv_dmma_schedule
     from tiledsl.sass import find_nvdisasm, loop_mix
@@ -712,7 +713,7 @@ def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, 
     s = gemv_dmma_schedule(op, h200)
     assert (s.kernel, s.mma, s.bm, s.rn, s.unroll, s.fragment_prefetch) == (
         ("gemv", "dmma", 16, 16, 4, False) if layout_b == "col" else ("gemv", "dmma", 16, 64, 2, False))
-    takes = 12 <= m <= 16 if layout_b == "col" else m == 16 and 4 * n * k >= 64 << 20
+    takes = 9 <= m <= 16 if layout_b == "col" else m == 16 and 4 * n * k >= 64 << 20
     for target in (h200, h100):
         choice, why = builtin_choice(op, target)
         assert (choice == gemv_dmma_schedule(op, target)) == takes and (choice.mma == "dmma") == takes, (op, target)
@@ -1876,7 +1877,7 @@ def test_swizzle_group_must_fit_a_32_bit_int():
 
 def test_schedule_none_takes_lanes_in_groups_only_where_measured():
     """``gemv_lanes_split_k``: the FMA GEMV pick (schedule=None's where gemv_dmma_default does not take the FP64
-    tensor cores: below 12 rows, off the H100/H200) runs x @ W.T with A in registers and its lanes in groups of 16 where the
+    tensor cores: below 9 rows, off the H100/H200) runs x @ W.T with A in registers and its lanes in groups of 16 where the
     register pick splits K, an aligned IEEE float32 product of a row-major A into a row-major C with 5-16 rows, N and
     K within GEMV_LANES_RANGE, on sm_90; the register pick (32 lanes) elsewhere: one slice (N = 22016), N or K out of
     the measured range, K not a multiple of 4 (A and B not 4 wide), float16, a column-major C, an A100 target; A
@@ -1894,7 +1895,7 @@ def test_schedule_none_takes_lanes_in_groups_only_where_measured():
     for m, n, k in ((5, 4096, 4096), (8, 4096, 14336), (12, 6144, 4096), (16, 4096, 11008)):
         s = default_schedule(op(m, n, k), h200)
         assert (s.k_lanes, s.rn, s.unroll, s.smem_a) == (16, 4, 2, False) and s.split_k > 1, (m, n, k, s)
-        assert (schedule_none(op(m, n, k), h200) == s) == (m < 12)  # from 12 rows the FP64 kernel (gemv_dmma_default)
+        assert (schedule_none(op(m, n, k), h200) == s) == (m < 9)  # from 9 rows the FP64 kernel (gemv_dmma_default)
         assert schedule_none(op(m, n, k), a100).k_lanes == 32  # sm_80: the register pick
     assert GEMV_LANES_RANGE == (4096, 6144, 4096, 14336)
     elsewhere = [(op(16, 22016, 4096), h200), (op(16, 2048, 4096), h200), (op(16, 4096, 16384), h200),

@@ -898,7 +898,7 @@ def test_gemv_spare_slot_sums_what_the_copied_ring_sums(dtype, la, m, n, k, rng)
 @pytest.mark.parametrize("lb", ["row", "col"])
 @pytest.mark.parametrize("m,n,k", [(9, 4096, 4096), (12, 22016, 4096), (11, 133, 3000), (12, 1, 64), (10, 7, 13)])
 def test_gemv_twelve_rows_per_block_against_float64(lb, m, n, k, rng):
-    """bm = 12 for 9-12 rows (the search's rows_three_quarters): schedule=None's pick with 12 rows per block, A staged
+    """bm = 12 for 9-12 rows (the search's rows_three_quarters): the FMA GEMV pick with 12 rows per block, A staged
     and in registers, the spare slot (row-major B), 1, 2 and 4 columns per warp (column-major B: 12·rn sums never fill
     the warp's 32 lanes, the per-value shuffles) and registers capped at 168 and 128 (min_blocks 3 and 4; 96 bytes
     spill at 168), on a NaN-poisoned C; then alpha and beta."""
@@ -1016,7 +1016,7 @@ def test_gemv_smem_a_column_major_b_against_float64(dtype, la, m, n, k, rng):
     warp (the reduce-scatter epilogue where bm·rn fills the warp's lanes, the per-value shuffles where it does not),
     unroll 1 and 2, one slice, the split-K kernel and the fused split-K (the same bits), rows past M and columns past
     N; a NaN-poisoned C, then alpha and beta; the FMA GEMV pick stages A for 5-16 float32 rows of an aligned x @ W.T
-    whose W is at most 16 MiB, N ≥ 768, K ≤ 4096 (gemv_staged_a_column_b; schedule=None's below 12 rows, from 12 the
+    whose W is at most 16 MiB, N ≥ 768, K ≤ 4096 (gemv_staged_a_column_b; schedule=None's below 9 rows, from 9 the
     FP64 kernel's: gemv_dmma_default)."""
     cp = _cp()
     from tiledsl.gemm.family import gemv_block_rows, gemv_schedule

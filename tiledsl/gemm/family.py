@@ -790,12 +790,23 @@ Its ring was faster still (1.055× and 1.080×) but holds 255 registers and spil
 x @ W.T 1.101× at 16 rows, 1.068× at 12, 0.94× at 8; x @ W 1.068× and 1.058×. ``min_blocks`` from the register
 estimate: 4 and 2."""
 
-GEMV_DMMA_DEFAULT = {"col": (12, 16, 2 << 20), "row": (16, 16, 64 << 20)}
+GEMV_DMMA_DEFAULT = {"col": (9, 16, 2 << 20), "row": (16, 16, 64 << 20)}
 """Where ``schedule=None`` takes :func:`gemv_dmma_schedule` (:func:`gemv_dmma_default`), by the layout of B: (fewest
-rows, most rows, fewest bytes of B). Measured on an H200 (:data:`GEMV_DMMA`'s run; 12 and 16 rows were timed, 13-15
-lie between them; 8 only on an H100, where it lost): x @ W.T at 12 and 16 rows on every LLM product, 1.14-1.62×
-faster (the products of 2-16 MiB included; the smallest, 768 × 768, is 2.25 MiB: smaller B were not measured); x @ W at 16 rows on B of at least 64 MiB, 0.988-1.122× (1.055× geomean, 10 of 11 faster; smaller ones
-0.84-1.03×, and at 12 rows 1.027×, 5 of 11 slower: not taken)."""
+rows, most rows, fewest bytes of B). x @ W.T: on an H200 (:data:`GEMV_DMMA`'s run) at 12 and 16 rows on every LLM
+product, 1.14-1.62× faster than the FMA GEMV kernels per call (the products of 2-16 MiB included; the smallest, 768 ×
+768, is 2.25 MiB: smaller B were not measured), 13-15 lying between them; 9-11 rows on an H100 (:data:`GEMV_DMMA_ROWS_MEASURED`:
+per call 1.03 / 1.05 / 1.07× geomean over the twelve products of at least 64 MiB, 9-10 of 12 faster, the slowest
+0.98×; GPU alone 1.08-1.12×; the five under 64 MiB 1.08-1.49×), where at 12 rows the margin (1.07×) was a third of
+the H200's (1.216×): the FMA kernel's issue rate, not the memory, bounds it, and the H200 streams 1.4× the bytes per
+FMA an H100 does. 8 rows lost on an H100 (0.94×; the FMA kernel reaches 0.87 of the copy there): not taken. x @ W
+at 16 rows on B of at least 64 MiB (H200), 0.988-1.122× (1.055× geomean, 10 of 11 faster; smaller ones 0.84-1.03×,
+and at 12 rows 1.027×, 5 of 11 slower: not taken)."""
+
+GEMV_DMMA_ROWS_MEASURED = "benchmarks/results/gemv_dmma_h100_2026-12-05"
+"""Where the 9-11-row extent of :data:`GEMV_DMMA_DEFAULT` was measured (NVIDIA H100 80GB HBM3, 2026-12-05, session 35,
+commit e0311e4): ``fma911.json`` / ``fma911b.json`` (``python benchmarks/gemv_hbm.py --m 9 10 11 --layouts NT``, the
+FMA kernels, before and after) and ``dmma911.json`` (the same with ``--variant dmma``), each product checked against
+float64 and timed per call and GPU alone beside cuBLAS."""
 
 GEMV_DMMA_DEFAULT_GPUS = ("H100", "H200")
 """The GPUs :func:`gemv_dmma_default` takes the FP64 tensor cores on (by name): those measured, whose FP64 tensor-core
@@ -829,11 +840,11 @@ def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
 
 
 def gemv_dmma_default(op: GemmOp, target: Target) -> GemmSchedule | None:
-    """:func:`gemv_dmma_schedule` where ``schedule=None`` takes it (:data:`GEMV_DMMA_DEFAULT`: x @ W.T of 12-16 rows
-    with B of at least 2 MiB, x @ W of 16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels
-    on an H200) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`, where the kernel's rules take the op
+    """:func:`gemv_dmma_schedule` where ``schedule=None`` takes it (:data:`GEMV_DMMA_DEFAULT`: x @ W.T of 9-16 rows
+    with B of at least 2 MiB, x @ W of 16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels:
+    on an H200, and 9-11 rows of x @ W.T on an H100) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`, where the kernel's rules take the op
     (:func:`gemv_dmma_refusal`: IEEE float32, A and C row-major, A and B 16-byte aligned); None elsewhere (the FMA GEMV
-    kernel stays). The bits of a row then depend on how many rows the call has (11 rows: FMA sums; 12: float64 sums
+    kernel stays). The bits of a row then depend on how many rows the call has (8 rows: FMA sums; 9: float64 sums
     rounded once per slice), as with any change of kernel."""
     if op.layout_b not in GEMV_DMMA_DEFAULT or not any(g in target.name for g in GEMV_DMMA_DEFAULT_GPUS):
         return None
