@@ -1210,6 +1210,38 @@ def test_gemv_dmma_against_float64(m, n, k, layout_b, rng):
         assert (np.abs(cp.asnumpy(c) - want) <= 1.5 * bound(s) + slack).all(), s
 
 
+@pytest.mark.parametrize("m,n,k,layout_b", [(9, 4096, 1000, "col"), (11, 768, 3072, "col"), (16, 1024, 4096, "col"),
+                                            (8, 4096, 1000, "col"), (16, 4096, 4096, "row"), (12, 4096, 4096, "row")])
+def test_schedule_none_runs_the_fp64_gemv_kernel_where_gemv_dmma_default_says(m, n, k, layout_b, rng):
+    """schedule=None on an H100 or H200 runs the FP64 GEMV kernel exactly where gemv_dmma_default takes it (x @ W.T of
+    9-16 rows with W of at least 2 MiB, x @ W of 16 rows with W of at least 64 MiB): the call's C (NaN-poisoned first)
+    equals, bit for bit, the explicit call with the schedule the rule names, and is within the float64-sum bound where
+    it is the FP64 kernel, within the float32 tolerance elsewhere (8 rows, 12 rows of x @ W: the FMA kernels)."""
+    cp = _cp()
+    from tiledsl.gemm import default_schedule
+    from tiledsl.gemm.family import GEMV_DMMA_DEFAULT_GPUS, gemv_dmma_default
+    from tiledsl.gemm.schedule import gemv_slice_depth
+
+    target = tiledsl.Target.current()
+    if not any(g in target.name for g in GEMV_DMMA_DEFAULT_GPUS):
+        pytest.skip(f"gemv_dmma_default takes the FP64 kernel on {GEMV_DMMA_DEFAULT_GPUS} only, not on {target.name}")
+    a, _ = _rand((m, k), rng)
+    b, _ = _rand((k, n), rng, layout=layout_b)
+    op = tiledsl.GemmOp(m, n, k, layout_b=layout_b, align_c=4 if n % 4 == 0 else 1)  # as the call's
+    takes = (9 <= m <= 16 and 4 * n * k >= 2 << 20) if layout_b == "col" else (m == 16 and 4 * n * k >= 64 << 20)
+    assert (gemv_dmma_default(op, target) is not None) == takes, op
+    pick = default_schedule(op, target)
+    assert (pick.mma == "dmma") == takes, pick
+    got = _gemm_nan_out(a, b)
+    assert bool((got == _gemm_nan_out(a, b, schedule=pick)).all()), pick
+    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)
+    ref = ha @ hb
+    if takes:
+        assert (np.abs(cp.asnumpy(got) - ref) <= dmma_bound(ha, hb, ref, gemv_slice_depth(k, pick))).all(), pick
+    else:
+        assert _rel_err(got, ref) < 1e-5 * max(1.0, (k / 4096) ** 0.5), pick
+
+
 @pytest.mark.parametrize("layout_b", ["col", "row"])
 def test_gemv_dmma_special_values(layout_b, rng):
     """mma="dmma" follows IEEE arithmetic in float64 on the GPU's tensor cores, as documented and as the host run shows
