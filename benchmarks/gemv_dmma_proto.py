@@ -38,6 +38,7 @@ from beside import copy_gbps, gpu_name, llm_weights
 import tiledsl
 from tiledsl.compile import KernelSource, compile_source
 from tiledsl.gemm import default_schedule
+from tiledsl.gemm.emit import emit_splitk_reduce
 from tiledsl.gemm.emit_gemv_mma import MMA_16816_F64_HELPER, emit_gemm_gemv_mma
 from tiledsl.gemm.family import gemv_dmma_schedule
 from tiledsl.runtime import launch
@@ -239,6 +240,65 @@ def ring_kernel(op, s, variant):
     return kern, grid
 
 
+CLUSTER_HELPERS = r"""
+// ---- thread-block cluster (sm_90): the K slices of a group of columns are one cluster along y ----
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ float load_from_rank(const float* p, unsigned rank) {  // the same address in block `rank`
+  unsigned local = (unsigned)__cvta_generic_to_shared(p), remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+"""
+
+CLUSTER_EPILOGUE = r"""  // ---- the slices sum through distributed shared memory: each block's partials (rounded to float32, as the
+  // workspace's) to its own shared memory, then block r of the cluster adds its share of them over every block, in
+  // slice order (the split-K kernel's sum, bit for bit) ----
+  constexpr int COLS = THREADS / 32 * RN;  // the block's columns
+  __shared__ float part[BM * COLS];
+  #pragma unroll
+  for (int j = 0; j < FRAGS; ++j)
+    #pragma unroll
+    for (int i = 0; i < 4; ++i)
+      part[(g + 8 * (i / 2)) * COLS + threadIdx.x / 32 * RN + 8 * j + 2 * t + i % 2] = static_cast<float>(acc[j][i]);
+  cluster_sync();
+  const unsigned rank = cluster_rank();
+  for (int e = rank * THREADS + threadIdx.x; e < BM * COLS; e += SPLIT_K * THREADS) {
+    float sum = 0.f;
+    #pragma unroll
+    for (int z = 0; z < SPLIT_K; ++z) sum += load_from_rank(part + e, z);
+    const int m = row0 + e / COLS, n = blockIdx.x * COLS + e % COLS;
+    if (m < M && n < N) C[(long long)m * ldc + n] = alpha * sum;
+  }
+  cluster_sync();  // no block leaves while another still reads its partials
+}
+"""
+
+
+def cluster_kernel(op, s):
+    """The library's source for ``s`` (split_k 2..8) with its slices summed in a thread-block cluster."""
+    src = emit_gemm_gemv_mma(op, s).source
+    body = src.index('extern "C"')
+    src = src[:body] + CLUSTER_HELPERS + src[body:]
+    src = src.replace('extern "C" __global__ void __launch_bounds__', 'extern "C" __global__ void __cluster_dims__(1, SPLIT_K, 1) __launch_bounds__')
+    assert "C += (long long)blockIdx.y * M * ldc;" in src
+    src = src.replace("  C += (long long)blockIdx.y * M * ldc;\n", "")
+    src = src[:src.index("  // ---- epilogue")] + CLUSTER_EPILOGUE
+    name = "gemv_dmma_cluster"
+    src = re.sub(r"tiledsl_gemv_gemm_\w+\(", name + "(", src, count=1)
+    kern = compile_source(KernelSource(name=name, source=src, block=(s.bn, 1, 1)), "sm_90")
+    grid = (math.ceil(op.n / (s.bn // 32 * s.rn)), s.split_k, math.ceil(op.m / 16))
+    return kern, grid
+
+
 def base_kernel(op, s, variant):
     """The library's source for ``s``, its loads changed as ``variant`` says; (Kernel, grid, k_per_split)."""
     ks = emit_gemm_gemv_mma(op, s)
@@ -269,7 +329,7 @@ def staged_kernel(op, s, variant):
     return kern, grid
 
 
-VARIANTS = ("base", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256", *RING_FORMS)
+VARIANTS = ("base", "base_sum", "cluster", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256", *RING_FORMS)
 
 
 def kernel_for(op, s, variant):
@@ -282,6 +342,12 @@ def kernel_for(op, s, variant):
         step = 16 * s.unroll
         kps = math.ceil(op.k / (s.split_k * step)) * step
         return kern, grid, ("staged", kps)
+    if variant == "cluster":
+        kern, grid = cluster_kernel(op, replace(s, split_k=min(s.split_k, 8)))
+        return kern, grid, ("cluster", None)
+    if variant == "base_sum":
+        kern, grid = base_kernel(op, replace(s, split_k=min(s.split_k, 8)), "base")
+        return kern, grid, ("lib_sum", replace(s, split_k=min(s.split_k, 8)))  # kps: the schedule, for the sum
     if variant == "bn256":
         s = replace(s, bn=256, min_blocks=max(1, s.min_blocks // 2))
         variant = "base"
@@ -298,20 +364,31 @@ def run_product(m, n, k, copy, variants, target, profile=False):
     a = rng.standard_normal((m, k), dtype=cp.float32)
     w = rng.standard_normal((n, k), dtype=cp.float32)
     ref = (a.astype(cp.float64) @ w.T.astype(cp.float64))
-    rows, base_c = [], None
+    rows, base_c, sum_c = [], None, None
     for v in variants:
         kern, grid, (kind, kps) = kernel_for(op, s, v)
         split = grid[1]
         ws = cp.full((split, m, n), cp.nan, dtype=cp.float32)
-        if kind == "lib":
-            args = (a, w, ws, np.int32(m), np.int32(n), np.int32(k), np.int64(k), np.int64(k), np.int64(n),
+        out = cp.full((m, n), cp.nan, dtype=cp.float32)
+        lib_args = (a, w, ws, np.int32(m), np.int32(n), np.int32(k), np.int64(k), np.int64(k), np.int64(n),
                     np.float32(1.0))
+        if kind in ("lib", "lib_sum"):
+            args = lib_args
+        elif kind == "cluster":
+            args = (a, w, out, *lib_args[3:])
         else:
-            args = (a, w, ws, np.int32(m), np.int32(n), np.int32(k), np.int64(k), np.int64(k), np.int64(n),
-                    np.int32(kps))
+            args = (*lib_args[:-1], np.int32(kps))
+        launches = [(kern, grid, args)]
+        if kind == "lib_sum" and split > 1:  # the library's split-K kernel after it (its plan's grid)
+            red = compile_source(emit_splitk_reduce(op, kps), "sm_90")  # kps holds the schedule here
+            launches.append((red, (math.ceil(m * n / red.block[0]), 1, 1),
+                             (ws, out, np.int32(m), np.int32(n), np.int64(n), np.float32(1.0))))
+        elif kind == "lib_sum":
+            launches = [(kern, grid, (a, w, out, *lib_args[3:]))]
 
-        def call(kern=kern, grid=grid, args=args):
-            launch(kern, grid, args)
+        def call(launches=launches):
+            for kn, gr, ar in launches:
+                launch(kn, gr, ar)
         call()
         cp.cuda.Device().synchronize()
         if profile:  # one launch between cudaProfilerStart and Stop, for Nsight Compute
@@ -319,18 +396,18 @@ def run_product(m, n, k, copy, variants, target, profile=False):
             call()
             cp.cuda.Device().synchronize()
             cp.cuda.profiler.stop()
-        c = ws.sum(axis=0)
+        c = out if kind in ("lib_sum", "cluster") else ws.sum(axis=0)
+        err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
+        if not err < 1e-5:
+            raise SystemExit(f"{m}x{n}x{k} {v}: error {err:.3e} against float64")
         if v == "base":
-            base_c = c
-            err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
-            same = True
-            if not err < 1e-5:
-                raise SystemExit(f"{m}x{n}x{k} base: error {err:.3e} against float64")
+            base_c, same = c, True
+        elif kind == "lib_sum":
+            sum_c, same = c, True
+        elif kind == "cluster":  # against the library's kernel and split-K sum at the same slices
+            same = bool(cp.array_equal(c, sum_c)) if sum_c is not None else None
         else:
             same = bool(cp.array_equal(c, base_c))
-            err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
-            if not err < 1e-5:
-                raise SystemExit(f"{m}x{n}x{k} {v}: error {err:.3e} against float64")
         t = time_gpu(call, gpu_only=True, warmup=3, repeat=30).median_ms
         gbps = n * k * 4 / t / 1e6
         rows.append(dict(m=m, n=n, k=k, variant=v, split=split, grid=grid, registers=kern.registers,
