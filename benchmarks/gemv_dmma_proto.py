@@ -6,6 +6,9 @@ waiting on L1TEX, issue slots 15.8 %: every warp reads its own copy of A (16 row
 W) through L1, and W's evict-first loads allocate in L1 beside it. The variants:
 
 - ``base``: the library's source for the pick (``schedule=None`` where it runs the FP64 kernel, else ``GEMV_DMMA``'s form);
+- ``base_sum``: ``base`` and the library's split-K kernel after it (at most 8 K slices), into C; ``cluster``: the same
+  slices summed in the kernel through distributed shared memory, the K slices of a group of columns one thread-block
+  cluster (``__cluster_dims__(1, SPLIT_K, 1)``, sm_90; no workspace, no second launch), bit for bit ``base_sum``'s;
 - ``cg`` / ``na``: W read with ``ld.global.cg`` (L2 only) / ``ld.global.nc.L1::no_allocate`` in place of ``__ldcs``;
 - ``na_el``: ``na`` and A read with ``ld.global.nc.L1::evict_last``;
 - ``bn256``: 8 warps per block (the block's warps share A in L1), 2 blocks per SM;
@@ -13,10 +16,13 @@ W) through L1, and W's evict-first loads allocate in L1 beside it. The variants:
   (one 16-byte load per element pair), two chunks of UNROLL k16 steps, one ``__syncthreads`` per chunk; W as ``base``
   (``na``: no L1 allocation); ``sa256``: 8 warps.
 
-Every variant's C is compared bit for bit with ``base``'s on the same data (same steps, same order: the same sums), and
+Every variant's C (``cluster``'s: with ``base_sum``'s) is compared bit for bit with ``base``'s on the same data (same steps, same order: the same sums), and
 ``base``'s with a float64 product. Timed with ``time_gpu(gpu_only=True)`` (L2 flushed clean before each, the stream
 held), the GEMV kernel alone (not the split-K sum, the same for all), median of 30; share of a 2 GiB copy timed the same
 way. Products: the LLM set's (N, K) of at least 64 MiB with K a multiple of 64.
+
+Measured on an H100 (2026-12-05, ``benchmarks/results/gemv_dmma_h100_2026-12-05/``, docs/gemm.md): none of the variants
+is faster than ``base`` (``base_sum`` with the split-K kernel) on the geomean.
 
 Run (GPU): ``python benchmarks/gemv_dmma_proto.py --m 16 12 --out benchmarks/results/gemv_dmma_proto.json``; under
 Nsight Compute ``ncu --profile-from-start off ... python benchmarks/gemv_dmma_proto.py --profile 16 22016 4096``
@@ -342,10 +348,10 @@ def kernel_for(op, s, variant):
         step = 16 * s.unroll
         kps = math.ceil(op.k / (s.split_k * step)) * step
         return kern, grid, ("staged", kps)
-    if variant == "cluster":
+    if variant == "cluster" and s.split_k > 1:  # (one slice: no sum to move; the cluster variant is base_sum)
         kern, grid = cluster_kernel(op, replace(s, split_k=min(s.split_k, 8)))
         return kern, grid, ("cluster", None)
-    if variant == "base_sum":
+    if variant in ("base_sum", "cluster"):
         kern, grid = base_kernel(op, replace(s, split_k=min(s.split_k, 8)), "base")
         return kern, grid, ("lib_sum", replace(s, split_k=min(s.split_k, 8)))  # kps: the schedule, for the sum
     if variant == "bn256":
