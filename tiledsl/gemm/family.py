@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from .. import dtypes, registry, tma
 from ..errors import ScheduleError
@@ -77,10 +77,10 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         dmma = gemv_dmma_default(op, target)
         if dmma is None:
             return gemv_choice(op, target)
-        low, high, min_b = GEMV_DMMA_DEFAULT[op.layout_b]
+        extent = GEMV_DMMA_DEFAULT[op.layout_b]
         return dmma, (f"the GEMV-style kernel on the FP64 tensor cores (gemv_dmma_default): IEEE float32, M = {op.m} in "
-                      f"{low}..{high} rows of x @ W{'.T' if op.layout_b == 'col' else ''}"
-                      + (f", B of at least {min_b >> 20} MiB" if min_b else "") + f", on {target.name}: {dmma.rn} "
+                      f"{extent.min_rows}..{extent.max_rows} rows of x @ W{'.T' if op.layout_b == 'col' else ''}"
+                      + (f", B of at least {extent.min_b_bytes >> 20} MiB" if extent.min_b_bytes else "") + f", on {target.name}: {dmma.rn} "
                       f"columns per warp, unroll {dmma.unroll}{' through its ring of steps' if dmma.fragment_prefetch else ''}"
                       f", {dmma.split_k} K slices (inputs widened to float64 exactly, float64 sums)")
     tall = tall_thin_schedule(op, target)
@@ -707,9 +707,48 @@ products (GPU alone, H200, 2026-12-05: x @ W.T with 8 rows reached 0.851 of it, 
 ``benchmarks/results/few_rows_h200_2026-12-05_session31/``; x @ W 8 / 12 / 16 rows 0.817 / 0.759 / 0.714,
 ``benchmarks/results/few_rows_h200_2026-12-05/``); with fewer rows the exact FMA kernel keeps them."""
 
-GEMV_MMA = (128, 32, 2, 4, 64)
-"""(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``, ``min_blocks``, shallowest K slice) of
-:func:`gemv_mma_schedule`. Chosen from the SASS (NVRTC 12.9, sm_90; ``docs/gemm.md``, "Few rows on the tensor
+@dataclass(frozen=True)
+class GemvMmaForm:
+    """The form of a tensor-core GEMV kernel (:mod:`tiledsl.gemm.emit_gemv_mma`) a rule takes.
+
+    Attributes:
+        threads: threads per block (``bn``).
+        rn: columns of C per warp.
+        unroll: k16 steps in flight per thread.
+        ring: the ring of k16 steps (``fragment_prefetch``).
+        min_blocks: blocks per SM the register cap is set for; 0: as many as the register estimate allows
+            (:func:`gemv_mma_shape`).
+        min_depth: the shallowest K slice, elements of K.
+    """
+
+    threads: int
+    rn: int
+    unroll: int
+    ring: bool = False
+    min_blocks: int = 0
+    min_depth: int = 64
+
+
+@dataclass(frozen=True)
+class GemvDmmaExtent:
+    """Where ``schedule=None`` takes the FP64 GEMV kernel for one layout of B (:data:`GEMV_DMMA_DEFAULT`).
+
+    Attributes:
+        min_rows, max_rows: the rows M it takes, inclusive.
+        min_b_bytes: the fewest bytes of B (W) it takes.
+    """
+
+    min_rows: int
+    max_rows: int
+    min_b_bytes: int
+
+    def takes(self, op: GemmOp) -> bool:
+        """Whether ``op``'s rows and bytes of B lie in the extent."""
+        return self.min_rows <= op.m <= self.max_rows and 4 * op.n * op.k >= self.min_b_bytes
+
+
+GEMV_MMA = GemvMmaForm(threads=128, rn=32, unroll=2, min_blocks=4, min_depth=64)
+"""The form of :func:`gemv_mma_schedule`. Chosen from the SASS (NVRTC 12.9, sm_90; ``docs/gemm.md``, "Few rows on the tensor
 cores"; on an H100, 2026-12-05, within 1 % of the fastest of the five forms ``gemv_fused.py --family mma3x`` times at
 12-16 rows, geomean): x @ W.T's pick holds 118 registers within its cap of 128 (four blocks of 128 threads per SM, 16
 warps, where the FMA kernel with A in registers has 8) and issues 257 instructions per pass of 2 k16 steps, 8.0 per
@@ -745,9 +784,9 @@ def effective_op(op: GemmOp, target: Target | None = None) -> GemmOp:
 
 
 def _gemv_mma_base() -> GemmSchedule:
-    bn, rn, unroll, min_blocks, _ = GEMV_MMA
-    return GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=bn, bk=16, rn=rn, unroll=unroll, vec=4,
-                        min_blocks=min_blocks)
+    f = GEMV_MMA
+    return GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=f.threads, bk=16, rn=f.rn, unroll=f.unroll, vec=4,
+                        min_blocks=f.min_blocks)
 
 
 def gemv_mma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
@@ -765,7 +804,7 @@ def gemv_mma_form(op: GemmOp, target: Target, base: GemmSchedule) -> GemmSchedul
     leaves on an SM (:func:`gemv_whole_waves`, each slice at least :data:`GEMV_MMA`'s 64 deep): the form
     :func:`gemv_mma_schedule` takes, the search seeds (:func:`gemv_mma_shape`'s) and ``benchmarks/gemv_fused.py
     --family mma3x`` times."""
-    depth = GEMV_MMA[4]
+    depth = GEMV_MMA.min_depth
     pick = gemv_split(op, base, target, blocks_per_sm=base.min_blocks, min_depth=depth)
     return replace(base, split_k=gemv_whole_waves(op, base, target, 1, pick, min_depth=depth))
 
@@ -778,9 +817,8 @@ def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync", ring: b
     return replace(s, min_blocks=max(1, min(4, 65536 // (bn * s.est_registers))))
 
 
-GEMV_DMMA = {"col": (128, 16, 4, False), "row": (128, 64, 2, False)}
-"""(threads per block, columns per warp ``rn``, k16 steps in flight ``unroll``, the ring of steps) of
-:func:`gemv_dmma_schedule` by the layout of B: x @ W.T ("col") and x @ W ("row"). ``python benchmarks/gemv_fused.py
+GEMV_DMMA = {"col": GemvMmaForm(threads=128, rn=16, unroll=4), "row": GemvMmaForm(threads=128, rn=64, unroll=2)}
+"""The forms of :func:`gemv_dmma_schedule` by the layout of B: x @ W.T ("col") and x @ W ("row"). ``python benchmarks/gemv_fused.py
 --family dmma`` on an H200 (2026-12-05, commit b8f1d6b, ``benchmarks/results/tc_gemv_h200_2026-12-05/``; one run,
 in-sample), the LLM products of at least 64 MiB, geomean over schedule=None's FMA kernels: x @ W.T 16 columns per warp
 at unroll 4 without the ring, the fastest of nine forms at 12 and 16 rows: 1.216× and 1.362× (faster on 12 of 12 each;
@@ -790,9 +828,9 @@ Its ring was faster still (1.055× and 1.080×) but holds 255 registers and spil
 x @ W.T 1.101× at 16 rows, 1.068× at 12, 0.94× at 8; x @ W 1.068× and 1.058×. ``min_blocks`` from the register
 estimate: 4 and 2."""
 
-GEMV_DMMA_DEFAULT = {"col": (9, 16, 2 << 20), "row": (16, 16, 64 << 20)}
-"""Where ``schedule=None`` takes :func:`gemv_dmma_schedule` (:func:`gemv_dmma_default`), by the layout of B: (fewest
-rows, most rows, fewest bytes of B). x @ W.T: on an H200 (:data:`GEMV_DMMA`'s run) at 12 and 16 rows on every LLM
+GEMV_DMMA_DEFAULT = {"col": GemvDmmaExtent(min_rows=9, max_rows=16, min_b_bytes=2 << 20),
+                     "row": GemvDmmaExtent(min_rows=16, max_rows=16, min_b_bytes=64 << 20)}
+"""Where ``schedule=None`` takes :func:`gemv_dmma_schedule` (:func:`gemv_dmma_default`), by the layout of B. x @ W.T: on an H200 (:data:`GEMV_DMMA`'s run) at 12 and 16 rows on every LLM
 product, 1.14-1.62× faster than the FMA GEMV kernels per call (the products of 2-16 MiB included; the smallest, 768 ×
 768, is 2.25 MiB: smaller B were not measured), 13-15 lying between them; 9-11 rows on an H100 (:data:`GEMV_DMMA_ROWS_MEASURED`:
 per call 1.03 / 1.05 / 1.07× geomean over the twelve products of at least 64 MiB, 9-10 of 12 faster, the slowest
@@ -823,8 +861,8 @@ def gemv_dmma_refusal(op: GemmOp, target: Target | None = None) -> str:
 
 
 def _gemv_dmma_base(op: GemmOp) -> GemmSchedule:
-    bn, rn, unroll, ring = GEMV_DMMA[op.layout_b]
-    return gemv_mma_shape(bn, rn, unroll, mma="dmma", ring=ring)
+    f = GEMV_DMMA[op.layout_b]
+    return gemv_mma_shape(f.threads, f.rn, f.unroll, mma="dmma", ring=f.ring)
 
 
 def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
@@ -848,8 +886,7 @@ def gemv_dmma_default(op: GemmOp, target: Target) -> GemmSchedule | None:
     rounded once per slice), as with any change of kernel."""
     if op.layout_b not in GEMV_DMMA_DEFAULT or not any(g in target.name for g in GEMV_DMMA_DEFAULT_GPUS):
         return None
-    low, high, min_b = GEMV_DMMA_DEFAULT[op.layout_b]
-    if not (low <= op.m <= high and 4 * op.n * op.k >= min_b):
+    if not GEMV_DMMA_DEFAULT[op.layout_b].takes(op):
         return None
     return gemv_dmma_schedule(op, target)
 
