@@ -408,37 +408,18 @@ def _epilogue(w: Writer, op: GemmOp, split: bool, row_b: bool, fused: bool, f64:
 
 
 def _fused_sum(w: Writer, op: GemmOp) -> None:
-    """Emit the last block's sums: the block's BM rows × (THREADS / 32)·RN columns, RN / 2 per thread, each the sum of
-    the SPLIT_K slices' partial sums in slice order, stored C = alpha * sum (+ beta * C). The sum is on the critical
-    path of the launch's last blocks, so loads are batched: per group of GROUP elements of a thread, two slices' loads
-    of all of them are in flight together (one L2 round trip per two slices and group of 8, where a loop per element
-    took one per element and 8 slices; more in flight spilled registers in some forms, ptxas, NVRTC 12.9)."""
-    w("// the block's BM x (THREADS / 32) * RN elements, PER_THREAD per thread (element i: e = threadIdx.x + i * THREADS,",
-      "// row e / COLUMNS, column e % COLUMNS), in groups of GROUP: each the sum of every slice's partial sums, in slice",
-      "// order (the same order whichever block arrives last, and the split-K kernel's: deterministic); read through",
-      "// L2, where the other SMs wrote them",
-      "constexpr int COLUMNS = THREADS / 32 * RN;                   // the block's columns of C",
-      "constexpr int PER_THREAD = BM * COLUMNS / THREADS;            // = RN / 2, a multiple of 4",
-      "constexpr int GROUP = PER_THREAD % 8 == 0 ? 8 : 4;             // elements whose loads are batched",
-      "const int nb0 = blockIdx.x * COLUMNS;",
-      "const long long slice_elems = (long long)M * N;             // one slice of W",
-      "#pragma unroll 1")
-    with w.block("for (int i0 = 0; i0 < PER_THREAD; i0 += GROUP)"):
-        w("long long at[GROUP];  // element i0 + i's offset within a slice of W, or -1 past M or N",
-          "float sum[GROUP];",
-          "#pragma unroll")
-        with w.block("for (int i = 0; i < GROUP; ++i)"):
-            w("const int e = threadIdx.x + (i0 + i) * THREADS, m = row0 + e / COLUMNS, n = nb0 + e % COLUMNS;",
-              "at[i] = m < M && n < N ? (long long)m * N + n : -1;",
-              "sum[i] = 0.f;")
-        w("#pragma unroll 2")
-        with w.block("for (int z = 0; z < SPLIT_K; ++z)"):
-            w("#pragma unroll")
-            with w.block("for (int i = 0; i < GROUP; ++i)"):
-                w("if (at[i] >= 0) sum[i] += __ldcg(W + z * slice_elems + at[i]);")
-        w("#pragma unroll")
-        with w.block("for (int i = 0; i < GROUP; ++i)"):
-            w("const int e = threadIdx.x + (i0 + i) * THREADS, m = row0 + e / COLUMNS, n = nb0 + e % COLUMNS;")
-            with w.block("if (at[i] >= 0)"):
-                w("float* const c = C + (long long)m * ldc + n;",
-                  "*c = alpha * sum[i]" + (" + beta * *c;" if op.read_c else ";"))
+    """Emit the last block's sums: the block's BM rows × (THREADS / 32)·RN columns over its threads, each the sum of
+    the SPLIT_K slices' partial sums in slice order, stored C = alpha * sum (+ beta * C)."""
+    w("// the block's BM x (THREADS / 32) * RN elements over its threads: each the sum of every slice's partial sums,",
+      "// in slice order (the same order whichever block arrives last, and the split-K kernel's: deterministic); read",
+      "// through L2, where the other SMs wrote them",
+      "constexpr int COLUMNS = THREADS / 32 * RN;  // the block's columns of C",
+      "const int nb0 = blockIdx.x * COLUMNS;")
+    with w.block("for (int e = threadIdx.x; e < BM * COLUMNS; e += THREADS)"):
+        w("const int m = row0 + e / COLUMNS, n = nb0 + e % COLUMNS;",
+          "if (m >= M || n >= N) continue;",
+          "float sum = 0.f;",
+          "#pragma unroll 8",
+          "for (int z = 0; z < SPLIT_K; ++z) sum += __ldcg(W + ((long long)z * M + m) * N + n);",
+          "float* const c = C + (long long)m * ldc + n;",
+          "*c = alpha * sum" + (" + beta * *c;" if op.read_c else ";"))
