@@ -67,22 +67,25 @@ __device__ __forceinline__ float4 ld_el(const float* p) {
 __device__ __forceinline__ float4 ld_cs(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
 """
 
+HEAD = """extern "C" __global__ void __launch_bounds__(THREADS, MINB)
+{name}(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K,
+    long long lda, long long ldb, long long ldc, int k_per_split) {{
+  extern __shared__ {smem};
+  const int k_begin = min(K, (int)blockIdx.y * k_per_split), k_end = min(K, k_begin + k_per_split);
+  C += (long long)blockIdx.y * M * ldc;  // this slice's partial sums
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int row0 = blockIdx.z * 16;
+  const int n0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;
+"""
+"""The prototype kernels' common head: K slice, lane coordinates, the warp's first column."""
+
 STAGED = r"""
 // A staged once per block: sa[buffer][step u][element pair p][lane] = (A[g][k + 16u + 4t + p], A[g + 8][...]) in
 // float64, for lane (g, t): each lane reads its 8 A registers of a step as 4 conflict-free 16-byte loads
 constexpr int FRAGS = RN / 8;
 constexpr int ITEMS = UNROLL * 64;                        // float4 of A per chunk: UNROLL steps x 2 rows-halves x 32 lanes
 constexpr int PER = (ITEMS + THREADS - 1) / THREADS;      // per thread
-extern "C" __global__ void __launch_bounds__(THREADS, MINB)
-gemv_dmma_staged(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K,
-                 long long lda, long long ldb, long long ldc, int k_per_split) {
-  extern __shared__ double2 sa[];
-  const int k_begin = min(K, (int)blockIdx.y * k_per_split), k_end = min(K, k_begin + k_per_split);
-  C += (long long)blockIdx.y * M * ldc;
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int row0 = blockIdx.z * 16;
-  const int n0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;
-  const float* b_col[FRAGS];
+""" + HEAD.format(name="gemv_dmma_staged", smem="double2 sa[]") + r"""  const float* b_col[FRAGS];
   #pragma unroll
   for (int j = 0; j < FRAGS; ++j) b_col[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + 4 * t;
   double acc[FRAGS][4] = {};
@@ -174,16 +177,7 @@ __device__ __forceinline__ void multiply_step(double (&acc)[FRAGS][4], const flo
     tdsl_mma_16816_f64(acc[j], a, bj);
   }
 }
-extern "C" __global__ void __launch_bounds__(THREADS, MINB)
-gemv_dmma_ring(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K,
-               long long lda, long long ldb, long long ldc, int k_per_split) {
-  extern __shared__ float4 ring[];
-  const int k_begin = min(K, (int)blockIdx.y * k_per_split), k_end = min(K, k_begin + k_per_split);
-  C += (long long)blockIdx.y * M * ldc;
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int row0 = blockIdx.z * 16;
-  const int n0 = (blockIdx.x * (THREADS / 32) + threadIdx.x / 32) * RN;
-  const float* const a_lo = A + (long long)min(row0 + g, M - 1) * lda + 4 * t;
+""" + HEAD.format(name="gemv_dmma_ring", smem="float4 ring[]") + r"""  const float* const a_lo = A + (long long)min(row0 + g, M - 1) * lda + 4 * t;
   const float* const a_hi = A + (long long)min(row0 + g + 8, M - 1) * lda + 4 * t;
   const float* b_col[FRAGS];
   #pragma unroll
