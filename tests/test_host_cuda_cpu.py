@@ -133,7 +133,7 @@ def test_twelve_rows_per_block(layout_b, m, rng):
     a, b, bs = _operands(rng, m, n, k, layout_b)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     op = _op(m, n, k, layout_b)
-    pick = replace(gemv_schedule(op, H200), bm=12)  # the FMA GEMV pick (12 rows of x @ W.T: gemv_dmma_default's)
+    pick = replace(gemv_schedule(op, H200), bm=12)  # the FMA GEMV pick (9-16 rows of x @ W.T: gemv_dmma_default's)
     variants = [pick, replace(pick, smem_a=not pick.smem_a, spare_slot=False, min_blocks=0)]
     if layout_b == "col":
         variants += [replace(pick, rn=rn, split_k=3) for rn in (1, 2)]  # 12·rn sums: never a multiple of 32

@@ -716,9 +716,8 @@ class GemvMmaForm:
         rn: columns of C per warp.
         unroll: k16 steps in flight per thread.
         ring: the ring of k16 steps (``fragment_prefetch``).
-        min_blocks: blocks per SM the register cap is set for; 0: as many as the register estimate allows
-            (:func:`gemv_mma_shape`).
-        min_depth: the shallowest K slice, elements of K.
+        min_blocks: blocks per SM the register cap is set for; 0: as many as the register estimate allows, at most
+            4 (:func:`gemv_mma_shape`).
     """
 
     threads: int
@@ -726,7 +725,11 @@ class GemvMmaForm:
     unroll: int
     ring: bool = False
     min_blocks: int = 0
-    min_depth: int = 64
+
+    def schedule(self, mma: str) -> GemmSchedule:
+        """The form's schedule on ``mma`` ("mma_sync": TF32; "dmma": float64), one K slice."""
+        s = gemv_mma_shape(self.threads, self.rn, self.unroll, mma=mma, ring=self.ring)
+        return replace(s, min_blocks=self.min_blocks) if self.min_blocks else s
 
 
 @dataclass(frozen=True)
@@ -747,7 +750,10 @@ class GemvDmmaExtent:
         return self.min_rows <= op.m <= self.max_rows and 4 * op.n * op.k >= self.min_b_bytes
 
 
-GEMV_MMA = GemvMmaForm(threads=128, rn=32, unroll=2, min_blocks=4, min_depth=64)
+GEMV_MMA_MIN_DEPTH = 64
+"""The shallowest K slice of the tensor-core GEMV kernels' forms (:func:`gemv_mma_form`), elements of K."""
+
+GEMV_MMA = GemvMmaForm(threads=128, rn=32, unroll=2, min_blocks=4)
 """The form of :func:`gemv_mma_schedule`. Chosen from the SASS (NVRTC 12.9, sm_90; ``docs/gemm.md``, "Few rows on the tensor
 cores"; on an H100, 2026-12-05, within 1 % of the fastest of the five forms ``gemv_fused.py --family mma3x`` times at
 12-16 rows, geomean): x @ W.T's pick holds 118 registers within its cap of 128 (four blocks of 128 threads per SM, 16
@@ -760,7 +766,7 @@ def gemv_mma_refusal(op: GemmOp, target: Target | None = None) -> str:
     (the device's only with ``target``); empty where it gives one."""
     if not GEMV_MMA_ROWS[0] <= op.m <= GEMV_MMA_ROWS[1]:
         return f"M = {op.m} rows"
-    return _rule_refusal(_gemv_mma_base(), op, target)
+    return _rule_refusal(GEMV_MMA.schedule("mma_sync"), op, target)
 
 
 def _rule_refusal(s: GemmSchedule, op: GemmOp, target: Target | None) -> str:
@@ -783,12 +789,6 @@ def effective_op(op: GemmOp, target: Target | None = None) -> GemmOp:
     return replace(op, precision="ieee")
 
 
-def _gemv_mma_base() -> GemmSchedule:
-    f = GEMV_MMA
-    return GemmSchedule(kernel="gemv", mma="mma_sync", bm=16, bn=f.threads, bk=16, rn=f.rn, unroll=f.unroll, vec=4,
-                        min_blocks=f.min_blocks)
-
-
 def gemv_mma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The tensor-core GEMV schedule (``kernel="gemv"``, ``mma="mma_sync"``; :mod:`tiledsl.gemm.emit_gemv_mma`) for a
     ``precision="3xtf32"`` product of :data:`GEMV_MMA_ROWS` rows, x @ W or x @ W.T (A and C row-major, B either), A and
@@ -796,15 +796,15 @@ def gemv_mma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     not apply (:func:`gemv_mma_refusal` says why)."""
     if op.precision != "3xtf32" or gemv_mma_refusal(op, target):
         return None
-    return gemv_mma_form(op, target, _gemv_mma_base())
+    return gemv_mma_form(op, target, GEMV_MMA.schedule("mma_sync"))
 
 
 def gemv_mma_form(op: GemmOp, target: Target, base: GemmSchedule) -> GemmSchedule:
     """The tensor-core GEMV schedule ``base`` with the K slices that fill whole waves of the blocks its ``min_blocks``
-    leaves on an SM (:func:`gemv_whole_waves`, each slice at least :data:`GEMV_MMA`'s 64 deep): the form
+    leaves on an SM (:func:`gemv_whole_waves`, each slice at least :data:`GEMV_MMA_MIN_DEPTH` deep): the form
     :func:`gemv_mma_schedule` takes, the search seeds (:func:`gemv_mma_shape`'s) and ``benchmarks/gemv_fused.py
     --family mma3x`` times."""
-    depth = GEMV_MMA.min_depth
+    depth = GEMV_MMA_MIN_DEPTH
     pick = gemv_split(op, base, target, blocks_per_sm=base.min_blocks, min_depth=depth)
     return replace(base, split_k=gemv_whole_waves(op, base, target, 1, pick, min_depth=depth))
 
@@ -836,7 +836,7 @@ product, 1.14-1.62× faster than the FMA GEMV kernels per call (the products of 
 per call 1.03 / 1.05 / 1.07× geomean over the twelve products of at least 64 MiB, 9-10 of 12 faster, the slowest
 0.98×; GPU alone 1.08-1.12×; the five under 64 MiB 1.08-1.49×), where at 12 rows the margin (1.07×) was a third of
 the H200's (1.216×): the FMA kernel's issue rate, not the memory, bounds it, and the H200 streams 1.4× the bytes per
-FMA an H100 does. 8 rows lost on an H100 (0.94×; the FMA kernel reaches 0.87 of the copy there): not taken. x @ W
+FMA an H100 does. 8 rows lost on an H100 (0.94×; the FMA kernel reaches 0.89 of the copy there): not taken. The H100 measured is the SXM part (HBM3); an H100 PCIe, with two thirds of its bytes per FMA, was not, and may gain less at 9-11 rows. x @ W
 at 16 rows on B of at least 64 MiB (H200), 0.988-1.122× (1.055× geomean, 10 of 11 faster; smaller ones 0.84-1.03×,
 and at 12 rows 1.027×, 5 of 11 slower: not taken)."""
 
@@ -861,8 +861,7 @@ def gemv_dmma_refusal(op: GemmOp, target: Target | None = None) -> str:
 
 
 def _gemv_dmma_base(op: GemmOp) -> GemmSchedule:
-    f = GEMV_DMMA[op.layout_b]
-    return gemv_mma_shape(f.threads, f.rn, f.unroll, mma="dmma", ring=f.ring)
+    return GEMV_DMMA[op.layout_b].schedule("dmma")
 
 
 def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
