@@ -80,8 +80,8 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         extent = GEMV_DMMA_DEFAULT[op.layout_b]
         return dmma, (f"the GEMV-style kernel on the FP64 tensor cores (gemv_dmma_default): IEEE float32, M = {op.m} in "
                       f"{extent.min_rows}..{extent.max_rows} rows of x @ W{'.T' if op.layout_b == 'col' else ''}"
-                      + (f", B of at least {extent.min_b_bytes >> 20} MiB" if extent.min_b_bytes else "") + f", on {target.name}: {dmma.rn} "
-                      f"columns per warp, unroll {dmma.unroll}{' through its ring of steps' if dmma.fragment_prefetch else ''}"
+                      + (f", B of at least {extent.min_b_bytes >> 20} MiB" if extent.min_b_bytes else "")
+                      + f", on {target.name}: {dmma.rn} columns per warp, unroll {dmma.unroll}{' through its ring of steps' if dmma.fragment_prefetch else ''}"
                       f", {dmma.split_k} K slices (inputs widened to float64 exactly, float64 sums)")
     tall = tall_thin_schedule(op, target)
     if tall is not None:
@@ -754,8 +754,8 @@ GEMV_MMA_MIN_DEPTH = 64
 """The shallowest K slice of the tensor-core GEMV kernels' forms (:func:`gemv_mma_form`), elements of K."""
 
 GEMV_MMA = GemvMmaForm(threads=128, rn=32, unroll=2, min_blocks=4)
-"""The form of :func:`gemv_mma_schedule`. Chosen from the SASS (NVRTC 12.9, sm_90; ``docs/gemm.md``, "Few rows on the tensor
-cores"; on an H100, 2026-12-05, within 1 % of the fastest of the five forms ``gemv_fused.py --family mma3x`` times at
+"""The form of :func:`gemv_mma_schedule`. Chosen from the SASS (NVRTC 12.9, sm_90; ``docs/gemm.md``, "Few rows on the
+tensor cores"; on an H100, 2026-12-05, within 1 % of the fastest of the five forms ``gemv_fused.py --family mma3x`` times at
 12-16 rows, geomean): x @ W.T's pick holds 118 registers within its cap of 128 (four blocks of 128 threads per SM, 16
 warps, where the FMA kernel with A in registers has 8) and issues 257 instructions per pass of 2 k16 steps, 8.0 per
 element of B per lane, where the FMA kernel issues 18.7 (597 per 32 elements)."""
@@ -818,8 +818,8 @@ def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync", ring: b
 
 
 GEMV_DMMA = {"col": GemvMmaForm(threads=128, rn=16, unroll=4), "row": GemvMmaForm(threads=128, rn=64, unroll=2)}
-"""The forms of :func:`gemv_dmma_schedule` by the layout of B: x @ W.T ("col") and x @ W ("row"). ``python benchmarks/gemv_fused.py
---family dmma`` on an H200 (2026-12-05, commit b8f1d6b, ``benchmarks/results/tc_gemv_h200_2026-12-05/``; one run,
+"""The forms of :func:`gemv_dmma_schedule` by the layout of B: x @ W.T ("col") and x @ W ("row"). ``python
+benchmarks/gemv_fused.py --family dmma`` on an H200 (2026-12-05, commit b8f1d6b, ``benchmarks/results/tc_gemv_h200_2026-12-05/``; one run,
 in-sample), the LLM products of at least 64 MiB, geomean over schedule=None's FMA kernels: x @ W.T 16 columns per warp
 at unroll 4 without the ring, the fastest of nine forms at 12 and 16 rows: 1.216× and 1.362× (faster on 12 of 12 each;
 with the ring 1.134× and 1.271×); x @ W 64 columns at unroll 2: 1.027× at 12 rows (6 of 11), 1.055× at 16 (10 of 11).
@@ -830,15 +830,17 @@ estimate: 4 and 2."""
 
 GEMV_DMMA_DEFAULT = {"col": GemvDmmaExtent(min_rows=9, max_rows=16, min_b_bytes=2 << 20),
                      "row": GemvDmmaExtent(min_rows=16, max_rows=16, min_b_bytes=64 << 20)}
-"""Where ``schedule=None`` takes :func:`gemv_dmma_schedule` (:func:`gemv_dmma_default`), by the layout of B. x @ W.T: on an H200 (:data:`GEMV_DMMA`'s run) at 12 and 16 rows on every LLM
-product, 1.14-1.62× faster than the FMA GEMV kernels per call (the products of 2-16 MiB included; the smallest, 768 ×
-768, is 2.25 MiB: smaller B were not measured), 13-15 lying between them; 9-11 rows on an H100 (:data:`GEMV_DMMA_ROWS_MEASURED`:
-per call 1.03 / 1.05 / 1.07× geomean over the twelve products of at least 64 MiB, 9-10 of 12 faster, the slowest
-0.98×; GPU alone 1.08-1.12×; the five under 64 MiB 1.08-1.49×), where at 12 rows the margin (1.07×) was a third of
-the H200's (1.216×): the FMA kernel's issue rate, not the memory, bounds it, and the H200 streams 1.4× the bytes per
-FMA an H100 does. 8 rows lost on an H100 (0.94×; the FMA kernel reaches 0.89 of the copy there): not taken. The H100 measured is the SXM part (HBM3); an H100 PCIe, with two thirds of its bytes per FMA, was not, and may gain less at 9-11 rows. x @ W
-at 16 rows on B of at least 64 MiB (H200), 0.988-1.122× (1.055× geomean, 10 of 11 faster; smaller ones 0.84-1.03×,
-and at 12 rows 1.027×, 5 of 11 slower: not taken)."""
+"""Where ``schedule=None`` takes :func:`gemv_dmma_schedule` (:func:`gemv_dmma_default`), by the layout of B. x @ W.T: on an
+H200 (:data:`GEMV_DMMA`'s run) at 12 and 16 rows on every LLM product, 1.14-1.62× faster than the FMA GEMV kernels per
+call (the products of 2-16 MiB included; the smallest, 768 × 768, is 2.25 MiB: smaller B were not measured), 13-15 lying
+between them; 9-11 rows on an H100 (:data:`GEMV_DMMA_ROWS_MEASURED`: per call 1.03 / 1.05 / 1.07× geomean over the
+twelve products of at least 64 MiB, 9-10 of 12 faster, the slowest 0.98×; GPU alone 1.08-1.12×; the five under 64 MiB
+1.07-1.49×), where at 12 rows the margin (1.07×) was a third of the H200's (1.216×): the FMA kernel's issue rate, not
+the memory, bounds it, and the H200 streams 1.4× the bytes per FMA an H100 does. 8 rows lost on an H100 (0.94×; the FMA
+kernel reaches 0.89 of the copy there): not taken. The H100 measured is the SXM part (HBM3); an H100 PCIe, with two
+thirds of its bytes per FMA, was not, and may gain less at 9-11 rows. x @ W at 16 rows on B of at least 64 MiB (H200),
+0.988-1.122× (1.055× geomean, 10 of 11 faster; smaller ones 0.84-1.03×, and at 12 rows 1.027×, 5 of 11 slower: not
+taken)."""
 
 GEMV_DMMA_ROWS_MEASURED = "benchmarks/results/gemv_dmma_h100_2026-12-05"
 """Where the 9-11-row extent of :data:`GEMV_DMMA_DEFAULT` was measured (NVIDIA H100 80GB HBM3, 2026-12-05, session 35,
@@ -877,12 +879,12 @@ def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
 
 
 def gemv_dmma_default(op: GemmOp, target: Target) -> GemmSchedule | None:
-    """:func:`gemv_dmma_schedule` where ``schedule=None`` takes it (:data:`GEMV_DMMA_DEFAULT`: x @ W.T of 9-16 rows
-    with B of at least 2 MiB, x @ W of 16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels:
-    on an H200, and 9-11 rows of x @ W.T on an H100) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`, where the kernel's rules take the op
-    (:func:`gemv_dmma_refusal`: IEEE float32, A and C row-major, A and B 16-byte aligned); None elsewhere (the FMA GEMV
-    kernel stays). The bits of a row then depend on how many rows the call has (8 rows: FMA sums; 9: float64 sums
-    rounded once per slice), as with any change of kernel."""
+    """:func:`gemv_dmma_schedule` where ``schedule=None`` takes it (:data:`GEMV_DMMA_DEFAULT`: x @ W.T of 9-16 rows with B
+    of at least 2 MiB, x @ W of 16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels: on an
+    H200, and 9-11 rows of x @ W.T on an H100) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`, where the kernel's rules
+    take the op (:func:`gemv_dmma_refusal`: IEEE float32, A and C row-major, A and B 16-byte aligned); None elsewhere
+    (the FMA GEMV kernel stays). The bits of a row then depend on how many rows the call has (8 rows: FMA sums; 9:
+    float64 sums rounded once per slice), as with any change of kernel."""
     if op.layout_b not in GEMV_DMMA_DEFAULT or not any(g in target.name for g in GEMV_DMMA_DEFAULT_GPUS):
         return None
     if not GEMV_DMMA_DEFAULT[op.layout_b].takes(op):
