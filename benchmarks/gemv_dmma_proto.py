@@ -12,6 +12,9 @@ W) through L1, and W's evict-first loads allocate in L1 beside it. The variants:
 - ``cg`` / ``na``: W read with ``ld.global.cg`` (L2 only) / ``ld.global.nc.L1::no_allocate`` in place of ``__ldcs``;
 - ``na_el``: ``na`` and A read with ``ld.global.nc.L1::evict_last``;
 - ``bn256``: 8 warps per block (the block's warps share A in L1), 2 blocks per SM;
+- ``base512`` / ``slice_a4`` / ``slice_a8``: the library's kernel at K slices of 512, and A's whole 512-deep slice
+  staged once per block in shared memory as float32 (one barrier), read at use time, at unroll 4 and 8 — each with the
+  split-K kernel after it (not yet run on a GPU: ``--variants base base512 slice_a4 slice_a8``);
 - ``sa`` (and ``sa3``: 3 blocks per SM, ``sa_na``, ``sa256``): A staged once per block in shared memory, already in float64 and in fragment order
   (one 16-byte load per element pair), two chunks of UNROLL k16 steps, one ``__syncthreads`` per chunk; W as ``base``
   (``na``: no L1 allocation); ``sa256``: 8 warps.
@@ -334,10 +337,105 @@ def staged_kernel(op, s, variant):
     return kern, grid
 
 
-VARIANTS = ("base", "base_sum", "cluster", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256", *RING_FORMS)
+SLICE_A = r"""
+// A's whole K slice staged once per block in shared memory as float32 (one barrier, at the start), read at use time:
+// no registers hold A in flight, so UNROLL steps of B in flight cost half the registers of the library's form
+constexpr int FRAGS = RN / 8;
+constexpr int PAD = 16;  // floats past each staged row: rows g and g + 8 of a quarter warp's 16-byte reads in distinct banks
+__device__ __forceinline__ void multiply_step(double (&acc)[FRAGS][4], const float4& lo, const float4& hi,
+                                              const float4 (&b)[FRAGS]) {
+  const double a[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};
+  #pragma unroll
+  for (int j = 0; j < FRAGS; ++j) {
+    const double bj[4] = {b[j].x, b[j].y, b[j].z, b[j].w};
+    tdsl_mma_16816_f64(acc[j], a, bj);
+  }
+}
+""" + HEAD.format(name="gemv_dmma_slice_a", smem="float as[]") + r"""
+  const int depth = k_end - k_begin, ld_s = k_per_split + PAD;
+  for (int i = threadIdx.x; i < 16 * (depth / 4); i += THREADS) {  // rows past M: row M - 1 (never stored)
+    const int r = i / (depth / 4), c4 = i % (depth / 4);
+    *reinterpret_cast<float4*>(as + r * ld_s + 4 * c4) =
+        *reinterpret_cast<const float4*>(A + (long long)min(row0 + r, M - 1) * lda + k_begin + 4 * c4);
+  }
+  __syncthreads();
+  const float* const s_lo = as + g * ld_s + 4 * t;
+  const float* const s_hi = as + (g + 8) * ld_s + 4 * t;
+  const float* b_col[FRAGS];
+  #pragma unroll
+  for (int j = 0; j < FRAGS; ++j) b_col[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + k_begin + 4 * t;
+  double acc[FRAGS][4] = {};
+  if (n0 < N) {
+    int k = 0;  // from k_begin
+    #pragma unroll 1
+    for (; k + 16 * UNROLL <= depth; k += 16 * UNROLL) {
+      float4 b[UNROLL][FRAGS];
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        #pragma unroll
+        for (int j = 0; j < FRAGS; ++j) b[u][j] = __ldcs(reinterpret_cast<const float4*>(b_col[j] + k + 16 * u));
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        multiply_step(acc, *reinterpret_cast<const float4*>(s_lo + k + 16 * u),
+                      *reinterpret_cast<const float4*>(s_hi + k + 16 * u), b[u]);
+    }
+    #pragma unroll 1
+    for (; k < depth; k += 16) {
+      const bool in = k + 4 * t < depth;
+      const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+      float4 b[FRAGS];
+      #pragma unroll
+      for (int j = 0; j < FRAGS; ++j) b[j] = in ? __ldcs(reinterpret_cast<const float4*>(b_col[j] + k)) : zero;
+      multiply_step(acc, in ? *reinterpret_cast<const float4*>(s_lo + k) : zero,
+                    in ? *reinterpret_cast<const float4*>(s_hi + k) : zero, b);
+    }
+  }
+  #pragma unroll
+  for (int j = 0; j < FRAGS; ++j)
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int m = row0 + g + 8 * (i / 2), n = n0 + 8 * j + 2 * t + i % 2;
+      if (m < M && n < N) C[(long long)m * ldc + n] = static_cast<float>(acc[j][i]);
+    }
+}
+"""
+
+SLICE_A_DEPTH = 512
+"""The K slice of the ``slice_a`` variants (A's 16 rows of it: 33 KiB of shared memory per block)."""
+
+SLICE_A_FORMS = {"base512": None, "slice_a4": (4, 4), "slice_a8": (8, 4)}
+"""variant: (UNROLL, blocks per SM) of A's whole slice staged; ``base512``: the library's kernel at the same slices. At
+5 or 6 blocks per SM every unroll spills (ptxas, NVRTC 12.9: 16-104 bytes), so only 4 blocks are here: unroll 8 keeps
+twice the pick's bytes of W in flight at its 16 warps per SM."""
+
+
+def slice_a_split(op) -> int:
+    return max(1, math.ceil(op.k / SLICE_A_DEPTH))
+
+
+def slice_a_kernel(op, s, variant):
+    unroll, minb = SLICE_A_FORMS[variant]
+    src = (MMA_16816_F64_HELPER + f"constexpr int THREADS = {s.bn}, RN = {s.rn}, UNROLL = {unroll}, MINB = {minb};\n"
+           + SLICE_A)
+    kps = math.ceil(op.k / (slice_a_split(op) * 16)) * 16
+    ks = KernelSource(name="gemv_dmma_slice_a", source=src, block=(s.bn, 1, 1),
+                      dynamic_smem_bytes=16 * (kps + 16) * 4)
+    kern = compile_source(ks, "sm_90")
+    grid = (math.ceil(op.n / (s.bn // 32 * s.rn)), slice_a_split(op), math.ceil(op.m / 16))
+    return kern, grid, kps
+
+
+VARIANTS = ("base", "base_sum", "cluster", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256", *RING_FORMS, *SLICE_A_FORMS)
 
 
 def kernel_for(op, s, variant):
+    if variant == "base512":  # the library's kernel at the slice_a variants' K slices, and its split-K sum
+        s512 = replace(s, split_k=slice_a_split(op))
+        kern, grid = base_kernel(op, s512, "base")
+        return kern, grid, ("lib_sum", s512)
+    if variant in SLICE_A_FORMS:  # the same slices as base512, the same steps in the same order: its bits
+        kern, grid, kps = slice_a_kernel(op, s, variant)
+        return kern, grid, ("staged_sum", (kps, replace(s, split_k=slice_a_split(op))))
     if variant in RING_FORMS:  # the library's K slices (BK = 16): the same steps in the same order as base
         kern, grid = ring_kernel(op, s, variant)
         kps = math.ceil(op.k / (s.split_k * 16)) * 16
@@ -381,9 +479,15 @@ def run_product(m, n, k, copy, variants, target, profile=False):
             args = lib_args
         elif kind == "cluster":
             args = (a, w, out, *lib_args[3:])
+        elif kind == "staged_sum":
+            args = (*lib_args[:-1], np.int32(kps[0]))
         else:
             args = (*lib_args[:-1], np.int32(kps))
         launches = [(kern, grid, args)]
+        if kind == "staged_sum":  # the library's split-K kernel after it
+            red = compile_source(emit_splitk_reduce(op, kps[1]), "sm_90")
+            launches.append((red, (math.ceil(m * n / red.block[0]), 1, 1),
+                             (ws, out, np.int32(m), np.int32(n), np.int64(n), np.float32(1.0))))
         if kind == "lib_sum" and split > 1:  # the library's split-K kernel after it (its plan's grid)
             red = compile_source(emit_splitk_reduce(op, kps), "sm_90")  # kps holds the schedule here
             launches.append((red, (math.ceil(m * n / red.block[0]), 1, 1),
@@ -401,7 +505,7 @@ def run_product(m, n, k, copy, variants, target, profile=False):
             call()
             cp.cuda.Device().synchronize()
             cp.cuda.profiler.stop()
-        c = out if kind in ("lib_sum", "cluster") else ws.sum(axis=0)
+        c = out if kind in ("lib_sum", "cluster", "staged_sum") else ws.sum(axis=0)
         err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
         if not err < 1e-5:
             raise SystemExit(f"{m}x{n}x{k} {v}: error {err:.3e} against float64")
@@ -411,7 +515,7 @@ def run_product(m, n, k, copy, variants, target, profile=False):
             same = None
         elif kind == "lib_sum":
             sum_c, same = c, True
-        elif kind == "cluster":  # against the library's kernel and split-K sum at the same slices
+        elif kind in ("cluster", "staged_sum"):  # against the library's kernel and split-K sum at the same slices
             same = bool(cp.array_equal(c, sum_c)) if sum_c is not None else None
         else:
             same = bool(cp.array_equal(c, base_c)) if base_c is not None else None
