@@ -9,7 +9,9 @@ the device; these run in CI, where there is none."""
 from __future__ import annotations
 
 import itertools
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import host_cuda
 import numpy as np
@@ -829,3 +831,33 @@ def test_gemv_dmma_applies_alpha_and_beta_before_its_one_rounding():
         got = _run(_mma_op(m, n, k, read_c=True, layout_b=layout_b, mma="dmma"), s, a, b_storage, alpha=1.0, beta=1.0,
                    c0=np.ones((m, n), np.float32))
         assert (got == np.float32(2.0**24 + 2)).all(), np.unique(got)
+
+
+def test_gemv_dmma_proto_slice_a_sums_what_the_library_kernel_sums(rng):
+    """benchmarks/gemv_dmma_proto.py's slice_a variants (A's whole K slice staged once per block in shared memory, unroll
+    4 and 8) against the library's FP64 GEMV kernel at the same K slices (base512): every slice's partial sums bit for
+    bit (the same steps in the same order; K ≡ 12 mod 16, a short last slice, rows past M, columns past N), and within
+    float32's tolerance of a float64 product; a prototype measured on a GPU is only worth its timing if it computes what
+    the library does."""
+    import importlib
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    proto = importlib.import_module("gemv_dmma_proto")
+    m, n, k = 12, 72, 1100
+    op = tiledsl.GemmOp(m, n, k, layout_b="col")
+    s = default_schedule(tiledsl.GemmOp(16, 22016, 4096, layout_b="col"), H200)  # the FP64 pick
+    assert s.mma == "dmma"
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    sums = {}
+    for variant in ("base512", "slice_a4", "slice_a8"):
+        kern, grid, (kind, extra) = proto.kernel_for(op, s, variant)
+        assert grid == (2, 3, 1) and kern.spill_bytes == 0, (variant, grid, kern.spill_bytes)
+        ws = np.full((grid[1], m, n), np.nan, np.float32)
+        last = 1.0 if kind == "lib_sum" else extra[0]  # alpha, or the slice depth of the prototype's kernels
+        host_cuda.launch(kern.source, kern.name, grid, kern.block, kern.dynamic_smem_bytes,
+                         [a, w, ws, m, n, k, k, k, n, last])
+        sums[variant] = ws
+    ref = a.astype(np.float64) @ w.T.astype(np.float64)
+    assert _rel_err(sums["base512"].sum(0), ref) < _tol(k)
+    assert np.array_equal(sums["slice_a4"], sums["base512"]) and np.array_equal(sums["slice_a8"], sums["base512"])
