@@ -12,20 +12,23 @@ W) through L1, and W's evict-first loads allocate in L1 beside it. The variants:
 - ``cg`` / ``na``: W read with ``ld.global.cg`` (L2 only) / ``ld.global.nc.L1::no_allocate`` in place of ``__ldcs``;
 - ``na_el``: ``na`` and A read with ``ld.global.nc.L1::evict_last``;
 - ``bn256``: 8 warps per block (the block's warps share A in L1), 2 blocks per SM;
-- ``base512`` / ``slice_a4`` / ``slice_a8``: the library's kernel at K slices of 512, and A's whole 512-deep slice
-  staged once per block in shared memory as float32 (one barrier), read at use time, at unroll 4 and 8 — each with the
-  split-K kernel after it (not yet run on a GPU: ``--variants base base512 slice_a4 slice_a8``);
+- ``base512`` / ``slice_a4`` / ``slice_a8`` / ``slice_a8m5``: the library's kernel at K slices of 512, and A's whole
+  512-deep slice staged once per block in shared memory as float32 (one barrier), read at use time, at unroll 4 and 8
+  (4 blocks per SM) and 8 at 5 blocks — each with the split-K kernel after it, so comparable with ``base512`` only
+  (not yet run on a GPU: ``--variants base base512 slice_a4 slice_a8 slice_a8m5``);
 - ``sa`` (and ``sa3``: 3 blocks per SM, ``sa_na``, ``sa256``): A staged once per block in shared memory, already in float64 and in fragment order
   (one 16-byte load per element pair), two chunks of UNROLL k16 steps, one ``__syncthreads`` per chunk; W as ``base``
   (``na``: no L1 allocation); ``sa256``: 8 warps.
 
-Every variant's C is checked against a float64 product and compared bit for bit with ``base``'s on the same data
-(``cluster``'s with ``base_sum``'s): the same steps in the same order give the same sums, except where a variant cuts K
-differently (the staged variants: slices of 16·UNROLL, the library's of 16; ``base_sum`` and ``cluster``: at most 8
-slices, where the library may take more), which the JSON's ``bits_equal`` then records as false; with one slice
-``cluster`` is ``base_sum`` (nothing to sum) and records none. Timed with ``time_gpu(gpu_only=True)`` (L2 flushed
-clean before each, the stream held), median of 30: the GEMV kernel alone (not the split-K sum, the same for all) but for
-``base_sum`` and ``cluster``, which sum the slices too; share of a 2 GiB copy timed the same way. Products: the LLM set's (N, K) of at least 64 MiB with K a multiple of 64.
+Every variant's C is checked against a float64 product and compared bit for bit: the variants that sum their slices
+(``cluster``, ``slice_a*``) with the library's kernel and split-K sum at the same number of slices (``base_sum``,
+``base512``, whichever ran before at that count; none: ``bits_equal`` null), the others with ``base``'s. The same steps
+in the same order give the same sums, except where a variant cuts K differently (the ``sa`` variants: slices of
+16·UNROLL, the library's of 16), which ``bits_equal`` then records as false. Timed with ``time_gpu(gpu_only=True)`` (L2
+flushed clean before each, the stream held), median of 30: the GEMV kernel alone for ``base`` and the variants of its
+kernel, the kernel and the split-K sum for ``base_sum``, ``cluster``, ``base512`` and ``slice_a*`` (comparable with
+each other at the same slices only); share of a 2 GiB copy timed the same way. Products: the LLM set's (N, K) of at
+least 64 MiB with K a multiple of 64.
 
 Measured on an H100 (2026-12-05, ``benchmarks/results/gemv_dmma_h100_2026-12-05/``, docs/gemm.md): none of the variants
 is faster than ``base`` by more than 0.2 % on the geomean, nor ``cluster`` than ``base_sum``.
@@ -341,7 +344,9 @@ SLICE_A = r"""
 // A's whole K slice staged once per block in shared memory as float32 (one barrier, at the start), read at use time:
 // no registers hold A in flight, so UNROLL steps of B in flight cost half the registers of the library's form
 constexpr int FRAGS = RN / 8;
-constexpr int PAD = 16;  // floats past each staged row: rows g and g + 8 of a quarter warp's 16-byte reads in distinct banks
+// A's rows in shared memory k_per_split + PAD floats apart: where the slice depth is a multiple of 32 (every product of
+// the sweep: 512 or 384) the 8 lanes of a quarter warp's 16-byte reads, rows g and g + 1 at k + 4t, fall in distinct
+// banks
 __device__ __forceinline__ void multiply_step(double (&acc)[FRAGS][4], const float4& lo, const float4& hi,
                                               const float4 (&b)[FRAGS]) {
   const double a[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};
@@ -403,10 +408,15 @@ __device__ __forceinline__ void multiply_step(double (&acc)[FRAGS][4], const flo
 SLICE_A_DEPTH = 512
 """The K slice of the ``slice_a`` variants (A's 16 rows of it: 33 KiB of shared memory per block)."""
 
-SLICE_A_FORMS = {"base512": None, "slice_a4": (4, 4), "slice_a8": (8, 4)}
-"""variant: (UNROLL, blocks per SM) of A's whole slice staged; ``base512``: the library's kernel at the same slices. At
-5 or 6 blocks per SM every unroll spills (ptxas, NVRTC 12.9: 16-104 bytes), so only 4 blocks are here: unroll 8 keeps
-twice the pick's bytes of W in flight at its 16 warps per SM."""
+SLICE_A_FORMS = {"base512": None, "slice_a4": (4, 4), "slice_a8": (8, 4), "slice_a8m5": (8, 5)}
+"""variant: (UNROLL, blocks per SM) of A's whole slice staged; ``base512``: the library's kernel at the same slices.
+Without spills (ptxas, NVRTC 12.9, sm_90): unroll 4 and 8 at 4 blocks per SM, 8 at 5 (96 registers); unroll 4 at 5 or 6
+blocks spills 84-104 bytes, 8 at 6 56. In the SASS the library's form issues 8 vectors of A and 8 of W per lane before
+its first DMMA; ``slice_a8`` 10 of W (its other 6 after step 0's arrive), ``slice_a8m5`` 9, at 16 and 20 warps per SM."""
+
+
+SLICE_A_PAD = 16
+"""Floats past each row of A's staged slice (the kernel's ``PAD``)."""
 
 
 def slice_a_split(op) -> int:
@@ -415,11 +425,12 @@ def slice_a_split(op) -> int:
 
 def slice_a_kernel(op, s, variant):
     unroll, minb = SLICE_A_FORMS[variant]
-    src = (MMA_16816_F64_HELPER + f"constexpr int THREADS = {s.bn}, RN = {s.rn}, UNROLL = {unroll}, MINB = {minb};\n"
-           + SLICE_A)
+    assert s.bk == 16 and op.k % 4 == 0, (s.bk, op.k)  # the library's slices start on multiples of 16; A 4 wide
     kps = math.ceil(op.k / (slice_a_split(op) * 16)) * 16
+    src = (MMA_16816_F64_HELPER + f"constexpr int THREADS = {s.bn}, RN = {s.rn}, UNROLL = {unroll}, MINB = {minb}, "
+           f"PAD = {SLICE_A_PAD};\n" + SLICE_A)
     ks = KernelSource(name="gemv_dmma_slice_a", source=src, block=(s.bn, 1, 1),
-                      dynamic_smem_bytes=16 * (kps + 16) * 4)
+                      dynamic_smem_bytes=16 * (kps + SLICE_A_PAD) * 4)
     kern = compile_source(ks, "sm_90")
     grid = (math.ceil(op.n / (s.bn // 32 * s.rn)), slice_a_split(op), math.ceil(op.m / 16))
     return kern, grid, kps
@@ -430,12 +441,12 @@ VARIANTS = ("base", "base_sum", "cluster", "cg", "na", "na_el", "bn256", "sa", "
 
 def kernel_for(op, s, variant):
     if variant == "base512":  # the library's kernel at the slice_a variants' K slices, and its split-K sum
-        s512 = replace(s, split_k=slice_a_split(op))
+        s512 = replace(s, split_k=slice_a_split(op), split_k_fused=False)
         kern, grid = base_kernel(op, s512, "base")
         return kern, grid, ("lib_sum", s512)
     if variant in SLICE_A_FORMS:  # the same slices as base512, the same steps in the same order: its bits
         kern, grid, kps = slice_a_kernel(op, s, variant)
-        return kern, grid, ("staged_sum", (kps, replace(s, split_k=slice_a_split(op))))
+        return kern, grid, ("staged_sum", (kps, replace(s, split_k=slice_a_split(op), split_k_fused=False)))
     if variant in RING_FORMS:  # the library's K slices (BK = 16): the same steps in the same order as base
         kern, grid = ring_kernel(op, s, variant)
         kps = math.ceil(op.k / (s.split_k * 16)) * 16
@@ -467,7 +478,7 @@ def run_product(m, n, k, copy, variants, target, profile=False):
     a = rng.standard_normal((m, k), dtype=cp.float32)
     w = rng.standard_normal((n, k), dtype=cp.float32)
     ref = (a.astype(cp.float64) @ w.T.astype(cp.float64))
-    rows, base_c, sum_c = [], None, None
+    rows, base_c, sums = [], None, {}  # sums: C of the library's kernel and split-K sum, by number of slices
     for v in variants:
         kern, grid, (kind, kps) = kernel_for(op, s, v)
         split = grid[1]
@@ -514,9 +525,9 @@ def run_product(m, n, k, copy, variants, target, profile=False):
         elif kind == "lib_sum" and v == "cluster":  # one slice: nothing to sum in a cluster
             same = None
         elif kind == "lib_sum":
-            sum_c, same = c, True
+            sums[split], same = c, True
         elif kind in ("cluster", "staged_sum"):  # against the library's kernel and split-K sum at the same slices
-            same = bool(cp.array_equal(c, sum_c)) if sum_c is not None else None
+            same = bool(cp.array_equal(c, sums[split])) if split in sums else None
         else:
             same = bool(cp.array_equal(c, base_c)) if base_c is not None else None
         t = time_gpu(call, gpu_only=True, warmup=3, repeat=30).median_ms

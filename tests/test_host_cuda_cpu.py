@@ -9,7 +9,6 @@ the device; these run in CI, where there is none."""
 from __future__ import annotations
 
 import itertools
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from dmma_cases import check_special_values, dmma_bound, special_operands
 
 import tiledsl
+from tiledsl.compile import nvrtc_problem
 from tiledsl.gemm import default_schedule
 from tiledsl.gemm.family import GEMM, gemv_schedule
 from tiledsl.gemm.schedule import gemv_slice_depth
@@ -833,31 +833,43 @@ def test_gemv_dmma_applies_alpha_and_beta_before_its_one_rounding():
         assert (got == np.float32(2.0**24 + 2)).all(), np.unique(got)
 
 
-def test_gemv_dmma_proto_slice_a_sums_what_the_library_kernel_sums(rng):
+@pytest.mark.parametrize("m,n,k", [(12, 72, 1100), (20, 40, 516)])
+def test_gemv_dmma_proto_slice_a_sums_what_the_library_kernel_sums(m, n, k, rng, monkeypatch):
     """benchmarks/gemv_dmma_proto.py's slice_a variants (A's whole K slice staged once per block in shared memory, unroll
-    4 and 8) against the library's FP64 GEMV kernel at the same K slices (base512): every slice's partial sums bit for
-    bit (the same steps in the same order; K ≡ 12 mod 16, a short last slice, rows past M, columns past N), and within
-    float32's tolerance of a float64 product; a prototype measured on a GPU is only worth its timing if it computes what
-    the library does."""
+    4 and 8, 4 and 5 blocks per SM) against the library's FP64 GEMV kernel at the same K slices (base512): every slice's
+    partial sums bit for bit, on random data (within float32's tolerance of a float64 product) and on data where the
+    order of the steps shows (a product of 2^60 and its negative in a slice's first two steps: a kernel adding the
+    same steps in another order rounds the rest differently); K ≡ 12 or 4 mod 16, a short last slice, rows past M, a
+    second group of rows (20 rows), columns past N. A prototype measured on a GPU is only worth its timing if it
+    computes what the library does."""
     import importlib
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    pytest.importorskip("cupy")  # the prototype module imports it (no GPU needed)
+    if nvrtc_problem():
+        pytest.skip(f"NVRTC: {nvrtc_problem()}")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
     proto = importlib.import_module("gemv_dmma_proto")
-    m, n, k = 12, 72, 1100
     op = tiledsl.GemmOp(m, n, k, layout_b="col")
     s = default_schedule(tiledsl.GemmOp(16, 22016, 4096, layout_b="col"), H200)  # the FP64 pick
     assert s.mma == "dmma"
     a = rng.standard_normal((m, k)).astype(np.float32)
     w = rng.standard_normal((n, k)).astype(np.float32)
+    a_big, w_big = a.copy(), w.copy()
+    kps = -(-k // (proto.slice_a_split(op) * 16)) * 16
+    for start in range(0, k, kps):  # 2^60, then -2^60, at the first two steps of every slice
+        a_big[:, start], w_big[:, start] = 2.0**30, 2.0**30
+        a_big[:, start + 16], w_big[:, start + 16] = 2.0**30, -(2.0**30)
     sums = {}
-    for variant in ("base512", "slice_a4", "slice_a8"):
+    for variant in ("base512", *(v for v in proto.SLICE_A_FORMS if v != "base512")):
         kern, grid, (kind, extra) = proto.kernel_for(op, s, variant)
-        assert grid == (2, 3, 1) and kern.spill_bytes == 0, (variant, grid, kern.spill_bytes)
-        ws = np.full((grid[1], m, n), np.nan, np.float32)
+        assert kern.spill_bytes == 0 and grid[1] == proto.slice_a_split(op), (variant, kern.spill_bytes, grid)
         last = 1.0 if kind == "lib_sum" else extra[0]  # alpha, or the slice depth of the prototype's kernels
-        host_cuda.launch(kern.source, kern.name, grid, kern.block, kern.dynamic_smem_bytes,
-                         [a, w, ws, m, n, k, k, k, n, last])
-        sums[variant] = ws
+        for data, (x, y) in (("random", (a, w)), ("order", (a_big, w_big))):
+            ws = np.full((grid[1], m, n), np.nan, np.float32)
+            host_cuda.launch(kern.source, kern.name, grid, kern.block, kern.dynamic_smem_bytes,
+                             [x, y, ws, m, n, k, k, k, n, last])
+            sums[variant, data] = ws
     ref = a.astype(np.float64) @ w.T.astype(np.float64)
-    assert _rel_err(sums["base512"].sum(0), ref) < _tol(k)
-    assert np.array_equal(sums["slice_a4"], sums["base512"]) and np.array_equal(sums["slice_a8"], sums["base512"])
+    assert _rel_err(sums["base512", "random"].sum(0), ref) < _tol(k)
+    for (variant, data), ws in sums.items():
+        assert np.array_equal(ws, sums["base512", data]), (variant, data)
