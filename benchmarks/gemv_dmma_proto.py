@@ -76,6 +76,18 @@ __device__ __forceinline__ float4 ld_el(const float* p) {
 __device__ __forceinline__ float4 ld_cs(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
 """
 
+MULTIPLY_STEP = """__device__ __forceinline__ void multiply_step(double (&acc)[FRAGS][4], const float4& lo, const float4& hi,
+                                              const float4 (&b)[FRAGS]) {
+  const double a[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};  // float32 -> float64: exact
+  #pragma unroll
+  for (int j = 0; j < FRAGS; ++j) {
+    const double bj[4] = {b[j].x, b[j].y, b[j].z, b[j].w};
+    tdsl_mma_16816_f64(acc[j], a, bj);
+  }
+}
+"""
+"""One k16 step of the prototype kernels, as the library's ``multiply_step`` (x @ W.T)."""
+
 HEAD = """extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 {name}(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K,
     long long lda, long long ldb, long long ldc, int k_per_split) {{
@@ -179,16 +191,7 @@ __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"
 template <int N> __device__ __forceinline__ void wait_groups() {
   asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");  // the ring's reads stay after the wait
 }
-__device__ __forceinline__ void multiply_step(double (&acc)[FRAGS][4], const float4& lo, const float4& hi,
-                                              const float4 (&b)[FRAGS]) {
-  const double a[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};
-  #pragma unroll
-  for (int j = 0; j < FRAGS; ++j) {
-    const double bj[4] = {b[j].x, b[j].y, b[j].z, b[j].w};
-    tdsl_mma_16816_f64(acc[j], a, bj);
-  }
-}
-""" + HEAD.format(name="gemv_dmma_ring", smem="float4 ring[]") + r"""  const float* const a_lo = A + (long long)min(row0 + g, M - 1) * lda + 4 * t;
+""" + MULTIPLY_STEP + r"""""" + HEAD.format(name="gemv_dmma_ring", smem="float4 ring[]") + r"""  const float* const a_lo = A + (long long)min(row0 + g, M - 1) * lda + 4 * t;
   const float* const a_hi = A + (long long)min(row0 + g + 8, M - 1) * lda + 4 * t;
   const float* b_col[FRAGS];
   #pragma unroll
@@ -347,16 +350,7 @@ constexpr int FRAGS = RN / 8;
 // A's rows in shared memory k_per_split + PAD floats apart: where the slice depth is a multiple of 32 (every product of
 // the sweep: 512 or 384) the 8 lanes of a quarter warp's 16-byte reads, rows g and g + 1 at k + 4t, fall in distinct
 // banks
-__device__ __forceinline__ void multiply_step(double (&acc)[FRAGS][4], const float4& lo, const float4& hi,
-                                              const float4 (&b)[FRAGS]) {
-  const double a[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};
-  #pragma unroll
-  for (int j = 0; j < FRAGS; ++j) {
-    const double bj[4] = {b[j].x, b[j].y, b[j].z, b[j].w};
-    tdsl_mma_16816_f64(acc[j], a, bj);
-  }
-}
-""" + HEAD.format(name="gemv_dmma_slice_a", smem="float as[]") + r"""
+""" + MULTIPLY_STEP + r"""""" + HEAD.format(name="gemv_dmma_slice_a", smem="float as[]") + r"""
   const int depth = k_end - k_begin, ld_s = k_per_split + PAD;
   for (int i = threadIdx.x; i < 16 * (depth / 4); i += THREADS) {  // rows past M: row M - 1 (never stored)
     const int r = i / (depth / 4), c4 = i % (depth / 4);
