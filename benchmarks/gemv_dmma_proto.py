@@ -51,10 +51,11 @@ import numpy as np
 from beside import copy_gbps, gpu_name, llm_weights
 
 import tiledsl
+from tiledsl.codegen.writer import Writer
 from tiledsl.compile import KernelSource, compile_source
 from tiledsl.gemm import default_schedule
 from tiledsl.gemm.emit import emit_splitk_reduce
-from tiledsl.gemm.emit_gemv_mma import MMA_16816_F64_HELPER, emit_gemm_gemv_mma
+from tiledsl.gemm.emit_gemv_mma import MMA_16816_F64_HELPER, _multiply_step_f64, emit_gemm_gemv_mma
 from tiledsl.gemm.family import gemv_dmma_schedule
 from tiledsl.runtime import launch
 from tiledsl.timing import time_gpu
@@ -76,17 +77,14 @@ __device__ __forceinline__ float4 ld_el(const float* p) {
 __device__ __forceinline__ float4 ld_cs(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
 """
 
-MULTIPLY_STEP = """__device__ __forceinline__ void multiply_step(double (&acc)[FRAGS][4], const float4& lo, const float4& hi,
-                                              const float4 (&b)[FRAGS]) {
-  const double a[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};  // float32 -> float64: exact
-  #pragma unroll
-  for (int j = 0; j < FRAGS; ++j) {
-    const double bj[4] = {b[j].x, b[j].y, b[j].z, b[j].w};
-    tdsl_mma_16816_f64(acc[j], a, bj);
-  }
-}
-"""
-"""One k16 step of the prototype kernels, as the library's ``multiply_step`` (x @ W.T)."""
+def _multiply_step() -> str:
+    w = Writer()
+    _multiply_step_f64(w, row_b=False)
+    return w.text()
+
+
+MULTIPLY_STEP = _multiply_step()
+"""One k16 step of the prototype kernels: the library's own ``multiply_step`` for x @ W.T (its emitter's text)."""
 
 HEAD = """extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 {name}(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K,

@@ -390,7 +390,8 @@ def export_winner(cfg: TuneConfig, folder: str, op, target, winner: Finalist, ve
             "that path untimed")
     elif mode == "measured" and (unused := rows_unused(cfg.family, op, target)) is not None:
         out(f"not stored for schedule=None: {unused}")
-    elif mode == "measured" and (cfg.mma != "auto" or winner.schedule.mma == "dmma" and not searches_dmma(cfg.family, op, target)):
+    elif mode == "measured" and (cfg.mma != "auto" or (winner.schedule.mma == "dmma"
+                                                       and not searches_dmma(cfg.family, op, target))):
         out("not stored for schedule=None: --mma dmma searches the FP64 tensor-core GEMV space whatever schedule=None "
             "runs (a plain tune searches it, and stores its winner, where schedule=None runs that kernel on this "
             "device); time the exported schedule beside schedule=None (tiledsl.timing.time_gpu) and pass it as "

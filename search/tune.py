@@ -234,7 +234,10 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     refuse_empty(op, "tune")  # SpecError: tiledsl answers an empty op without a kernel
     pruner = ModelPruner(cfg.model_prune)
     target, calibration = _target(cfg, out)
-    space = tune_space(cfg.family, op, target, cfg.mma)
+    # the space's kind, also where a plain tune searches the FP64 space (schedule=None's kernel on this device): its
+    # studies kept apart from the FMA space's
+    mma = "dmma" if searches_dmma(cfg.family, op, target, cfg.mma) else cfg.mma
+    space = tune_space(cfg.family, op, target, mma)
     _check_mma(cfg, op, target)
     mode = "model-only" if cfg.model_only else "measured"
     _check_devices(cfg, target)
@@ -242,9 +245,6 @@ def _run(cfg: TuneConfig, out, intr: DeferredInterrupt) -> TuneResult:
     if unused is not None:  # --as-rows on a product schedule=None computes as given: say it before the search
         out(f"warning: {unused}; tuning it anyway (its record will not be stored for schedule=None)")
     model = load_model()
-    # the space's kind, also where a plain tune searches the FP64 space (schedule=None's kernel on this device): its
-    # studies kept apart from the FMA space's
-    mma = "dmma" if searches_dmma(cfg.family, op, target, cfg.mma) else cfg.mma
     name = cfg.study_name or default_study_name(cfg.family, op, device_tag(target.name), cfg.model_only, mma)
     storage = make_storage(cfg.storage, cfg.stale_after_s)
     study = _open_study(cfg, name, storage, space, target, model, mode, mma)

@@ -78,11 +78,12 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         if dmma is None:
             return gemv_choice(op, target)
         extent = GEMV_DMMA_DEFAULT[op.layout_b]
+        ring = " through its ring of steps" if dmma.fragment_prefetch else ""
         return dmma, (f"the GEMV-style kernel on the FP64 tensor cores (gemv_dmma_default): IEEE float32, M = {op.m} in "
                       f"{extent.min_rows}..{extent.max_rows} rows of x @ W{'.T' if op.layout_b == 'col' else ''}"
                       + (f", B of at least {extent.min_b_bytes >> 20} MiB" if extent.min_b_bytes else "")
-                      + f", on {target.name}: {dmma.rn} columns per warp, unroll {dmma.unroll}{' through its ring of steps' if dmma.fragment_prefetch else ''}"
-                      f", {dmma.split_k} K slices (inputs widened to float64 exactly, float64 sums)")
+                      + f", on {target.name}: {dmma.rn} columns per warp, unroll {dmma.unroll}{ring}, "
+                      f"{dmma.split_k} K slices (inputs widened to float64 exactly, float64 sums)")
     tall = tall_thin_schedule(op, target)
     if tall is not None:
         return tall, (f"the tall-thin rule (tall_thin_schedule): float32, N = {op.n} in {TALL_THIN_MIN_N}..64, "
@@ -755,8 +756,8 @@ GEMV_MMA_MIN_DEPTH = 64
 
 GEMV_MMA = GemvMmaForm(threads=128, rn=32, unroll=2, min_blocks=4)
 """The form of :func:`gemv_mma_schedule`. Chosen from the SASS (NVRTC 12.9, sm_90; ``docs/gemm.md``, "Few rows on the
-tensor cores"; on an H100, 2026-12-05, within 1 % of the fastest of the five forms ``gemv_fused.py --family mma3x`` times at
-12-16 rows, geomean): x @ W.T's pick holds 118 registers within its cap of 128 (four blocks of 128 threads per SM, 16
+tensor cores"; on an H100, 2026-12-05, within 1 % of the fastest of the five forms ``gemv_fused.py --family mma3x``
+times at 12-16 rows, geomean): x @ W.T's pick holds 118 registers within its cap of 128 (four blocks of 128 threads per SM, 16
 warps, where the FMA kernel with A in registers has 8) and issues 257 instructions per pass of 2 k16 steps, 8.0 per
 element of B per lane, where the FMA kernel issues 18.7 (597 per 32 elements)."""
 
@@ -819,19 +820,19 @@ def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync", ring: b
 
 GEMV_DMMA = {"col": GemvMmaForm(threads=128, rn=16, unroll=4), "row": GemvMmaForm(threads=128, rn=64, unroll=2)}
 """The forms of :func:`gemv_dmma_schedule` by the layout of B: x @ W.T ("col") and x @ W ("row"). ``python
-benchmarks/gemv_fused.py --family dmma`` on an H200 (2026-12-05, commit b8f1d6b, ``benchmarks/results/tc_gemv_h200_2026-12-05/``; one run,
-in-sample), the LLM products of at least 64 MiB, geomean over schedule=None's FMA kernels: x @ W.T 16 columns per warp
+benchmarks/gemv_fused.py --family dmma`` on an H200 (2026-12-05, commit b8f1d6b,
+``benchmarks/results/tc_gemv_h200_2026-12-05/``; one run, in-sample), the LLM products of at least 64 MiB, geomean over schedule=None's FMA kernels: x @ W.T 16 columns per warp
 at unroll 4 without the ring, the fastest of nine forms at 12 and 16 rows: 1.216× and 1.362× (faster on 12 of 12 each;
 with the ring 1.134× and 1.271×); x @ W 64 columns at unroll 2: 1.027× at 12 rows (6 of 11), 1.055× at 16 (10 of 11).
 Its ring was faster still (1.055× and 1.080×) but holds 255 registers and spills 48 bytes where K is not split
-(ptxas, NVRTC 12.9: 16×128256×4096), so the pick keeps the groups. On an H100 (``tc_gemv_h100_2026-12-05/gemv_dmma.json``):
-x @ W.T 1.101× at 16 rows, 1.068× at 12, 0.94× at 8; x @ W 1.068× and 1.058×. ``min_blocks`` from the register
+(ptxas, NVRTC 12.9: 16×128256×4096), so the pick keeps the groups. On an H100
+(``tc_gemv_h100_2026-12-05/gemv_dmma.json``): x @ W.T 1.101× at 16 rows, 1.068× at 12, 0.94× at 8; x @ W 1.068× and 1.058×. ``min_blocks`` from the register
 estimate: 4 and 2."""
 
 GEMV_DMMA_DEFAULT = {"col": GemvDmmaExtent(min_rows=9, max_rows=16, min_b_bytes=2 << 20),
                      "row": GemvDmmaExtent(min_rows=16, max_rows=16, min_b_bytes=64 << 20)}
-"""Where ``schedule=None`` takes :func:`gemv_dmma_schedule` (:func:`gemv_dmma_default`), by the layout of B. x @ W.T: on an
-H200 (:data:`GEMV_DMMA`'s run) at 12 and 16 rows on every LLM product, 1.14-1.62× faster than the FMA GEMV kernels per
+"""Where ``schedule=None`` takes :func:`gemv_dmma_schedule` (:func:`gemv_dmma_default`), by the layout of B. x @ W.T: on
+an H200 (:data:`GEMV_DMMA`'s run) at 12 and 16 rows on every LLM product, 1.14-1.62× faster than the FMA GEMV kernels per
 call (the products of 2-16 MiB included; the smallest, 768 × 768, is 2.25 MiB: smaller B were not measured), 13-15 lying
 between them; 9-11 rows on an H100 (:data:`GEMV_DMMA_ROWS_MEASURED`: per call 1.03 / 1.05 / 1.07× geomean over the
 twelve products of at least 64 MiB, 9-10 of 12 faster, the slowest 0.98×; GPU alone 1.08-1.12×; the five under 64 MiB
