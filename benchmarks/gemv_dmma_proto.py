@@ -14,8 +14,10 @@ W) through L1, and W's evict-first loads allocate in L1 beside it. The variants:
 - ``bn256``: 8 warps per block (the block's warps share A in L1), 2 blocks per SM;
 - ``base512`` / ``slice_a4`` / ``slice_a8`` / ``slice_a8m5``: the library's kernel at K slices of 512, and A's whole
   512-deep slice staged once per block in shared memory as float32 (one barrier), read at use time, at unroll 4 and 8
-  (4 blocks per SM) and 8 at 5 blocks — each with the split-K kernel after it, so comparable with ``base512`` only
-  (not yet run on a GPU: ``--variants base base512 slice_a4 slice_a8 slice_a8m5``);
+  (4 blocks per SM) and 8 at 5 blocks — each with the split-K kernel after it, so comparable with ``base512`` only;
+  ``slice_p2`` / ``slice_p3`` / ``slice_p4`` / ``slice_p2m5``: the same, software-pipelined (group i + 1 of W requested
+  before group i is multiplied, two register buffers), unroll 2 to 4 (not yet run on a GPU: ``--variants base base512
+  slice_a4 slice_a8 slice_a8m5 slice_p2 slice_p3 slice_p4 slice_p2m5``);
 - ``sa`` (and ``sa3``: 3 blocks per SM, ``sa_na``, ``sa256``): A staged once per block in shared memory, already in float64 and in fragment order
   (one 16-byte load per element pair), two chunks of UNROLL k16 steps, one ``__syncthreads`` per chunk; W as ``base``
   (``na``: no L1 allocation); ``sa256``: 8 warps.
@@ -397,15 +399,63 @@ constexpr int FRAGS = RN / 8;
 }
 """
 
+SLICE_P = SLICE_A.replace("gemv_dmma_slice_a", "gemv_dmma_slice_p").replace(r"""    int k = 0;  // from k_begin
+    #pragma unroll 1
+    for (; k + 16 * UNROLL <= depth; k += 16 * UNROLL) {
+      float4 b[UNROLL][FRAGS];
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        #pragma unroll
+        for (int j = 0; j < FRAGS; ++j) b[u][j] = __ldcs(reinterpret_cast<const float4*>(b_col[j] + k + 16 * u));
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        multiply_step(acc, *reinterpret_cast<const float4*>(s_lo + k + 16 * u),
+                      *reinterpret_cast<const float4*>(s_hi + k + 16 * u), b[u]);
+    }
+""", r"""    // software-pipelined: group i + 1's vectors of W are requested before group i is multiplied (two register
+    // buffers, the loop unrolled by two so that neither is copied), the same steps in the same order
+    auto load = [&](float4 (&b)[UNROLL][FRAGS], int k) {
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        #pragma unroll
+        for (int j = 0; j < FRAGS; ++j) b[u][j] = __ldcs(reinterpret_cast<const float4*>(b_col[j] + k + 16 * u));
+    };
+    auto mult = [&](const float4 (&b)[UNROLL][FRAGS], int k) {
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        multiply_step(acc, *reinterpret_cast<const float4*>(s_lo + k + 16 * u),
+                      *reinterpret_cast<const float4*>(s_hi + k + 16 * u), b[u]);
+    };
+    const int groups = depth / (16 * UNROLL);
+    float4 b0[UNROLL][FRAGS], b1[UNROLL][FRAGS];
+    if (groups > 0) load(b0, 0);
+    int q = 0;
+    #pragma unroll 1
+    for (; q + 2 <= groups; q += 2) {
+      load(b1, (q + 1) * 16 * UNROLL);
+      mult(b0, q * 16 * UNROLL);
+      if (q + 2 < groups) load(b0, (q + 2) * 16 * UNROLL);
+      mult(b1, (q + 1) * 16 * UNROLL);
+    }
+    if (q < groups) mult(b0, q * 16 * UNROLL);
+    int k = groups * 16 * UNROLL;
+""")
+assert SLICE_P != SLICE_A.replace("gemv_dmma_slice_a", "gemv_dmma_slice_p"), "the pipelined loop was not substituted"
+
 SLICE_A_DEPTH = 512
 """The K slice of the ``slice_a`` variants (A's 16 rows of it: 33 KiB of shared memory per block)."""
 
-SLICE_A_FORMS = {"base512": None, "slice_a4": (4, 4), "slice_a8": (8, 4), "slice_a8m5": (8, 5)}
+SLICE_A_FORMS = {"base512": None, "slice_a4": (4, 4), "slice_a8": (8, 4), "slice_a8m5": (8, 5),
+                 "slice_p2": (2, 4), "slice_p3": (3, 4), "slice_p4": (4, 4), "slice_p2m5": (2, 5)}
 """variant: (UNROLL, blocks per SM) of A's whole slice staged; ``base512``: the library's kernel at the same slices.
 Without spills (ptxas, NVRTC 12.9, sm_90): unroll 4 and 8 at 4 blocks per SM, 8 at 5 (96 registers); unroll 4 at 5 or 6
 blocks spills 84-104 bytes, 8 at 6 56. In the SASS the library's form issues 8 vectors of A and 8 of W per lane before
 its first DMMA; ``slice_a8`` 10 of W (its other 6 after step 0's arrive), ``slice_a8m5`` 9, at 16 and 20 warps per SM."""
 
+
+SPILLING_FORMS = ("slice_p3", "slice_p4", "slice_p2m5")
+"""Forms whose registers spill (ptxas, NVRTC 12.9, sm_90: 68, 56 and 72 bytes at 128, 128 and 96 registers), timed all the same:
+the software-pipelined loop (``slice_p*``) holds two groups of W; ``slice_p2`` fits 128 registers without."""
 
 SLICE_A_PAD = 16
 """Floats past each row of A's staged slice (the kernel's ``PAD``)."""
@@ -420,8 +470,8 @@ def slice_a_kernel(op, s, variant):
     assert s.bk == 16 and op.k % 4 == 0, (s.bk, op.k)  # the library's slices start on multiples of 16; A 4 wide
     kps = math.ceil(op.k / (slice_a_split(op) * 16)) * 16
     src = (MMA_16816_F64_HELPER + f"constexpr int THREADS = {s.bn}, RN = {s.rn}, UNROLL = {unroll}, MINB = {minb}, "
-           f"PAD = {SLICE_A_PAD};\n" + SLICE_A)
-    ks = KernelSource(name="gemv_dmma_slice_a", source=src, block=(s.bn, 1, 1),
+           f"PAD = {SLICE_A_PAD};\n" + (SLICE_P if variant.startswith("slice_p") else SLICE_A))
+    ks = KernelSource(name="gemv_dmma_slice_p" if variant.startswith("slice_p") else "gemv_dmma_slice_a", source=src, block=(s.bn, 1, 1),
                       dynamic_smem_bytes=16 * (kps + SLICE_A_PAD) * 4)
     kern = compile_source(ks, "sm_90")
     grid = (math.ceil(op.n / (s.bn // 32 * s.rn)), slice_a_split(op), math.ceil(op.m / 16))

@@ -835,8 +835,8 @@ def test_gemv_dmma_applies_alpha_and_beta_before_its_one_rounding():
 
 @pytest.mark.parametrize("m,n,k", [(12, 72, 1100), (20, 40, 516)])
 def test_gemv_dmma_proto_slice_a_sums_what_the_library_kernel_sums(m, n, k, rng, monkeypatch):
-    """benchmarks/gemv_dmma_proto.py's slice_a variants (A's whole K slice staged once per block in shared memory, unroll
-    4 and 8, 4 and 5 blocks per SM) against the library's FP64 GEMV kernel at the same K slices (base512): every slice's
+    """benchmarks/gemv_dmma_proto.py's slice_a and slice_p variants (A's whole K slice staged once per block in shared
+    memory, unroll 2 to 8, 4 and 5 blocks per SM; slice_p software-pipelined: two register buffers of W) against the library's FP64 GEMV kernel at the same K slices (base512): every slice's
     partial sums bit for bit, on random data (within float32's tolerance of a float64 product) and on data where the
     order of the steps shows (a product of 2^60 and its negative in a slice's first two steps: a kernel adding the
     same steps in another order rounds the rest differently); K ≡ 12 or 4 mod 16, a short last slice, rows past M, a
@@ -862,7 +862,8 @@ def test_gemv_dmma_proto_slice_a_sums_what_the_library_kernel_sums(m, n, k, rng,
     sums = {}
     for variant in ("base512", *(v for v in proto.SLICE_A_FORMS if v != "base512")):
         kern, grid, (kind, extra) = proto.kernel_for(op, s, variant)
-        assert kern.spill_bytes == 0 and grid[1] == proto.slice_a_split(op), (variant, kern.spill_bytes, grid)
+        assert grid[1] == proto.slice_a_split(op), (variant, grid)
+        assert kern.spill_bytes == 0 or variant in proto.SPILLING_FORMS, (variant, kern.spill_bytes)
         last = 1.0 if kind == "lib_sum" else extra[0]  # alpha, or the slice depth of the prototype's kernels
         for data, (x, y) in (("random", (a, w)), ("order", (a_big, w_big))):
             ws = np.full((grid[1], m, n), np.nan, np.float32)
