@@ -43,6 +43,7 @@ Nsight Compute ``ncu --profile-from-start off ... python benchmarks/gemv_dmma_pr
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
 import re
@@ -51,6 +52,7 @@ from dataclasses import replace
 import cupy as cp
 import numpy as np
 from beside import copy_gbps, gpu_name, llm_weights
+from cuda.bindings import driver as cu
 
 import tiledsl
 from tiledsl.codegen.writer import Writer
@@ -478,10 +480,73 @@ def slice_a_kernel(op, s, variant):
     return kern, grid, kps
 
 
-VARIANTS = ("base", "base_sum", "cluster", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256", *RING_FORMS, *SLICE_A_FORMS)
+PDL_WAIT = '  asm volatile("griddepcontrol.wait;" ::: "memory");  // PDL: the GEMV grid has completed, its writes visible\n'
+PDL_TRIGGER = '  asm volatile("griddepcontrol.launch_dependents;");  // PDL: the split-K kernel may launch\n'
+PDL_FORMS = ("pdl_none", "pdl_start", "pdl_loop")
+"""The split-K sum launched as a programmatic dependent launch (``cuLaunchKernelEx`` with programmatic stream
+serialization, through the CUDA Python bindings; the sum kernel waits in ``griddepcontrol.wait`` before it reads the
+workspace): the GEMV kernel triggers it nowhere (at its exit), at its start, or after its main loop."""
+
+
+def pdl_kernels(op, s, variant):
+    """The library's GEMV kernel (its trigger placed as ``variant`` says) and split-K kernel (waiting first)."""
+    ks = emit_gemm_gemv_mma(op, s)
+    src = ks.source
+    if variant == "pdl_start":
+        anchor = "  C += (long long)blockIdx.y * M * ldc;\n"
+        assert anchor in src
+        src = src.replace(anchor, anchor + PDL_TRIGGER)
+    elif variant == "pdl_loop":
+        anchor = "  // ---- epilogue"
+        assert anchor in src
+        src = src.replace(anchor, PDL_TRIGGER + anchor)
+    kern = compile_source(replace(ks, source=src), "sm_90")
+    red = emit_splitk_reduce(op, s)
+    body = red.source.index(") {\n", red.source.index('extern "C"')) + 4
+    red_kern = compile_source(replace(red, source=red.source[:body] + PDL_WAIT + red.source[body:]), "sm_90")
+    grid = (math.ceil(op.n / (s.bn // 32 * s.rn)), s.split_k, math.ceil(op.m / 16))
+    return kern, grid, red_kern
+
+
+def pdl_launch(kern, grid, args) -> None:
+    """``kern`` on CuPy's current stream as a programmatic dependent launch of the kernel before it."""
+    vals = []
+    for a in args:
+        if isinstance(a, cp.ndarray):
+            vals.append(ctypes.c_void_p(a.data.ptr))
+        elif isinstance(a, np.int32):
+            vals.append(ctypes.c_int32(int(a)))
+        elif isinstance(a, np.int64):
+            vals.append(ctypes.c_int64(int(a)))
+        else:
+            assert isinstance(a, np.float32), type(a)
+            vals.append(ctypes.c_float(float(a)))
+    ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = kern.block
+    cfg.sharedMemBytes = kern.dynamic_smem_bytes
+    cfg.hStream = cu.CUstream(cp.cuda.get_current_stream().ptr)
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value.programmaticStreamSerializationAllowed = 1
+    cfg.attrs = [attr]
+    cfg.numAttrs = 1
+    (err,) = cu.cuLaunchKernelEx(cfg, cu.CUfunction(kern.function().ptr), ctypes.addressof(ptrs), 0)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuLaunchKernelEx({kern.name}): {err}")
+
+
+VARIANTS = ("base", "base_sum", *PDL_FORMS, "cluster", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256", *RING_FORMS, *SLICE_A_FORMS)
 
 
 def kernel_for(op, s, variant):
+    if variant in PDL_FORMS and s.split_k > 1:  # the same kernels as base_sum: its bits
+        s8 = replace(s, split_k=min(s.split_k, 8), split_k_fused=False)
+        kern, grid, red = pdl_kernels(op, s8, variant)
+        return kern, grid, ("pdl", (s8, red))
+    if variant in PDL_FORMS:  # one slice: nothing to sum, base_sum's single launch
+        variant = "base_sum"
     if variant == "base512":  # the library's kernel at the slice_a variants' K slices, and its split-K sum
         s512 = replace(s, split_k=slice_a_split(op), split_k_fused=False)
         kern, grid = base_kernel(op, s512, "base")
@@ -528,7 +593,7 @@ def run_product(m, n, k, copy, variants, target, profile=False):
         out = cp.full((m, n), cp.nan, dtype=cp.float32)
         lib_args = (a, w, ws, np.int32(m), np.int32(n), np.int32(k), np.int64(k), np.int64(k), np.int64(n),
                     np.float32(1.0))
-        if kind in ("lib", "lib_sum"):
+        if kind in ("lib", "lib_sum", "pdl"):
             args = lib_args
         elif kind == "cluster":
             args = (a, w, out, *lib_args[3:])
@@ -547,10 +612,14 @@ def run_product(m, n, k, copy, variants, target, profile=False):
                              (ws, out, np.int32(m), np.int32(n), np.int64(n), np.float32(1.0))))
         elif kind == "lib_sum":
             launches = [(kern, grid, (a, w, out, *lib_args[3:]))]
+        if kind == "pdl":  # the split-K kernel (waiting in griddepcontrol.wait) as a dependent launch
+            red = kps[1]
+            launches.append((red, (math.ceil(m * n / red.block[0]), 1, 1),
+                             (ws, out, np.int32(m), np.int32(n), np.int64(n), np.float32(1.0)), True))
 
         def call(launches=launches):
-            for kn, gr, ar in launches:
-                launch(kn, gr, ar)
+            for kn, gr, ar, *dependent in launches:
+                (pdl_launch if dependent else launch)(kn, gr, ar)
         call()
         cp.cuda.Device().synchronize()
         if profile:  # one launch between cudaProfilerStart and Stop, for Nsight Compute
@@ -558,7 +627,7 @@ def run_product(m, n, k, copy, variants, target, profile=False):
             call()
             cp.cuda.Device().synchronize()
             cp.cuda.profiler.stop()
-        c = out if kind in ("lib_sum", "cluster", "staged_sum") else ws.sum(axis=0)
+        c = out if kind in ("lib_sum", "cluster", "staged_sum", "pdl") else ws.sum(axis=0)
         err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
         if not err < 1e-5:
             raise SystemExit(f"{m}x{n}x{k} {v}: error {err:.3e} against float64")
@@ -568,7 +637,7 @@ def run_product(m, n, k, copy, variants, target, profile=False):
             same = None
         elif kind == "lib_sum":
             sums[split], same = c, True
-        elif kind in ("cluster", "staged_sum"):  # against the library's kernel and split-K sum at the same slices
+        elif kind in ("cluster", "staged_sum", "pdl"):  # against the library's kernel and split-K sum at the same slices
             same = bool(cp.array_equal(c, sums[split])) if split in sums else None
         else:
             same = bool(cp.array_equal(c, base_c)) if base_c is not None else None
