@@ -50,6 +50,7 @@ from beside import (
 from gpu_check import gpu_or_exit
 
 import tiledsl
+from tiledsl import dependent
 
 TARGET_FRACTION = 0.85
 """The share of the measured copy bandwidth a few-row product's ``schedule=None`` is meant to reach."""
@@ -201,7 +202,12 @@ def main() -> int:
                          "two TF32 parts; other products exact; default ieee)")
     ap.add_argument("--layouts", nargs="+", choices=("NN", "NT"), default=["NN", "NT"],
                     help="x @ W (NN) and/or x @ W.T (NT) (default: both)")
+    ap.add_argument("--plain-launch", action="store_true",
+                    help="launch the split-K sum plainly, not as a programmatic dependent launch of the GEMV kernel "
+                         "(sm_90+; the same as TILEDSL_DEPENDENT_LAUNCH=0): the A/B of tiledsl.dependent")
     args = ap.parse_args()
+    if args.plain_launch:
+        dependent.set_enabled(False)
     if bad := [m for m in args.m if not 1 <= m <= 16]:
         ap.error(f"--m {bad}: few-row products have 1 to 16 rows")
     if not args.min_mib > 0:
@@ -220,7 +226,8 @@ def main() -> int:
             print(f"{how}, {name} ({size}): {s['at_target']} of {s['products']} at {TARGET_FRACTION:.0%} of the copy "
                   f"or more; lowest {s['lowest']:.2f}, geomean {s['geomean_fraction']:.2f}; geomean "
                   f"{s['geomean_ratio']:.2f}x cuBLAS")
-    write_results(args.out, gpu_name(), [dict(kind="copy", gbps=hbm, gpu_only_gbps=gpu_hbm),
+    write_results(args.out, gpu_name(), [dict(kind="copy", gbps=hbm, gpu_only_gbps=gpu_hbm,
+                                              dependent_launch=dependent.enabled()),
                                          dict(kind="summary", **result), *rows], cp.__version__)
     return 0
 

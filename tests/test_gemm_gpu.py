@@ -14,6 +14,8 @@ import pytest
 from dmma_cases import check_special_values, dmma_bound, special_operands
 
 import tiledsl
+from tiledsl import dependent
+from tiledsl.gemm import default_schedule
 
 pytestmark = pytest.mark.gpu
 
@@ -1256,3 +1258,52 @@ def test_gemv_dmma_special_values(layout_b, rng):
     bd = cp.asarray(b) if layout_b == "row" else cp.asarray(np.ascontiguousarray(b.T)).T
     s = tiledsl.GemmSchedule(kernel="gemv", mma="dmma", bm=16, bn=128, bk=16, rn=32, unroll=2, vec=4)
     check_special_values(cp.asnumpy(_gemm_nan_out(cp.asarray(a), bd, schedule=s)), a, b)
+
+
+@pytest.mark.parametrize("m,n,k,split,layout_b", [(16, 4096, 4096, 8, "col"), (7, 130, 999, 3, "row"),
+                                                  (129, 65, 1000, 4, "row")])
+def test_split_k_sum_as_a_dependent_launch_gives_the_plain_launchs_bits(m, n, k, split, layout_b):
+    """On sm_90+ with the CUDA Python bindings the split-K sum is a programmatic dependent launch (it waits in
+    griddepcontrol.wait for the main kernel's partial sums): checked to run that way (its launches counted), against
+    float64 with C poisoned and beta reading C, and bit for bit against the same call launched plainly
+    (tiledsl.dependent.set_enabled(False)) — the FP64 GEMV kernel at 16 rows (schedule=None) and FMA tiles."""
+    cp = _cp()
+    target = tiledsl.Target.current()
+    if target.cc < 90 or not dependent.usable(target.arch):
+        pytest.skip(f"dependent launches need sm_90+ and cuda-bindings: {target.name} ({target.arch})")
+    rng = np.random.default_rng(m * 31 + n + k)
+    a, ha, b, hb, op = _operands(m, n, k, "row", layout_b, rng)
+    s = (default_schedule(op, target) if m == 16 else
+         replace(tiledsl.preset("gemm", "sgemm_64x64_4x4"), split_k=split))
+    assert s.split_k == split and not s.split_k_fused, s
+    c0 = rng.uniform(-1, 1, (m, n))
+    calls = []
+    real = dependent.DependentLaunch.__call__
+
+    def counted(self, values, stream_ptr):
+        calls.append(stream_ptr)
+        return real(self, values, stream_ptr)
+
+    out = {}
+    try:
+        dependent.DependentLaunch.__call__ = counted
+        for on in (True, False):
+            dependent.set_enabled(on)
+            c = cp.asarray(c0.astype(np.float32))
+            if on:
+                c[0, 0] = cp.nan  # poisoned where beta reads it: NaN must come out there only
+            out[on] = tiledsl.gemm(a, b, c, alpha=0.5, beta=2.0, schedule=s)
+            cp.cuda.Device().synchronize()
+            if on:
+                assert len(calls) == 1, calls
+    finally:
+        dependent.DependentLaunch.__call__ = real
+        dependent.set_enabled(True)
+    got = cp.asnumpy(out[True]).astype(np.float64)
+    assert np.isnan(got[0, 0]) and np.isfinite(np.delete(got.ravel(), 0)).all()
+    ref = 0.5 * ha @ hb + 2.0 * c0
+    err = np.abs(np.delete((got - ref).ravel(), 0)).max() / np.abs(ref).max()
+    assert err < 1e-5 * max(1.0, k / 1024), err
+    plain = cp.asnumpy(out[False])
+    assert np.array_equal(cp.asnumpy(out[True])[0, 1:], plain[0, 1:]) and np.array_equal(got[1:], plain[1:])
+    assert len(calls) == 1  # the plain call did not go through it

@@ -19,7 +19,7 @@ from cupy._core._scalar import CScalar
 from cupy.cuda.function import CIntptr
 
 import tiledsl
-from tiledsl import cache, launch, registry, runtime
+from tiledsl import cache, dependent, launch, registry, runtime
 from tiledsl.compile import Kernel
 from tiledsl.gemm import api as gemm_api
 from tiledsl.planning import Workspace
@@ -39,6 +39,8 @@ def _value(arg):
 
 
 class _Recorder:
+    ptr = 0xF0F0  # a CUfunction handle for a dependent launch (tiledsl.dependent), never dereferenced
+
     def __init__(self, name: str, log: list) -> None:
         self.name, self.log = name, log
 
@@ -306,3 +308,79 @@ def test_gemv_fused_split_k_is_one_launch_with_its_workspace_and_tickets(fake_gp
     assert int(args[2]) not in (0, c.data.ptr) and int(args[11]) != 0
     assert args[4:11] == (np.int32(m), np.int32(n), np.int32(k), np.int64(k), np.int64(n), np.int64(n),
                           np.float32(2.0))
+
+
+class _FakeDriver:
+    """The few names of ``cuda.bindings.driver`` a dependent launch uses; ``cuLaunchKernelEx`` decodes the kernel's
+    arguments from the void** it is given (by the followup plan's parameter types) into the log."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+
+    class CUlaunchAttributeID:
+        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = "programmatic"
+
+    class CUlaunchAttribute:
+        def __init__(self) -> None:
+            self.id, self.value = None, type("Value", (), {"programmaticStreamSerializationAllowed": 0})()
+
+    class CUlaunchConfig:
+        pass
+
+    def __init__(self, log: list, types: tuple) -> None:
+        self.log, self.types = log, types
+        self.CUfunction = lambda h: ("function", h)
+        self.CUstream = lambda h: ("stream", h)
+
+    def cuLaunchKernelEx(self, cfg, fn, params, extra):
+        ptrs = (ctypes.c_void_p * len(self.types)).from_address(params)
+        args = tuple(t.from_address(ptrs[i]).value for i, t in enumerate(self.types))
+        attr = cfg.attrs[0]
+        self.log.append({"dependent": fn, "grid": (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ),
+                         "block": (cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ), "smem": cfg.sharedMemBytes,
+                         "stream": cfg.hStream, "attr": (cfg.numAttrs, attr.id,
+                                                         attr.value.programmaticStreamSerializationAllowed),
+                         "args": args, "extra": extra})
+        return (0,)
+
+
+def test_split_k_followup_is_a_dependent_launch_on_sm_90_with_the_same_arguments(fake_gpu, monkeypatch):
+    """On sm_90 with the CUDA Python bindings the split-K sum goes through cuLaunchKernelEx with programmatic stream
+    serialization (tiledsl.dependent): its arguments, read back from the void** the driver gets, are the ones the
+    plain CuPy launch passes; the main kernel stays a plain launch; set_enabled(False) goes back to CuPy."""
+    empty = fake_gpu.pop()
+    m, n, k = 16, 64, 8192
+    s = replace(tiledsl.registry.preset("gemm", "sgemm_64x64_4x4"), split_k=4)
+    red_plan = tiledsl.plan(tiledsl.GemmOp(m, n, k, read_c=True), s, device=H200).followup
+    types = tuple(ctypes.c_void_p if p.is_pointer else dependent.C_TYPES[p.c_type] for p in red_plan.params)
+    monkeypatch.setattr(dependent, "_DRIVER", [_FakeDriver(fake_gpu, types)])
+    monkeypatch.setattr(dependent, "_USABLE", {0: True})
+    monkeypatch.setattr(dependent, "_ENABLED", [True])
+    a, b, c = empty((m, k)), empty((k, n)), empty((m, n))
+    for _ in range(2):
+        tiledsl.gemm(a, b, c, schedule=s, alpha=3.0, beta=1.0)
+    was = dependent.set_enabled(False)
+    tiledsl.gemm(a, b, c, schedule=s, alpha=3.0, beta=1.0)
+    assert was is True and dependent.enabled() is False
+    runs = [e for e in fake_gpu if isinstance(e, dict) and ("name" in e or "dependent" in e)]
+    assert ["name" in r for r in runs] == [True, False, True, False, True, True]
+    plain = runs[5]  # the sum launched through CuPy
+    assert plain["name"] == red_plan.kernel_name and plain["grid"] == red_plan.grid
+    for dep in (runs[1], runs[3]):
+        assert dep["dependent"] == ("function", _Recorder.ptr) and dep["extra"] == 0
+        assert dep["grid"] == red_plan.grid and dep["block"] == red_plan.block == plain["block"]
+        assert dep["smem"] == plain["smem"] and dep["stream"] == ("stream", 0)
+        assert dep["attr"] == (1, "programmatic", 1)
+        want = [int(plain["args"][0]), int(plain["args"][1]), *(x.item() for x in plain["args"][2:])]
+        assert list(dep["args"]) == want and want[1] == c.data.ptr and want[-2:] == [3.0, 1.0], (dep["args"], want)
+
+
+def test_dependent_launch_needs_sm_90(monkeypatch):
+    """No dependent launch for an architecture before sm_90, an unknown one, or a device that says it is older."""
+    monkeypatch.setattr(runtime, "device_id", lambda: 7)
+    monkeypatch.setattr(dependent, "_USABLE", {})
+    for arch in (None, "sm_80", "sm_86", "compute_90", ""):
+        assert not dependent.usable(arch), arch
+    assert dependent._USABLE == {}  # decided from the architecture alone: no device was asked
+    monkeypatch.setattr(dependent, "_USABLE", {7: False})
+    assert not dependent.usable("sm_90a")

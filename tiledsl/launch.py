@@ -12,12 +12,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import cache, runtime
+from . import dependent as DEP
 from .compile import Kernel, compile_source
 from .errors import LaunchError
 from .family import Family
@@ -74,23 +76,32 @@ class Launcher:
     (:func:`tiledsl.runtime.c_packers`); a launch passes the others positionally, in the order ``order``
     names their bindings, and :attr:`slots` lists them in parameter order.
 
+    ``dependent=True`` (a kernel that waits in ``griddepcontrol.wait`` before reading what the kernel before it
+    wrote: GEMM split-K's sum) makes :attr:`dependent` a :class:`tiledsl.dependent.DependentLaunch` where the plan's
+    architecture and the device are sm_90+ and the CUDA Python bindings are installed; launches then go through it
+    while :func:`tiledsl.dependent.enabled`, else through CuPy.
+
     Raises:
         LaunchError: no CUDA device is available to load the kernel, or the plan's grid is out of range.
         ValueError: a run-time parameter's binding is not in ``order``.
     """
 
-    __slots__ = ("block", "fn", "grid", "name", "slots", "smem", "_pointers", "_scalars", "_template")
+    __slots__ = ("block", "dependent", "fn", "grid", "name", "slots", "smem", "_pointers", "_scalars", "_template")
 
-    def __init__(self, kernel: Kernel, plan: Plan, fixed: dict | None = None, order: tuple[str, ...] = ()) -> None:
+    def __init__(self, kernel: Kernel, plan: Plan, fixed: dict | None = None, order: tuple[str, ...] = (),
+                 dependent: bool = False) -> None:
         fixed = fixed or {}
         scalar, pointer = runtime.c_packers()
         template, pointers, scalars, slots = [], [], [], []
+        known: dict[int, int | float] = {}  # the values of the parameters known now, for a dependent launch
         for i, p in enumerate(plan.params):
             if p.source == "const":
                 template.append(scalar(p.pack(p.value)))
+                known[i] = p.value
             elif p.source in fixed:
                 v = fixed[p.source]
                 template.append(pointer(v or 0) if p.is_pointer else scalar(p.pack(v)))
+                known[i] = v or 0
             else:
                 if p.source not in order:
                     raise ValueError(f"kernel parameter {p.name} <- {p.source} is neither fixed nor in {order}")
@@ -111,6 +122,12 @@ class Launcher:
         self.slots = tuple(slots)
         self._pointers = tuple((i, j, pointer) for i, j in pointers)
         self._scalars = tuple(scalars)
+        self.dependent = None
+        if dependent and not any(p.is_by_value for p in plan.params) and DEP.usable(plan.arch):
+            self.dependent = DEP.DependentLaunch(
+                self.fn.ptr, self.name, grid, self.block, self.smem,
+                tuple(ctypes.c_void_p if p.is_pointer else DEP.C_TYPES[p.c_type] for p in plan.params), known,
+                tuple((i, j) for i, j in pointers) + tuple((i, j) for i, j, _ in scalars))
 
     def __call__(self, values: tuple, stream=None) -> None:
         """Launch on ``stream`` (an object with the stream's address as ``.ptr``; None: CuPy's current
@@ -120,6 +137,9 @@ class Launcher:
         Raises:
             LaunchError: CUDA refuses the launch.
         """
+        if self.dependent is not None and DEP.enabled():
+            self.dependent(values, (runtime.cupy_module().cuda.get_current_stream() if stream is None else stream).ptr)
+            return
         args = self._template.copy()
         for i, j, pointer in self._pointers:
             args[i] = pointer(values[j])

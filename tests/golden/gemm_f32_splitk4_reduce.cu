@@ -5,6 +5,11 @@ tiledsl_gemm_splitk_reduce_f32_beta_sk4(const float* __restrict__ W, float* __re
   const long long idx = blockIdx.x * 256LL + threadIdx.x;   // element of C, row-major
   const long long mn = (long long)M * N;
   if (idx >= mn) return;
+  #if __CUDA_ARCH__ >= 900
+  // launched as a programmatic dependent launch of the main kernel (sm_90+, tiledsl.dependent.DependentLaunch):
+  // wait until that grid has completed and its partial sums are visible (a no-op after a plain launch)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  #endif
   float sum = 0.f;
   #pragma unroll
   for (int z = 0; z < SPLIT_K; ++z) sum += W[z * mn + idx];   // fixed order: deterministic

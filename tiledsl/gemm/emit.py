@@ -41,7 +41,9 @@ __all__ = ["emit_gemm", "emit_splitk_reduce", "grid", "kernel_name", "kernel_nam
 def emit_splitk_reduce(op: GemmOp, s: GemmSchedule, standalone: bool = True) -> KernelSource:
     """The second kernel of a split-K GEMM: C = alpha · Σ_z W[z] (+ beta · C), summed in a fixed order
     (z = 0, 1, …), so results are bitwise reproducible. One thread per element of C, 256 per block;
-    launch on ceil(M·N / 256) blocks. ``standalone=False``: without the dtype helpers and the SPLIT_K
+    launch on ceil(M·N / 256) blocks. On sm_90+ it waits in ``griddepcontrol.wait`` before reading the partial
+    sums, so it may be launched as a programmatic dependent launch of the main kernel (its launch overlaps the
+    main kernel's last blocks; CUDA Programming Guide, "Programmatic Dependent Launch and Synchronization"). ``standalone=False``: without the dtype helpers and the SPLIT_K
     constant, for a file that already holds the main kernel's source (the exported ``kernel.cu``)."""
     dt = dtypes.get(op.dtype)
     t = dt.c_type
@@ -61,6 +63,11 @@ def emit_splitk_reduce(op: GemmOp, s: GemmSchedule, standalone: bool = True) -> 
         w(f"const long long idx = blockIdx.x * {p.threads}LL + threadIdx.x;   // element {where}",
           "const long long mn = (long long)M * N;",
           "if (idx >= mn) return;",
+          "#if __CUDA_ARCH__ >= 900",
+          "// launched as a programmatic dependent launch of the main kernel (sm_90+, tiledsl.dependent.DependentLaunch):",
+          "// wait until that grid has completed and its partial sums are visible (a no-op after a plain launch)",
+          'asm volatile("griddepcontrol.wait;" ::: "memory");',
+          "#endif",
           "float sum = 0.f;",
           "#pragma unroll" if s.split_k <= 64 else "#pragma unroll 32  // many slices: 32 loads in flight at a time",
           "for (int z = 0; z < SPLIT_K; ++z) sum += W[z * mn + idx];   // fixed order: deterministic",

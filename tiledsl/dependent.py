@@ -1,0 +1,144 @@
+"""Programmatic dependent launch (PDL, sm_90+): a kernel launched so that the GPU may set it up while the kernel
+before it on the stream is still finishing. The dependent kernel waits in ``griddepcontrol.wait`` (PTX ISA,
+"griddepcontrol") until that grid has completed and its writes are visible, then reads them (CUDA C++ Programming
+Guide, "Programmatic Dependent Launch and Synchronization"). CuPy's kernel launch cannot ask for it; the driver's
+``cuLaunchKernelEx`` with the attribute ``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`` does, through the
+CUDA Python bindings (package ``cuda-bindings``, as TMA tensor maps use).
+
+tiledsl launches GEMM split-K's second kernel (the sum of the K slices, :func:`tiledsl.gemm.emit.emit_splitk_reduce`)
+this way. Measured on an H100 (``python benchmarks/gemv_dmma_proto.py --m 16 12 9 --variants base base_sum pdl_none
+pdl_start pdl_loop``, 2026-12-05; ``benchmarks/results/pdl_h100_2026-12-05/``): the FP64 GEMV kernel and its split-K
+sum, GPU alone, 0.835 / 0.838 / 0.839 of a 2 GiB copy's bandwidth at 16 / 12 / 9 rows launched plainly, 0.847 / 0.849
+/ 0.851 with the sum as a dependent launch (geomean of 12 products of 64 MiB or more; the main kernel alone 0.871),
+the bits the same. Where the trigger ``griddepcontrol.launch_dependents`` stands in the main kernel (nowhere, at its
+start, after its main loop) changed nothing measurable, so the main kernels have none: the dependent grid is set up as
+the main kernel's blocks retire.
+
+``TILEDSL_DEPENDENT_LAUNCH=0`` in the environment, or :func:`set_enabled` (False), launches every kernel plainly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import re
+import threading
+
+from . import runtime
+from .errors import LaunchError
+
+__all__ = ["C_TYPES", "DependentLaunch", "enabled", "set_enabled", "usable"]
+
+C_TYPES = {"int": ctypes.c_int32, "long long": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double,
+           "unsigned int": ctypes.c_uint32, "unsigned long long": ctypes.c_uint64}
+"""C type of a scalar kernel parameter -> its ctypes type (pointers are ``ctypes.c_void_p``)."""
+
+MIN_CC = 90
+"""The first compute capability with programmatic dependent launch (Hopper, sm_90)."""
+
+_ENABLED = [os.environ.get("TILEDSL_DEPENDENT_LAUNCH", "1") != "0"]
+_USABLE: dict[int, bool] = {}  # device ordinal -> whether its launches may be dependent
+_DRIVER: list = []
+
+
+def enabled() -> bool:
+    """Whether launchers that may launch dependent do (``TILEDSL_DEPENDENT_LAUNCH``, :func:`set_enabled`)."""
+    return _ENABLED[0]
+
+
+def set_enabled(on: bool) -> bool:
+    """Turn dependent launches on or off for every launcher, from its next launch on (a benchmark's A/B); returns
+    the previous setting."""
+    was, _ENABLED[0] = _ENABLED[0], bool(on)
+    return was
+
+
+def _driver():
+    if not _DRIVER:
+        from cuda.bindings import driver  # optional: the cuda12 / cuda13 extras install it
+
+        _DRIVER.append(driver)
+    return _DRIVER[0]
+
+
+def usable(arch: str | None) -> bool:
+    """Whether a kernel compiled for ``arch`` ("sm_90") can be launched dependent on the current device: the
+    architecture and the device are sm_90 or later and the CUDA Python bindings are installed (read once per
+    device). False without a device, an architecture, or the bindings."""
+    number = re.match(r"sm_(\d+)", arch or "")
+    if number is None or int(number.group(1)) < MIN_CC:
+        return False
+    dev = runtime.device_id()
+    ok = _USABLE.get(dev)
+    if ok is None:
+        try:
+            cc = int(runtime.cupy_module().cuda.Device(dev).compute_capability)
+        except Exception:  # no device or driver to ask: launched plainly
+            cc = 0
+        ok = cc >= MIN_CC and importlib.util.find_spec("cuda") is not None \
+            and importlib.util.find_spec("cuda.bindings") is not None
+        _USABLE[dev] = ok
+    return ok
+
+
+class DependentLaunch:
+    """One kernel launched with programmatic stream serialization (``cuLaunchKernelEx``), its arguments held in one
+    C structure: the values known up front written once, the run-time ones (``slots``: their field and the index of
+    their value in a call's ``values``) written by each launch, under a lock (the driver copies the arguments when
+    the launch is enqueued, so the structure is free again when it returns).
+
+    Args:
+        fn: the loaded kernel's ``CUfunction`` handle (CuPy's ``Function.ptr``).
+        name: the kernel's name (for errors).
+        grid, block: blocks and threads per block (x, y, z); smem: dynamic shared memory, bytes.
+        types: the ctypes type of each parameter, in order.
+        fixed: {parameter index: value} of the parameters known up front.
+        slots: (parameter index, index into a call's values) of the run-time ones.
+
+    Raises:
+        LaunchError: the driver refuses a launch (it names the kernel and the error).
+    """
+
+    __slots__ = ("_addr", "_args", "_attr", "_cfg", "_fn", "_lock", "_name", "_ptrs", "_slots", "_stream")
+
+    def __init__(self, fn: int, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int,
+                 types: tuple, fixed: dict[int, int | float], slots: tuple[tuple[int, int], ...]) -> None:
+        cu = _driver()
+        args_t = type("KernelArgs", (ctypes.Structure,), {"_fields_": [(f"p{i}", t) for i, t in enumerate(types)]})
+        self._args = args_t()
+        for i, v in fixed.items():
+            setattr(self._args, f"p{i}", v)
+        base = ctypes.addressof(self._args)
+        self._ptrs = (ctypes.c_void_p * len(types))(*[base + getattr(args_t, f"p{i}").offset
+                                                      for i in range(len(types))])
+        self._addr = ctypes.addressof(self._ptrs)
+        self._slots = tuple((f"p{i}", j) for i, j in slots)
+        self._attr = cu.CUlaunchAttribute()
+        self._attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        self._attr.value.programmaticStreamSerializationAllowed = 1
+        cfg = self._cfg = cu.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block
+        cfg.sharedMemBytes = smem
+        cfg.attrs = [self._attr]
+        cfg.numAttrs = 1
+        self._fn = cu.CUfunction(fn)
+        self._name = name
+        self._stream = -1  # the stream address cfg.hStream holds
+        self._lock = threading.Lock()
+
+    def __call__(self, values: tuple, stream_ptr: int) -> None:
+        """Launch on the stream at ``stream_ptr``, the run-time parameters from ``values`` (device pointers as ints,
+        0 for nullptr; scalars as Python or NumPy numbers)."""
+        cu = _driver()
+        with self._lock:
+            args = self._args
+            for field, j in self._slots:
+                setattr(args, field, values[j] or 0)
+            if stream_ptr != self._stream:
+                self._cfg.hStream = cu.CUstream(stream_ptr)
+                self._stream = stream_ptr
+            (err,) = cu.cuLaunchKernelEx(self._cfg, self._fn, self._addr, 0)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise LaunchError(f"dependent launch (cuLaunchKernelEx) of {self._name} failed: {err.name}")
