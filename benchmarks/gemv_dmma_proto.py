@@ -482,10 +482,30 @@ def slice_a_kernel(op, s, variant):
 
 PDL_WAIT = '  asm volatile("griddepcontrol.wait;" ::: "memory");  // PDL: the GEMV grid has completed, its writes visible\n'
 PDL_TRIGGER = '  asm volatile("griddepcontrol.launch_dependents;");  // PDL: the split-K kernel may launch\n'
-PDL_FORMS = ("pdl_none", "pdl_start", "pdl_loop")
+PDL_FORMS = ("pdl_none", "pdl_start", "pdl_loop", "pdl_vec4")
 """The split-K sum launched as a programmatic dependent launch (``cuLaunchKernelEx`` with programmatic stream
 serialization, through the CUDA Python bindings; the sum kernel waits in ``griddepcontrol.wait`` before it reads the
-workspace): the GEMV kernel triggers it nowhere (at its exit), at its start, or after its main loop."""
+workspace): the GEMV kernel triggers it nowhere (at its exit), at its start, or after its main loop; ``pdl_vec4``:
+as ``pdl_none`` with a split-K kernel that sums 4 adjacent elements per thread (16-byte loads; M·N a multiple of 4)."""
+
+SUM_VEC4 = r"""// the split-K sum, 4 adjacent elements of C per thread (16-byte loads of the workspace), as a dependent launch
+extern "C" __global__ void __launch_bounds__(256)
+splitk_sum_vec4(const float* __restrict__ W, float* __restrict__ C, int M, int N, long long ldc, float alpha) {
+  const long long idx = 4 * (blockIdx.x * 256LL + threadIdx.x);  // first of 4 elements of C, row-major
+  const long long mn = (long long)M * N;
+  if (idx >= mn) return;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+  #pragma unroll
+  for (int z = 0; z < SPLIT_K; ++z) {  // the same order as the library's kernel: its bits
+    const float4 v = *reinterpret_cast<const float4*>(W + z * mn + idx);
+    sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
+  }
+  const float s[4] = {sum.x, sum.y, sum.z, sum.w};
+  #pragma unroll
+  for (int e = 0; e < 4; ++e) C[((idx + e) / N) * ldc + (idx + e) % N] = alpha * s[e];
+}
+"""
 
 
 def pdl_kernels(op, s, variant):
@@ -501,6 +521,12 @@ def pdl_kernels(op, s, variant):
         assert anchor in src
         src = src.replace(anchor, PDL_TRIGGER + anchor)
     kern = compile_source(replace(ks, source=src), "sm_90")
+    if variant == "pdl_vec4":
+        assert op.m * op.n % 4 == 0, (op.m, op.n)
+        red = KernelSource(name="splitk_sum_vec4", source=f"constexpr int SPLIT_K = {s.split_k};\n" + SUM_VEC4,
+                           block=(256, 1, 1))
+        grid = (math.ceil(op.n / (s.bn // 32 * s.rn)), s.split_k, math.ceil(op.m / 16))
+        return kern, grid, compile_source(red, "sm_90")
     red = emit_splitk_reduce(op, s)
     body = red.source.index(") {\n", red.source.index('extern "C"')) + 4
     red_kern = compile_source(replace(red, source=red.source[:body] + PDL_WAIT + red.source[body:]), "sm_90")
@@ -614,7 +640,8 @@ def run_product(m, n, k, copy, variants, target, profile=False):
             launches = [(kern, grid, (a, w, out, *lib_args[3:]))]
         if kind == "pdl":  # the split-K kernel (waiting in griddepcontrol.wait) as a dependent launch
             red = kps[1]
-            launches.append((red, (math.ceil(m * n / red.block[0]), 1, 1),
+            per = 4 if v == "pdl_vec4" else 1
+            launches.append((red, (math.ceil(m * n / (per * red.block[0])), 1, 1),
                              (ws, out, np.int32(m), np.int32(n), np.int64(n), np.float32(1.0)), True))
 
         def call(launches=launches):
