@@ -703,7 +703,7 @@ def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, 
     """mma="dmma": gemv_dmma_schedule's form compiles for sm_90 and sm_90a within its register cap, without spills,
     one m16n8k16 float64 mma.sync per fragment and k16 step (SASS DMMA) and float64 accumulators named in the kernel;
     schedule=None takes it on an H200 or H100 exactly where GEMV_DMMA_DEFAULT says (x @ W.T of 9-16 rows, x @ W of
-    16 rows with B of at least 64 MiB; these B are all larger than 2 MiB; 8 rows stay on the FMA kernels), the FMA
+    9-16 rows with B of at least 64 MiB; these B are all larger than 2 MiB; 8 rows stay on the FMA kernels), the FMA
     kernels elsewhere and on an A100 (sm_80 is refused by name)."""
     from tiledsl.gemm.family import builtin_choice, gemv_dmma_schedule
     from tiledsl.sass import find_nvdisasm, loop_mix
@@ -713,7 +713,7 @@ def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, 
     s = gemv_dmma_schedule(op, h200)
     assert (s.kernel, s.mma, s.bm, s.rn, s.unroll, s.fragment_prefetch) == (
         ("gemv", "dmma", 16, 16, 4, False) if layout_b == "col" else ("gemv", "dmma", 16, 64, 2, False))
-    takes = 9 <= m <= 16 if layout_b == "col" else m == 16 and 4 * n * k >= 64 << 20
+    takes = 9 <= m <= 16 if layout_b == "col" else 9 <= m <= 16 and 4 * n * k >= 64 << 20
     for target in (h200, h100):
         choice, why = builtin_choice(op, target)
         assert (choice == gemv_dmma_schedule(op, target)) == takes and (choice.mma == "dmma") == takes, (op, target)

@@ -1214,13 +1214,14 @@ def test_gemv_dmma_against_float64(m, n, k, layout_b, rng):
 
 @pytest.mark.parametrize("m,n,k,layout_b", [(9, 4096, 1000, "col"), (11, 768, 3072, "col"), (16, 1024, 4096, "col"),
                                             (8, 4096, 1000, "col"), (12, 512, 512, "col"), (16, 4096, 4096, "row"),
-                                            (12, 4096, 4096, "row"), (16, 4096, 1024, "row")])
+                                            (12, 4096, 4096, "row"), (16, 4096, 1024, "row"), (9, 4096, 4096, "row"),
+                                            (8, 4096, 4096, "row")])
 def test_schedule_none_runs_the_fp64_gemv_kernel_where_gemv_dmma_default_says(m, n, k, layout_b, rng):
     """schedule=None on an H100 or H200 runs the FP64 GEMV kernel exactly where gemv_dmma_default takes it (x @ W.T of
-    9-16 rows with W of at least 2 MiB, x @ W of 16 rows with W of at least 64 MiB): the call's C (NaN-poisoned first)
+    9-16 rows with W of at least 2 MiB, x @ W of 9-16 rows with W of at least 64 MiB): the call's C (NaN-poisoned first)
     equals, bit for bit, the explicit call with the schedule the rule names, and is within the float64-sum bound where
-    it is the FP64 kernel, within the float32 tolerance elsewhere (8 rows, W of 1 MiB, 12 rows of x @ W, x @ W with W of
-    16 MiB: the FMA kernels). The GPUs are named here, not read from the rule's table."""
+    it is the FP64 kernel, within the float32 tolerance elsewhere (8 rows, W of 1 MiB, x @ W with W of 16 MiB: the FMA
+    kernels). The GPUs are named here, not read from the rule's table."""
     cp = _cp()
     from tiledsl.gemm import default_schedule
     from tiledsl.gemm.family import gemv_dmma_default
@@ -1232,7 +1233,7 @@ def test_schedule_none_runs_the_fp64_gemv_kernel_where_gemv_dmma_default_says(m,
     a, _ = _rand((m, k), rng)
     b, _ = _rand((k, n), rng, layout=layout_b)
     op = tiledsl.GemmOp(m, n, k, layout_b=layout_b, align_c=4 if n % 4 == 0 else 1)  # as the call's
-    takes = (9 <= m <= 16 and 4 * n * k >= 2 << 20) if layout_b == "col" else (m == 16 and 4 * n * k >= 64 << 20)
+    takes = 9 <= m <= 16 and 4 * n * k >= (2 << 20 if layout_b == "col" else 64 << 20)
     assert (gemv_dmma_default(op, target) is not None) == takes, op
     pick = default_schedule(op, target)
     assert (pick.mma == "dmma") == takes, pick

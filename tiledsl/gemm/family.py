@@ -830,7 +830,7 @@ Its ring was faster still (1.055× and 1.080×) but holds 255 registers and spil
 estimate: 4 and 2."""
 
 GEMV_DMMA_DEFAULT = {"col": GemvDmmaExtent(min_rows=9, max_rows=16, min_b_bytes=2 << 20),
-                     "row": GemvDmmaExtent(min_rows=16, max_rows=16, min_b_bytes=64 << 20)}
+                     "row": GemvDmmaExtent(min_rows=9, max_rows=16, min_b_bytes=64 << 20)}
 """Where ``schedule=None`` takes :func:`gemv_dmma_schedule` (:func:`gemv_dmma_default`), by the layout of B. x @ W.T: on
 an H200 (:data:`GEMV_DMMA`'s run) at 12 and 16 rows on every LLM product, 1.14-1.62× faster than the FMA GEMV kernels per
 call (the products of 2-16 MiB included; the smallest, 768 × 768, is 2.25 MiB: smaller B were not measured), 13-15 lying
@@ -839,9 +839,19 @@ twelve products of at least 64 MiB, 9-10 of 12 faster, the slowest 0.98×; GPU a
 1.07-1.49×), where at 12 rows the margin (1.07×) was a third of the H200's (1.216×): the FMA kernel's issue rate, not
 the memory, bounds it, and the H200 streams 1.4× the bytes per FMA an H100 does. 8 rows lost on an H100 (0.94×; the FMA
 kernel reaches 0.89 of the copy there): not taken. The H100 measured is the SXM part (HBM3); an H100 PCIe, with two
-thirds of its bytes per FMA, was not, and may gain less at 9-11 rows. x @ W at 16 rows on B of at least 64 MiB (H200),
-0.988-1.122× (1.055× geomean, 10 of 11 faster; smaller ones 0.84-1.03×, and at 12 rows 1.027×, 5 of 11 slower: not
-taken)."""
+thirds of its bytes per FMA, was not, and may gain less at 9-11 rows. x @ W on B of at least 64 MiB: at 16 rows on an
+H200 0.988-1.122× (1.055× geomean, 10 of 11 faster; smaller ones 0.84-1.03×), at 12 rows there 1.027× (5 of 11 slower);
+9-15 rows since session 36 on an H100 (:data:`GEMV_DMMA_NN_ROWS_MEASURED`, the split-K sum a dependent launch in both
+kernels): per call 1.04 / 1.15 / 1.05× at 9 / 12 / 15 rows (geomean of twelve products, 8, 9 and 11 of 12 faster, the
+slowest 0.976×), GPU alone 0.849 / 0.832 / 0.810 of the copy for the FMA kernels against 0.867 / 0.861 / 0.842; under
+64 MiB the FP64 kernel lost (per call 0.96-1.01×, GPU alone 0.90-0.98×): the 64 MiB floor stays."""
+
+GEMV_DMMA_NN_ROWS_MEASURED = "benchmarks/results/pdl_h100_2026-12-05"
+"""Where x @ W's 9-15-row extent of :data:`GEMV_DMMA_DEFAULT` was measured (NVIDIA H100 80GB HBM3, 2026-12-05, session
+36, commit 69a4fef): ``nn_fma.json`` (``python benchmarks/gemv_hbm.py --m 9 12 15 --layouts NN``, the FMA kernels) and
+``nn_dmma.json`` (the same with ``--variant dmma``), each product checked against float64 and timed per call and GPU
+alone beside cuBLAS; the same comparison on commit 127f028 (split-K sums launched plainly): ``nn_fma_127f028.json`` /
+``nn_dmma_127f028.json``, per call 1.04 / 1.05 / 1.05×."""
 
 GEMV_DMMA_ROWS_MEASURED = "benchmarks/results/gemv_dmma_h100_2026-12-05"
 """Where the 9-11-row extent of :data:`GEMV_DMMA_DEFAULT` was measured (NVIDIA H100 80GB HBM3, 2026-12-05, session 35,
@@ -881,8 +891,8 @@ def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
 
 def gemv_dmma_default(op: GemmOp, target: Target) -> GemmSchedule | None:
     """:func:`gemv_dmma_schedule` where ``schedule=None`` takes it (:data:`GEMV_DMMA_DEFAULT`: x @ W.T of 9-16 rows with B
-    of at least 2 MiB, x @ W of 16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels: on an
-    H200, and 9-11 rows of x @ W.T on an H100) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`, where the kernel's rules
+    of at least 2 MiB, x @ W of 9-16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels: on
+    an H200, and 9-11 rows of x @ W.T and 9-15 of x @ W on an H100) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`, where the kernel's rules
     take the op (:func:`gemv_dmma_refusal`: IEEE float32, A and C row-major, A and B 16-byte aligned); None elsewhere
     (the FMA GEMV kernel stays). The bits of a row then depend on how many rows the call has (8 rows: FMA sums; 9:
     float64 sums rounded once per slice), as with any change of kernel."""
