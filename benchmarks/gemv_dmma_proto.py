@@ -345,6 +345,22 @@ def staged_kernel(op, s, variant):
     return kern, grid
 
 
+SLICE_A_LOOP = r"""    int k = 0;  // from k_begin
+    #pragma unroll 1
+    for (; k + 16 * UNROLL <= depth; k += 16 * UNROLL) {
+      float4 b[UNROLL][FRAGS];
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        #pragma unroll
+        for (int j = 0; j < FRAGS; ++j) b[u][j] = __ldcs(reinterpret_cast<const float4*>(b_col[j] + k + 16 * u));
+      #pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        multiply_step(acc, *reinterpret_cast<const float4*>(s_lo + k + 16 * u),
+                      *reinterpret_cast<const float4*>(s_hi + k + 16 * u), b[u]);
+    }
+"""
+"""The slice_a variants' main loop: UNROLL k16 steps of W loaded, then multiplied with A read from shared memory."""
+
 SLICE_A = r"""
 // A's whole K slice staged once per block in shared memory as float32 (one barrier, at the start), read at use time:
 // no registers hold A in flight, so UNROLL steps of B in flight cost half the registers of the library's form
@@ -367,20 +383,7 @@ constexpr int FRAGS = RN / 8;
   for (int j = 0; j < FRAGS; ++j) b_col[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + k_begin + 4 * t;
   double acc[FRAGS][4] = {};
   if (n0 < N) {
-    int k = 0;  // from k_begin
-    #pragma unroll 1
-    for (; k + 16 * UNROLL <= depth; k += 16 * UNROLL) {
-      float4 b[UNROLL][FRAGS];
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u)
-        #pragma unroll
-        for (int j = 0; j < FRAGS; ++j) b[u][j] = __ldcs(reinterpret_cast<const float4*>(b_col[j] + k + 16 * u));
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u)
-        multiply_step(acc, *reinterpret_cast<const float4*>(s_lo + k + 16 * u),
-                      *reinterpret_cast<const float4*>(s_hi + k + 16 * u), b[u]);
-    }
-    #pragma unroll 1
+""" + SLICE_A_LOOP + r"""    #pragma unroll 1
     for (; k < depth; k += 16) {
       const bool in = k + 4 * t < depth;
       const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -401,20 +404,7 @@ constexpr int FRAGS = RN / 8;
 }
 """
 
-SLICE_P = SLICE_A.replace("gemv_dmma_slice_a", "gemv_dmma_slice_p").replace(r"""    int k = 0;  // from k_begin
-    #pragma unroll 1
-    for (; k + 16 * UNROLL <= depth; k += 16 * UNROLL) {
-      float4 b[UNROLL][FRAGS];
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u)
-        #pragma unroll
-        for (int j = 0; j < FRAGS; ++j) b[u][j] = __ldcs(reinterpret_cast<const float4*>(b_col[j] + k + 16 * u));
-      #pragma unroll
-      for (int u = 0; u < UNROLL; ++u)
-        multiply_step(acc, *reinterpret_cast<const float4*>(s_lo + k + 16 * u),
-                      *reinterpret_cast<const float4*>(s_hi + k + 16 * u), b[u]);
-    }
-""", r"""    // software-pipelined: group i + 1's vectors of W are requested before group i is multiplied (two register
+SLICE_P = SLICE_A.replace("gemv_dmma_slice_a", "gemv_dmma_slice_p").replace(SLICE_A_LOOP, r"""    // software-pipelined: group i + 1's vectors of W are requested before group i is multiplied (two register
     // buffers, the loop unrolled by two so that neither is copied), the same steps in the same order
     auto load = [&](float4 (&b)[UNROLL][FRAGS], int k) {
       #pragma unroll
