@@ -375,6 +375,55 @@ def test_split_k_followup_is_a_dependent_launch_on_sm_90_with_the_same_arguments
         assert list(dep["args"]) == want and want[1] == c.data.ptr and want[-2:] == [3.0, 1.0], (dep["args"], want)
 
 
+def test_dependent_launch_packs_scalars_as_the_plain_launch_and_wraps_binding_errors(fake_gpu, monkeypatch):
+    """The dependent launch packs run-time scalars as the plain launch does (NumPy's scalar of the C type): alpha =
+    -0.0 arrives as -0.0 (C's sign of zero as without split-K), a string alpha "2.0" as 2.0; an exception inside the
+    bindings comes back as a LaunchError with the lock free for the next launch."""
+    empty = fake_gpu.pop()
+    m, n, k = 16, 64, 8192
+    s = replace(tiledsl.registry.preset("gemm", "sgemm_64x64_4x4"), split_k=4)
+    red_plan = tiledsl.plan(tiledsl.GemmOp(m, n, k), s, device=H200).followup
+    types = tuple(ctypes.c_void_p if p.is_pointer else dependent.C_TYPES[p.c_type] for p in red_plan.params)
+    driver = _FakeDriver(fake_gpu, types)
+    monkeypatch.setattr(dependent, "_DRIVER", [driver])
+    monkeypatch.setattr(dependent, "_USABLE", {0: True})
+    monkeypatch.setattr(dependent, "_ENABLED", [True])
+    a, b, c = empty((m, k)), empty((k, n)), empty((m, n))
+    tiledsl.gemm(a, b, c, schedule=s, alpha=-0.0)
+    tiledsl.gemm(a, b, c, schedule=s, alpha=-0.0)  # the cached call: values straight from the caller
+    deps = [e for e in fake_gpu if isinstance(e, dict) and "dependent" in e]
+    assert len(deps) == 2 and all(str(d["args"][-1]) == "-0.0" for d in deps), [d["args"] for d in deps]
+    tiledsl.gemm(a, b, c, schedule=s, alpha="2.0")  # NumPy's float32("2.0"), as the plain launch packs it
+    deps = [e for e in fake_gpu if isinstance(e, dict) and "dependent" in e]
+    assert len(deps) == 3 and deps[-1]["args"][-1] == 2.0
+
+    def broken(*args):
+        raise RuntimeError('Function "cuLaunchKernelEx" not found')
+
+    monkeypatch.setattr(driver, "cuLaunchKernelEx", broken)
+    with pytest.raises(tiledsl.LaunchError, match="cuLaunchKernelEx.*not found"):
+        tiledsl.gemm(a, b, c, schedule=s, alpha=1.0)
+    monkeypatch.setattr(driver, "cuLaunchKernelEx", _FakeDriver.cuLaunchKernelEx.__get__(driver))
+    tiledsl.gemm(a, b, c, schedule=s, alpha=1.0)  # the lock was released
+    assert len([e for e in fake_gpu if isinstance(e, dict) and "dependent" in e]) == 4
+
+
+def test_dependent_launch_falls_back_where_the_bindings_do_not_import(monkeypatch):
+    """usable() is False, not an exception, without a device to ask and where cuda.bindings is found but does not
+    import (a broken or mismatched install), so such a machine launches the split-K sum plainly."""
+    monkeypatch.setattr(dependent, "_USABLE", {})
+    monkeypatch.setattr(runtime, "device_id", lambda: (_ for _ in ()).throw(RuntimeError("no CUDA driver")))
+    assert dependent.usable("sm_90") is False
+    monkeypatch.setattr(runtime, "device_id", lambda: 3)
+    monkeypatch.setattr(runtime, "cupy_module", lambda: type("C", (), {"cuda": type("D", (), {
+        "Device": staticmethod(lambda dev: type("G", (), {"compute_capability": "90"})())})}))
+    monkeypatch.setattr(dependent, "_DRIVER", [])
+    monkeypatch.setitem(__import__("sys").modules, "cuda.bindings.driver", None)  # import halts
+    assert dependent.usable("sm_90") is False and dependent._USABLE == {3: False}
+    with pytest.raises(TypeError, match="True or False"):
+        dependent.set_enabled("0")
+
+
 def test_dependent_launch_needs_sm_90(monkeypatch):
     """No dependent launch for an architecture before sm_90, an unknown one, or a device that says it is older."""
     monkeypatch.setattr(runtime, "device_id", lambda: 7)

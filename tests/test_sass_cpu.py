@@ -6,6 +6,7 @@ import io
 import struct
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,26 @@ def test_sass_mix_script_names_a_bad_argument(args, says):
     """Checked before anything compiles (no nvdisasm needed)."""
     run = _sass_mix(*args)
     assert run.returncode != 0 and says in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("read_c", [False, True])
+def test_split_k_sum_waits_for_the_main_grid_before_its_coherent_loads(read_c):
+    """The split-K sum (a dependent launch on sm_90+, tiledsl.dependent) in SASS: on sm_90 and sm_90a its
+    griddepcontrol.wait (ACQBULK) comes before every load, and no load of the workspace takes the read-only path
+    (LDG.E.CONSTANT: the main kernel may still be writing it when the grid starts); on sm_80 there is no wait."""
+    from tiledsl.compile import compile_source
+    from tiledsl.gemm.emit import emit_splitk_reduce
+
+    _nvdisasm_or_skip()
+    op = tiledsl.GemmOp(16, 4096, 4096, read_c=read_c)
+    ks = emit_splitk_reduce(op, replace(tiledsl.preset("gemm", "sgemm_64x64_4x4"), split_k=8))
+    for arch in ("sm_80", "sm_90", "sm_90a"):
+        sass = [ins for _, ins in (x for x in disassemble(compile_source(ks, arch).cubin) if isinstance(x, tuple))]
+        loads = [i for i, ins in enumerate(sass) if ins.startswith("LDG")]
+        waits = [i for i, ins in enumerate(sass) if ins.startswith("ACQBULK")]
+        assert len(loads) == 8 + read_c, (arch, [sass[i] for i in loads])
+        if arch == "sm_80":  # launched plainly: no wait, and ptxas may take the read-only path
+            assert not waits, arch
+        else:
+            assert len(waits) == 1 and waits[0] < loads[0], (arch, waits, loads[:1])
+            assert not any(".CONSTANT" in sass[i] for i in loads), (arch, [sass[i] for i in loads])

@@ -20,7 +20,6 @@ the main kernel's blocks retire.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 import re
 import threading
@@ -37,20 +36,27 @@ C_TYPES = {"int": ctypes.c_int32, "long long": ctypes.c_int64, "float": ctypes.c
 MIN_CC = 90
 """The first compute capability with programmatic dependent launch (Hopper, sm_90)."""
 
-_ENABLED = [os.environ.get("TILEDSL_DEPENDENT_LAUNCH", "1") != "0"]
+_ENABLED = [os.environ.get("TILEDSL_DEPENDENT_LAUNCH", "1").strip().lower() not in ("0", "false", "no", "off")]
 _USABLE: dict[int, bool] = {}  # device ordinal -> whether its launches may be dependent
 _DRIVER: list = []
 
 
 def enabled() -> bool:
-    """Whether launchers that may launch dependent do (``TILEDSL_DEPENDENT_LAUNCH``, :func:`set_enabled`)."""
+    """Whether launchers that may launch dependent do (``TILEDSL_DEPENDENT_LAUNCH``: 0, false, no or off turn it off;
+    :func:`set_enabled`)."""
     return _ENABLED[0]
 
 
 def set_enabled(on: bool) -> bool:
     """Turn dependent launches on or off for every launcher, from its next launch on (a benchmark's A/B); returns
-    the previous setting."""
-    was, _ENABLED[0] = _ENABLED[0], bool(on)
+    the previous setting.
+
+    Raises:
+        TypeError: ``on`` is not a bool.
+    """
+    if not isinstance(on, bool):
+        raise TypeError(f"set_enabled(on={on!r}) takes True or False")
+    was, _ENABLED[0] = _ENABLED[0], on
     return was
 
 
@@ -64,20 +70,23 @@ def _driver():
 
 def usable(arch: str | None) -> bool:
     """Whether a kernel compiled for ``arch`` ("sm_90") can be launched dependent on the current device: the
-    architecture and the device are sm_90 or later and the CUDA Python bindings are installed (read once per
-    device). False without a device, an architecture, or the bindings."""
+    architecture and the device are sm_90 or later and the CUDA Python bindings import (read once per device). False
+    without a device, an architecture, or bindings that import."""
     number = re.match(r"sm_(\d+)", arch or "")
     if number is None or int(number.group(1)) < MIN_CC:
         return False
-    dev = runtime.device_id()
+    try:
+        dev = runtime.device_id()
+    except Exception:  # no device or driver to ask: launched plainly
+        return False
     ok = _USABLE.get(dev)
     if ok is None:
         try:
-            cc = int(runtime.cupy_module().cuda.Device(dev).compute_capability)
-        except Exception:  # no device or driver to ask: launched plainly
-            cc = 0
-        ok = cc >= MIN_CC and importlib.util.find_spec("cuda") is not None \
-            and importlib.util.find_spec("cuda.bindings") is not None
+            ok = int(runtime.cupy_module().cuda.Device(dev).compute_capability) >= MIN_CC
+            if ok:
+                _driver()  # installed and importable (a broken or mismatched install: launched plainly)
+        except Exception:
+            ok = False
         _USABLE[dev] = ok
     return ok
 
@@ -94,7 +103,9 @@ class DependentLaunch:
         grid, block: blocks and threads per block (x, y, z); smem: dynamic shared memory, bytes.
         types: the ctypes type of each parameter, in order.
         fixed: {parameter index: value} of the parameters known up front.
-        slots: (parameter index, index into a call's values) of the run-time ones.
+        slots: (parameter index, index into a call's values, packer) of the run-time ones: ``packer`` turns a value
+            into the scalar the C type holds (NumPy's, as the plain launch packs it: a string alpha or an int past
+            the type's range is refused alike), None for a pointer.
 
     Raises:
         LaunchError: the driver refuses a launch (it names the kernel and the error).
@@ -103,7 +114,7 @@ class DependentLaunch:
     __slots__ = ("_addr", "_args", "_attr", "_cfg", "_fn", "_lock", "_name", "_ptrs", "_slots", "_stream")
 
     def __init__(self, fn: int, name: str, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int,
-                 types: tuple, fixed: dict[int, int | float], slots: tuple[tuple[int, int], ...]) -> None:
+                 types: tuple, fixed: dict[int, int | float], slots: tuple[tuple[int, int, object], ...]) -> None:
         cu = _driver()
         args_t = type("KernelArgs", (ctypes.Structure,), {"_fields_": [(f"p{i}", t) for i, t in enumerate(types)]})
         self._args = args_t()
@@ -113,7 +124,7 @@ class DependentLaunch:
         self._ptrs = (ctypes.c_void_p * len(types))(*[base + getattr(args_t, f"p{i}").offset
                                                       for i in range(len(types))])
         self._addr = ctypes.addressof(self._ptrs)
-        self._slots = tuple((f"p{i}", j) for i, j in slots)
+        self._slots = tuple((f"p{i}", j, pack) for i, j, pack in slots)
         self._attr = cu.CUlaunchAttribute()
         self._attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
         self._attr.value.programmaticStreamSerializationAllowed = 1
@@ -132,13 +143,17 @@ class DependentLaunch:
         """Launch on the stream at ``stream_ptr``, the run-time parameters from ``values`` (device pointers as ints,
         0 for nullptr; scalars as Python or NumPy numbers)."""
         cu = _driver()
-        with self._lock:
-            args = self._args
-            for field, j in self._slots:
-                setattr(args, field, values[j] or 0)
-            if stream_ptr != self._stream:
-                self._cfg.hStream = cu.CUstream(stream_ptr)
-                self._stream = stream_ptr
-            (err,) = cu.cuLaunchKernelEx(self._cfg, self._fn, self._addr, 0)
+        try:
+            with self._lock:
+                args = self._args
+                for field, j, pack in self._slots:
+                    v = values[j]
+                    setattr(args, field, (0 if v is None else v) if pack is None else pack(v))  # -0.0 stays -0.0
+                if stream_ptr != self._stream:
+                    self._cfg.hStream = cu.CUstream(stream_ptr)
+                    self._stream = stream_ptr
+                (err,) = cu.cuLaunchKernelEx(self._cfg, self._fn, self._addr, 0)
+        except Exception as exc:
+            raise LaunchError(f"dependent launch (cuLaunchKernelEx) of {self._name} failed: {exc}") from exc
         if err != cu.CUresult.CUDA_SUCCESS:
             raise LaunchError(f"dependent launch (cuLaunchKernelEx) of {self._name} failed: {err.name}")

@@ -101,7 +101,7 @@ class Launcher:
             elif p.source in fixed:
                 v = fixed[p.source]
                 template.append(pointer(v or 0) if p.is_pointer else scalar(p.pack(v)))
-                known[i] = v or 0
+                known[i] = 0 if v is None else v
             else:
                 if p.source not in order:
                     raise ValueError(f"kernel parameter {p.name} <- {p.source} is neither fixed nor in {order}")
@@ -127,7 +127,7 @@ class Launcher:
             self.dependent = DEP.DependentLaunch(
                 self.fn.ptr, self.name, grid, self.block, self.smem,
                 tuple(ctypes.c_void_p if p.is_pointer else DEP.C_TYPES[p.c_type] for p in plan.params), known,
-                tuple((i, j) for i, j in pointers) + tuple((i, j) for i, j, _ in scalars))
+                tuple((i, j, None) for i, j in pointers) + tuple(scalars))
 
     def __call__(self, values: tuple, stream=None) -> None:
         """Launch on ``stream`` (an object with the stream's address as ``.ptr``; None: CuPy's current

@@ -1,7 +1,7 @@
 // tiledsl split-K epilogue: C[M,N] = alpha * sum of 4 float32 partial products + beta * C
 constexpr int SPLIT_K = 4;  // GemmSchedule.split_k
 extern "C" __global__ void __launch_bounds__(256)
-tiledsl_gemm_splitk_reduce_f32_beta_sk4(const float* __restrict__ W, float* __restrict__ C, int M, int N, long long ldc, float alpha, float beta) {
+tiledsl_gemm_splitk_reduce_f32_beta_sk4(const float* W, float* __restrict__ C, int M, int N, long long ldc, float alpha, float beta) {
   const long long idx = blockIdx.x * 256LL + threadIdx.x;   // element of C, row-major
   const long long mn = (long long)M * N;
   if (idx >= mn) return;

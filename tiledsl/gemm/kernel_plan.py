@@ -194,7 +194,9 @@ def canonical(op: GemmOp, s: GemmSchedule) -> GemmSchedule:
 def splitk_reduce_plan(op: GemmOp, s: GemmSchedule, target: Target | None) -> Plan:
     """The plan of the split-K reduction kernel (one thread per element of C)."""
     t = dtypes.get(op.dtype).c_type
-    params = [Param("W", "const float* __restrict__", "workspace"), Param("C", f"{t}* __restrict__", "c"),
+    # W is not __restrict__: as a dependent launch (tiledsl.dependent) the kernel may start while the main kernel still
+    # writes W, so its loads must not take the read-only path (ld.global.nc assumes data constant for the kernel's life)
+    params = [Param("W", "const float*", "workspace"), Param("C", f"{t}* __restrict__", "c"),
               Param("M", "int", "m"), Param("N", "int", "n"), Param("ldc", "long long", "ldc"),
               Param("alpha", "float", "alpha")]
     if op.read_c:
