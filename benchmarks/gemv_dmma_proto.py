@@ -16,8 +16,8 @@ W) through L1, and W's evict-first loads allocate in L1 beside it. The variants:
   512-deep slice staged once per block in shared memory as float32 (one barrier), read at use time, at unroll 4 and 8
   (4 blocks per SM) and 8 at 5 blocks — each with the split-K kernel after it, so comparable with ``base512`` only;
   ``slice_p2`` / ``slice_p3`` / ``slice_p4`` / ``slice_p2m5``: the same, software-pipelined (group i + 1 of W requested
-  before group i is multiplied, two register buffers), unroll 2 to 4 (not yet run on a GPU: ``--variants base base512
-  slice_a4 slice_a8 slice_a8m5 slice_p2 slice_p3 slice_p4 slice_p2m5``);
+  before group i is multiplied, two register buffers), unroll 2 to 4 (measured on an H100 in session 36: every one
+  slower than ``base512``);
 - ``sa`` (and ``sa3``: 3 blocks per SM, ``sa_na``, ``sa256``): A staged once per block in shared memory, already in float64 and in fragment order
   (one 16-byte load per element pair), two chunks of UNROLL k16 steps, one ``__syncthreads`` per chunk; W as ``base``
   (``na``: no L1 allocation); ``sa256``: 8 warps.
@@ -33,7 +33,9 @@ each other at the same slices only); share of a 2 GiB copy timed the same way. P
 least 64 MiB with K a multiple of 64.
 
 Measured on an H100 (2026-12-05, ``benchmarks/results/gemv_dmma_h100_2026-12-05/``, docs/gemm.md): none of the variants
-is faster than ``base`` by more than 0.2 % on the geomean, nor ``cluster`` than ``base_sum``.
+is faster than ``base`` by more than 0.2 % on the geomean, nor ``cluster`` than ``base_sum``. Session 36
+(``benchmarks/results/pdl_h100_2026-12-05/``): the ``slice_*`` variants all slower than ``base512``; the ``pdl_*``
+variants 1.2-1.4 % faster than ``base_sum`` (the library launches its split-K sum so since), ``pdl_vec4`` not.
 
 Run (GPU): ``python benchmarks/gemv_dmma_proto.py --m 16 12 --out benchmarks/results/gemv_dmma_proto.json``; under
 Nsight Compute ``ncu --profile-from-start off ... python benchmarks/gemv_dmma_proto.py --profile 16 22016 4096``
@@ -470,7 +472,6 @@ def slice_a_kernel(op, s, variant):
     return kern, grid, kps
 
 
-PDL_WAIT = '  asm volatile("griddepcontrol.wait;" ::: "memory");  // PDL: the GEMV grid has completed, its writes visible\n'
 PDL_TRIGGER = '  asm volatile("griddepcontrol.launch_dependents;");  // PDL: the split-K kernel may launch\n'
 PDL_FORMS = ("pdl_none", "pdl_start", "pdl_loop", "pdl_vec4")
 """The split-K sum launched as a programmatic dependent launch (``cuLaunchKernelEx`` with programmatic stream
@@ -499,7 +500,8 @@ splitk_sum_vec4(const float* __restrict__ W, float* __restrict__ C, int M, int N
 
 
 def pdl_kernels(op, s, variant):
-    """The library's GEMV kernel (its trigger placed as ``variant`` says) and split-K kernel (waiting first)."""
+    """The library's GEMV kernel (its trigger placed as ``variant`` says) and split-K kernel (it waits in
+    ``griddepcontrol.wait`` since session 36; the measurement of 15edd4d inserted the same wait here)."""
     ks = emit_gemm_gemv_mma(op, s)
     src = ks.source
     if variant == "pdl_start":
@@ -518,8 +520,8 @@ def pdl_kernels(op, s, variant):
         grid = (math.ceil(op.n / (s.bn // 32 * s.rn)), s.split_k, math.ceil(op.m / 16))
         return kern, grid, compile_source(red, "sm_90")
     red = emit_splitk_reduce(op, s)
-    body = red.source.index(") {\n", red.source.index('extern "C"')) + 4
-    red_kern = compile_source(replace(red, source=red.source[:body] + PDL_WAIT + red.source[body:]), "sm_90")
+    assert "griddepcontrol.wait" in red.source  # the library's split-K kernel waits for the GEMV grid (session 36)
+    red_kern = compile_source(red, "sm_90")
     grid = (math.ceil(op.n / (s.bn // 32 * s.rn)), s.split_k, math.ceil(op.m / 16))
     return kern, grid, red_kern
 

@@ -595,8 +595,10 @@ def test_default_schedule_picks_tensor_cores_for_16_bit():
 
     t = tiledsl.Target.known("H200")
     for dtype, mma in (("float16", "mma_sync"), ("bfloat16", "mma_sync"), ("float32", "fma")):
-        for shape in ((4096, 4096, 4096), (35, 8457, 2560), (9, 4096, 4096), (17, 13, 5)):
-            assert default_schedule(GemmOp(*shape, dtype=dtype), t).mma == mma  # align 4: no wgmma
+        for shape in ((4096, 4096, 4096), (35, 8457, 2560), (9, 4096, 4096), (9, 4096, 1024), (17, 13, 5)):
+            # align 4: no wgmma; 9 rows of a 64 MiB float32 x @ W: the FP64 tensor cores (gemv_dmma_default)
+            want = "dmma" if dtype == "float32" and shape == (9, 4096, 4096) else mma
+            assert default_schedule(GemmOp(*shape, dtype=dtype), t).mma == want, (dtype, shape)
         assert default_schedule(GemmOp(1, 4096, 4096, dtype=dtype), t).kernel == "gemv"  # decode: GEMV
     aligned = GemmOp(4096, 4096, 4096, dtype="bfloat16", align_a=8, align_b=8, align_c=8)
     assert default_schedule(aligned, t).mma == "wgmma"  # sm_90 and 16-byte operands
@@ -1263,7 +1265,7 @@ def test_five_to_sixteen_rows_of_x_at_w_default_to_a_in_shared_memory():
 
     target = resolve("H200")
     for m, n, k in ((16, 4096, 4096), (9, 14336, 4096), (12, 768, 3072), (16, 128256, 4096), (16, 4096, 14336),
-                    (8, 4096, 4096), (5, 28672, 4096)):  # the FMA GEMV pick (16 rows of 64 MiB: gemv_dmma_default's)
+                    (8, 4096, 4096), (5, 28672, 4096)):  # the FMA GEMV pick (9-16 rows of 64 MiB: gemv_dmma_default's)
         s, why = gemv_choice(GemmOp(m, n, k), target)
         assert (builtin_choice(GemmOp(m, n, k), target) == (s, why)) == (gemv_dmma_default(GemmOp(m, n, k), target)
                                                                           is None)

@@ -832,7 +832,7 @@ def test_gemv_smem_a_against_float64(dtype, la, m, n, k, rng):
     columns past N, the first three of 1, 3, 16 and 64 slices whose slice of A fits 48 KiB (16 leaves slices past K
     empty for the short K), unroll 1, 2 and 8 (rings longer than the slice), the split-K kernel and the fused split-K (the same bits);
     a NaN-poisoned C, then alpha and beta; the FMA GEMV pick stages A for 5-16 float32 rows of an aligned x @ W
-    (schedule=None's, but for 16 rows of a W of 64 MiB or more: gemv_dmma_default)."""
+    (schedule=None's, but for 9-16 rows of a W of 64 MiB or more: gemv_dmma_default)."""
     cp = _cp()
     from tiledsl.gemm.family import gemv_block_rows, gemv_schedule
     from tiledsl.gemm.schedule import gemv_smem_a_bytes
@@ -1223,7 +1223,6 @@ def test_schedule_none_runs_the_fp64_gemv_kernel_where_gemv_dmma_default_says(m,
     it is the FP64 kernel, within the float32 tolerance elsewhere (8 rows, W of 1 MiB, x @ W with W of 16 MiB: the FMA
     kernels). The GPUs are named here, not read from the rule's table."""
     cp = _cp()
-    from tiledsl.gemm import default_schedule
     from tiledsl.gemm.family import gemv_dmma_default
     from tiledsl.gemm.schedule import gemv_slice_depth
 
@@ -1263,15 +1262,17 @@ def test_gemv_dmma_special_values(layout_b, rng):
 
 @pytest.mark.parametrize("m,n,k,split,layout_b", [(16, 4096, 4096, 8, "col"), (7, 130, 999, 3, "row"),
                                                   (129, 65, 1000, 4, "row")])
-def test_split_k_sum_as_a_dependent_launch_gives_the_plain_launchs_bits(m, n, k, split, layout_b):
-    """On sm_90+ with the CUDA Python bindings the split-K sum is a programmatic dependent launch (it waits in
-    griddepcontrol.wait for the main kernel's partial sums): checked to run that way (its launches counted), against
-    float64 with C poisoned and beta reading C, and bit for bit against the same call launched plainly
-    (tiledsl.dependent.set_enabled(False)) — the FP64 GEMV kernel at 16 rows (schedule=None) and FMA tiles."""
+def test_split_k_sum_as_a_dependent_launch_gives_the_plain_launch_bits(m, n, k, split, layout_b):
+    """On Hopper with the CUDA Python bindings the split-K sum is a programmatic dependent launch (it waits in
+    griddepcontrol.wait for the main kernel's partial sums): checked to run that way (its launches counted), with the
+    workspace filled with NaN before each call (a sum that read it before the main kernel wrote it would show NaN),
+    against float64 with beta reading C (NaN at one element: there only), and bit for bit (sign of zero included)
+    against the same call launched plainly (tiledsl.dependent.set_enabled(False)) — the FP64 GEMV kernel at 16 rows
+    (schedule=None) and FMA tiles."""
     cp = _cp()
     target = tiledsl.Target.current()
-    if target.cc < 90 or not dependent.usable(target.arch):
-        pytest.skip(f"dependent launches need sm_90+ and cuda-bindings: {target.name} ({target.arch})")
+    if not dependent.usable(target.arch):
+        pytest.skip(f"dependent launches need Hopper, a 12.3+ driver and cuda-bindings: {target.name} ({target.arch})")
     rng = np.random.default_rng(m * 31 + n + k)
     a, ha, b, hb, op = _operands(m, n, k, "row", layout_b, rng)
     s = (default_schedule(op, target) if m == 16 else
@@ -1285,11 +1286,14 @@ def test_split_k_sum_as_a_dependent_launch_gives_the_plain_launchs_bits(m, n, k,
         calls.append(stream_ptr)
         return real(self, values, stream_ptr)
 
+    ws = next(w for w in tiledsl.plan(op, s, device=target).workspace if w.name == "workspace")
     out = {}
+    was = dependent.enabled()
     try:
         dependent.DependentLaunch.__call__ = counted
         for on in (True, False):
             dependent.set_enabled(on)
+            cp.cuda.runtime.memset(tiledsl.launch.workspace_ptr(ws), 0xFF, ws.nbytes)  # NaN partial sums
             c = cp.asarray(c0.astype(np.float32))
             if on:
                 c[0, 0] = cp.nan  # poisoned where beta reads it: NaN must come out there only
@@ -1299,12 +1303,12 @@ def test_split_k_sum_as_a_dependent_launch_gives_the_plain_launchs_bits(m, n, k,
                 assert len(calls) == 1, calls
     finally:
         dependent.DependentLaunch.__call__ = real
-        dependent.set_enabled(True)
+        dependent.set_enabled(was)
     got = cp.asnumpy(out[True]).astype(np.float64)
     assert np.isnan(got[0, 0]) and np.isfinite(np.delete(got.ravel(), 0)).all()
     ref = 0.5 * ha @ hb + 2.0 * c0
     err = np.abs(np.delete((got - ref).ravel(), 0)).max() / np.abs(ref).max()
     assert err < 1e-5 * max(1.0, k / 1024), err
-    plain = cp.asnumpy(out[False])
-    assert np.array_equal(cp.asnumpy(out[True])[0, 1:], plain[0, 1:]) and np.array_equal(got[1:], plain[1:])
+    bits, plain = cp.asnumpy(out[True]).view(np.uint32), cp.asnumpy(out[False]).view(np.uint32)
+    assert np.array_equal(bits.ravel()[1:], plain.ravel()[1:])
     assert len(calls) == 1  # the plain call did not go through it

@@ -39,7 +39,7 @@ def _value(arg):
 
 
 class _Recorder:
-    ptr = 0xF0F0  # a CUfunction handle for a dependent launch (tiledsl.dependent), never dereferenced
+    ptr = 0xF0F0  # a CUfunction handle for a dependent launch (tiledsl.dependent): only the fake driver sees it
 
     def __init__(self, name: str, log: list) -> None:
         self.name, self.log = name, log
@@ -64,6 +64,7 @@ def fake_gpu(monkeypatch, fake_empty):
     monkeypatch.setattr(runtime, "cupy_empty", empty)
     monkeypatch.setattr(cupy, "empty", empty)
     monkeypatch.setattr(Kernel, "function", lambda self: _Recorder(self.name, log))
+    monkeypatch.setattr(dependent, "_USABLE", {0: False})  # a GPU machine's Hopper: no real driver call for a fake
     monkeypatch.setattr(gemm_api, "workspace_ptr", workspace_ptr)
     monkeypatch.setattr(launch, "_ptr", lambda cupy, ws, sp, dev: workspace_ptr(ws))
     monkeypatch.setattr(launch, "_GENERATION", [0])
@@ -369,7 +370,7 @@ def test_split_k_followup_is_a_dependent_launch_on_sm_90_with_the_same_arguments
     for dep in (runs[1], runs[3]):
         assert dep["dependent"] == ("function", _Recorder.ptr) and dep["extra"] == 0
         assert dep["grid"] == red_plan.grid and dep["block"] == red_plan.block == plain["block"]
-        assert dep["smem"] == plain["smem"] and dep["stream"] == ("stream", 0)
+        assert dep["smem"] == plain["smem"] and dep["stream"] == ("stream", dependent.CU_STREAM_LEGACY)  # CuPy 0
         assert dep["attr"] == (1, "programmatic", 1)
         want = [int(plain["args"][0]), int(plain["args"][1]), *(x.item() for x in plain["args"][2:])]
         assert list(dep["args"]) == want and want[1] == c.data.ptr and want[-2:] == [3.0, 1.0], (dep["args"], want)
@@ -424,12 +425,43 @@ def test_dependent_launch_falls_back_where_the_bindings_do_not_import(monkeypatc
         dependent.set_enabled("0")
 
 
-def test_dependent_launch_needs_sm_90(monkeypatch):
-    """No dependent launch for an architecture before sm_90, an unknown one, or a device that says it is older."""
+def test_dependent_launch_is_for_hopper(monkeypatch):
+    """Dependent launches for sm_90 / sm_90a kernels on a device that allows them; none for an architecture before
+    sm_90 or after Hopper (not measured), an unknown one, or a device that does not allow them."""
     monkeypatch.setattr(runtime, "device_id", lambda: 7)
     monkeypatch.setattr(dependent, "_USABLE", {})
-    for arch in (None, "sm_80", "sm_86", "compute_90", ""):
+    for arch in (None, "sm_80", "sm_86", "compute_90", "", "sm_100", "sm_120"):
         assert not dependent.usable(arch), arch
     assert dependent._USABLE == {}  # decided from the architecture alone: no device was asked
     monkeypatch.setattr(dependent, "_USABLE", {7: False})
     assert not dependent.usable("sm_90a")
+    monkeypatch.setattr(dependent, "_USABLE", {7: True})
+    assert dependent.usable("sm_90") and dependent.usable("sm_90a") and not dependent.usable("sm_100")
+
+
+def test_dependent_launch_device_check_reads_capability_and_driver(monkeypatch):
+    """usable() asks the device once: Hopper (cc 9.x) with a driver of 12.3 or later and importable bindings; a
+    Blackwell device or an older driver launches plainly."""
+    monkeypatch.setattr(runtime, "device_id", lambda: 2)
+    monkeypatch.setattr(dependent, "_DRIVER", ["driver"])  # importable
+    for cc, driver, want in (("90", 12080, True), ("90", 12020, False), ("100", 12080, False), ("89", 12080, False)):
+        fake = type("C", (), {"cuda": type("D", (), {
+            "Device": staticmethod(lambda dev, cc=cc: type("G", (), {"compute_capability": cc})()),
+            "runtime": type("R", (), {"driverGetVersion": staticmethod(lambda driver=driver: driver)})})})
+        monkeypatch.setattr(runtime, "cupy_module", lambda fake=fake: fake)
+        monkeypatch.setattr(dependent, "_USABLE", {})
+        assert dependent.usable("sm_90") is want and dependent._USABLE == {2: want}, (cc, driver)
+
+
+def test_dependent_launch_passes_cupys_stream_and_keeps_it_between_launches(monkeypatch):
+    """A DependentLaunch sets the config's stream when it changes (CuPy's 0 as the legacy stream's handle, 1: the
+    bindings may read 0 as the per-thread stream) and keeps it otherwise."""
+    log: list = []
+    monkeypatch.setattr(dependent, "_DRIVER", [_FakeDriver(log, (ctypes.c_void_p, ctypes.c_float))])
+    launcher = dependent.DependentLaunch(0xF0F0, "k", (3, 1, 1), (256, 1, 1), 0, (ctypes.c_void_p, ctypes.c_float),
+                                         {}, ((0, 0, None), (1, 1, np.float32)))
+    for sp in (0x5000, 0x5000, 0, 0x6000):
+        launcher((0x1234, 2.5), sp)
+    assert [e["stream"] for e in log] == [("stream", 0x5000)] * 2 + [("stream", dependent.CU_STREAM_LEGACY),
+                                                                     ("stream", 0x6000)]
+    assert all(e["args"] == (0x1234, 2.5) for e in log)

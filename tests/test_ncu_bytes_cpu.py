@@ -194,7 +194,7 @@ def fake_gpu(monkeypatch, fake_empty):
     the device is an H200. Kernels are really emitted and compiled (NVRTC needs no GPU)."""
     import cupy
 
-    from tiledsl import cache, launch, runtime
+    from tiledsl import cache, dependent, launch, runtime
     from tiledsl.compile import Kernel
     from tiledsl.gemm import api as gemm_api
 
@@ -206,6 +206,7 @@ def fake_gpu(monkeypatch, fake_empty):
     monkeypatch.setattr(runtime, "cupy_empty", fake_empty)
     monkeypatch.setattr(cupy, "empty", fake_empty)
     monkeypatch.setattr(Kernel, "function", lambda self: (lambda *args, **kw: None))
+    monkeypatch.setattr(dependent, "_USABLE", {0: False})  # a GPU machine's Hopper: no real driver call for a fake
     monkeypatch.setattr(gemm_api, "workspace_ptr", workspace_ptr)
     monkeypatch.setattr(launch, "_ptr", lambda cupy, ws, sp, dev: workspace_ptr(ws))
     monkeypatch.setattr(launch, "_GENERATION", [0])

@@ -32,7 +32,7 @@ def _nvdisasm_or_skip() -> None:
 
 def _compiled(m, n, k, layout_b="row", arch="sm_90"):
     """schedule=None's kernel on an H200, but the FMA GEMV pick where it takes the FP64 tensor cores
-    (gemv_dmma_default: 9-16 rows of x @ W.T, 16 of a large x @ W)."""
+    (gemv_dmma_default: 9-16 rows of x @ W.T and of a large x @ W)."""
     from tiledsl.gemm.family import gemv_schedule, runs_gemv
 
     op = tiledsl.GemmOp(m, n, k, layout_b=layout_b)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tiledsl
-from tiledsl import cache, runtime
+from tiledsl import cache, dependent, runtime
 from tiledsl.compile import Kernel
 from tiledsl.gemm import api as gemm_api
 from tiledsl.reduce import api as reduce_api
@@ -143,6 +143,7 @@ def fake(monkeypatch, fake_empty):
     monkeypatch.setattr(runtime, "cupy_empty", empty)
     monkeypatch.setattr(cupy, "empty", empty)
     monkeypatch.setattr(Kernel, "function", launch_fn)
+    monkeypatch.setattr(dependent, "_USABLE", {0: False})  # a GPU machine's Hopper: no real driver call for a fake
     cache.clear_all()
     yield torch, log, state, empty
     cache.clear_all()

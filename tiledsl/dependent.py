@@ -6,15 +6,17 @@ Guide, "Programmatic Dependent Launch and Synchronization"). CuPy's kernel launc
 CUDA Python bindings (package ``cuda-bindings``, as TMA tensor maps use).
 
 tiledsl launches GEMM split-K's second kernel (the sum of the K slices, :func:`tiledsl.gemm.emit.emit_splitk_reduce`)
-this way. Measured on an H100 (``python benchmarks/gemv_dmma_proto.py --m 16 12 9 --variants base base_sum pdl_none
+this way on Hopper. The main kernels carry no ``griddepcontrol.launch_dependents``, so the sum's grid starts only once
+every main block has exited; what overlaps is its launch processing with the main grid's completion and memory flush. Measured on an H100 (``python benchmarks/gemv_dmma_proto.py --m 16 12 9 --variants base base_sum pdl_none
 pdl_start pdl_loop``, 2026-12-05; ``benchmarks/results/pdl_h100_2026-12-05/``): the FP64 GEMV kernel and its split-K
 sum, GPU alone, 0.835 / 0.838 / 0.839 of a 2 GiB copy's bandwidth at 16 / 12 / 9 rows launched plainly, 0.847 / 0.849
 / 0.851 with the sum as a dependent launch (geomean of 12 products of 64 MiB or more; the main kernel alone 0.871),
 the bits the same. Where the trigger ``griddepcontrol.launch_dependents`` stands in the main kernel (nowhere, at its
-start, after its main loop) changed nothing measurable, so the main kernels have none: the dependent grid is set up as
-the main kernel's blocks retire.
+start, after its main loop) changed nothing measurable, so the main kernels have none.
 
-``TILEDSL_DEPENDENT_LAUNCH=0`` in the environment, or :func:`set_enabled` (False), launches every kernel plainly.
+``TILEDSL_DEPENDENT_LAUNCH=0`` (or false, no, off) in the environment launches every kernel plainly and never imports
+the bindings for it; :func:`set_enabled` (False) does so from the next launch on (launchers made while it is off stay
+plain).
 """
 
 from __future__ import annotations
@@ -33,8 +35,17 @@ C_TYPES = {"int": ctypes.c_int32, "long long": ctypes.c_int64, "float": ctypes.c
            "unsigned int": ctypes.c_uint32, "unsigned long long": ctypes.c_uint64}
 """C type of a scalar kernel parameter -> its ctypes type (pointers are ``ctypes.c_void_p``)."""
 
-MIN_CC = 90
-"""The first compute capability with programmatic dependent launch (Hopper, sm_90)."""
+CC_RANGE = (90, 100)
+"""Compute capabilities launched dependent: Hopper (cc 9.x), the first with programmatic dependent launch and the one
+measured; later ones are launched plainly until measured (a report of the attribute breaking CUDA graph capture on
+sm_120 exists)."""
+
+MIN_DRIVER = 12030
+"""The oldest CUDA driver (``cuDriverGetVersion``: 12.3) trusted with dependent launches inside CUDA graph capture."""
+
+CU_STREAM_LEGACY = 1
+"""The driver's handle of the legacy default stream: CuPy's stream 0 is that stream, while the CUDA Python bindings
+read 0 as the per-thread default stream where ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM`` is set."""
 
 _ENABLED = [os.environ.get("TILEDSL_DEPENDENT_LAUNCH", "1").strip().lower() not in ("0", "false", "no", "off")]
 _USABLE: dict[int, bool] = {}  # device ordinal -> whether its launches may be dependent
@@ -69,11 +80,11 @@ def _driver():
 
 
 def usable(arch: str | None) -> bool:
-    """Whether a kernel compiled for ``arch`` ("sm_90") can be launched dependent on the current device: the
-    architecture and the device are sm_90 or later and the CUDA Python bindings import (read once per device). False
-    without a device, an architecture, or bindings that import."""
+    """Whether a kernel compiled for ``arch`` ("sm_90", "sm_90a") can be launched dependent on the current device: the
+    architecture and the device are Hopper (:data:`CC_RANGE`), the driver is 12.3 or later and the CUDA Python
+    bindings import (read once per device). False without a device, an architecture, or bindings that import."""
     number = re.match(r"sm_(\d+)", arch or "")
-    if number is None or int(number.group(1)) < MIN_CC:
+    if number is None or not CC_RANGE[0] <= int(number.group(1)) < CC_RANGE[1]:
         return False
     try:
         dev = runtime.device_id()
@@ -82,7 +93,9 @@ def usable(arch: str | None) -> bool:
     ok = _USABLE.get(dev)
     if ok is None:
         try:
-            ok = int(runtime.cupy_module().cuda.Device(dev).compute_capability) >= MIN_CC
+            cuda = runtime.cupy_module().cuda
+            ok = (CC_RANGE[0] <= int(cuda.Device(dev).compute_capability) < CC_RANGE[1]
+                  and cuda.runtime.driverGetVersion() >= MIN_DRIVER)
             if ok:
                 _driver()  # installed and importable (a broken or mismatched install: launched plainly)
         except Exception:
@@ -150,7 +163,7 @@ class DependentLaunch:
                     v = values[j]
                     setattr(args, field, (0 if v is None else v) if pack is None else pack(v))  # -0.0 stays -0.0
                 if stream_ptr != self._stream:
-                    self._cfg.hStream = cu.CUstream(stream_ptr)
+                    self._cfg.hStream = cu.CUstream(stream_ptr or CU_STREAM_LEGACY)  # CuPy's 0: the legacy stream
                     self._stream = stream_ptr
                 (err,) = cu.cuLaunchKernelEx(self._cfg, self._fn, self._addr, 0)
         except Exception as exc:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import cache, runtime
-from . import dependent as DEP
+from . import dependent as dep
 from .compile import Kernel, compile_source
 from .errors import LaunchError
 from .family import Family
@@ -77,9 +77,11 @@ class Launcher:
     names their bindings, and :attr:`slots` lists them in parameter order.
 
     ``dependent=True`` (a kernel that waits in ``griddepcontrol.wait`` before reading what the kernel before it
-    wrote: GEMM split-K's sum) makes :attr:`dependent` a :class:`tiledsl.dependent.DependentLaunch` where the plan's
-    architecture and the device are sm_90+ and the CUDA Python bindings are installed; launches then go through it
-    while :func:`tiledsl.dependent.enabled`, else through CuPy.
+    wrote: GEMM split-K's sum) makes :attr:`dependent` a :class:`tiledsl.dependent.DependentLaunch` where dependent
+    launches are on (:func:`tiledsl.dependent.enabled`) when the launcher is made, the plan's architecture and the
+    device allow them (:func:`tiledsl.dependent.usable`) and every parameter is a pointer or a scalar of
+    :data:`tiledsl.dependent.C_TYPES` (a by-value TMA tensor map is not); launches then go through it while
+    :func:`tiledsl.dependent.enabled`, else through CuPy.
 
     Raises:
         LaunchError: no CUDA device is available to load the kernel, or the plan's grid is out of range.
@@ -123,10 +125,11 @@ class Launcher:
         self._pointers = tuple((i, j, pointer) for i, j in pointers)
         self._scalars = tuple(scalars)
         self.dependent = None
-        if dependent and not any(p.is_by_value for p in plan.params) and DEP.usable(plan.arch):
-            self.dependent = DEP.DependentLaunch(
+        if (dependent and dep.enabled() and all(p.is_pointer or p.c_type in dep.C_TYPES for p in plan.params)
+                and dep.usable(plan.arch)):
+            self.dependent = dep.DependentLaunch(
                 self.fn.ptr, self.name, grid, self.block, self.smem,
-                tuple(ctypes.c_void_p if p.is_pointer else DEP.C_TYPES[p.c_type] for p in plan.params), known,
+                tuple(ctypes.c_void_p if p.is_pointer else dep.C_TYPES[p.c_type] for p in plan.params), known,
                 tuple((i, j, None) for i, j in pointers) + tuple(scalars))
 
     def __call__(self, values: tuple, stream=None) -> None:
@@ -137,7 +140,7 @@ class Launcher:
         Raises:
             LaunchError: CUDA refuses the launch.
         """
-        if self.dependent is not None and DEP.enabled():
+        if self.dependent is not None and dep.enabled():
             self.dependent(values, (runtime.cupy_module().cuda.get_current_stream() if stream is None else stream).ptr)
             return
         args = self._template.copy()

@@ -42,8 +42,10 @@ def emit_splitk_reduce(op: GemmOp, s: GemmSchedule, standalone: bool = True) -> 
     """The second kernel of a split-K GEMM: C = alpha · Σ_z W[z] (+ beta · C), summed in a fixed order
     (z = 0, 1, …), so results are bitwise reproducible. One thread per element of C, 256 per block;
     launch on ceil(M·N / 256) blocks. On sm_90+ it waits in ``griddepcontrol.wait`` before reading the partial
-    sums, so it may be launched as a programmatic dependent launch of the main kernel (its launch overlaps the
-    main kernel's last blocks; CUDA Programming Guide, "Programmatic Dependent Launch and Synchronization"). ``standalone=False``: without the dtype helpers and the SPLIT_K
+    sums, so it may be launched as a programmatic dependent launch of the main kernel (its launch processing overlaps
+    the main grid's completion; CUDA Programming Guide, "Programmatic Dependent Launch and Synchronization"). W is
+    not ``__restrict__`` (its plan's parameter): under such a launch the grid may start while the main kernel still
+    writes W, so its loads must not take the read-only path. ``standalone=False``: without the dtype helpers and the SPLIT_K
     constant, for a file that already holds the main kernel's source (the exported ``kernel.cu``)."""
     dt = dtypes.get(op.dtype)
     t = dt.c_type

@@ -844,7 +844,9 @@ H200 0.988-1.122× (1.055× geomean, 10 of 11 faster; smaller ones 0.84-1.03×),
 9-15 rows since session 36 on an H100 (:data:`GEMV_DMMA_NN_ROWS_MEASURED`, the split-K sum a dependent launch in both
 kernels): per call 1.04 / 1.15 / 1.05× at 9 / 12 / 15 rows (geomean of twelve products, 8, 9 and 11 of 12 faster, the
 slowest 0.976×), GPU alone 0.849 / 0.832 / 0.810 of the copy for the FMA kernels against 0.867 / 0.861 / 0.842; under
-64 MiB the FP64 kernel lost (per call 0.96-1.01×, GPU alone 0.90-0.98×): the 64 MiB floor stays."""
+64 MiB the FP64 kernel lost (per call 0.96-1.01×, GPU alone 0.90-0.98×): the 64 MiB floor stays. The H200 takes 9-15
+rows on this H100 evidence and its own 12-row geomean (1.027×, 5 of 11 slower, session 34, the sum launched plainly):
+not yet measured there with the dependent sum."""
 
 GEMV_DMMA_NN_ROWS_MEASURED = "benchmarks/results/pdl_h100_2026-12-05"
 """Where x @ W's 9-15-row extent of :data:`GEMV_DMMA_DEFAULT` was measured (NVIDIA H100 80GB HBM3, 2026-12-05, session
