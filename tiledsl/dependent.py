@@ -1,14 +1,15 @@
-"""Programmatic dependent launch (PDL, sm_90+): a kernel launched so that the GPU may set it up while the kernel
-before it on the stream is still finishing. The dependent kernel waits in ``griddepcontrol.wait`` (PTX ISA,
-"griddepcontrol") until that grid has completed and its writes are visible, then reads them (CUDA C++ Programming
-Guide, "Programmatic Dependent Launch and Synchronization"). CuPy's kernel launch cannot ask for it; the driver's
+"""Programmatic dependent launch (PDL, sm_90+; used here on Hopper): a kernel launched so that the GPU may set it up
+while the kernel before it on the stream is still finishing. The dependent kernel waits in ``griddepcontrol.wait``
+(PTX ISA, "griddepcontrol") until that grid has completed and its writes are visible, then reads them (CUDA C++
+Programming Guide, "Programmatic Dependent Launch and Synchronization"). CuPy's kernel launch cannot ask for it; the driver's
 ``cuLaunchKernelEx`` with the attribute ``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`` does, through the
 CUDA Python bindings (package ``cuda-bindings``, as TMA tensor maps use).
 
 tiledsl launches GEMM split-K's second kernel (the sum of the K slices, :func:`tiledsl.gemm.emit.emit_splitk_reduce`)
 this way on Hopper. The main kernels carry no ``griddepcontrol.launch_dependents``, so the sum's grid starts only once
-every main block has exited; what overlaps is its launch processing with the main grid's completion and memory flush. Measured on an H100 (``python benchmarks/gemv_dmma_proto.py --m 16 12 9 --variants base base_sum pdl_none
-pdl_start pdl_loop``, 2026-12-05; ``benchmarks/results/pdl_h100_2026-12-05/``): the FP64 GEMV kernel and its split-K
+every main block has exited; what overlaps is its launch processing with the main grid's completion and memory flush.
+Measured on an H100 (``python benchmarks/gemv_dmma_proto.py --m 16 12 9 --variants base base_sum pdl_none pdl_start
+pdl_loop``, 2026-12-05; ``benchmarks/results/pdl_h100_2026-12-05/``): the FP64 GEMV kernel and its split-K
 sum, GPU alone, 0.835 / 0.838 / 0.839 of a 2 GiB copy's bandwidth at 16 / 12 / 9 rows launched plainly, 0.847 / 0.849
 / 0.851 with the sum as a dependent launch (geomean of 12 products of 64 MiB or more; the main kernel alone 0.871),
 the bits the same. Where the trigger ``griddepcontrol.launch_dependents`` stands in the main kernel (nowhere, at its
@@ -117,8 +118,8 @@ class DependentLaunch:
         types: the ctypes type of each parameter, in order.
         fixed: {parameter index: value} of the parameters known up front.
         slots: (parameter index, index into a call's values, packer) of the run-time ones: ``packer`` turns a value
-            into the scalar the C type holds (NumPy's, as the plain launch packs it: a string alpha or an int past
-            the type's range is refused alike), None for a pointer.
+            into the scalar the C type holds, None for a pointer (NumPy's type, as the plain launch packs it: what
+            that refuses, an int past the type's range, is refused alike, and what it takes, -0.0 or "2.0", taken).
 
     Raises:
         LaunchError: the driver refuses a launch (it names the kernel and the error).

@@ -6,8 +6,8 @@ tiledsl_gemm_splitk_reduce_f32_beta_sk4(const float* W, float* __restrict__ C, i
   const long long mn = (long long)M * N;
   if (idx >= mn) return;
   #if __CUDA_ARCH__ >= 900
-  // launched as a programmatic dependent launch of the main kernel (sm_90+, tiledsl.dependent.DependentLaunch):
-  // wait until that grid has completed and its partial sums are visible (a no-op after a plain launch)
+  // launched as a programmatic dependent launch of the main kernel (sm_90+, tiledsl.dependent): wait until
+  // that grid has completed and its partial sums are visible (a no-op after a plain launch)
   asm volatile("griddepcontrol.wait;" ::: "memory");
   #endif
   float sum = 0.f;

@@ -210,7 +210,7 @@ class _GemmCall:
         self.copies = copies if any(copies) else None
         p = built.plan
         self.main = Launcher(built.kernel, p, fixed, _ORDER)
-        self.followup = (Launcher(built.followup, p.followup, fixed, _ORDER, dependent=True)  # PDL on sm_90+
+        self.followup = (Launcher(built.followup, p.followup, fixed, _ORDER, dependent=True)  # PDL on Hopper
                          if p.followup is not None else None)
         named = {ws.name: ws for ws in p.workspace}
         self.ws = WorkspaceSet(tuple(named.get(n) for n in _WORKSPACES)) if named else None

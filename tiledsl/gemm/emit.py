@@ -45,8 +45,8 @@ def emit_splitk_reduce(op: GemmOp, s: GemmSchedule, standalone: bool = True) -> 
     sums, so it may be launched as a programmatic dependent launch of the main kernel (its launch processing overlaps
     the main grid's completion; CUDA Programming Guide, "Programmatic Dependent Launch and Synchronization"). W is
     not ``__restrict__`` (its plan's parameter): under such a launch the grid may start while the main kernel still
-    writes W, so its loads must not take the read-only path. ``standalone=False``: without the dtype helpers and the SPLIT_K
-    constant, for a file that already holds the main kernel's source (the exported ``kernel.cu``)."""
+    writes W, so its loads must not take the read-only path. ``standalone=False``: without the dtype helpers and
+    the SPLIT_K constant, for a file that already holds the main kernel's source (the exported ``kernel.cu``)."""
     dt = dtypes.get(op.dtype)
     t = dt.c_type
     w = Writer()
@@ -66,8 +66,8 @@ def emit_splitk_reduce(op: GemmOp, s: GemmSchedule, standalone: bool = True) -> 
           "const long long mn = (long long)M * N;",
           "if (idx >= mn) return;",
           "#if __CUDA_ARCH__ >= 900",
-          "// launched as a programmatic dependent launch of the main kernel (sm_90+, tiledsl.dependent.DependentLaunch):",
-          "// wait until that grid has completed and its partial sums are visible (a no-op after a plain launch)",
+          "// launched as a programmatic dependent launch of the main kernel (sm_90+, tiledsl.dependent): wait until",
+          "// that grid has completed and its partial sums are visible (a no-op after a plain launch)",
           'asm volatile("griddepcontrol.wait;" ::: "memory");',
           "#endif",
           "float sum = 0.f;",

@@ -894,8 +894,8 @@ def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
 def gemv_dmma_default(op: GemmOp, target: Target) -> GemmSchedule | None:
     """:func:`gemv_dmma_schedule` where ``schedule=None`` takes it (:data:`GEMV_DMMA_DEFAULT`: x @ W.T of 9-16 rows with B
     of at least 2 MiB, x @ W of 9-16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels: on
-    an H200, and 9-11 rows of x @ W.T and 9-15 of x @ W on an H100) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`, where the kernel's rules
-    take the op (:func:`gemv_dmma_refusal`: IEEE float32, A and C row-major, A and B 16-byte aligned); None elsewhere
+    an H200, and 9-11 rows of x @ W.T and 9-15 of x @ W on an H100) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`,
+    where the kernel's rules take the op (:func:`gemv_dmma_refusal`: IEEE float32, A and C row-major, A and B 16-byte aligned); None elsewhere
     (the FMA GEMV kernel stays). The bits of a row then depend on how many rows the call has (8 rows: FMA sums; 9:
     float64 sums rounded once per slice), as with any change of kernel."""
     if op.layout_b not in GEMV_DMMA_DEFAULT or not any(g in target.name for g in GEMV_DMMA_DEFAULT_GPUS):
