@@ -1,9 +1,9 @@
 """Programmatic dependent launch (PDL, sm_90+; used here on Hopper): a kernel launched so that the GPU may set it up
 while the kernel before it on the stream is still finishing. The dependent kernel waits in ``griddepcontrol.wait``
 (PTX ISA, "griddepcontrol") until that grid has completed and its writes are visible, then reads them (CUDA C++
-Programming Guide, "Programmatic Dependent Launch and Synchronization"). CuPy's kernel launch cannot ask for it; the driver's
-``cuLaunchKernelEx`` with the attribute ``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`` does, through the
-CUDA Python bindings (package ``cuda-bindings``, as TMA tensor maps use).
+Programming Guide, "Programmatic Dependent Launch and Synchronization"). CuPy's kernel launch cannot ask for it;
+the driver's ``cuLaunchKernelEx`` with the attribute ``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`` does,
+through the CUDA Python bindings (package ``cuda-bindings``, as TMA tensor maps use).
 
 tiledsl launches GEMM split-K's second kernel (the sum of the K slices, :func:`tiledsl.gemm.emit.emit_splitk_reduce`)
 this way on Hopper. The main kernels carry no ``griddepcontrol.launch_dependents``, so the sum's grid starts only once
