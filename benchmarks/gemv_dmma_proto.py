@@ -54,11 +54,11 @@ from dataclasses import replace
 import cupy as cp
 import numpy as np
 from beside import copy_gbps, gpu_name, llm_weights
-from cuda.bindings import driver as cu
 
 import tiledsl
 from tiledsl.codegen.writer import Writer
 from tiledsl.compile import KernelSource, compile_source
+from tiledsl.dependent import DependentLaunch
 from tiledsl.gemm import default_schedule
 from tiledsl.gemm.emit import emit_splitk_reduce
 from tiledsl.gemm.emit_gemv_mma import MMA_16816_F64_HELPER, _multiply_step_f64, emit_gemm_gemv_mma
@@ -526,33 +526,19 @@ def pdl_kernels(op, s, variant):
     return kern, grid, red_kern
 
 
+_PDL: dict = {}  # (kernel, grid, argument types) -> its DependentLaunch
+
+
 def pdl_launch(kern, grid, args) -> None:
-    """``kern`` on CuPy's current stream as a programmatic dependent launch of the kernel before it."""
-    vals = []
-    for a in args:
-        if isinstance(a, cp.ndarray):
-            vals.append(ctypes.c_void_p(a.data.ptr))
-        elif isinstance(a, np.int32):
-            vals.append(ctypes.c_int32(int(a)))
-        elif isinstance(a, np.int64):
-            vals.append(ctypes.c_int64(int(a)))
-        else:
-            assert isinstance(a, np.float32), type(a)
-            vals.append(ctypes.c_float(float(a)))
-    ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
-    cfg = cu.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = kern.block
-    cfg.sharedMemBytes = kern.dynamic_smem_bytes
-    cfg.hStream = cu.CUstream(cp.cuda.get_current_stream().ptr)
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    attr.value.programmaticStreamSerializationAllowed = 1
-    cfg.attrs = [attr]
-    cfg.numAttrs = 1
-    (err,) = cu.cuLaunchKernelEx(cfg, cu.CUfunction(kern.function().ptr), ctypes.addressof(ptrs), 0)
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuLaunchKernelEx({kern.name}): {err}")
+    """``kern`` on CuPy's current stream as a programmatic dependent launch of the kernel before it, through the
+    library's :class:`tiledsl.dependent.DependentLaunch` (arrays as pointers, NumPy scalars as their C types)."""
+    types = tuple(ctypes.c_void_p if isinstance(a, cp.ndarray) else np.ctypeslib.as_ctypes_type(type(a)) for a in args)
+    key = (kern.name, grid, types)
+    if key not in _PDL:
+        _PDL[key] = DependentLaunch(kern.function().ptr, kern.name, grid, kern.block, kern.dynamic_smem_bytes, types,
+                                    {}, tuple((i, i, None if isinstance(a, cp.ndarray) else type(a))
+                                              for i, a in enumerate(args)))
+    _PDL[key](tuple(a.data.ptr if isinstance(a, cp.ndarray) else a for a in args), cp.cuda.get_current_stream().ptr)
 
 
 VARIANTS = ("base", "base_sum", *PDL_FORMS, "cluster", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256", *RING_FORMS, *SLICE_A_FORMS)
