@@ -455,6 +455,147 @@ SLICE_A_PAD = 16
 """Floats past each row of A's staged slice (the kernel's ``PAD``)."""
 
 
+BULK_HELPERS = r"""
+// ---- 1D bulk copies global -> shared completing on an mbarrier (PTX ISA: cp.async.bulk, mbarrier; sm_90). On the
+// host (tests' runner: no __CUDACC_RTC__) a copy lands when issued and a wait is the warp's barrier ----
+#ifdef __CUDACC_RTC__
+__device__ __forceinline__ void bar_init(unsigned long long* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void bar_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+               :: "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(float* dst, const float* src, unsigned bytes, unsigned long long* bar) {
+#if EVICT_FIRST
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n"
+               :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes),
+                  "r"((unsigned)__cvta_generic_to_shared(bar)), "l"(policy) : "memory");
+#else
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+               :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes),
+                  "r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
+#endif
+}
+__device__ __forceinline__ void bar_wait(unsigned long long* bar, unsigned parity) {
+  const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
+                 : "=r"(done) : "r"(b), "r"(parity) : "memory");
+  }
+}
+#else
+inline void bar_init(unsigned long long* bar) { *bar = 0; }
+inline void bar_expect(unsigned long long* bar, unsigned bytes) { *bar += bytes; }
+inline void bulk_copy(float* dst, const float* src, unsigned bytes, unsigned long long* bar) {
+  for (unsigned i = 0; i < bytes / 4; ++i) dst[i] = src[i];
+}
+inline void bar_wait(unsigned long long*, unsigned) { __syncwarp(); }  // every lane's copies have landed
+#endif
+"""
+
+BULK = r"""
+// W through a per-warp ring of STAGES chunks in shared memory, each chunk CH elements of K of the warp's RN rows of W,
+// one 1D bulk copy per row (lane r copies row r), completing on the stage's mbarrier: bytes in flight without
+// registers, no barrier between warps. A as the library reads it (16-byte loads through L1), a chunk's worth loaded
+// before the wait. The same k16 steps in the same order as the library's kernel.
+constexpr int FRAGS = RN / 8;
+constexpr int LDS_ROW = CH + 16;             // floats per staged row: rows g and g + 1 64 bytes apart in the banks
+constexpr int STAGE = RN * LDS_ROW;          // floats per stage
+constexpr int STEPS = CH / 16;
+""" + MULTIPLY_STEP + HEAD.format(name="gemv_dmma_bulk", smem="__align__(128) float smem[]") + r"""  const int warp = threadIdx.x / 32;
+  float* const ring = smem + warp * STAGES * STAGE;
+  unsigned long long* const bars = reinterpret_cast<unsigned long long*>(smem + THREADS / 32 * STAGES * STAGE) + warp * STAGES;
+  if (lane == 0)
+    for (int s = 0; s < STAGES; ++s) bar_init(bars + s);
+  __syncwarp();
+  const float* const a_lo = A + (long long)min(row0 + g, M - 1) * lda + k_begin + 4 * t;
+  const float* const a_hi = A + (long long)min(row0 + g + 8, M - 1) * lda + k_begin + 4 * t;
+  const float* const w_row = B + (long long)min(n0 + lane % RN, N - 1) * ldb + k_begin;  // lanes < RN copy
+  const int depth = k_end - k_begin;         // a multiple of 16 (the host's slices and K)
+  const int chunks = (depth + CH - 1) / CH;
+  double acc[FRAGS][4] = {};
+  if (n0 < N) {
+    auto issue = [&](int c) {                // chunk c into stage c % STAGES
+      const int s = c % STAGES, len = min(CH, depth - c * CH);
+      if (lane == 0) bar_expect(bars + s, RN * len * 4);
+      __syncwarp();
+      if (lane < RN) bulk_copy(ring + s * STAGE + lane * LDS_ROW, w_row + c * CH, len * 4, bars + s);
+    };
+    for (int c = 0; c < min(STAGES, chunks); ++c) issue(c);
+    #pragma unroll 1
+    for (int c = 0; c < chunks; ++c) {
+      const int s = c % STAGES, len = min(CH, depth - c * CH);
+      float4 lo[STEPS], hi[STEPS];
+      #pragma unroll
+      for (int u = 0; u < STEPS; ++u)
+        if (16 * u < len) {
+          lo[u] = *reinterpret_cast<const float4*>(a_lo + c * CH + 16 * u);
+          hi[u] = *reinterpret_cast<const float4*>(a_hi + c * CH + 16 * u);
+        }
+      bar_wait(bars + s, (c / STAGES) & 1);
+      const float* const st = ring + s * STAGE + g * LDS_ROW + 4 * t;
+      #pragma unroll
+      for (int u = 0; u < STEPS; ++u)
+        if (16 * u < len) {
+          float4 b[FRAGS];
+          #pragma unroll
+          for (int j = 0; j < FRAGS; ++j) b[j] = *reinterpret_cast<const float4*>(st + 8 * j * LDS_ROW + 16 * u);
+          multiply_step(acc, lo[u], hi[u], b);
+        }
+      __syncwarp();                            // every lane's reads of stage s are done before its refill
+      if (c + STAGES < chunks) issue(c + STAGES);
+    }
+  }
+  #pragma unroll
+  for (int j = 0; j < FRAGS; ++j)
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int m = row0 + g + 8 * (i / 2), n = n0 + 8 * j + 2 * t + i % 2;
+      if (m < M && n < N) C[(long long)m * ldc + n] = static_cast<float>(acc[j][i]);
+    }
+}
+"""
+
+BULK_FORMS = {  # variant: (RN, CH, STAGES, warps per block, L2 evict-first)
+    "bulk64s2": (16, 64, 2, 4, 0), "bulk64s3": (16, 64, 3, 4, 0), "bulk64s4": (16, 64, 4, 4, 0),
+    "bulk128s2": (16, 128, 2, 4, 0), "bulk128s3": (16, 128, 3, 4, 0), "bulk64s3ef": (16, 64, 3, 4, 1),
+    "bulk32c64s2": (32, 64, 2, 4, 0),
+}
+"""The bulk-copy variants (session 37): W's rows copied into a per-warp shared-memory ring by the copy engine."""
+
+SMEM_PER_SM = 227 * 1024
+"""Shared memory a block may take on sm_90 (the CUDA C++ Programming Guide's table), bytes; the bulk variants'
+blocks per SM follow from it."""
+
+
+def bulk_source(variant):
+    rn, ch, stages, warps, ef = BULK_FORMS[variant]
+    smem = warps * stages * (rn * (ch + 16) * 4 + 8)
+    minb = max(1, min(4, SMEM_PER_SM // (smem + 1024)))  # at most 16 warps per SM, as the library's pick
+    src = (MMA_16816_F64_HELPER + f"#define EVICT_FIRST {ef}\n" + BULK_HELPERS
+           + f"constexpr int THREADS = {32 * warps}, RN = {rn}, CH = {ch}, STAGES = {stages}, MINB = {minb};\n" + BULK)
+    return src, smem, 32 * warps, rn
+
+
+def bulk_kernel(op, s, variant):
+    src, smem, threads, rn = bulk_source(variant)
+    ks = KernelSource(name="gemv_dmma_bulk", source=src, block=(threads, 1, 1), dynamic_smem_bytes=smem)
+    kern = compile_source(ks, "sm_90")
+    kps = bulk_k_per_split(op, s)
+    grid = (math.ceil(op.n / (threads // 32 * rn)), math.ceil(op.k / kps), math.ceil(op.m / 16))
+    return kern, grid, kps
+
+
+def bulk_k_per_split(op, s) -> int:
+    """The library's K slices (BK = 16) for ``s``: the same steps in the same order as ``base``."""
+    return math.ceil(op.k / (s.split_k * 16)) * 16
+
+
 def slice_a_split(op) -> int:
     return max(1, math.ceil(op.k / SLICE_A_DEPTH))
 
@@ -541,7 +682,8 @@ def pdl_launch(kern, grid, args) -> None:
     _PDL[key](tuple(a.data.ptr if isinstance(a, cp.ndarray) else a for a in args), cp.cuda.get_current_stream().ptr)
 
 
-VARIANTS = ("base", "base_sum", *PDL_FORMS, "cluster", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256", *RING_FORMS, *SLICE_A_FORMS)
+VARIANTS = ("base", "base_sum", *PDL_FORMS, "cluster", "cg", "na", "na_el", "bn256", "sa", "sa3", "sa_na", "sa256", *RING_FORMS,
+            *SLICE_A_FORMS, *BULK_FORMS)
 
 
 def kernel_for(op, s, variant):
@@ -558,6 +700,9 @@ def kernel_for(op, s, variant):
     if variant in SLICE_A_FORMS:  # the same slices as base512, the same steps in the same order: its bits
         kern, grid, kps = slice_a_kernel(op, s, variant)
         return kern, grid, ("staged_sum", (kps, replace(s, split_k=slice_a_split(op), split_k_fused=False)))
+    if variant in BULK_FORMS:  # the library's K slices (BK = 16): the same steps in the same order as base
+        kern, grid, kps = bulk_kernel(op, s, variant)
+        return kern, grid, ("staged", kps)
     if variant in RING_FORMS:  # the library's K slices (BK = 16): the same steps in the same order as base
         kern, grid = ring_kernel(op, s, variant)
         kps = math.ceil(op.k / (s.split_k * 16)) * 16
