@@ -480,6 +480,7 @@ __device__ __forceinline__ void bulk_copy(float* dst, const float* src, unsigned
                   "r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
 #endif
 }
+__device__ __forceinline__ void prefetch_l1(const float* p) { asm volatile("prefetch.global.L1 [%0];\n" :: "l"(p)); }
 __device__ __forceinline__ void bar_wait(unsigned long long* bar, unsigned parity) {
   const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
   unsigned done = 0;
@@ -495,6 +496,7 @@ inline void bulk_copy(float* dst, const float* src, unsigned bytes, unsigned lon
   for (unsigned i = 0; i < bytes / 4; ++i) dst[i] = src[i];
 }
 inline void bar_wait(unsigned long long*, unsigned) { __syncwarp(); }  // every lane's copies have landed
+inline void prefetch_l1(const float*) {}
 #endif
 """
 
@@ -530,6 +532,13 @@ constexpr int STEPS = CH / 16;
     #pragma unroll 1
     for (int c = 0; c < chunks; ++c) {
       const int s = c % STAGES, len = min(CH, depth - c * CH);
+#if PREFETCH_A
+      // A's 16 rows of chunk c + 1 into L1 (128-byte lines, 16 * CH / 32 of them), so that its loads hit there
+      for (int q = lane; q < 16 * CH / 32; q += 32) {
+        const int kq = (c + 1) * CH + 32 * (q / 16);
+        if (kq < depth) prefetch_l1(A + (long long)min(row0 + q % 16, M - 1) * lda + k_begin + kq);
+      }
+#endif
       float4 lo[STEPS], hi[STEPS];
       #pragma unroll
       for (int u = 0; u < STEPS; ++u)
@@ -561,33 +570,49 @@ constexpr int STEPS = CH / 16;
 }
 """
 
-BULK_FORMS = {  # variant: (RN, CH, STAGES, warps per block, L2 evict-first)
-    "bulk64s2": (16, 64, 2, 4, 0), "bulk64s3": (16, 64, 3, 4, 0), "bulk64s4": (16, 64, 4, 4, 0),
-    "bulk128s2": (16, 128, 2, 4, 0), "bulk128s3": (16, 128, 3, 4, 0), "bulk64s3ef": (16, 64, 3, 4, 1),
-    "bulk32c64s2": (32, 64, 2, 4, 0),
+BULK_FORMS = {  # variant: (RN, CH, STAGES, warps per block, L2 evict-first, K slices for one wave, A prefetched)
+    "bulk64s2": (16, 64, 2, 4, 0, 0, 0), "bulk64s3": (16, 64, 3, 4, 0, 0, 0), "bulk64s4": (16, 64, 4, 4, 0, 0, 0),
+    "bulk128s2": (16, 128, 2, 4, 0, 0, 0), "bulk128s3": (16, 128, 3, 4, 0, 0, 0), "bulk64s3ef": (16, 64, 3, 4, 1, 0, 0),
+    "bulk32c64s2": (32, 64, 2, 4, 0, 0, 0),
+    "bulk64s2pf": (16, 64, 2, 4, 0, 0, 1), "bulk64s2ef": (16, 64, 2, 4, 1, 0, 0), "bulk64s2efpf": (16, 64, 2, 4, 1, 0, 1),
+    "bulk64s3w": (16, 64, 3, 4, 0, 1, 0), "bulk64s3wpf": (16, 64, 3, 4, 0, 1, 1), "bulk64s4wpf": (16, 64, 4, 4, 0, 1, 1),
+    "bulk128s2w": (16, 128, 2, 4, 0, 1, 0), "bulk128s2wpf": (16, 128, 2, 4, 0, 1, 1),
 }
-"""The bulk-copy variants (session 37): W's rows copied into a per-warp shared-memory ring by the copy engine."""
+"""The bulk-copy variants (session 37): W's rows copied into a per-warp shared-memory ring by the copy engine. Without
+"K slices for one wave" they take the library's slices (bit for bit its sums); with it, as many slices as fill the
+variant's blocks per SM once over the GPU (its shared memory sets them), at least 64 deep."""
 
 SMEM_PER_SM = 227 * 1024
 """Shared memory a block may take on sm_90 (the CUDA C++ Programming Guide's table), bytes; the bulk variants'
 blocks per SM follow from it."""
 
 
-def bulk_source(variant):
-    rn, ch, stages, warps, ef = BULK_FORMS[variant]
+def bulk_blocks_per_sm(variant) -> int:
+    rn, ch, stages, warps = BULK_FORMS[variant][:4]
     smem = warps * stages * (rn * (ch + 16) * 4 + 8)
-    minb = max(1, min(4, SMEM_PER_SM // (smem + 1024)))  # at most 16 warps per SM, as the library's pick
-    src = (MMA_16816_F64_HELPER + f"#define EVICT_FIRST {ef}\n" + BULK_HELPERS
-           + f"constexpr int THREADS = {32 * warps}, RN = {rn}, CH = {ch}, STAGES = {stages}, MINB = {minb};\n" + BULK)
+    return max(1, min(4, SMEM_PER_SM // (smem + 1024)))  # at most 16 warps per SM, as the library's pick
+
+
+def bulk_source(variant):
+    rn, ch, stages, warps, ef, _, pf = BULK_FORMS[variant]
+    smem = warps * stages * (rn * (ch + 16) * 4 + 8)
+    src = (MMA_16816_F64_HELPER + f"#define EVICT_FIRST {ef}\n#define PREFETCH_A {pf}\n" + BULK_HELPERS
+           + f"constexpr int THREADS = {32 * warps}, RN = {rn}, CH = {ch}, STAGES = {stages}, "
+           f"MINB = {bulk_blocks_per_sm(variant)};\n" + BULK)
     return src, smem, 32 * warps, rn
 
 
-def bulk_kernel(op, s, variant):
+def bulk_kernel(op, s, variant, sm_count=132):
     src, smem, threads, rn = bulk_source(variant)
     ks = KernelSource(name="gemv_dmma_bulk", source=src, block=(threads, 1, 1), dynamic_smem_bytes=smem)
     kern = compile_source(ks, "sm_90")
-    kps = bulk_k_per_split(op, s)
-    grid = (math.ceil(op.n / (threads // 32 * rn)), math.ceil(op.k / kps), math.ceil(op.m / 16))
+    columns = math.ceil(op.n / (threads // 32 * rn))
+    if BULK_FORMS[variant][5]:  # slices that fill the blocks per SM once
+        split = max(1, min(sm_count * bulk_blocks_per_sm(variant) // columns, op.k // 64))
+        kps = math.ceil(op.k / (split * 16)) * 16
+    else:
+        kps = bulk_k_per_split(op, s)
+    grid = (columns, math.ceil(op.k / kps), math.ceil(op.m / 16))
     return kern, grid, kps
 
 
@@ -701,7 +726,7 @@ def kernel_for(op, s, variant):
         kern, grid, kps = slice_a_kernel(op, s, variant)
         return kern, grid, ("staged_sum", (kps, replace(s, split_k=slice_a_split(op), split_k_fused=False)))
     if variant in BULK_FORMS:  # the library's K slices (BK = 16): the same steps in the same order as base
-        kern, grid, kps = bulk_kernel(op, s, variant)
+        kern, grid, kps = bulk_kernel(op, s, variant, tiledsl.Target.current().sm_count)
         return kern, grid, ("staged", kps)
     if variant in RING_FORMS:  # the library's K slices (BK = 16): the same steps in the same order as base
         kern, grid = ring_kernel(op, s, variant)
