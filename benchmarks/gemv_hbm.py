@@ -61,7 +61,7 @@ def shapes(ms: tuple[int, ...] = tuple(range(1, 17))) -> list[tuple[int, int, in
     return [(m, n, k, layout) for n, k in llm_weights() for layout in ("NN", "NT") for m in ms]
 
 
-VARIANTS = ("spare", "twelve", "cap168", "ring", "fused", "lanes", "registers", "dmma", "fma")
+VARIANTS = ("spare", "twelve", "cap168", "ring", "fused", "lanes", "registers", "dmma", "fma", "groups")
 """``--variant`` (any of them; none: ``schedule=None`` as it is), each applied to ``schedule=None``'s FMA GEMV pick
 (``tiledsl.gemm.family.gemv_schedule``; where ``schedule=None`` takes the FP64 tensor-core kernel,
 ``gemv_dmma_default``, the FMA pick it replaced, which ``fma`` alone times) where it applies: ``spare`` a spare slot in staged A's ring of B (``GemmSchedule.spare_slot``; the pick stages A with a
@@ -78,8 +78,8 @@ as it is; ``ring`` and ``cap168`` then do not apply), ``registers`` the pick bef
 ``gemv_lanes_split_k`` (x @ W.T with A in registers and 32 lanes along K where the pick has its lanes in groups),
 ``dmma`` the GEMV kernel on the FP64 tensor cores (``tiledsl.gemm.family.gemv_dmma_schedule``: float32 inputs widened
 exactly, float64 sums; x @ W and x @ W.T with K and N multiples of 4) in place of the pick (with ``fused`` its slices
-summed in the kernel, with ``ring`` its ring of k16 steps, ``fragment_prefetch``; the other variants then do not
-apply). Where none applies the product runs ``schedule=None``."""
+summed in the kernel, with ``ring`` its ring of k16 steps, ``fragment_prefetch``, with ``groups`` without it; the
+other variants then do not apply). Where none applies the product runs ``schedule=None``."""
 
 
 def variant_schedule(op, target, variants=()):
@@ -105,8 +105,9 @@ def variant_schedule(op, target, variants=()):
         return None
     if "dmma" in variants:  # in place of the pick (None where the FP64 kernel does not apply: schedule=None)
         s = gemv_dmma_schedule(op, target)
-        if s is not None and "ring" in variants:  # its ring of k16 steps (fragment_prefetch; min_blocks and K slices
-            s = gemv_mma_form(op, target, gemv_mma_shape(s.bn, s.rn, s.unroll, "dmma", ring=True))  # its registers)
+        if s is not None and ("ring" in variants or "groups" in variants):  # with or without its ring of k16 steps
+            ring = "ring" in variants  # (fragment_prefetch; min_blocks and K slices for its registers)
+            s = gemv_mma_form(op, target, gemv_mma_shape(s.bn, s.rn, s.unroll, "dmma", ring=ring))
         if s is not None and "fused" in variants and s.split_k > 1:
             s = replace(s, split_k_fused=True)
         return s

@@ -818,14 +818,19 @@ def gemv_mma_shape(bn: int, rn: int, unroll: int, mma: str = "mma_sync", ring: b
     return replace(s, min_blocks=max(1, min(4, 65536 // (bn * s.est_registers))))
 
 
-GEMV_DMMA = {"col": GemvMmaForm(threads=128, rn=16, unroll=4), "row": GemvMmaForm(threads=128, rn=64, unroll=2)}
+GEMV_DMMA = {"col": GemvMmaForm(threads=128, rn=16, unroll=4),
+             "row": GemvMmaForm(threads=128, rn=64, unroll=2, ring=True)}
 """The forms of :func:`gemv_dmma_schedule` by the layout of B: x @ W.T ("col") and x @ W ("row"). ``python
 benchmarks/gemv_fused.py --family dmma`` on an H200 (2026-12-05, commit b8f1d6b,
 ``benchmarks/results/tc_gemv_h200_2026-12-05/``; one run, in-sample), the LLM products of at least 64 MiB, geomean over schedule=None's FMA kernels: x @ W.T 16 columns per warp
 at unroll 4 without the ring, the fastest of nine forms at 12 and 16 rows: 1.216× and 1.362× (faster on 12 of 12 each;
 with the ring 1.134× and 1.271×); x @ W 64 columns at unroll 2: 1.027× at 12 rows (6 of 11), 1.055× at 16 (10 of 11).
 Its ring was faster still (1.055× and 1.080×) but holds 255 registers and spills 48 bytes where K is not split
-(ptxas, NVRTC 12.9: 16×128256×4096), so the pick keeps the groups. On an H100
+(ptxas, NVRTC 12.9: 16×128256×4096), so the pick kept the groups until session 37, when an H200 run
+(:data:`GEMV_DMMA_NN_RING_MEASURED`) timed the ring against the groups at 9, 12 and 16 rows: GPU alone 0.817 / 0.805 /
+0.786 of the copy against 0.768 / 0.763 / 0.756, per call 1.024 / 1.020 / 1.016× (12, 10 and 10 of 12 products of at
+least 64 MiB faster, the slowest 0.995×), 16×128256×4096 with its spill 1.017 against 0.959 of the copy: x @ W takes
+the ring. On an H100
 (``tc_gemv_h100_2026-12-05/gemv_dmma.json``): x @ W.T 1.101× at 16 rows, 1.068× at 12, 0.94× at 8; x @ W 1.068× and 1.058×. ``min_blocks`` from the register
 estimate: 4 and 2."""
 
@@ -847,6 +852,12 @@ slowest 0.976×), GPU alone 0.849 / 0.832 / 0.810 of the copy for the FMA kernel
 64 MiB the FP64 kernel lost (per call 0.96-1.01×, GPU alone 0.90-0.98×): the 64 MiB floor stays. The H200 takes 9-15
 rows on this H100 evidence and its own 12-row geomean (1.027×, 5 of 11 slower, session 34, the sum launched plainly):
 not yet measured there with the dependent sum."""
+
+GEMV_DMMA_NN_RING_MEASURED = "benchmarks/results/h200_2026-12-05_s37"
+"""Where x @ W's ring (:data:`GEMV_DMMA`) was measured against its groups (NVIDIA H200, 2026-12-05, session 37, commit
+a43bdd7): ``nn_ring_all.json`` (``python benchmarks/gemv_hbm.py --m 5 6 … 16 --layouts NN --variant dmma ring``) and
+``nn_default.json`` (``--m 5 6 7 8 9 12 16 --layouts NN``, the groups at 9-16 rows), each product checked against
+float64 and timed per call and GPU alone beside cuBLAS."""
 
 GEMV_DMMA_NN_ROWS_MEASURED = "benchmarks/results/pdl_h100_2026-12-05"
 """Where x @ W's 9-15-row extent of :data:`GEMV_DMMA_DEFAULT` was measured (NVIDIA H100 80GB HBM3, 2026-12-05, session
