@@ -74,7 +74,7 @@ def run(m, n, k, copy, variants):
         out = cp.full((m, n_run), cp.nan, dtype=cp.float32)
         if v == "fma":
             def call(w_run=w_run, out=out):
-                tiledsl.gemm(a, w_run, out=out)
+                tiledsl.gemm(a, w_run, out)
             regs = None
         else:
             op4 = tiledsl.GemmOp(m, -(-n // 4) * 4, k, layout_b="row")

@@ -686,8 +686,9 @@ def test_dmma_sweeps_build_a_valid_fp64_schedule_for_every_product():
     """gemv_fused.py --family dmma and gemv_hbm.py --variant dmma: every product the sweep times (4, 8, 12 and 16
     rows of each LLM x @ W.T and x @ W with K and N multiples of 4) gets its forms on the FP64 tensor cores (16 columns
     per warp left out for x @ W), some through the ring of steps, the pick's fused sum where it splits K, each passing
-    the op's and the H200's rules; gemv_hbm's variant is gemv_dmma_schedule's pick, one of the forms, and with "ring"
-    the ring's form of the same shape. The GPU call does not stop on a schedule the rules refuse; --layouts keeps only
+    the op's and the H200's rules; gemv_hbm's variant is gemv_dmma_schedule's pick, one of the forms, with "ring"
+    the ring's form of the same shape and with "groups" the form without it (x @ W's pick being the ring, x @ W.T's
+    the groups). The GPU call does not stop on a schedule the rules refuse; --layouts keeps only
     the layouts it names."""
     import gemv_fused
     import gemv_hbm
@@ -707,14 +708,17 @@ def test_dmma_sweeps_build_a_valid_fp64_schedule_for_every_product():
         pick = gemv_dmma_schedule(op, h200)
         forms = {f"dmma rn{rn} u{u}{' ring' if ring else ''}" for rn, u, ring in gemv_fused.DMMA_FORMS
                  if layout == "NT" or rn % 32 == 0}
-        name = f"dmma rn{pick.rn} u{pick.unroll}"
+        name = f"dmma rn{pick.rn} u{pick.unroll}{' ring' if pick.fragment_prefetch else ''}"  # x @ W's pick: the ring
         fma = {"fma"} if default_schedule(op, h200).mma == "dmma" else set()  # the FMA pick schedule=None replaced
         assert set(got) == forms | fma | ({f"{name} fused"} if pick.split_k > 1 else set()), (m, n, k, layout)
         assert not fma or (got["fma"].mma == "fma" and got["fma"].kernel == "gemv")
         assert got[name] == pick and gemv_hbm.variant_schedule(op, h200, ("dmma",)) == pick
         ring = gemv_hbm.variant_schedule(op, h200, ("dmma", "ring"))
         assert ring.fragment_prefetch and (ring.rn, ring.unroll) == (pick.rn, pick.unroll), (m, n, k, layout)
-        for label, s in [*got.items(), ("ring variant ring", ring)]:
+        groups = gemv_hbm.variant_schedule(op, h200, ("dmma", "groups"))
+        assert not groups.fragment_prefetch and (groups.rn, groups.unroll) == (pick.rn, pick.unroll), (m, n, k, layout)
+        assert (ring if layout == "NN" else groups) == pick  # x @ W's pick is the ring, x @ W.T's the groups
+        for label, s in [*got.items(), ("ring variant ring", ring), ("groups variant", groups)]:
             assert s.mma == ("fma" if label == "fma" else "dmma") and s.check_op(op).validate(h200) is s
             assert s.fragment_prefetch == ("ring" in label.split()), label
 

@@ -702,7 +702,8 @@ def test_3xtf32_rules_name_what_the_tensor_core_gemv_needs():
 @pytest.mark.parametrize("m,n,k", [(16, 22016, 4096), (12, 4096, 4096), (1, 128256, 4096), (16, 4096, 14336),
                                    (9, 14336, 4096), (11, 768, 3072), (8, 4096, 4096)])
 def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, n, k, layout_b):
-    """mma="dmma": gemv_dmma_schedule's form compiles for sm_90 and sm_90a within its register cap, without spills,
+    """mma="dmma": gemv_dmma_schedule's form compiles for sm_90 and sm_90a within its register cap, without spills
+    (x @ W's ring with K unsplit: at most 48 bytes, measured harmless),
     one m16n8k16 float64 mma.sync per fragment and k16 step (SASS DMMA) and float64 accumulators named in the kernel;
     schedule=None takes it on an H200 or H100 exactly where GEMV_DMMA_DEFAULT says (x @ W.T of 9-16 rows, x @ W of
     9-16 rows with B of at least 64 MiB; these B are all larger than 2 MiB; 8 rows stay on the FMA kernels), the FMA
@@ -714,7 +715,7 @@ def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, 
     op = GemmOp(m, n, k, layout_b=layout_b)
     s = gemv_dmma_schedule(op, h200)
     assert (s.kernel, s.mma, s.bm, s.rn, s.unroll, s.fragment_prefetch) == (
-        ("gemv", "dmma", 16, 16, 4, False) if layout_b == "col" else ("gemv", "dmma", 16, 64, 2, False))
+        ("gemv", "dmma", 16, 16, 4, False) if layout_b == "col" else ("gemv", "dmma", 16, 64, 2, True))
     takes = 9 <= m <= 16 if layout_b == "col" else 9 <= m <= 16 and 4 * n * k >= 64 << 20
     for target in (h200, h100):
         choice, why = builtin_choice(op, target)
@@ -722,9 +723,13 @@ def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, 
         assert ("gemv_dmma_default" in why) == takes
     assert builtin_choice(op, a100)[0].mma == "fma"
     kern = tiledsl.compile(op, s, arch="sm_90")
-    assert kern.spill_bytes == 0 and kern.registers <= 65536 // (s.threads * s.min_blocks), kern.registers
+    # x @ W's ring with K unsplit (alpha and beta in its epilogue) spills 48 bytes at 255 registers (NVRTC 12.9),
+    # measured harmless: 16×128256×4096 at 1.016 of the copy against the groups' 1.006 (H100), 1.017 against 0.959
+    # (H200; GEMV_DMMA's docstring); none elsewhere
+    spill = 48 if layout_b == "row" and s.split_k == 1 else 0
+    assert kern.spill_bytes <= spill and kern.registers <= 65536 // (s.threads * s.min_blocks), kern.registers
     assert "_f32f64f32_" in kern.name and kern.source.count("tdsl_mma_16816_f64(acc[j], a, bj);") == 1
-    assert compile_source(emit_gemm(op, s), "sm_90a").spill_bytes == 0
+    assert compile_source(emit_gemm(op, s), "sm_90a").spill_bytes <= spill
     try:
         find_nvdisasm()
     except tiledsl.ToolchainError:
