@@ -641,7 +641,8 @@ def _tc_gemv_seeds(op, target, pick, mma: str, forms, to_params, ring: bool = Fa
     from tiledsl.gemm.family import gemv_mma_form, gemv_mma_shape
 
     cands = [] if pick is None else [pick]
-    cands += [gemv_mma_form(op, target, gemv_mma_shape(128, rn, unroll, mma, r)) for rn, unroll in forms
+    vec = 4 if pick is None else pick.vec  # B read as the pick reads it (x @ W's unaligned W: 4 bytes at a time)
+    cands += [replace(gemv_mma_form(op, target, gemv_mma_shape(128, rn, unroll, mma, r)), vec=vec) for rn, unroll in forms
               for r in ((False, True) if ring and unroll <= 4 else (False,))]  # the ring's registers are estimated
     # to unroll 4 (GemmSchedule.est_registers): deeper rings spill
     cands += [replace(c, split_k_fused=True) for c in cands if c.split_k > 1]
@@ -670,6 +671,19 @@ def _gemv_dmma_params(s) -> dict | None:
     return _gemv_tc_params(s, "dmma", _GEMV_DMMA_KNOBS, _gemv_dmma_fields)
 
 
+def _narrow_b(op) -> bool:
+    """x @ W whose W is not 16-byte aligned: the FP64 GEMV kernel reads it 4 bytes at a time (``vec=1``)."""
+    return op.layout_b == "row" and op.align_b != 4
+
+
+def _gemv_dmma_narrow_fields(p: dict) -> dict:
+    return {**_gemv_dmma_fields(p), "vec": 1}
+
+
+def _gemv_dmma_narrow_params(s) -> dict | None:
+    return _gemv_tc_params(s, "dmma", _GEMV_DMMA_KNOBS, _gemv_dmma_narrow_fields)
+
+
 def _gemv_dmma_seeds(op, target) -> list:
     """``tiledsl.gemm.family.gemv_dmma_schedule``'s pick and the forms ``benchmarks/gemv_fused.py --family dmma``
     times around it (``DMMA_FORMS``' widths and depths, K slices filling whole waves), each also with its slices
@@ -677,7 +691,7 @@ def _gemv_dmma_seeds(op, target) -> list:
     from tiledsl.gemm.family import gemv_dmma_schedule
 
     return _tc_gemv_seeds(op, target, gemv_dmma_schedule(op, target), "dmma", ((16, 4), (32, 4), (64, 2), (32, 8)),
-                          _gemv_dmma_params, ring=True)
+                          _gemv_dmma_narrow_params if _narrow_b(op) else _gemv_dmma_params, ring=True)
 
 
 GEMM_GEMV_DMMA_SPACE = Space("gemm", _GEMV_DMMA_KNOBS, _gemv_dmma_fields, _gemv_dmma_params, _gemv_dmma_seeds,
@@ -701,17 +715,23 @@ def _tensor_core_gemv_space(space: Space, op) -> Space:
 
 
 def gemv_dmma_space(op) -> Space:
-    """:data:`GEMM_GEMV_DMMA_SPACE` for ``op`` (``search.tune gemm --mma dmma``).
+    """:data:`GEMM_GEMV_DMMA_SPACE` for ``op`` (``search.tune gemm --mma dmma``); for x @ W whose W is not 16-byte
+    aligned every point reads W 4 bytes at a time (``vec=1``, as ``tiledsl.gemm.family.gemv_dmma_schedule``).
 
     Raises:
         ValueError: ``op`` has more than 16 rows, or a rule of the kernel refuses it
             (``tiledsl.gemm.family.gemv_dmma_refusal``: the message names the rule).
     """
+    import dataclasses
+
     from tiledsl.gemm.family import gemv_dmma_refusal
 
     if why := gemv_dmma_refusal(op):
         raise ValueError(f"--mma dmma: {why}")
-    return _tensor_core_gemv_space(GEMM_GEMV_DMMA_SPACE, op)
+    space = _tensor_core_gemv_space(GEMM_GEMV_DMMA_SPACE, op)
+    if _narrow_b(op):  # W's rows not 16-byte aligned: every point reads it 4 bytes at a time
+        space = dataclasses.replace(space, to_fields=_gemv_dmma_narrow_fields, from_schedule=_gemv_dmma_narrow_params)
+    return space
 
 
 def tune_space(family: str, op, target, mma: str = "auto") -> Space:

@@ -766,7 +766,8 @@ def test_the_fp64_default_falls_back_to_the_fma_kernels_where_it_does_not_apply(
 def test_dmma_rules_name_what_the_fp64_gemv_needs():
     """The op-scope rules of the GEMV kernel on the FP64 tensor cores, each with the argument that breaks it: IEEE
     float32 only (3xtf32 takes mma='mma_sync', 16-bit inputs are refused), A and C row-major, 16-byte
-    operands; and mma='dmma' runs the GEMV kernel only."""
+    operands (x @ W's B at any alignment with vec=1, which no other form takes); and mma='dmma' runs the GEMV kernel
+    only."""
     d = GemmSchedule(kernel="gemv", mma="dmma", bm=16, bn=128, bk=16, rn=32)
     for op, rule in ((GemmOp(16, 64, 64, precision="3xtf32"), "gemv_dmma_float32"),
                      (GemmOp(16, 64, 64, dtype="bfloat16"), "gemv_dmma_float32"),
@@ -775,6 +776,16 @@ def test_dmma_rules_name_what_the_fp64_gemv_needs():
                      (GemmOp(16, 64, 66, align_a=2, align_b=2), "gemv_mma_16_byte_operands")):
         with pytest.raises(tiledsl.ScheduleError, match=rule):
             tiledsl.compile(op, d, arch="sm_90")
+    # x @ W with B's rows not 16-byte aligned: vec=1 reads them 4 bytes at a time; vec=4 cannot, nor any other vec,
+    # nor vec=1 on x @ W.T or on TF32
+    odd = GemmOp(16, 67, 64, align_b=1)
+    with pytest.raises(tiledsl.ScheduleError, match=r"align_b=1.*rule gemv_mma_16_byte_operands"):
+        tiledsl.compile(odd, replace(d, vec=4), arch="sm_90")
+    assert "tdsl_ldcs4(" in tiledsl.compile(odd, replace(d, vec=1), arch="sm_90").source
+    for op, s in ((GemmOp(16, 64, 64, layout_b="col"), replace(d, vec=1)), (GemmOp(16, 64, 64), replace(d, vec=2)),
+                  (GemmOp(16, 64, 64, precision="3xtf32"), replace(d, mma="mma_sync", vec=1))):
+        with pytest.raises(tiledsl.ScheduleError, match=r"vec=\d: .*rule gemv_mma_vec"):
+            tiledsl.compile(op, s, arch="sm_90")
     with pytest.raises(tiledsl.ScheduleError, match=r"mma='dmma' .*runs the GEMV-style kernel only.*rule dmma_gemv_only"):
         GemmSchedule(mma="dmma", bm=64, bn=64, bk=16)
     with pytest.raises(tiledsl.ScheduleError, match=r"must be one of \('fma', 'mma_sync', 'wgmma', 'dmma'\)"):

@@ -1212,13 +1212,49 @@ def test_gemv_dmma_against_float64(m, n, k, layout_b, rng):
         assert (np.abs(cp.asnumpy(c) - want) <= 1.5 * bound(s) + slack).all(), s
 
 
+@pytest.mark.parametrize("m,n,k,offset", [(16, 50257, 768, 0), (9, 4097, 4096, 0), (12, 131, 516, 0), (16, 3, 260, 0),
+                                           (13, 70, 1028, 0), (16, 4096, 1024, 1), (10, 258, 4100, 2)])
+def test_gemv_dmma_reads_an_unaligned_w_four_bytes_at_a_time(m, n, k, offset, rng):
+    """x @ W on the FP64 tensor cores where W's rows do not start 16-byte aligned (an odd N or N ≡ 2 mod 4; or W a
+    view ``offset`` floats into a wider array: a misaligned base), read 4 bytes at a time (gemv_dmma_schedule's vec=1
+    form, its groups too): C (NaN-poisoned first) within the float64-sum bound, and bit for bit the 16-byte kernel's
+    on the same W copied into a 16-byte-aligned array of a multiple of 4 columns (the same elements into the same
+    sums). schedule=None runs it where gemv_dmma_default takes the op (GPT-2's 16×50257×768, 9×4097×4096)."""
+    cp = _cp()
+    if tiledsl.Target.current().cc < 90:
+        pytest.skip("mma='dmma' needs sm_90 (rule dmma_needs_sm_90)")
+    from tiledsl.gemm.family import gemv_dmma_default, gemv_dmma_schedule
+    from tiledsl.gemm.schedule import gemv_slice_depth
+
+    target = tiledsl.Target.current()
+    a, _ = _rand((m, k), rng)
+    wide, _ = _rand((k, n + offset), rng)
+    b = wide[:, offset:]
+    n4 = -(-n // 4) * 4
+    b_pad = cp.zeros((k, n4), dtype=cp.float32)
+    b_pad[:, :n] = b
+    ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)
+    ref = ha @ hb
+    op = tiledsl.GemmOp(m, n, k, layout_b="row", align_b=1, align_c=4 if n % 4 == 0 else 1)  # as the call's
+    pick = gemv_dmma_schedule(op, target)
+    assert pick.vec == 1 and pick.fragment_prefetch, pick
+    for s in (pick, replace(pick, fragment_prefetch=False)):
+        got = _gemm_nan_out(a, b, schedule=s)
+        assert (np.abs(cp.asnumpy(got) - ref) <= dmma_bound(ha, hb, ref, gemv_slice_depth(k, s))).all(), s
+        assert bool((got == _gemm_nan_out(a, b_pad, schedule=replace(s, vec=4))[:, :n]).all()), s
+    if any(g in target.name for g in ("H100", "H200")) and gemv_dmma_default(op, target) is not None:
+        assert default_schedule(op, target) == pick
+        assert bool((_gemm_nan_out(a, b) == _gemm_nan_out(a, b, schedule=pick)).all())
+
+
 @pytest.mark.parametrize("m,n,k,layout_b", [(9, 4096, 1000, "col"), (11, 768, 3072, "col"), (16, 1024, 4096, "col"),
                                             (8, 4096, 1000, "col"), (12, 512, 512, "col"), (16, 4096, 4096, "row"),
                                             (12, 4096, 4096, "row"), (16, 4096, 1024, "row"), (9, 4096, 4096, "row"),
-                                            (8, 4096, 4096, "row")])
+                                            (8, 4096, 4096, "row"), (16, 4097, 4096, "row"), (8, 4097, 4096, "row")])
 def test_schedule_none_runs_the_fp64_gemv_kernel_where_gemv_dmma_default_says(m, n, k, layout_b, rng):
     """schedule=None on an H100 or H200 runs the FP64 GEMV kernel exactly where gemv_dmma_default takes it (x @ W.T of
-    9-16 rows with W of at least 2 MiB, x @ W of 9-16 rows with W of at least 64 MiB): the call's C (NaN-poisoned first)
+    9-16 rows with W of at least 2 MiB, x @ W of 9-16 rows with W of at least 64 MiB, an odd N too): the call's C
+    (NaN-poisoned first)
     equals, bit for bit, the explicit call with the schedule the rule names, and is within the float64-sum bound where
     it is the FP64 kernel, within the float32 tolerance elsewhere (8 rows, W of 1 MiB, x @ W with W of 16 MiB: the FMA
     kernels). The GPUs are named here, not read from the rule's table."""

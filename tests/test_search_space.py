@@ -109,7 +109,8 @@ def test_tie_break_is_deterministic():
     (tiledsl.GemmOp(1, 768, 768, layout_b="col"), 0, False),      # torch's Linear: rn (columns per warp) searched
     (tiledsl.GemmOp(4, 4096, 4096, layout_b="col"), 2, False),    # ... with a few tokens (GEMV_COLUMN_B_ROWS)
     (tiledsl.GemmOp(16, 1024, 4096, layout_b="col"), 4, False),   # ... A staged (gemv_staged_a_column_b)
-    (tiledsl.GemmOp(16, 50257, 768, align_b=1, align_c=1), 4, True),  # odd N: groups of columns (col_groups)
+    (tiledsl.GemmOp(16, 50257, 768, align_b=1, align_c=1), 4, True),  # odd N: groups of columns (col_groups); on
+    # an H200 the FP64 kernel, W read 4 bytes at a time
     (tiledsl.GemmOp(1, 4096, 4096, dtype="float16", align_a=8, align_b=8, align_c=8), 0, True),
     (tiledsl.GemmOp(3, 4096, 4096, precision="tf32"), 2, True),    # tf32 few rows: the exact GEMV kernel too
 ])
@@ -132,6 +133,8 @@ def test_few_rows_search_the_gemv_kernel_the_default_runs(op, rows_log2, rn_pinn
         dmma = tune_space("gemm", op, target)
         assert "ring" in {k.name for k in dmma.knobs} and builtin_schedule(op, target).mma == "dmma"
         assert library_default(dmma, op, target) == builtin_schedule(op, target)
+        for s in dmma.seeds(op, target):  # each a point; W read as the default reads it (odd N: 4 bytes at a time)
+            assert dmma.build(dmma.from_schedule(s), target, op) == s and s.vec == builtin_schedule(op, target).vec
         assert library_default(space, op, target) is None  # the FMA space cannot express it
         a100 = tiledsl.Target.known("A100")
         assert tune_space("gemm", op, a100).knobs == space.knobs and builtin_schedule(op, a100).mma == "fma"

@@ -85,6 +85,19 @@ result: on that H100 one chain per slice reached 2.5e-5 of max |C| on 16×64×40
 float32's bound, and these chunks 7.8e-7 and 1.2e-6 (``docs/gemm.md``); about 10 instructions per pass of two k16
 steps."""
 
+B_BYTES_HELPER = r"""// ---- W read 4 bytes at a time (vec=1): its rows need not start 16-byte aligned (an odd N or ldb) ----
+// p[0..3], each read once (evict-first)
+__device__ __forceinline__ float4 tdsl_ldcs4(const float* p) {
+  return make_float4(__ldcs(p), __ldcs(p + 1), __ldcs(p + 2), __ldcs(p + 3));
+}
+// p[0..last] (last >= 0), zeros past it: a vector that ends past N in W's last row, past which lies no memory of W
+__device__ __forceinline__ float4 tdsl_ldcs4_upto(const float* p, int last) {
+  return make_float4(__ldcs(p), last >= 1 ? __ldcs(p + 1) : 0.f, last >= 2 ? __ldcs(p + 2) : 0.f,
+                     last >= 3 ? __ldcs(p + 3) : 0.f);
+}
+"""
+"""The 4-byte loads of W for the FP64 x @ W kernel with ``vec=1`` (:func:`emit_gemm_gemv_mma`)."""
+
 TF32_SPLIT_HELPER = r"""// ---- 3xTF32: float32 in two TF32 parts ----
 // x ~ big + small, both TF32 (sign, 8 exponent bits, 10 mantissa bits; the low 13 bits zero): big is x rounded to
 // nearest (ties away from zero: half an ulp added to the magnitude's bits, then cut), small the rest cut to 10 bits.
@@ -135,6 +148,7 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
     split = s.split_k > 1
     fused = s.split_k_fused  # the slices summed by the last block of each column group (rule split_k_fused_on_gemv)
     row_b = op.layout_b == "row"
+    narrow = row_b and s.vec == 1  # W read 4 bytes at a time (rule gemv_mma_vec: FP64 x @ W only)
     w = Writer()
     w(f"// tiledsl GEMV-style GEMM on the tensor cores: C[M,N] = alpha * A[M,K] @ B[K,N]"
       f"{' + beta * C' if op.read_c and (fused or not split) else ''}, few rows M",
@@ -148,7 +162,8 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
       "// A row-major, B row-major (W[K][N]: x @ W), C row-major",
       f"// schedule: {json.dumps(s.header_dict(), sort_keys=True)}",
       *((MMA_16816_F64_HELPER.rstrip("\n"),) if f64 else
-        (TF32_SPLIT_HELPER.rstrip("\n"), MMA_1688_TF32_HELPER.rstrip("\n"))))
+        (TF32_SPLIT_HELPER.rstrip("\n"), MMA_1688_TF32_HELPER.rstrip("\n"))),
+      *((B_BYTES_HELPER.rstrip("\n"),) if narrow else ()))
     w.blank()
     w(f"// ---- schedule (tiledsl.GemmSchedule, kernel='gemv', mma='{s.mma}') ----")
     constexpr_table(w, [
@@ -160,7 +175,7 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("MIN_BLOCKS", p.min_blocks, "min_blocks"),
         # fields of the other kernels, unused here; the rule table's static_asserts name them
         ("RM", s.rm, "rm (unused)"), ("WM", s.wm, "wm (unused)"), ("WN", s.wn, "wn (unused)"),
-        ("VEC", s.vec, "vec (unused: A and B are read 4 wide)"), ("STAGES", s.stages, "stages (unused)"),
+        ("VEC", s.vec, "vec: B read 4 bytes at a time" if narrow else "vec (unused: A and B are read 4 wide)"), ("STAGES", s.stages, "stages (unused)"),
         ("SMEM_PAD", s.smem_pad, "smem_pad (unused)"), ("SWIZZLE", s.swizzle, "swizzle (unused)"),
         ("SMEM_A", int(s.smem_a), "smem_a (unused)"), ("SPARE_SLOT", int(s.spare_slot), "spare_slot (unused)"),
         ("K_LANES", s.k_lanes, "k_lanes (unused)"), ("COL_GROUPS", s.col_groups, "col_groups (unused)"),
@@ -184,7 +199,18 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
           "// rows g and g + 8 of A read 4 wide from k + 4t; rows past M read row M - 1 (never stored)",
           "const float* const a_lo = A + (long long)min(row0 + g, M - 1) * lda + 4 * t;",
           "const float* const a_hi = A + (long long)min(row0 + g + 8, M - 1) * lda + 4 * t;")
-        if row_b:
+        if narrow:
+            w("// vector v of B per step: W's row k + 4t + v % 4 at columns n0 + 32 (v / 4) + 4g … + 3, read 4 bytes at a",
+              "// time (columns past N: from column N - 1 on, never stored; a vector that crosses N keeps its start and",
+              "// reads on into the next row); element offsets from row k",
+              "long long b_at[FRAGS];",
+              "#pragma unroll",
+              "for (int v = 0; v < FRAGS; ++v) b_at[v] = (4 * t + v % 4) * ldb + min(n0 + 32 * (v / 4) + 4 * g, N - 1);",
+              "// whole steps stop short of W's last row, whose reads past N would leave W: its step takes the tail's",
+              "// bounds tests",
+              "const int k_whole = min(k_end, K - 1);",
+              f"{acc_t} acc[FRAGS][4] = {{}};  // fragment 4q + c: (row g, columns n0 + 32q + 8t + c, + 4), then row g + 8")
+        elif row_b:
             w("// vector v of B per step: W's row k + 4t + v % 4 at columns n0 + 32 (v / 4) + 4g … + 3 (columns past N: the",
               "// last 4, never stored); element offsets from row k",
               "long long b_at[FRAGS];",
@@ -198,7 +224,7 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
               "for (int j = 0; j < FRAGS; ++j) b_col[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + 4 * t;",
               f"{acc_t} acc[FRAGS][4] = {{}};  // fragment j: (row g, columns n0 + 8j + 2t, +1), then row g + 8")
         with w.block("if (n0 < N)"):
-            _steps_f64(w, row_b, s.fragment_prefetch) if f64 else _steps_tf32(w, row_b)
+            _steps_f64(w, row_b, s.fragment_prefetch, narrow) if f64 else _steps_tf32(w, row_b)
         _epilogue(w, op, split, row_b, fused, f64)
         if fused:
             fused_arrival(w)
@@ -228,22 +254,26 @@ def _steps_tf32(w: Writer, row_b: bool) -> None:
         _add_part(w)
 
 
-def _steps_f64(w: Writer, row_b: bool, ring: bool) -> None:
+def _steps_f64(w: Writer, row_b: bool, ring: bool, narrow: bool = False) -> None:
     """Emit the slice's k16 steps on float64: every product into ``acc`` (float64 sums, rounded to nearest). ``ring``
     (``fragment_prefetch``): the whole steps through a ring of UNROLL slots, each refilled UNROLL steps ahead as soon
-    as its step is multiplied (:func:`_ring_steps`); else groups of UNROLL steps, each loaded then multiplied."""
+    as its step is multiplied (:func:`_ring_steps`); else groups of UNROLL steps, each loaded then multiplied.
+    ``narrow`` (``vec=1``, row-major B): W read 4 bytes at a time, the whole steps ending at ``k_whole`` (before W's
+    last row)."""
+    end = "k_whole" if narrow else "k_end"
     w("int k = k_begin;")
     if ring:
-        _ring_steps(w, row_b)
+        _ring_steps(w, row_b, end, narrow)
     else:
         w("// ---- whole groups of UNROLL k16 steps, without bounds tests ----",
           "#pragma unroll 1")
-        with w.block("for (; k + 16 * UNROLL <= k_end; k += 16 * UNROLL)"):
-            _main_steps(w, row_b, "acc")
-    w("// ---- the slice's last steps (fewer than UNROLL): a vector past k_end reads as zeros ----",
+        with w.block(f"for (; k + 16 * UNROLL <= {end}; k += 16 * UNROLL)"):
+            _main_steps(w, row_b, "acc", narrow)
+    w("// ---- the slice's last steps" + (": a vector past k_end reads as zeros, and past N in W's last row" if narrow
+                                         else " (fewer than UNROLL): a vector past k_end reads as zeros") + " ----",
       "#pragma unroll 1")
     with w.block("for (; k < k_end; k += 16)"):
-        _tail_step(w, row_b, "acc")
+        _tail_step(w, row_b, "acc", narrow)
 
 
 def _multiply_step_f64(w: Writer, row_b: bool) -> None:
@@ -308,70 +338,72 @@ def _multiply_step(w: Writer, row_b: bool) -> None:
                   f"b_big{b1});")
 
 
-def _b_load(row_b: bool, k: str) -> str:
-    """The 16-byte load (``__ldcs``: read once) of the lane's vector of B numbered ``v`` (row-major B) or ``j`` at K
-    offset ``k``."""
+def _b_load(row_b: bool, k: str, narrow: bool = False) -> str:
+    """The load (``__ldcs``: read once) of the lane's vector of B numbered ``v`` (row-major B) or ``j`` at K offset
+    ``k``: 16 bytes, or (``narrow``) 4 bytes at a time."""
     at = f"B + (long long)({k}) * ldb + b_at[v]" if row_b else f"b_col[j] + {k}"
-    return f"__ldcs(reinterpret_cast<const float4*>({at}))"
+    return f"tdsl_ldcs4({at})" if narrow else f"__ldcs(reinterpret_cast<const float4*>({at}))"
 
 
-def _step_loads(w: Writer, row_b: bool, kk: str) -> None:
+def _step_loads(w: Writer, row_b: bool, kk: str, narrow: bool = False) -> None:
     """Emit the loads of one whole k16 step at K offset ``kk`` into slot ``u`` (``lo[u]``, ``hi[u]``, ``b[u]``)."""
     v = "v" if row_b else "j"
     w(f"lo[u] = *reinterpret_cast<const float4*>(a_lo + {kk});",
       f"hi[u] = *reinterpret_cast<const float4*>(a_hi + {kk});",
       "#pragma unroll",
-      f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[u][{v}] = {_b_load(row_b, kk)};  // B: read once")
+      f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[u][{v}] = {_b_load(row_b, kk, narrow)};  // B: read once")
 
 
-def _main_steps(w: Writer, row_b: bool, into: str) -> None:
+def _main_steps(w: Writer, row_b: bool, into: str, narrow: bool = False) -> None:
     """Emit the body of a group of UNROLL whole k16 steps: every step's loads first (in flight together), then each
     step multiplied into the accumulators ``into``."""
     w("float4 lo[UNROLL], hi[UNROLL], b[UNROLL][FRAGS];  // step u's vectors of A's two rows and of B",
       "#pragma unroll")
     with w.block("for (int u = 0; u < UNROLL; ++u)"):
         w("const int kk = k + 16 * u;")
-        _step_loads(w, row_b, "kk")
+        _step_loads(w, row_b, "kk", narrow)
     w("#pragma unroll", f"for (int u = 0; u < UNROLL; ++u) multiply_step({into}, lo[u], hi[u], b[u]);")
 
 
-def _ring_steps(w: Writer, row_b: bool) -> None:
+def _ring_steps(w: Writer, row_b: bool, end: str = "k_end", narrow: bool = False) -> None:
     """Emit the slice's whole k16 steps through a ring of UNROLL slots (``fragment_prefetch``): the first UNROLL steps
     loaded, then per step the oldest slot multiplied into ``acc`` and refilled with the step UNROLL ahead, so UNROLL
     steps of loads stay in flight while the tensor cores work (the group form has none in flight while it multiplies);
     the last UNROLL steps multiplied without refills. The steps are multiplied in K order either way: the same sums,
-    bit for bit, as the group form."""
+    bit for bit, as the group form. Whole steps end at ``end``; ``narrow``: B read 4 bytes at a time."""
     w("// ---- a ring of UNROLL k16 steps in flight: slot u holds the slice's steps u, u + UNROLL, u + 2 UNROLL, … in",
       "// turn; multiplying a slot's step is followed at once by its refill with the step UNROLL ahead (whole steps",
       "// only, no bounds tests) ----")
-    with w.block("if (k + 16 * UNROLL <= k_end)"):
+    with w.block(f"if (k + 16 * UNROLL <= {end})"):
         w("float4 lo[UNROLL], hi[UNROLL], b[UNROLL][FRAGS];  // slot u: a step's vectors of A's two rows and of B",
           "#pragma unroll")
         with w.block("for (int u = 0; u < UNROLL; ++u)"):
-            _step_loads(w, row_b, "k + 16 * u")
+            _step_loads(w, row_b, "k + 16 * u", narrow)
         w("#pragma unroll 1")
-        with w.block("for (; k + 32 * UNROLL <= k_end; k += 16 * UNROLL)"):
+        with w.block(f"for (; k + 32 * UNROLL <= {end}; k += 16 * UNROLL)"):
             w("#pragma unroll")
             with w.block("for (int u = 0; u < UNROLL; ++u)"):
                 w("multiply_step(acc, lo[u], hi[u], b[u]);")
-                _step_loads(w, row_b, "k + 16 * (u + UNROLL)")
+                _step_loads(w, row_b, "k + 16 * (u + UNROLL)", narrow)
         w("// the ring's last UNROLL steps, no refills",
           "#pragma unroll",
           "for (int u = 0; u < UNROLL; ++u) multiply_step(acc, lo[u], hi[u], b[u]);",
           "k += 16 * UNROLL;")
 
 
-def _tail_step(w: Writer, row_b: bool, into: str) -> None:
-    """Emit the body of one k16 step at the slice's end, each vector read only where it starts before k_end, multiplied
-    into the accumulators ``into``."""
+def _tail_step(w: Writer, row_b: bool, into: str, narrow: bool = False) -> None:
+    """Emit the body of one k16 step at the slice's end, each vector read only where it starts before k_end (``narrow``:
+    and each element only where its column is below N), multiplied into the accumulators ``into``."""
     v = "v" if row_b else "j"
+    load = ("tdsl_ldcs4_upto(B + (long long)(k) * ldb + b_at[v], N - 1 - min(n0 + 32 * (v / 4) + 4 * g, N - 1))"
+            if narrow else _b_load(row_b, "k"))
     w("const bool in = k + 4 * t < k_end;  // this lane's vectors: wholly in or out (K is a multiple of 4)",
       "const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);",
       "const float4 lo = in ? *reinterpret_cast<const float4*>(a_lo + k) : zero;",
       "const float4 hi = in ? *reinterpret_cast<const float4*>(a_hi + k) : zero;",
       "float4 b[FRAGS];",
       "#pragma unroll",
-      f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[{v}] = in ? {_b_load(row_b, 'k')} : zero;",
+      f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[{v}] = in ? {load} : zero;",
       f"multiply_step({into}, lo, hi, b);")
 
 

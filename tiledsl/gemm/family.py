@@ -82,7 +82,8 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         return dmma, (f"the GEMV-style kernel on the FP64 tensor cores (gemv_dmma_default): IEEE float32, M = {op.m} in "
                       f"{extent.min_rows}..{extent.max_rows} rows of x @ W{'.T' if op.layout_b == 'col' else ''}"
                       + (f", B of at least {extent.min_b_bytes >> 20} MiB" if extent.min_b_bytes else "")
-                      + f", on {target.name}: {dmma.rn} columns per warp, unroll {dmma.unroll}{ring}, "
+                      + f", on {target.name}: {dmma.rn} columns per warp, unroll {dmma.unroll}{ring}"
+                      + (", B read 4 bytes at a time (its rows not 16-byte aligned)" if dmma.vec == 1 else "") + ", "
                       f"{dmma.split_k} K slices (inputs widened to float64 exactly, float64 sums)")
     tall = tall_thin_schedule(op, target)
     if tall is not None:
@@ -880,21 +881,33 @@ carry far fewer FP64 units."""
 
 def gemv_dmma_refusal(op: GemmOp, target: Target | None = None) -> str:
     """Why :func:`gemv_dmma_schedule` gives ``op`` no schedule: its rows (at most 16), or the first rule its form breaks
-    (IEEE float32, A and C row-major, A and B 16-byte aligned; with ``target``, sm_90); empty where it gives one."""
+    (IEEE float32, A and C row-major, A 16-byte aligned and, for x @ W.T, B; with ``target``, sm_90); empty where it
+    gives one."""
     if op.m > 16:
         return f"M = {op.m} rows (at most 16: one m16 fragment of rows per block)"
     return _rule_refusal(_gemv_dmma_base(op), op, target)
 
 
 def _gemv_dmma_base(op: GemmOp) -> GemmSchedule:
-    return GEMV_DMMA[op.layout_b].schedule("dmma")
+    base = GEMV_DMMA[op.layout_b].schedule("dmma")
+    return replace(base, vec=1) if op.layout_b == "row" and op.align_b != 4 else base  # W read 4 bytes at a time
+
+
+GEMV_DMMA_NARROW_B_MEASURED = "benchmarks/results/h100_2026-12-05_s37"
+"""Where x @ W with W's rows not 16-byte aligned on the FP64 kernel (``vec=1``: W read 4 bytes at a time) was measured
+against the FMA GEMV kernel's odd-N form (NVIDIA H100 80GB HBM3, 2026-12-05, session 37, commit 9142b7f;
+``oddn.json``, ``python benchmarks/gemv_oddn_proto.py --m 5 6 8 9 12 16``: the library's source with its loads of W
+made 4-byte, GPT-2's 16 × 50257 × 768 and fewer rows, GPU alone): 0.703 / 0.640 / 0.563 of the copy at 9 / 12 / 16
+rows against 0.531 / 0.523 / 0.504 (16-byte loads on N = 50256: 0.807 / 0.750 / 0.642); at 5-8 rows 0.730-0.779
+against 0.678-0.701 (not taken: :data:`GEMV_DMMA_DEFAULT` starts at 9 rows)."""
 
 
 def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The GEMV kernel on the FP64 tensor cores (``kernel="gemv"``, ``mma="dmma"``; :mod:`tiledsl.gemm.emit_gemv_mma`)
-    for an IEEE float32 product of at most 16 rows, x @ W or x @ W.T (A and C row-major), A and B 16-byte aligned, on
-    sm_90: :data:`GEMV_DMMA`'s form for the layout of B, with the K slices of :func:`gemv_mma_form`. None where
-    :func:`gemv_dmma_refusal` refuses it.
+    for an IEEE float32 product of at most 16 rows, x @ W or x @ W.T (A and C row-major), A 16-byte aligned, on sm_90:
+    :data:`GEMV_DMMA`'s form for the layout of B, with the K slices of :func:`gemv_mma_form`; x @ W whose B is not
+    16-byte aligned (an odd N, ldb or base address) reads it 4 bytes at a time (``vec=1``,
+    :data:`GEMV_DMMA_NARROW_B_MEASURED`), x @ W.T needs it aligned. None where :func:`gemv_dmma_refusal` refuses it.
 
     ``schedule=None`` takes it where :func:`gemv_dmma_default` says; elsewhere pass it as ``schedule=`` to opt in."""
     if gemv_dmma_refusal(op, target):
@@ -906,7 +919,8 @@ def gemv_dmma_default(op: GemmOp, target: Target) -> GemmSchedule | None:
     """:func:`gemv_dmma_schedule` where ``schedule=None`` takes it (:data:`GEMV_DMMA_DEFAULT`: x @ W.T of 9-16 rows with B
     of at least 2 MiB, x @ W of 9-16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels: on
     an H200, and 9-11 rows of x @ W.T and 9-15 of x @ W on an H100) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`,
-    where the kernel's rules take the op (:func:`gemv_dmma_refusal`: IEEE float32, A and C row-major, A and B 16-byte aligned); None elsewhere
+    where the kernel's rules take the op (:func:`gemv_dmma_refusal`: IEEE float32, A and C row-major, A 16-byte aligned
+    and x @ W.T's B; x @ W's B of any alignment, :data:`GEMV_DMMA_NARROW_B_MEASURED`); None elsewhere
     (the FMA GEMV kernel stays). The bits of a row then depend on how many rows the call has (8 rows: FMA sums; 9:
     float64 sums rounded once per slice), as with any change of kernel."""
     if op.layout_b not in GEMV_DMMA_DEFAULT or not any(g in target.name for g in GEMV_DMMA_DEFAULT_GPUS):

@@ -199,9 +199,14 @@ GEMM_RULES: tuple[R.Rule, ...] = (
     R.Rule("gemv_mma_row_b_columns", "LAYOUT_B_COL == 1 or RN % 32 == 0",
            "{cls}.rn={RN} must be a multiple of 32 with kernel='gemv' on the tensor cores and a row-major B (x @ W: a lane "
            "reads 4 adjacent columns for 4 n8 fragments)", scope="op", when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
-    R.Rule("gemv_mma_16_byte_operands", "ALIGN_A == 4 and ALIGN_B == 4",
+    R.Rule("gemv_mma_vec", "VEC == 4 or VEC == 1 and MMA == 3 and LAYOUT_B_COL == 0",
+           "{cls}.vec={VEC}: kernel='gemv' on the tensor cores reads B 4 float32 wide (vec=4), or 4 bytes at a time "
+           "(vec=1) on the FP64 tensor cores (mma='dmma') with a row-major B (x @ W; got mma kind {MMA}, B column-major: "
+           "{LAYOUT_B_COL})", scope="op", when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
+    R.Rule("gemv_mma_16_byte_operands", "ALIGN_A == 4 and (ALIGN_B == 4 or VEC == 1)",
            "{cls}: kernel='gemv' on the tensor cores reads A and B 4 float32 wide along K: base addresses, leading "
-           "dimensions and K must be multiples of 4 elements (align_a={ALIGN_A}, align_b={ALIGN_B})", scope="op",
+           "dimensions and K must be multiples of 4 elements (align_a={ALIGN_A}, align_b={ALIGN_B}; with "
+           "mma='dmma' and a row-major B, vec=1 reads B 4 bytes at a time at any alignment)", scope="op",
            when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
     R.Rule("gemv_mma_needs_sm_80", "CC >= 80",
            "{cls}: kernel='gemv' with mma='mma_sync' (m16n8k8 TF32) needs sm_80 or newer, not cc {CC}",
