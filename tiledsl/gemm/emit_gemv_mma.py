@@ -54,9 +54,12 @@ A register 2i + h holds row g + 8h at k-slot t + 4i, B register i k-slot t + 4i 
    steps (K's end) is loaded with a bounds test per
    vector (K is a multiple of 4:
    a vector is wholly in or out); B is read with ``__ldcs`` (evict-first: each element is read once, and A stays in
-   the caches for the other warps);
+   the caches for the other warps); on float64 with a row-major B whose rows are not 16-byte aligned (``vec=1``: an
+   odd N, ldb or base address) each vector of B is read 4 bytes at a time, and the whole steps stop short of B's
+   last row, whose step takes the bounds tests (a vector that crosses N reads on past it: into the next row, or past
+   the end of B in its last row);
 4. rows past M read row M − 1 and columns past N read column N − 1 (row-major B: the last 4, N being a multiple of
-   4), in bounds and never stored;
+   4; with ``vec=1`` from column N − 1 on), in bounds and never stored;
 5. epilogue: lane (g, t) holds rows g and g + 8 of column slots 2t and 2t + 1 of each fragment (column-major B:
    columns n + 8j + 2t + e; row-major B: columns n + 32q + 4(2t + e) + c of fragment 4q + c): C = alpha·acc (+ beta·C),
    with split-K the slice's partial sums rounded to float32 to the workspace, summed by the split-K kernel, or
