@@ -18,6 +18,10 @@ W) through L1, and W's evict-first loads allocate in L1 beside it. The variants:
   ``slice_p2`` / ``slice_p3`` / ``slice_p4`` / ``slice_p2m5``: the same, software-pipelined (group i + 1 of W requested
   before group i is multiplied, two register buffers), unroll 2 to 4 (measured on an H100 in session 36: every one
   slower than ``base512``);
+- ``bulk…`` (:data:`BULK_FORMS`, session 37): W through a per-warp ring of STAGES chunks (CH elements of K of the warp's
+  16 or 32 rows of W) in shared memory, each row's chunk one ``cp.async.bulk`` completing on the stage's mbarrier, A read
+  as the library reads it; options an L2 evict-first hint (``ef``), A's next chunk prefetched into L1 (``pf``), K slices
+  re-cut for the variant's blocks per SM (``w``); the library's K slices otherwise (its bits);
 - ``sa`` (and ``sa3``: 3 blocks per SM, ``sa_na``, ``sa256``): A staged once per block in shared memory, already in float64 and in fragment order
   (one 16-byte load per element pair), two chunks of UNROLL k16 steps, one ``__syncthreads`` per chunk; W as ``base``
   (``na``: no L1 allocation); ``sa256``: 8 warps.
@@ -35,7 +39,9 @@ least 64 MiB with K a multiple of 64.
 Measured on an H100 (2026-12-05, ``benchmarks/results/gemv_dmma_h100_2026-12-05/``, docs/gemm.md): none of the variants
 is faster than ``base`` by more than 0.2 % on the geomean, nor ``cluster`` than ``base_sum``. Session 36
 (``benchmarks/results/pdl_h100_2026-12-05/``): the ``slice_*`` variants all slower than ``base512``; the ``pdl_*``
-variants 1.2-1.4 % faster than ``base_sum`` (the library launches its split-K sum so since), ``pdl_vec4`` not.
+variants 1.2-1.4 % faster than ``base_sum`` (the library launches its split-K sum so since), ``pdl_vec4`` not. Session
+37 (``benchmarks/results/h100_2026-12-05_s37/``, ``h200_2026-12-05_s37/``): ``bulk64s2ef`` level with ``base`` on an
+H100 (faster on one-slice products, slower on short slices), slower on an H200 (0.805 against 0.842); the others slower.
 
 Run (GPU): ``python benchmarks/gemv_dmma_proto.py --m 16 12 --out benchmarks/results/gemv_dmma_proto.json``; under
 Nsight Compute ``ncu --profile-from-start off ... python benchmarks/gemv_dmma_proto.py --profile 16 22016 4096``

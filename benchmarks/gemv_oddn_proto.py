@@ -9,6 +9,10 @@ first) per vector; ``scalar`` four plain (L1-cached) loads; ``aligned`` the libr
 to a multiple of 4 (an upper bound: 16-byte loads, the same bytes within 0.01 %). Each C is checked against a float64
 product. The library's split-K sum follows the FP64 kernels (launched plainly). Shares are of a 2 GiB copy.
 
+Measured on an H100 (session 37, ``benchmarks/results/h100_2026-12-05_s37/oddn.json``): ``scalar_cs`` 0.703 / 0.640 /
+0.563 of the copy at 9 / 12 / 16 rows against ``fma`` 0.531 / 0.523 / 0.504 (``aligned`` 0.807 / 0.750 / 0.642); the
+library reads an unaligned W so since (``GemmSchedule.vec=1`` with ``mma="dmma"``).
+
 Run (GPU): ``python benchmarks/gemv_oddn_proto.py --m 5 8 9 12 16 --out benchmarks/results/oddn.json``.
 """
 
