@@ -168,6 +168,7 @@ def variants(base, op, target, family: str) -> dict:
         from tiledsl.gemm.family import (
             builtin_schedule,
             gemv_dmma_schedule,
+            gemv_dmma_vec,
             gemv_mma_form,
             gemv_mma_shape,
             gemv_schedule,
@@ -176,11 +177,12 @@ def variants(base, op, target, family: str) -> dict:
         label, mma, forms = (("3xtf32", "mma_sync", tuple((rn, u, False) for rn, u in MMA_3XTF32)) if family == "mma3x"
                              else ("dmma", "dmma", DMMA_FORMS))
         op_tc = replace(op, precision="3xtf32") if family == "mma3x" else op
+        vec = gemv_dmma_vec(op) if family == "dmma" else 4  # FP64 x @ W with an unaligned W: read 4 bytes at a time
         out = {}
         for rn, unroll, ring in forms:
             if op.layout_b == "row" and rn % 32:  # a row-major B's lanes read 4 adjacent columns for 4 fragments
                 continue
-            s = gemv_mma_form(op_tc, target, gemv_mma_shape(128, rn, unroll, mma, ring))
+            s = gemv_mma_form(op_tc, target, replace(gemv_mma_shape(128, rn, unroll, mma, ring), vec=vec))
             out[f"{label} rn{rn} u{unroll}{' ring' if ring else ''}"] = s
         pick = out.get("3xtf32 rn32 u2") if family == "mma3x" else gemv_dmma_schedule(op, target)  # the library's form
         if pick is not None and pick.split_k > 1:  # its slices summed in the kernel (one launch)

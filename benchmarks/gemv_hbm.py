@@ -77,7 +77,8 @@ has 8, 12 or 16 rows per block (in place of the pick, A staged or not; where the
 as it is; ``ring`` and ``cap168`` then do not apply), ``registers`` the pick before
 ``gemv_lanes_split_k`` (x @ W.T with A in registers and 32 lanes along K where the pick has its lanes in groups),
 ``dmma`` the GEMV kernel on the FP64 tensor cores (``tiledsl.gemm.family.gemv_dmma_schedule``: float32 inputs widened
-exactly, float64 sums; x @ W and x @ W.T with K and N multiples of 4) in place of the pick (with ``fused`` its slices
+exactly, float64 sums; x @ W and x @ W.T with K a multiple of 4, x @ W.T with N too: x @ W reads a W whose rows
+are not 16-byte aligned 4 bytes at a time) in place of the pick (with ``fused`` its slices
 summed in the kernel, with ``ring`` its ring of k16 steps, ``fragment_prefetch``, with ``groups`` without it; the
 other variants then do not apply). Where none applies the product runs ``schedule=None``."""
 
@@ -106,8 +107,9 @@ def variant_schedule(op, target, variants=()):
     if "dmma" in variants:  # in place of the pick (None where the FP64 kernel does not apply: schedule=None)
         s = gemv_dmma_schedule(op, target)
         if s is not None and ("ring" in variants or "groups" in variants):  # with or without its ring of k16 steps
-            ring = "ring" in variants  # (fragment_prefetch; min_blocks and K slices for its registers)
-            s = gemv_mma_form(op, target, gemv_mma_shape(s.bn, s.rn, s.unroll, "dmma", ring=ring))
+            ring = "ring" in variants  # (fragment_prefetch; min_blocks and K slices for its registers), W read as
+            shape = replace(gemv_mma_shape(s.bn, s.rn, s.unroll, "dmma", ring=ring), vec=s.vec)  # the pick reads it
+            s = gemv_mma_form(op, target, shape)
         if s is not None and "fused" in variants and s.split_k > 1:
             s = replace(s, split_k_fused=True)
         return s

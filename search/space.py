@@ -671,11 +671,6 @@ def _gemv_dmma_params(s) -> dict | None:
     return _gemv_tc_params(s, "dmma", _GEMV_DMMA_KNOBS, _gemv_dmma_fields)
 
 
-def _narrow_b(op) -> bool:
-    """x @ W whose W is not 16-byte aligned: the FP64 GEMV kernel reads it 4 bytes at a time (``vec=1``)."""
-    return op.layout_b == "row" and op.align_b != 4
-
-
 def _gemv_dmma_narrow_fields(p: dict) -> dict:
     return {**_gemv_dmma_fields(p), "vec": 1}
 
@@ -688,10 +683,10 @@ def _gemv_dmma_seeds(op, target) -> list:
     """``tiledsl.gemm.family.gemv_dmma_schedule``'s pick and the forms ``benchmarks/gemv_fused.py --family dmma``
     times around it (``DMMA_FORMS``' widths and depths, K slices filling whole waves), each also with its slices
     summed in the kernel where it splits K, and each with and without the ring of steps."""
-    from tiledsl.gemm.family import gemv_dmma_schedule
+    from tiledsl.gemm.family import gemv_dmma_schedule, gemv_dmma_vec
 
     return _tc_gemv_seeds(op, target, gemv_dmma_schedule(op, target), "dmma", ((16, 4), (32, 4), (64, 2), (32, 8)),
-                          _gemv_dmma_narrow_params if _narrow_b(op) else _gemv_dmma_params, ring=True)
+                          _gemv_dmma_narrow_params if gemv_dmma_vec(op) == 1 else _gemv_dmma_params, ring=True)
 
 
 GEMM_GEMV_DMMA_SPACE = Space("gemm", _GEMV_DMMA_KNOBS, _gemv_dmma_fields, _gemv_dmma_params, _gemv_dmma_seeds,
@@ -722,15 +717,13 @@ def gemv_dmma_space(op) -> Space:
         ValueError: ``op`` has more than 16 rows, or a rule of the kernel refuses it
             (``tiledsl.gemm.family.gemv_dmma_refusal``: the message names the rule).
     """
-    import dataclasses
-
-    from tiledsl.gemm.family import gemv_dmma_refusal
+    from tiledsl.gemm.family import gemv_dmma_refusal, gemv_dmma_vec
 
     if why := gemv_dmma_refusal(op):
         raise ValueError(f"--mma dmma: {why}")
     space = _tensor_core_gemv_space(GEMM_GEMV_DMMA_SPACE, op)
-    if _narrow_b(op):  # W's rows not 16-byte aligned: every point reads it 4 bytes at a time
-        space = dataclasses.replace(space, to_fields=_gemv_dmma_narrow_fields, from_schedule=_gemv_dmma_narrow_params)
+    if gemv_dmma_vec(op) == 1:  # W's rows not 16-byte aligned: every point reads it 4 bytes at a time
+        space = replace(space, to_fields=_gemv_dmma_narrow_fields, from_schedule=_gemv_dmma_narrow_params)
     return space
 
 

@@ -700,7 +700,7 @@ def test_3xtf32_rules_name_what_the_tensor_core_gemv_needs():
 
 @pytest.mark.parametrize("layout_b", ["col", "row"])
 @pytest.mark.parametrize("m,n,k", [(16, 22016, 4096), (12, 4096, 4096), (1, 128256, 4096), (16, 4096, 14336),
-                                   (9, 14336, 4096), (11, 768, 3072), (8, 4096, 4096)])
+                                   (9, 14336, 4096), (11, 768, 3072), (8, 4096, 4096), (16, 50257, 768)])
 def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, n, k, layout_b):
     """mma="dmma": gemv_dmma_schedule's form compiles for sm_90 and sm_90a within its register cap, without spills
     (x @ W's ring with K unsplit: at most 48 bytes, measured harmless),
@@ -716,6 +716,7 @@ def test_dmma_gemv_compiles_without_spills_and_is_the_default_where_measured(m, 
     s = gemv_dmma_schedule(op, h200)
     assert (s.kernel, s.mma, s.bm, s.rn, s.unroll, s.fragment_prefetch) == (
         ("gemv", "dmma", 16, 16, 4, False) if layout_b == "col" else ("gemv", "dmma", 16, 64, 2, True))
+    assert s.vec == (1 if layout_b == "row" and n % 4 else 4)  # x @ W with an odd N: W read 4 bytes at a time
     takes = 9 <= m <= 16 if layout_b == "col" else 9 <= m <= 16 and 4 * n * k >= 64 << 20
     for target in (h200, h100):
         choice, why = builtin_choice(op, target)
@@ -1392,11 +1393,14 @@ def test_gemv_rules_and_default():
     assert (s.bn, s.split_k_fused) == (256, False) and s.split_k > 1  # 16-bit: not measured, the earlier pick
     s = default_schedule(GemmOp(4, 2048, 2048), h200)
     assert not s.split_k_fused and s.split_k > 1  # a row-major B beyond 16 MiB: the split-K kernel (faster)
-    # an odd N (B read one element at a time), float32: four single columns per thread (gemv_column_groups)
-    for m in (1, 4, 16):
-        s = default_schedule(GemmOp(m, 50257, 768, align_b=1, align_c=1), h200)
+    # an odd N (B read one element at a time), float32: four single columns per thread (gemv_column_groups); from 9
+    # rows on an H100 or H200 the FP64 kernel, W read 4 bytes at a time (gemv_dmma_default), the FMA form elsewhere
+    for m, target in ((1, h200), (4, h200), (16, tiledsl.Target.known("A100"))):
+        s = default_schedule(GemmOp(m, 50257, 768, align_b=1, align_c=1), target)
         assert (s.col_groups, s.vec, s.unroll) == (4, 1, 1) and s.split_k > 1
-        assert tiledsl.plan(GemmOp(m, 50257, 768, align_b=1, align_c=1), s, arch="sm_90").grid[0] == -(-50257 // 512)
+        assert tiledsl.plan(GemmOp(m, 50257, 768, align_b=1, align_c=1), s, arch="sm_80").grid[0] == -(-50257 // 512)
+    s = default_schedule(GemmOp(16, 50257, 768, align_b=1, align_c=1), h200)
+    assert (s.mma, s.vec, s.fragment_prefetch) == ("dmma", 1, True)
     assert default_schedule(GemmOp(4, 50258, 768, align_b=2, align_c=2), h200).col_groups == 1  # 2 wide: unmeasured
     assert default_schedule(GemmOp(1, 50257, 768, align_b=1, align_c=1, dtype="float16"), h200).col_groups == 1
     assert default_schedule(GemmOp(3, 7, 129, align_b=1, align_c=1), h200).col_groups == 1  # small: one launch

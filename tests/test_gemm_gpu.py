@@ -1235,7 +1235,8 @@ def test_gemv_dmma_reads_an_unaligned_w_four_bytes_at_a_time(m, n, k, offset, rn
     b_pad[:, :n] = b
     ha, hb = cp.asnumpy(a).astype(np.float64), cp.asnumpy(b).astype(np.float64)
     ref = ha @ hb
-    op = tiledsl.GemmOp(m, n, k, layout_b="row", align_b=1, align_c=4 if n % 4 == 0 else 1)  # as the call's
+    align_b = next(v for v in (4, 2, 1) if n % v == 0 and (n + offset) % v == 0 and offset % v == 0)  # as the call's
+    op = tiledsl.GemmOp(m, n, k, layout_b="row", align_b=align_b, align_c=4 if n % 4 == 0 else 1)
     pick = gemv_dmma_schedule(op, target)
     assert pick.vec == 1 and pick.fragment_prefetch, pick
     for s in (pick, replace(pick, fragment_prefetch=False)):

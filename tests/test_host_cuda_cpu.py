@@ -729,16 +729,21 @@ def test_gemv_dmma_against_float64(m, n, k, rn, unroll, split_k, bk, layout_b, r
         assert np.array_equal(_run(op_c, fused, a, b_storage, alpha=1.5, beta=-0.5, c0=c0), got), fused
 
 
-@pytest.mark.parametrize("m,n,k,unroll,split_k,bk", [
-    (16, 67, 64, 2, 1, 16), (9, 37, 100, 2, 1, 16), (12, 131, 516, 3, 2, 64), (16, 1, 36, 1, 1, 16),
-    (5, 2, 48, 4, 1, 16), (16, 3, 260, 2, 3, 32), (13, 70, 1028, 4, 1, 16), (16, 255, 1024, 2, 4, 16)])
-def test_gemv_dmma_reads_an_unaligned_w_four_bytes_at_a_time(m, n, k, unroll, split_k, bk, rng):
-    """x @ W whose rows of W do not start 16-byte aligned (N ≡ 1, 2, 3 mod 4; N = 1-3; K ≡ 0, 4 and 12 mod 16; one
-    slice and 2-4; unroll 1-4), read 4 bytes at a time (vec=1), the groups and the ring: C equals bit for bit the
-    16-byte kernel's C on the same W padded to a multiple of 4 columns (the same elements into the same sums), within
-    the float64 bound of the product, every read inside W — K·N is a multiple of 4, so W ends on a 16-byte boundary
-    against unmapped memory and a read past it stops the run (a vector that crosses N in W's last row)."""
+@pytest.mark.parametrize("m,n,k,unroll,split_k,bk,ldb", [
+    (16, 67, 64, 2, 1, 16, 67), (9, 37, 100, 2, 1, 16, 37), (12, 131, 520, 3, 2, 64, 131), (16, 1, 36, 1, 1, 16, 1),
+    (5, 2, 44, 4, 1, 16, 2), (16, 3, 268, 2, 3, 32, 3), (13, 70, 1028, 4, 1, 16, 70), (16, 255, 1024, 2, 4, 16, 255),
+    (11, 33, 200, 2, 2, 16, 37), (16, 65, 76, 1, 1, 16, 66)])
+def test_gemv_dmma_reads_an_unaligned_w_four_bytes_at_a_time(m, n, k, unroll, split_k, bk, ldb, rng):
+    """x @ W whose rows of W do not start 16-byte aligned (N ≡ 1, 2, 3 mod 4; N = 1-3; ldb wider than N, its padding
+    NaN; K ≡ 0, 4, 8 and 12 mod 16; one slice and 2-4; unroll 1-4), read 4 bytes at a time (vec=1), the groups and the
+    ring: C equals bit for bit the 16-byte kernel's C on the same W padded to a multiple of 4 columns (the same
+    elements into the same sums), within the float64 bound of the product, every read inside W — K·ldb is a multiple
+    of 4, so W ends on a 16-byte boundary against unmapped memory and a read past it stops the run (a vector that
+    crosses N in W's last row); with split-K the slices summed in the kernel too (the same bits), and alpha and beta
+    on a given C."""
     a, b, _ = _operands(rng, m, n, k)
+    w = np.full((k, ldb), np.nan, np.float32)  # W's storage: its rows ldb apart, the padding NaN (never stored)
+    w[:, :n] = b
     n4 = -(-n // 4) * 4
     b_pad = np.zeros((k, n4), np.float32)
     b_pad[:, :n] = b
@@ -746,25 +751,35 @@ def test_gemv_dmma_reads_an_unaligned_w_four_bytes_at_a_time(m, n, k, unroll, sp
     op = tiledsl.GemmOp(m, n, k, layout_b="row", align_a=4, align_b=1, align_c=1)
     for ring in (False, True):
         s = replace(_mma_schedule(32 if n4 <= 32 else 64, unroll, split_k, bk, mma="dmma"), fragment_prefetch=ring)
-        got = _run(op, replace(s, vec=1), a, b)
+        narrow = replace(s, vec=1)
+        got = _run(op, narrow, a, w)
         assert (np.abs(got - ref) <= dmma_bound(a, b, ref, gemv_slice_depth(k, s))).all(), s
         assert np.array_equal(got, _run(_mma_op(m, n4, k, layout_b="row", mma="dmma"), s, a, b_pad)[:, :n]), s
+        if split_k > 1:
+            assert np.array_equal(_run(op, replace(narrow, split_k_fused=True), a, w), got), s
+    c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    got = _run(replace(op, read_c=True), narrow, a, w, alpha=1.5, beta=-0.5, c0=c0)
+    want = 1.5 * ref - 0.5 * c0.astype(np.float64)
+    bound = 1.5 * dmma_bound(a, b, ref, gemv_slice_depth(k, s)) + 2.0**-24 * (np.abs(want) + 0.5 * np.abs(c0)
+                                                                             + 1.5 * np.abs(ref))
+    assert (np.abs(got - want) <= bound).all(), narrow
 
 
+@pytest.mark.parametrize("ring", [False, True])
 @pytest.mark.parametrize("what,edit", [
     ("whole steps through W's last row",
      lambda src: src.replace("const int k_whole = min(k_end, K - 1);", "const int k_whole = k_end;")),
     ("the last steps' vectors read whole past N",
-     lambda src: src.replace("tdsl_ldcs4_upto(B + (long long)(k) * ldb + b_at[v], "
-                             "N - 1 - min(n0 + 32 * (v / 4) + 4 * g, N - 1))", "tdsl_ldcs4(B + (long long)(k) * ldb + b_at[v])")),
+     lambda src: src.replace("tdsl_ldcs4_upto(B + (long long)(k) * ldb + b_at[v], last)",
+                             "tdsl_ldcs4(B + (long long)(k) * ldb + b_at[v])")),
 ])
-def test_gemv_dmma_unaligned_w_broken_variants_fail(what, edit, rng):
+def test_gemv_dmma_unaligned_w_broken_variants_fail(what, edit, ring, rng):
     """The bounds that keep the 4-byte reads of an unaligned W inside it: without either the run stops on a read past
-    W's end (the host runner's buffers end against unmapped memory)."""
+    W's end (the host runner's buffers end against unmapped memory), in the groups and the ring."""
     m, n, k = 16, 37, 64  # K a multiple of 16: the last step is whole; K·N a multiple of 4: W ends on 16 bytes
     a, b, _ = _operands(rng, m, n, k)
     op = tiledsl.GemmOp(m, n, k, layout_b="row", align_a=4, align_b=1, align_c=1)
-    s = replace(_mma_schedule(64, 2, mma="dmma"), vec=1)
+    s = replace(_mma_schedule(64, 2, mma="dmma"), vec=1, fragment_prefetch=ring)
     source = GEMM.emit(op, s).source
     assert edit(source) != source, what
     assert _broken_run(op, s, a, b, edit) is None, what

@@ -133,8 +133,14 @@ def test_few_rows_search_the_gemv_kernel_the_default_runs(op, rows_log2, rn_pinn
         dmma = tune_space("gemm", op, target)
         assert "ring" in {k.name for k in dmma.knobs} and builtin_schedule(op, target).mma == "dmma"
         assert library_default(dmma, op, target) == builtin_schedule(op, target)
-        for s in dmma.seeds(op, target):  # each a point; W read as the default reads it (odd N: 4 bytes at a time)
+        seeds = dmma.seeds(op, target)  # each a point; W read as the default reads it (odd N: 4 bytes at a time)
+        for s in seeds:
             assert dmma.build(dmma.from_schedule(s), target, op) == s and s.vec == builtin_schedule(op, target).vec
+        if op.align_b != 4:  # the forms an aligned twin of the op seeds, none dropped for its 4-byte reads of W
+            twin = dataclasses.replace(op, n=op.n // 4 * 4, align_b=4, align_c=4)
+            assert {(s.rn, s.unroll, s.fragment_prefetch, s.split_k_fused) for s in seeds} == {
+                (s.rn, s.unroll, s.fragment_prefetch, s.split_k_fused) for s in tune_space("gemm", twin, target).seeds(
+                    twin, target)}
         assert library_default(space, op, target) is None  # the FMA space cannot express it
         a100 = tiledsl.Target.known("A100")
         assert tune_space("gemm", op, a100).knobs == space.knobs and builtin_schedule(op, a100).mma == "fma"

@@ -55,9 +55,9 @@ A register 2i + h holds row g + 8h at k-slot t + 4i, B register i k-slot t + 4i 
    vector (K is a multiple of 4:
    a vector is wholly in or out); B is read with ``__ldcs`` (evict-first: each element is read once, and A stays in
    the caches for the other warps); on float64 with a row-major B whose rows are not 16-byte aligned (``vec=1``: an
-   odd N, ldb or base address) each vector of B is read 4 bytes at a time, and the whole steps stop short of B's
-   last row, whose step takes the bounds tests (a vector that crosses N reads on past it: into the next row, or past
-   the end of B in its last row);
+   N, ldb or base address not a multiple of 4 floats) each vector of B is read 4 bytes at a time, and the whole steps
+   stop short of B's last row, whose step takes the bounds tests (a vector that crosses N reads on past it, into the
+   next row; in B's last row it would read past B's end);
 4. rows past M read row M − 1 and columns past N read column N − 1 (row-major B: the last 4, N being a multiple of
    4; with ``vec=1`` from column N − 1 on), in bounds and never stored;
 5. epilogue: lane (g, t) holds rows g and g + 8 of column slots 2t and 2t + 1 of each fragment (column-major B:
@@ -88,7 +88,7 @@ result: on that H100 one chain per slice reached 2.5e-5 of max |C| on 16×64×40
 float32's bound, and these chunks 7.8e-7 and 1.2e-6 (``docs/gemm.md``); about 10 instructions per pass of two k16
 steps."""
 
-B_BYTES_HELPER = r"""// ---- W read 4 bytes at a time (vec=1): its rows need not start 16-byte aligned (an odd N or ldb) ----
+B_BYTES_HELPER = r"""// ---- W read 4 bytes at a time (vec=1): its rows need not start 16-byte aligned ----
 // p[0..3], each read once (evict-first)
 __device__ __forceinline__ float4 tdsl_ldcs4(const float* p) {
   return make_float4(__ldcs(p), __ldcs(p + 1), __ldcs(p + 2), __ldcs(p + 3));
@@ -176,9 +176,10 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
         ("UNROLL", s.unroll, "unroll: k16 steps per thread in flight"), ("SPLIT_K", s.split_k, "split_k: K slices"),
         ("MMA", MMA_KINDS.index(s.mma), f"mma='{s.mma}'"), ("KERNEL", 1, "kernel='gemv'"), ("THREADS", s.threads, "= bn"),
         ("MIN_BLOCKS", p.min_blocks, "min_blocks"),
+        ("VEC", s.vec, "vec: B read 4 bytes at a time" if narrow else "vec: B read 16 bytes at a time"),
         # fields of the other kernels, unused here; the rule table's static_asserts name them
         ("RM", s.rm, "rm (unused)"), ("WM", s.wm, "wm (unused)"), ("WN", s.wn, "wn (unused)"),
-        ("VEC", s.vec, "vec: B read 4 bytes at a time" if narrow else "vec (unused: A and B are read 4 wide)"), ("STAGES", s.stages, "stages (unused)"),
+        ("STAGES", s.stages, "stages (unused)"),
         ("SMEM_PAD", s.smem_pad, "smem_pad (unused)"), ("SWIZZLE", s.swizzle, "swizzle (unused)"),
         ("SMEM_A", int(s.smem_a), "smem_a (unused)"), ("SPARE_SLOT", int(s.spare_slot), "spare_slot (unused)"),
         ("K_LANES", s.k_lanes, "k_lanes (unused)"), ("COL_GROUPS", s.col_groups, "col_groups (unused)"),
@@ -208,7 +209,8 @@ def emit_gemm_gemv_mma(op: GemmOp, s: GemmSchedule) -> KernelSource:
               "// reads on into the next row); element offsets from row k",
               "long long b_at[FRAGS];",
               "#pragma unroll",
-              "for (int v = 0; v < FRAGS; ++v) b_at[v] = (4 * t + v % 4) * ldb + min(n0 + 32 * (v / 4) + 4 * g, N - 1);",
+              "for (int v = 0; v < FRAGS; ++v)",
+              "  b_at[v] = (4 * t + v % 4) * ldb + min(n0 + 32 * (v / 4) + 4 * g, N - 1);",
               "// whole steps stop short of W's last row, whose reads past N would leave W: its step takes the tail's",
               "// bounds tests",
               "const int k_whole = min(k_end, K - 1);",
@@ -266,13 +268,13 @@ def _steps_f64(w: Writer, row_b: bool, ring: bool, narrow: bool = False) -> None
     end = "k_whole" if narrow else "k_end"
     w("int k = k_begin;")
     if ring:
-        _ring_steps(w, row_b, end, narrow)
+        _ring_steps(w, row_b, narrow)
     else:
         w("// ---- whole groups of UNROLL k16 steps, without bounds tests ----",
           "#pragma unroll 1")
         with w.block(f"for (; k + 16 * UNROLL <= {end}; k += 16 * UNROLL)"):
             _main_steps(w, row_b, "acc", narrow)
-    w("// ---- the slice's last steps" + (": a vector past k_end reads as zeros, and past N in W's last row" if narrow
+    w("// ---- the slice's last steps" + (": a vector past k_end reads as zeros, and so does an element past N" if narrow
                                          else " (fewer than UNROLL): a vector past k_end reads as zeros") + " ----",
       "#pragma unroll 1")
     with w.block("for (; k < k_end; k += 16)"):
@@ -368,12 +370,13 @@ def _main_steps(w: Writer, row_b: bool, into: str, narrow: bool = False) -> None
     w("#pragma unroll", f"for (int u = 0; u < UNROLL; ++u) multiply_step({into}, lo[u], hi[u], b[u]);")
 
 
-def _ring_steps(w: Writer, row_b: bool, end: str = "k_end", narrow: bool = False) -> None:
+def _ring_steps(w: Writer, row_b: bool, narrow: bool = False) -> None:
     """Emit the slice's whole k16 steps through a ring of UNROLL slots (``fragment_prefetch``): the first UNROLL steps
     loaded, then per step the oldest slot multiplied into ``acc`` and refilled with the step UNROLL ahead, so UNROLL
     steps of loads stay in flight while the tensor cores work (the group form has none in flight while it multiplies);
     the last UNROLL steps multiplied without refills. The steps are multiplied in K order either way: the same sums,
-    bit for bit, as the group form. Whole steps end at ``end``; ``narrow``: B read 4 bytes at a time."""
+    bit for bit, as the group form. ``narrow``: B read 4 bytes at a time, the whole steps ending at ``k_whole``."""
+    end = "k_whole" if narrow else "k_end"
     w("// ---- a ring of UNROLL k16 steps in flight: slot u holds the slice's steps u, u + UNROLL, u + 2 UNROLL, … in",
       "// turn; multiplying a slot's step is followed at once by its refill with the step UNROLL ahead (whole steps",
       "// only, no bounds tests) ----")
@@ -398,16 +401,19 @@ def _tail_step(w: Writer, row_b: bool, into: str, narrow: bool = False) -> None:
     """Emit the body of one k16 step at the slice's end, each vector read only where it starts before k_end (``narrow``:
     and each element only where its column is below N), multiplied into the accumulators ``into``."""
     v = "v" if row_b else "j"
-    load = ("tdsl_ldcs4_upto(B + (long long)(k) * ldb + b_at[v], N - 1 - min(n0 + 32 * (v / 4) + 4 * g, N - 1))"
-            if narrow else _b_load(row_b, "k"))
     w("const bool in = k + 4 * t < k_end;  // this lane's vectors: wholly in or out (K is a multiple of 4)",
       "const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);",
       "const float4 lo = in ? *reinterpret_cast<const float4*>(a_lo + k) : zero;",
       "const float4 hi = in ? *reinterpret_cast<const float4*>(a_hi + k) : zero;",
       "float4 b[FRAGS];",
-      "#pragma unroll",
-      f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[{v}] = in ? {load} : zero;",
-      f"multiply_step({into}, lo, hi, b);")
+      "#pragma unroll")
+    if narrow:
+        with w.block("for (int v = 0; v < FRAGS; ++v)"):
+            w("const int last = N - 1 - min(n0 + 32 * (v / 4) + 4 * g, N - 1);  // elements 0 … last lie before N",
+              "b[v] = in ? tdsl_ldcs4_upto(B + (long long)(k) * ldb + b_at[v], last) : zero;")
+    else:
+        w(f"for (int {v} = 0; {v} < FRAGS; ++{v}) b[{v}] = in ? {_b_load(row_b, 'k')} : zero;")
+    w(f"multiply_step({into}, lo, hi, b);")
 
 
 def _add_part(w: Writer) -> None:

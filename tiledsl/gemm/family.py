@@ -830,7 +830,8 @@ Its ring was faster still (1.055× and 1.080×) but holds 255 registers and spil
 (ptxas, NVRTC 12.9: 16×128256×4096), so the pick kept the groups until session 37, when an H200 run
 (:data:`GEMV_DMMA_NN_RING_MEASURED`) timed the ring against the groups at 9, 12 and 16 rows: GPU alone 0.817 / 0.805 /
 0.786 of the copy against 0.768 / 0.763 / 0.756, per call 1.024 / 1.020 / 1.016× (12, 10 and 10 of 12 products of at
-least 64 MiB faster, the slowest 0.995×), 16×128256×4096 with its spill 1.017 against 0.959 of the copy: x @ W takes
+least 64 MiB faster, the slowest 0.995×), 16×128256×4096 with its spill 1.019-1.021 against 0.959-0.963 of the copy
+at 9-16 rows: x @ W takes
 the ring. On an H100
 (``tc_gemv_h100_2026-12-05/gemv_dmma.json``): x @ W.T 1.101× at 16 rows, 1.068× at 12, 0.94× at 8; x @ W 1.068× and 1.058×. ``min_blocks`` from the register
 estimate: 4 and 2."""
@@ -852,7 +853,8 @@ kernels): per call 1.04 / 1.15 / 1.05× at 9 / 12 / 15 rows (geomean of twelve p
 slowest 0.976×), GPU alone 0.849 / 0.832 / 0.810 of the copy for the FMA kernels against 0.867 / 0.861 / 0.842; under
 64 MiB the FP64 kernel lost (per call 0.96-1.01×, GPU alone 0.90-0.98×): the 64 MiB floor stays. The H200 takes 9-15
 rows on this H100 evidence and its own 12-row geomean (1.027×, 5 of 11 slower, session 34, the sum launched plainly):
-not yet measured there with the dependent sum."""
+not yet measured there with the dependent sum. Since session 37 x @ W's extent holds W of any alignment
+(:data:`GEMV_DMMA_NARROW_B_MEASURED`: on an H100 only) and its ring (:data:`GEMV_DMMA_NN_RING_MEASURED`)."""
 
 GEMV_DMMA_NN_RING_MEASURED = "benchmarks/results/h200_2026-12-05_s37"
 """Where x @ W's ring (:data:`GEMV_DMMA`) was measured against its groups (NVIDIA H200, 2026-12-05, session 37, commit
@@ -888,25 +890,34 @@ def gemv_dmma_refusal(op: GemmOp, target: Target | None = None) -> str:
     return _rule_refusal(_gemv_dmma_base(op), op, target)
 
 
+def gemv_dmma_vec(op: GemmOp) -> int:
+    """How the FP64 GEMV kernel reads ``op``'s B (``GemmSchedule.vec``): 16 bytes at a time (4), or 4 bytes (1) for
+    x @ W whose rows of W do not start 16-byte aligned (N, ldb or the base address not a multiple of 4 floats;
+    :data:`GEMV_DMMA_NARROW_B_MEASURED`). x @ W.T needs B aligned (rule ``gemv_mma_vec``)."""
+    return 1 if op.layout_b == "row" and op.align_b != 4 else 4
+
+
 def _gemv_dmma_base(op: GemmOp) -> GemmSchedule:
-    base = GEMV_DMMA[op.layout_b].schedule("dmma")
-    return replace(base, vec=1) if op.layout_b == "row" and op.align_b != 4 else base  # W read 4 bytes at a time
+    return replace(GEMV_DMMA[op.layout_b].schedule("dmma"), vec=gemv_dmma_vec(op))
 
 
 GEMV_DMMA_NARROW_B_MEASURED = "benchmarks/results/h100_2026-12-05_s37"
 """Where x @ W with W's rows not 16-byte aligned on the FP64 kernel (``vec=1``: W read 4 bytes at a time) was measured
-against the FMA GEMV kernel's odd-N form (NVIDIA H100 80GB HBM3, 2026-12-05, session 37, commit 9142b7f;
+against the FMA GEMV kernel's odd-N form (NVIDIA H100 80GB HBM3 only: the H200 takes it on this evidence, not yet
+measured there; 2026-12-05, session 37, commit 9142b7f;
 ``oddn.json``, ``python benchmarks/gemv_oddn_proto.py --m 5 6 8 9 12 16``: the library's source with its loads of W
 made 4-byte, GPT-2's 16 × 50257 × 768 and fewer rows, GPU alone): 0.703 / 0.640 / 0.563 of the copy at 9 / 12 / 16
 rows against 0.531 / 0.523 / 0.504 (16-byte loads on N = 50256: 0.807 / 0.750 / 0.642); at 5-8 rows 0.730-0.779
-against 0.678-0.701 (not taken: :data:`GEMV_DMMA_DEFAULT` starts at 9 rows)."""
+against 0.678-0.701 (not taken: :data:`GEMV_DMMA_DEFAULT` starts at 9 rows). In the library (commit 86e74c8,
+``nn_all_86e74c8.json`` against ``nn_all_2d6960f.json``, ``python benchmarks/gemv_hbm.py --m 9 … 16 --layouts NN``):
+50257 × 768 at 9-16 rows 0.711-0.577 of the copy against 0.539-0.511, per call 1.17-1.35× faster."""
 
 
 def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
     """The GEMV kernel on the FP64 tensor cores (``kernel="gemv"``, ``mma="dmma"``; :mod:`tiledsl.gemm.emit_gemv_mma`)
     for an IEEE float32 product of at most 16 rows, x @ W or x @ W.T (A and C row-major), A 16-byte aligned, on sm_90:
     :data:`GEMV_DMMA`'s form for the layout of B, with the K slices of :func:`gemv_mma_form`; x @ W whose B is not
-    16-byte aligned (an odd N, ldb or base address) reads it 4 bytes at a time (``vec=1``,
+    16-byte aligned (N, ldb or the base address not a multiple of 4 floats) reads it 4 bytes at a time (``vec=1``,
     :data:`GEMV_DMMA_NARROW_B_MEASURED`), x @ W.T needs it aligned. None where :func:`gemv_dmma_refusal` refuses it.
 
     ``schedule=None`` takes it where :func:`gemv_dmma_default` says; elsewhere pass it as ``schedule=`` to opt in."""
@@ -918,7 +929,8 @@ def gemv_dmma_schedule(op: GemmOp, target: Target) -> GemmSchedule | None:
 def gemv_dmma_default(op: GemmOp, target: Target) -> GemmSchedule | None:
     """:func:`gemv_dmma_schedule` where ``schedule=None`` takes it (:data:`GEMV_DMMA_DEFAULT`: x @ W.T of 9-16 rows with B
     of at least 2 MiB, x @ W of 9-16 rows with B of at least 64 MiB, each measured faster than the FMA GEMV kernels: on
-    an H200, and 9-11 rows of x @ W.T and 9-15 of x @ W on an H100) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`,
+    an H200, and 9-11 rows of x @ W.T and 9-15 of x @ W on an H100; x @ W with an unaligned W on an H100 only,
+    :data:`GEMV_DMMA_NARROW_B_MEASURED`) on the GPUs of :data:`GEMV_DMMA_DEFAULT_GPUS`,
     where the kernel's rules take the op (:func:`gemv_dmma_refusal`: IEEE float32, A and C row-major, A 16-byte aligned
     and x @ W.T's B; x @ W's B of any alignment, :data:`GEMV_DMMA_NARROW_B_MEASURED`); None elsewhere
     (the FMA GEMV kernel stays). The bits of a row then depend on how many rows the call has (8 rows: FMA sums; 9:

@@ -201,8 +201,9 @@ GEMM_RULES: tuple[R.Rule, ...] = (
            "reads 4 adjacent columns for 4 n8 fragments)", scope="op", when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
     R.Rule("gemv_mma_vec", "VEC == 4 or VEC == 1 and MMA == 3 and LAYOUT_B_COL == 0",
            "{cls}.vec={VEC}: kernel='gemv' on the tensor cores reads B 4 float32 wide (vec=4), or 4 bytes at a time "
-           "(vec=1) on the FP64 tensor cores (mma='dmma') with a row-major B (x @ W; got mma kind {MMA}, B column-major: "
-           "{LAYOUT_B_COL})", scope="op", when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
+           "(vec=1) on the FP64 tensor cores (mma='dmma') with a row-major B (x @ W; got mma kind {MMA}: 1 = "
+           "'mma_sync', 3 = 'dmma'; B column-major: {LAYOUT_B_COL})", scope="op",
+           when="KERNEL == 1 and (MMA == 1 or MMA == 3)"),
     R.Rule("gemv_mma_16_byte_operands", "ALIGN_A == 4 and (ALIGN_B == 4 or VEC == 1)",
            "{cls}: kernel='gemv' on the tensor cores reads A and B 4 float32 wide along K: base addresses, leading "
            "dimensions and K must be multiples of 4 elements (align_a={ALIGN_A}, align_b={ALIGN_B}; with "
