@@ -192,7 +192,8 @@ def _gemm_arguments(g: argparse.ArgumentParser) -> None:
                         "or x @ W.T on the tensor cores, each input in two TF32 parts)")
     g.add_argument("--mma", default="auto", choices=("auto", "dmma"),
                    help="auto: the kernels schedule=None chooses among; dmma: the GEMV kernel on the FP64 tensor cores "
-                        "(IEEE float32, 1-16 rows, x @ W or x @ W.T, A and B 16-byte aligned, sm_90): inputs widened "
+                        "(IEEE float32, 1-16 rows, x @ W or x @ W.T, A 16-byte aligned and x @ W.T's B (x @ W's is "
+                        "read 4 bytes at a time where it is not), sm_90): inputs widened "
                         "exactly, float64 sums per K slice rounded to float32; its winner is exported, never stored "
                         "for schedule=None")
     g.add_argument("--layout", default="NN", choices=tuple(LAYOUTS),

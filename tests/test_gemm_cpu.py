@@ -1401,6 +1401,11 @@ def test_gemv_rules_and_default():
         assert tiledsl.plan(GemmOp(m, 50257, 768, align_b=1, align_c=1), s, arch="sm_80").grid[0] == -(-50257 // 512)
     s = default_schedule(GemmOp(16, 50257, 768, align_b=1, align_c=1), h200)
     assert (s.mma, s.vec, s.fragment_prefetch) == ("dmma", 1, True)
+    # precision="3xtf32" there: the TF32 kernel needs B aligned, so the IEEE product's kernel, named as what it is
+    from tiledsl.gemm.family import builtin_choice
+    for m, units in ((16, "FP64 tensor cores"), (4, "FMA units")):
+        choice, why = builtin_choice(GemmOp(m, 50257, 768, precision="3xtf32"), h200)
+        assert why.endswith(f"computed exactly, on the {units}") and choice.mma == ("dmma" if m == 16 else "fma"), why
     assert default_schedule(GemmOp(4, 50258, 768, align_b=2, align_c=2), h200).col_groups == 1  # 2 wide: unmeasured
     assert default_schedule(GemmOp(1, 50257, 768, align_b=1, align_c=1, dtype="float16"), h200).col_groups == 1
     assert default_schedule(GemmOp(3, 7, 129, align_b=1, align_c=1), h200).col_groups == 1  # small: one launch

@@ -68,8 +68,8 @@ def builtin_choice(op: GemmOp, target: Target) -> tuple[GemmSchedule, str]:
         exact, why = builtin_choice(replace(op, precision="ieee"), target)
         return exact, (f"{why}; precision='3xtf32' runs on the tensor cores only for x @ W and x @ W.T with "
                        f"{GEMV_MMA_ROWS[0]}..{GEMV_MMA_ROWS[1]} rows (x row-major), 16-byte aligned, on sm_80 or newer "
-                       f"(gemv_mma_schedule: {gemv_mma_refusal(op, target)}): this product is computed exactly on the "
-                       "FMA units")
+                       f"(gemv_mma_schedule: {gemv_mma_refusal(op, target)}): this product is computed exactly, on the "
+                       + ("FP64 tensor cores" if exact.mma == "dmma" else "FMA units"))
     if op.layout_c == "col":
         return gemv_schedule(op, target), ("the GEMV-style kernel: the only one that writes a column-major C (a "
                                            "few-column product run as rows, runs_as_row)")
