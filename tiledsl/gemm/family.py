@@ -831,8 +831,7 @@ Its ring was faster still (1.055× and 1.080×) but holds 255 registers and spil
 (:data:`GEMV_DMMA_NN_RING_MEASURED`) timed the ring against the groups at 9, 12 and 16 rows: GPU alone 0.817 / 0.805 /
 0.786 of the copy against 0.768 / 0.763 / 0.756, per call 1.024 / 1.020 / 1.016× (12, 10 and 10 of 12 products of at
 least 64 MiB faster, the slowest 0.995×), 16×128256×4096 with its spill 1.019-1.021 against 0.959-0.963 of the copy
-at 9-16 rows: x @ W takes
-the ring. On an H100
+at 9-16 rows: x @ W takes the ring (on an H100 level with the groups: docs/gemm.md, "Session 37"). On an H100
 (``tc_gemv_h100_2026-12-05/gemv_dmma.json``): x @ W.T 1.101× at 16 rows, 1.068× at 12, 0.94× at 8; x @ W 1.068× and 1.058×. ``min_blocks`` from the register
 estimate: 4 and 2."""
 
