@@ -608,13 +608,14 @@ def bulk_source(variant):
     return src, smem, 32 * warps, rn
 
 
-def bulk_kernel(op, s, variant, sm_count=132):
+def bulk_kernel(op, s, variant):
     src, smem, threads, rn = bulk_source(variant)
     ks = KernelSource(name="gemv_dmma_bulk", source=src, block=(threads, 1, 1), dynamic_smem_bytes=smem)
     kern = compile_source(ks, "sm_90")
     columns = math.ceil(op.n / (threads // 32 * rn))
-    if BULK_FORMS[variant][5]:  # slices that fill the blocks per SM once
-        split = max(1, min(sm_count * bulk_blocks_per_sm(variant) // columns, op.k // 64))
+    if BULK_FORMS[variant][5]:  # slices that fill the blocks per SM once (the GPU's SMs)
+        slots = tiledsl.Target.current().sm_count * bulk_blocks_per_sm(variant)
+        split = max(1, min(slots // columns, op.k // 64))
         kps = math.ceil(op.k / (split * 16)) * 16
     else:
         kps = bulk_k_per_split(op, s)
@@ -732,7 +733,7 @@ def kernel_for(op, s, variant):
         kern, grid, kps = slice_a_kernel(op, s, variant)
         return kern, grid, ("staged_sum", (kps, replace(s, split_k=slice_a_split(op), split_k_fused=False)))
     if variant in BULK_FORMS:  # the library's K slices (BK = 16): the same steps in the same order as base
-        kern, grid, kps = bulk_kernel(op, s, variant, tiledsl.Target.current().sm_count)
+        kern, grid, kps = bulk_kernel(op, s, variant)
         return kern, grid, ("staged", kps)
     if variant in RING_FORMS:  # the library's K slices (BK = 16): the same steps in the same order as base
         kern, grid = ring_kernel(op, s, variant)

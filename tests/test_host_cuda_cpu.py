@@ -930,3 +930,44 @@ def test_gemv_dmma_proto_slice_a_sums_what_the_library_kernel_sums(m, n, k, rng,
     assert _rel_err(sums["base512", "random"].sum(0), ref) < _tol(k)
     for (variant, data), ws in sums.items():
         assert np.array_equal(ws, sums["base512", data]), (variant, data)
+
+
+@pytest.mark.parametrize("m,n,k", [(12, 72, 1088), (20, 40, 512)])
+def test_gemv_dmma_proto_bulk_sums_what_the_library_kernel_sums(m, n, k, rng, monkeypatch):
+    """benchmarks/gemv_dmma_proto.py's bulk variants (W copied by cp.async.bulk into a per-warp shared-memory ring;
+    on the host each copy lands when issued and a wait is the warp's barrier) at the library's K slices: every slice's
+    partial sums bit for bit the library's kernel's (``base``), on random data and on data where the order of the
+    steps shows (2^60 and its negative in a slice's first two steps); K a multiple of 64 as the prototype's products,
+    a short last slice, rows past M, a second group of rows, columns past N. What chunk a stage holds is checked here
+    (a refill of the wrong chunk fails); the copies' asynchrony is not (they land when issued on the host: a missing
+    mbarrier wait passes here), the GPU run's bit comparison is."""
+    import importlib
+
+    pytest.importorskip("cupy")  # the prototype module imports it (no GPU needed)
+    if nvrtc_problem():
+        pytest.skip(f"NVRTC: {nvrtc_problem()}")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    proto = importlib.import_module("gemv_dmma_proto")
+    op = tiledsl.GemmOp(m, n, k, layout_b="col")
+    s = replace(default_schedule(tiledsl.GemmOp(16, 22016, 4096, layout_b="col"), H200), split_k=3)  # the FP64 pick
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    a_big, w_big = a.copy(), w.copy()
+    kps = proto.bulk_k_per_split(op, s)
+    for start in range(0, k, kps):  # 2^60, then -2^60, at the first two steps of every slice
+        a_big[:, start], w_big[:, start] = 2.0**30, 2.0**30
+        a_big[:, start + 16], w_big[:, start + 16] = 2.0**30, -(2.0**30)
+    sums = {}
+    for variant in ("base", *(v for v, form in proto.BULK_FORMS.items() if not form[5])):  # the library's slices
+        kern, grid, (kind, extra) = proto.kernel_for(op, s, variant)
+        assert grid[1] == s.split_k and kern.spill_bytes == 0, (variant, grid, kern.spill_bytes)
+        last = 1.0 if kind == "lib" else extra  # alpha, or the prototype's slice depth
+        for data, (x, y) in (("random", (a, w)), ("order", (a_big, w_big))):
+            ws = np.full((grid[1], m, n), np.nan, np.float32)
+            host_cuda.launch(kern.source, kern.name, grid, kern.block, kern.dynamic_smem_bytes,
+                             [x, y, ws, m, n, k, k, k, n, last])
+            sums[variant, data] = ws
+    ref = a.astype(np.float64) @ w.T.astype(np.float64)
+    assert _rel_err(sums["base", "random"].sum(0), ref) < _tol(k)
+    for (variant, data), ws in sums.items():
+        assert np.array_equal(ws, sums["base", data]), (variant, data)
