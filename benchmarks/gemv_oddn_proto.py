@@ -32,7 +32,7 @@ import tiledsl
 from tiledsl.compile import compile_source
 from tiledsl.gemm.emit import emit_splitk_reduce
 from tiledsl.gemm.emit_gemv_mma import emit_gemm_gemv_mma
-from tiledsl.gemm.family import gemv_dmma_schedule, gemv_mma_form, gemv_mma_shape
+from tiledsl.gemm.family import gemv_dmma_schedule
 from tiledsl.runtime import launch
 from tiledsl.timing import time_gpu
 
@@ -49,7 +49,6 @@ def fp64_kernel(op4, variant):
     """The library's FP64 x @ W kernel (its ring, as ``schedule=None`` takes it) for ``op4`` (N a multiple of 4), its
     W loads changed as ``variant`` says; (Kernel, schedule)."""
     s = gemv_dmma_schedule(op4, tiledsl.Target.current())
-    s = gemv_mma_form(op4, tiledsl.Target.current(), gemv_mma_shape(s.bn, s.rn, s.unroll, "dmma", ring=True))
     ks = emit_gemm_gemv_mma(op4, s)
     src = ks.source
     if variant != "aligned":

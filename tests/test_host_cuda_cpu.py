@@ -889,6 +889,42 @@ def test_gemv_dmma_applies_alpha_and_beta_before_its_one_rounding():
         assert (got == np.float32(2.0**24 + 2)).all(), np.unique(got)
 
 
+def _gemv_dmma_proto(monkeypatch):
+    """benchmarks/gemv_dmma_proto.py as a module (it imports CuPy, no GPU needed; NVRTC compiles its kernels)."""
+    import importlib
+
+    pytest.importorskip("cupy")
+    if nvrtc_problem():
+        pytest.skip(f"NVRTC: {nvrtc_problem()}")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    return importlib.import_module("gemv_dmma_proto")
+
+
+def _proto_partial_sums(proto, op, s, variants, rng, kps) -> dict:
+    """Each prototype variant's kernel (``proto.kernel_for``) run on the host over x @ W.T's operands: random, and with
+    2^60 then -2^60 at the first two steps of every K slice of ``kps`` (where the order of the steps shows); {(variant,
+    "random" | "order"): the slices' partial sums}, "kernels": {variant: (Kernel, grid)}, "ref": the float64 product."""
+    m, n, k = op.m, op.n, op.k
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    a_big, w_big = a.copy(), w.copy()
+    for start in range(0, k, kps):
+        a_big[:, start], w_big[:, start] = 2.0**30, 2.0**30
+        a_big[:, start + 16], w_big[:, start + 16] = 2.0**30, -(2.0**30)
+    out = {"kernels": {}, "ref": a.astype(np.float64) @ w.T.astype(np.float64)}
+    for variant in variants:
+        kern, grid, (kind, extra) = proto.kernel_for(op, s, variant)
+        out["kernels"][variant] = kern, grid
+        # the last parameter: alpha (the library's kernel), or the prototype's slice depth
+        last = 1.0 if kind in ("lib", "lib_sum") else extra[0] if isinstance(extra, tuple) else extra
+        for data, (x, y) in (("random", (a, w)), ("order", (a_big, w_big))):
+            ws = np.full((grid[1], m, n), np.nan, np.float32)
+            host_cuda.launch(kern.source, kern.name, grid, kern.block, kern.dynamic_smem_bytes,
+                             [x, y, ws, m, n, k, k, k, n, last])
+            out[variant, data] = ws
+    return out
+
+
 @pytest.mark.parametrize("m,n,k", [(12, 72, 1100), (20, 40, 516)])
 def test_gemv_dmma_proto_slice_a_sums_what_the_library_kernel_sums(m, n, k, rng, monkeypatch):
     """benchmarks/gemv_dmma_proto.py's slice_a and slice_p variants (A's whole K slice staged once per block in shared
@@ -898,35 +934,16 @@ def test_gemv_dmma_proto_slice_a_sums_what_the_library_kernel_sums(m, n, k, rng,
     same steps in another order rounds the rest differently); K ≡ 12 or 4 mod 16, a short last slice, rows past M, a
     second group of rows (20 rows), columns past N. A prototype measured on a GPU is only worth its timing if it
     computes what the library does."""
-    import importlib
-
-    pytest.importorskip("cupy")  # the prototype module imports it (no GPU needed)
-    if nvrtc_problem():
-        pytest.skip(f"NVRTC: {nvrtc_problem()}")
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    proto = importlib.import_module("gemv_dmma_proto")
+    proto = _gemv_dmma_proto(monkeypatch)
     op = tiledsl.GemmOp(m, n, k, layout_b="col")
     s = default_schedule(tiledsl.GemmOp(16, 22016, 4096, layout_b="col"), H200)  # the FP64 pick
     assert s.mma == "dmma"
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    w = rng.standard_normal((n, k)).astype(np.float32)
-    a_big, w_big = a.copy(), w.copy()
     kps = -(-k // (proto.slice_a_split(op) * 16)) * 16
-    for start in range(0, k, kps):  # 2^60, then -2^60, at the first two steps of every slice
-        a_big[:, start], w_big[:, start] = 2.0**30, 2.0**30
-        a_big[:, start + 16], w_big[:, start + 16] = 2.0**30, -(2.0**30)
-    sums = {}
-    for variant in ("base512", *(v for v in proto.SLICE_A_FORMS if v != "base512")):
-        kern, grid, (kind, extra) = proto.kernel_for(op, s, variant)
+    sums = _proto_partial_sums(proto, op, s, ("base512", *(v for v in proto.SLICE_A_FORMS if v != "base512")), rng, kps)
+    for variant, (kern, grid) in sums.pop("kernels").items():
         assert grid[1] == proto.slice_a_split(op), (variant, grid)
         assert kern.spill_bytes == 0 or variant in proto.SPILLING_FORMS, (variant, kern.spill_bytes)
-        last = 1.0 if kind == "lib_sum" else extra[0]  # alpha, or the slice depth of the prototype's kernels
-        for data, (x, y) in (("random", (a, w)), ("order", (a_big, w_big))):
-            ws = np.full((grid[1], m, n), np.nan, np.float32)
-            host_cuda.launch(kern.source, kern.name, grid, kern.block, kern.dynamic_smem_bytes,
-                             [x, y, ws, m, n, k, k, k, n, last])
-            sums[variant, data] = ws
-    ref = a.astype(np.float64) @ w.T.astype(np.float64)
+    ref = sums.pop("ref")
     assert _rel_err(sums["base512", "random"].sum(0), ref) < _tol(k)
     for (variant, data), ws in sums.items():
         assert np.array_equal(ws, sums["base512", data]), (variant, data)
@@ -941,33 +958,14 @@ def test_gemv_dmma_proto_bulk_sums_what_the_library_kernel_sums(m, n, k, rng, mo
     a short last slice, rows past M, a second group of rows, columns past N. What chunk a stage holds is checked here
     (a refill of the wrong chunk fails); the copies' asynchrony is not (they land when issued on the host: a missing
     mbarrier wait passes here), the GPU run's bit comparison is."""
-    import importlib
-
-    pytest.importorskip("cupy")  # the prototype module imports it (no GPU needed)
-    if nvrtc_problem():
-        pytest.skip(f"NVRTC: {nvrtc_problem()}")
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    proto = importlib.import_module("gemv_dmma_proto")
+    proto = _gemv_dmma_proto(monkeypatch)
     op = tiledsl.GemmOp(m, n, k, layout_b="col")
     s = replace(default_schedule(tiledsl.GemmOp(16, 22016, 4096, layout_b="col"), H200), split_k=3)  # the FP64 pick
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    w = rng.standard_normal((n, k)).astype(np.float32)
-    a_big, w_big = a.copy(), w.copy()
-    kps = proto.bulk_k_per_split(op, s)
-    for start in range(0, k, kps):  # 2^60, then -2^60, at the first two steps of every slice
-        a_big[:, start], w_big[:, start] = 2.0**30, 2.0**30
-        a_big[:, start + 16], w_big[:, start + 16] = 2.0**30, -(2.0**30)
-    sums = {}
-    for variant in ("base", *(v for v, form in proto.BULK_FORMS.items() if not form[5])):  # the library's slices
-        kern, grid, (kind, extra) = proto.kernel_for(op, s, variant)
+    variants = ("base", *(v for v, form in proto.BULK_FORMS.items() if not form[5]))  # the library's slices
+    sums = _proto_partial_sums(proto, op, s, variants, rng, proto.bulk_k_per_split(op, s))
+    for variant, (kern, grid) in sums.pop("kernels").items():
         assert grid[1] == s.split_k and kern.spill_bytes == 0, (variant, grid, kern.spill_bytes)
-        last = 1.0 if kind == "lib" else extra  # alpha, or the prototype's slice depth
-        for data, (x, y) in (("random", (a, w)), ("order", (a_big, w_big))):
-            ws = np.full((grid[1], m, n), np.nan, np.float32)
-            host_cuda.launch(kern.source, kern.name, grid, kern.block, kern.dynamic_smem_bytes,
-                             [x, y, ws, m, n, k, k, k, n, last])
-            sums[variant, data] = ws
-    ref = a.astype(np.float64) @ w.T.astype(np.float64)
+    ref = sums.pop("ref")
     assert _rel_err(sums["base", "random"].sum(0), ref) < _tol(k)
     for (variant, data), ws in sums.items():
         assert np.array_equal(ws, sums["base", data]), (variant, data)

@@ -265,7 +265,7 @@ def _steps_f64(w: Writer, row_b: bool, ring: bool, narrow: bool = False) -> None
     as its step is multiplied (:func:`_ring_steps`); else groups of UNROLL steps, each loaded then multiplied.
     ``narrow`` (``vec=1``, row-major B): W read 4 bytes at a time, the whole steps ending at ``k_whole`` (before W's
     last row)."""
-    end = "k_whole" if narrow else "k_end"
+    end = _whole_steps_end(narrow)
     w("int k = k_begin;")
     if ring:
         _ring_steps(w, row_b, narrow)
@@ -279,6 +279,12 @@ def _steps_f64(w: Writer, row_b: bool, ring: bool, narrow: bool = False) -> None
       "#pragma unroll 1")
     with w.block("for (; k < k_end; k += 16)"):
         _tail_step(w, row_b, "acc", narrow)
+
+
+def _whole_steps_end(narrow: bool) -> str:
+    """Where the float64 kernel's whole k16 steps (no bounds tests) end: the slice's end, or (``narrow``: B read 4
+    bytes at a time) ``k_whole``, before B's last row."""
+    return "k_whole" if narrow else "k_end"
 
 
 def _multiply_step_f64(w: Writer, row_b: bool) -> None:
@@ -376,7 +382,7 @@ def _ring_steps(w: Writer, row_b: bool, narrow: bool = False) -> None:
     steps of loads stay in flight while the tensor cores work (the group form has none in flight while it multiplies);
     the last UNROLL steps multiplied without refills. The steps are multiplied in K order either way: the same sums,
     bit for bit, as the group form. ``narrow``: B read 4 bytes at a time, the whole steps ending at ``k_whole``."""
-    end = "k_whole" if narrow else "k_end"
+    end = _whole_steps_end(narrow)
     w("// ---- a ring of UNROLL k16 steps in flight: slot u holds the slice's steps u, u + UNROLL, u + 2 UNROLL, … in",
       "// turn; multiplying a slot's step is followed at once by its refill with the step UNROLL ahead (whole steps",
       "// only, no bounds tests) ----")
